@@ -1,0 +1,141 @@
+package providers
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Provider is a model vendor.
+type Provider interface {
+	// Name is the provider's registry name, the part of a model id before
+	// the first "/" (for example "ollama").
+	Name() string
+	// Models lists the models the provider offers now, with their
+	// capabilities. A provider that cannot be reached returns an error that
+	// names it, never an empty list.
+	Models(ctx context.Context) ([]ModelInfo, error)
+	// Model returns the model called name (the id without the provider
+	// prefix). An unknown name is an *Error of class ClassModelNotFound.
+	Model(ctx context.Context, name string) (Model, error)
+}
+
+// Model is one model of a Provider.
+type Model interface {
+	// Info describes the model's capabilities.
+	Info() ModelInfo
+	// Stream runs one chat completion. emit is called on the caller's
+	// goroutine-safe path for every text or reasoning fragment as it arrives
+	// and must not block for long. Stream returns the complete answer only
+	// when the provider signalled the end of the stream; a stream that ends
+	// early is an error. Cancelling ctx stops the request promptly and
+	// returns an *Error of class ClassCancelled.
+	Stream(ctx context.Context, req *Request, emit func(Delta)) (*Response, error)
+}
+
+// ModelInfo describes a model.
+type ModelInfo struct {
+	// ID is the full model id, "provider/name".
+	ID string `json:"id"`
+	// Provider and Name are the two parts of ID.
+	Provider string `json:"provider"`
+	Name     string `json:"name"`
+	// Window is the context window in tokens that Lemo uses for this model
+	// (for Ollama the num_ctx it sends); 0 means unknown.
+	Window int `json:"window"`
+	// Tools says the model can call tools; Reasoning that it can reason
+	// (thinking) before answering.
+	Tools     bool `json:"tools"`
+	Reasoning bool `json:"reasoning"`
+}
+
+// Role is a message's author.
+type Role string
+
+// Roles of chat messages.
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Message is one message of a conversation.
+type Message struct {
+	Role    Role
+	Content string
+	// Reasoning is the assistant's reasoning text, if any.
+	Reasoning string
+	// ToolCalls are the assistant's tool calls.
+	ToolCalls []ToolCall
+	// ToolCallID and ToolName identify the call a RoleTool message answers.
+	ToolCallID string
+	ToolName   string
+	// ProviderMetadata is opaque provider data returned with an assistant
+	// message that must be passed back unchanged (OpenRouter's
+	// reasoning_details), as JSON. Providers ignore metadata they do not own.
+	ProviderMetadata json.RawMessage
+}
+
+// ToolCall is one tool invocation requested by the model.
+type ToolCall struct {
+	// ID is the id the conversation uses for the call: Lemo's call id when
+	// Lemo sends history, the provider's id in a Response.
+	ID string
+	// Name is the function name as the model sees it.
+	Name string
+	// Arguments is the JSON text of the arguments.
+	Arguments json.RawMessage
+}
+
+// ToolSpec offers a tool to the model.
+type ToolSpec struct {
+	// Name is the function name the model sees (no dots).
+	Name        string
+	Description string
+	// Parameters is the JSON Schema of the arguments.
+	Parameters json.RawMessage
+}
+
+// Request is the input of one chat completion.
+type Request struct {
+	// System holds the instructions.
+	System   string
+	Messages []Message
+	Tools    []ToolSpec
+	// Think asks a reasoning-capable model to reason. Models without the
+	// capability ignore it.
+	Think bool
+}
+
+// DeltaKind says what a Delta carries.
+type DeltaKind int
+
+// Kinds of streamed fragments.
+const (
+	DeltaText DeltaKind = iota + 1
+	DeltaReasoning
+)
+
+// Delta is a streamed fragment of the answer.
+type Delta struct {
+	Kind DeltaKind
+	Text string
+}
+
+// Usage is the provider-reported token usage of one call.
+type Usage struct {
+	PromptTokens     int
+	CompletionTokens int
+}
+
+// Response is a complete answer.
+type Response struct {
+	Text      string
+	Reasoning string
+	ToolCalls []ToolCall
+	Usage     Usage
+	// FinishReason is the provider's reason for stopping ("stop",
+	// "tool_calls", "length", ...).
+	FinishReason string
+	// ProviderMetadata: see Message.ProviderMetadata.
+	ProviderMetadata json.RawMessage
+}

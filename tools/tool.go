@@ -1,0 +1,94 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Tool is a discoverable capability the model can call.
+//
+// Execute runs on its own goroutine and must return promptly once ctx is
+// cancelled. Everything it returns is validated against ResultSchema; every
+// state update passed to emit against StateSchema.
+type Tool interface {
+	// Name is unique, made of [a-z0-9_.-], at most 64 characters, and still
+	// unique after "." is mapped to "_".
+	Name() string
+	// Description tells the model what the tool does and when to use it.
+	Description() string
+	// InputSchema is the JSON Schema of the arguments (an object schema).
+	InputSchema() json.RawMessage
+	// StateSchema is the JSON Schema of live state updates; nil when the
+	// tool emits none.
+	StateSchema() json.RawMessage
+	// ResultSchema is the JSON Schema of the output.
+	ResultSchema() json.RawMessage
+	// Execute performs the call.
+	Execute(ctx context.Context, call Call, emit Emit) (json.RawMessage, error)
+	// Retain selects what of a successful output is persisted in the Task's
+	// history; nil retains nothing. It must be a pure function of its
+	// inputs. What is not retained reads as unavailable after a restart.
+	Retain(output, input json.RawMessage) json.RawMessage
+	// View is the id of the client View that renders this tool's input,
+	// state and result; "" means the generic JSON view.
+	View() string
+}
+
+// Emit publishes a state update of a running call. It returns an error when
+// the update does not match the tool's StateSchema; the call then fails.
+type Emit func(state json.RawMessage) error
+
+// Call is everything a tool knows about one invocation.
+type Call struct {
+	// TaskID and CallID identify the call; Owner is the Task's owner.
+	TaskID string
+	CallID string
+	Owner  string
+	// Workspace is the Task's workspace folder.
+	Workspace string
+	// Input is the validated JSON arguments.
+	Input json.RawMessage
+	// Memory records explicit facts with this call as their source; nil
+	// when the daemon runs without memory.
+	Memory MemoryRecorder
+}
+
+// MemoryRecorder records an explicit fact. The daemon fills in the source
+// (task and call) and the recording method.
+type MemoryRecorder interface {
+	RecordFact(ctx context.Context, fact Fact) (id string, err error)
+}
+
+// Fact is an explicit memory record made by a tool.
+type Fact struct {
+	Content string
+	// Supersedes names an earlier fact this one replaces, if any.
+	Supersedes string
+	// Method says how the fact was recorded (for example "memory.record").
+	Method string
+}
+
+// Approval is a tool's answer to whether a call needs a person's approval.
+type Approval struct {
+	// Required asks for approval before the call runs.
+	Required bool
+	// Deny refuses the call outright (a policy deny rule).
+	Deny bool
+	// Reason is shown to the person (and to the model on deny).
+	Reason string
+	// Deadline bounds the wait; 0 means no deadline.
+	Deadline time.Duration
+}
+
+// Approver is implemented by tools whose calls may need approval by input.
+type Approver interface {
+	Approval(input json.RawMessage) Approval
+}
+
+// Untrusted is implemented by tools whose output comes from outside the
+// daemon (a delegate agent, a Program Service). Their results are bounded and
+// marked untrusted in what the model sees.
+type Untrusted interface {
+	Untrusted() bool
+}
