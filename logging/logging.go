@@ -1,0 +1,134 @@
+// Package logging builds the daemon's zerolog logger and adapts the loggers
+// of the libraries Lemo uses into it, so that every line goes through one
+// logger with one format.
+//
+// Lifecycle:
+//  1. cmd/lemo calls New with the configured level and format.
+//  2. Packages receive the resulting zerolog.Logger (never a global).
+//  3. Slog wraps it for protoactor (log/slog); Printf wraps it for Badger
+//     (Errorf/Warningf/Infof/Debugf).
+//
+// Example:
+//
+//	log, err := logging.New(os.Stderr, "info", "auto")
+//	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+//		return logging.Slog(log, "protoactor")
+//	}))
+package logging
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Formats accepted by New.
+const (
+	FormatAuto    = "auto"
+	FormatConsole = "console"
+	FormatJSON    = "json"
+)
+
+// Levels accepted by New.
+var Levels = []string{"trace", "debug", "info", "warn", "error"}
+
+// New returns a logger writing to w at level in format: "console" is
+// readable on a terminal, "json" is one object per line, "auto" picks console
+// when w is a terminal and JSON otherwise.
+func New(w io.Writer, level, format string) (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(strings.ToLower(level))
+	if err != nil || level == "" || !validLevel(level) {
+		return zerolog.Nop(), fmt.Errorf("logging: level %q: want one of %s", level, strings.Join(Levels, ", "))
+	}
+	switch format {
+	case FormatAuto:
+		if isTerminal(w) {
+			w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+		}
+	case FormatConsole:
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly, NoColor: !isTerminal(w)}
+	case FormatJSON:
+	default:
+		return zerolog.Nop(), fmt.Errorf("logging: format %q: want auto, console or json", format)
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+func validLevel(level string) bool {
+	for _, l := range Levels {
+		if strings.EqualFold(l, level) {
+			return true
+		}
+	}
+	return false
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// Slog adapts log into a *slog.Logger whose records carry lib=<lib>.
+// Attributes named "message" are renamed "detail" so they never collide with
+// zerolog's message field.
+func Slog(log zerolog.Logger, lib string) *slog.Logger {
+	h := zerolog.NewSlogHandler(log.With().Str("lib", lib).Logger())
+	return slog.New(renameHandler{h})
+}
+
+type renameHandler struct{ slog.Handler }
+
+func (h renameHandler) Handle(ctx context.Context, r slog.Record) error {
+	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == zerolog.MessageFieldName {
+			a.Key = "detail"
+		}
+		out.AddAttrs(a)
+		return true
+	})
+	return h.Handler.Handle(ctx, out)
+}
+
+func (h renameHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	for i := range as {
+		if as[i].Key == zerolog.MessageFieldName {
+			as[i].Key = "detail"
+		}
+	}
+	return renameHandler{h.Handler.WithAttrs(as)}
+}
+
+func (h renameHandler) WithGroup(name string) slog.Handler {
+	return renameHandler{h.Handler.WithGroup(name)}
+}
+
+// Printf adapts log to the printf-style logger interface of Badger. The
+// library's chatty informational lines go to debug.
+type Printf struct {
+	Log zerolog.Logger
+}
+
+// NewPrintf returns a Printf adapter whose lines carry lib=<lib>.
+func NewPrintf(log zerolog.Logger, lib string) Printf {
+	return Printf{Log: log.With().Str("lib", lib).Logger()}
+}
+
+func (p Printf) Errorf(f string, args ...any)   { p.Log.Error().Msg(trim(f, args)) }
+func (p Printf) Warningf(f string, args ...any) { p.Log.Warn().Msg(trim(f, args)) }
+func (p Printf) Infof(f string, args ...any)    { p.Log.Debug().Msg(trim(f, args)) }
+func (p Printf) Debugf(f string, args ...any)   { p.Log.Trace().Msg(trim(f, args)) }
+
+func trim(f string, args []any) string {
+	return strings.TrimRight(fmt.Sprintf(f, args...), "\n")
+}

@@ -1,0 +1,65 @@
+package persistence
+
+import (
+	"encoding/binary"
+
+	"lemo/api"
+)
+
+// Key layout (all keys are byte strings; numbers are big-endian so a prefix
+// scan reads in order):
+//
+//	f                                  store format marker
+//	e/<task>/<seq:8>                   event (api.Event, protobuf)
+//	m/<task>                           Task metadata (api.TaskMeta)
+//	s/<status:1>/<task>                status index (empty value)
+//	o/<owner>/<task>                   owner index (empty value)
+//
+// Task ids and owners contain no '/', so "e/<task>/" is a prefix of exactly
+// one Task's events. Other packages' records (memory, indexes) use their own
+// first byte; see the files that define them.
+const (
+	prefixEvent  = 'e'
+	prefixMeta   = 'm'
+	prefixStatus = 's'
+	prefixOwner  = 'o'
+)
+
+var formatKey = []byte("f")
+
+func eventPrefix(task string) []byte {
+	k := make([]byte, 0, len(task)+3)
+	k = append(k, prefixEvent, '/')
+	k = append(k, task...)
+	return append(k, '/')
+}
+
+func eventKey(task string, seq uint64) []byte {
+	k := eventPrefix(task)
+	return binary.BigEndian.AppendUint64(k, seq)
+}
+
+func seqFromEventKey(k []byte) uint64 {
+	return binary.BigEndian.Uint64(k[len(k)-8:])
+}
+
+func metaKey(task string) []byte {
+	return append([]byte{prefixMeta, '/'}, task...)
+}
+
+func statusPrefix(st api.TaskStatus) []byte {
+	return []byte{prefixStatus, '/', byte(st), '/'}
+}
+
+func statusKey(st api.TaskStatus, task string) []byte {
+	return append(statusPrefix(st), task...)
+}
+
+func ownerPrefix(owner string) []byte {
+	k := append([]byte{prefixOwner, '/'}, owner...)
+	return append(k, '/')
+}
+
+func ownerKey(owner, task string) []byte {
+	return append(ownerPrefix(owner), task...)
+}

@@ -1,0 +1,230 @@
+package persistence
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/dgraph-io/badger/v4"
+	"google.golang.org/protobuf/proto"
+
+	"lemo/api"
+)
+
+func getMeta(txn *badger.Txn, task string) (*api.TaskMeta, error) {
+	it, err := txn.Get(metaKey(task))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	m := new(api.TaskMeta)
+	if err := it.Value(func(v []byte) error { return proto.Unmarshal(v, m) }); err != nil {
+		return nil, fmt.Errorf("decode meta of task %s: %w", task, err)
+	}
+	return m, nil
+}
+
+// Meta returns a Task's metadata, or ErrNotFound.
+func (s *Store) Meta(task string) (*api.TaskMeta, error) {
+	if err := ValidTaskID(task); err != nil {
+		return nil, err
+	}
+	var m *api.TaskMeta
+	err := s.db.View(func(txn *badger.Txn) error {
+		var err error
+		m, err = getMeta(txn, task)
+		return err
+	})
+	return m, err
+}
+
+// RawEvents calls fn with the stored bytes of each event of task with
+// from <= seq <= to, in order; to == 0 means to the end. The bytes are only
+// valid during the call. fn may stop the scan by returning an error, which
+// RawEvents returns.
+func (s *Store) RawEvents(task string, from, to uint64, fn func(seq uint64, raw []byte) error) error {
+	if err := ValidTaskID(task); err != nil {
+		return err
+	}
+	if from == 0 {
+		from = 1
+	}
+	return s.db.View(func(txn *badger.Txn) error {
+		prefix := eventPrefix(task)
+		opt := badger.DefaultIteratorOptions
+		opt.Prefix = prefix
+		opt.PrefetchSize = 256
+		it := txn.NewIterator(opt)
+		defer it.Close()
+		for it.Seek(eventKey(task, from)); it.ValidForPrefix(prefix); it.Next() {
+			item := it.Item()
+			seq := seqFromEventKey(item.Key())
+			if to != 0 && seq > to {
+				return nil
+			}
+			if err := item.Value(func(v []byte) error { return fn(seq, v) }); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Events decodes the events of task with from <= seq <= to (to == 0: to the
+// end) and calls fn with each, in order.
+func (s *Store) Events(task string, from, to uint64, fn func(*api.Event) error) error {
+	return s.RawEvents(task, from, to, func(seq uint64, raw []byte) error {
+		ev := new(api.Event)
+		if err := proto.Unmarshal(raw, ev); err != nil {
+			return fmt.Errorf("decode task %s seq %d: %w", task, seq, err)
+		}
+		return fn(ev)
+	})
+}
+
+// ReadEvents returns at most limit events of task starting at from.
+func (s *Store) ReadEvents(task string, from uint64, limit int) ([]*api.Event, error) {
+	var out []*api.Event
+	errStop := errors.New("stop")
+	err := s.Events(task, from, 0, func(ev *api.Event) error {
+		if limit > 0 && len(out) >= limit {
+			return errStop
+		}
+		out = append(out, ev)
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Tail returns the last n events of task, in order.
+func (s *Store) Tail(task string, n int) ([]*api.Event, error) {
+	m, err := s.Meta(task)
+	if err != nil {
+		return nil, err
+	}
+	from := uint64(1)
+	if last := m.GetLastSeq(); last > uint64(n) {
+		from = last - uint64(n) + 1
+	}
+	return s.ReadEvents(task, from, n)
+}
+
+// TasksWithStatus returns the metadata of every Task whose status is st,
+// through the status index (no scan of other Tasks).
+func (s *Store) TasksWithStatus(st api.TaskStatus) ([]*api.TaskMeta, error) {
+	var out []*api.TaskMeta
+	err := s.db.View(func(txn *badger.Txn) error {
+		prefix := statusPrefix(st)
+		opt := badger.DefaultIteratorOptions
+		opt.PrefetchValues = false
+		opt.Prefix = prefix
+		it := txn.NewIterator(opt)
+		defer it.Close()
+		for it.Rewind(); it.ValidForPrefix(prefix); it.Next() {
+			task := string(bytes.TrimPrefix(it.Item().Key(), prefix))
+			m, err := getMeta(txn, task)
+			if err != nil {
+				return fmt.Errorf("status index names task %s: %w", task, err)
+			}
+			out = append(out, m)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// ListOptions selects a page of Tasks, newest first.
+type ListOptions struct {
+	// Owner limits the list to one owner; "" lists every owner's Tasks.
+	Owner string
+	// Before is the cursor: only Tasks with an id below it (older) are
+	// listed. "" starts at the newest.
+	Before string
+	// Limit bounds the page; 0 means 100.
+	Limit int
+}
+
+// ListTasks returns a page of Task metadata, newest first, and the cursor of
+// the next page ("" when this is the last).
+func (s *Store) ListTasks(o ListOptions) ([]*api.TaskMeta, string, error) {
+	if o.Limit <= 0 {
+		o.Limit = 100
+	}
+	if o.Owner != "" {
+		if err := ValidOwner(o.Owner); err != nil {
+			return nil, "", err
+		}
+	}
+	if o.Before != "" {
+		if err := ValidTaskID(o.Before); err != nil {
+			return nil, "", err
+		}
+	}
+	var out []*api.TaskMeta
+	next := ""
+	err := s.db.View(func(txn *badger.Txn) error {
+		var prefix []byte
+		if o.Owner != "" {
+			prefix = ownerPrefix(o.Owner)
+		} else {
+			prefix = metaKey("")
+		}
+		opt := badger.DefaultIteratorOptions
+		opt.Reverse = true
+		opt.Prefix = prefix
+		opt.PrefetchValues = o.Owner == ""
+		it := txn.NewIterator(opt)
+		defer it.Close()
+		// Reverse iteration seeks to the largest key <= the seek key.
+		seek := append(append([]byte(nil), prefix...), 0xff)
+		if o.Before != "" {
+			seek = append(append([]byte(nil), prefix...), o.Before...)
+		}
+		for it.Seek(seek); it.ValidForPrefix(prefix); it.Next() {
+			task := string(bytes.TrimPrefix(it.Item().Key(), prefix))
+			if task == o.Before {
+				continue
+			}
+			if len(out) == o.Limit {
+				next = out[len(out)-1].GetTaskId()
+				return nil
+			}
+			var m *api.TaskMeta
+			var err error
+			if o.Owner == "" {
+				m = new(api.TaskMeta)
+				err = it.Item().Value(func(v []byte) error { return proto.Unmarshal(v, m) })
+			} else {
+				m, err = getMeta(txn, task)
+			}
+			if err != nil {
+				return fmt.Errorf("list tasks: task %s: %w", task, err)
+			}
+			out = append(out, m)
+		}
+		return nil
+	})
+	return out, next, err
+}
+
+// Get returns the value of a key written as an extra KV, or ErrNotFound.
+func (s *Store) Get(key []byte) ([]byte, error) {
+	var out []byte
+	err := s.db.View(func(txn *badger.Txn) error {
+		it, err := txn.Get(key)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		out, err = it.ValueCopy(nil)
+		return err
+	})
+	return out, err
+}

@@ -1,0 +1,295 @@
+package persistence
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/rs/zerolog"
+
+	"lemo/logging"
+)
+
+// Data folder layout.
+const (
+	lockFile   = "lock"
+	formatFile = "FORMAT"
+	storeDir   = "store"
+	// formatText identifies a Lemo data folder and its layout version.
+	formatText = "lemo data folder, format 1\n"
+	// storeFormat is the value of the format key inside the store.
+	storeFormat = "lemo-store-1"
+	// badgerMagic makes Badger refuse stores written with another layout.
+	badgerMagic = 0x4c31 // "L1"
+)
+
+// DataDir is a locked data folder.
+type DataDir struct {
+	path string
+	lock *os.File
+}
+
+// Path returns the folder's path.
+func (d *DataDir) Path() string { return d.path }
+
+// Join returns a path inside the folder.
+func (d *DataDir) Join(elem ...string) string {
+	return filepath.Join(append([]string{d.path}, elem...)...)
+}
+
+// OpenDataDir creates the folder if it does not exist, takes its lock and
+// checks its format marker. A folder that exists but cannot be read, a
+// folder that is a file, a folder of another format and a folder locked by
+// another process are errors, and in those cases nothing is changed on disk.
+func OpenDataDir(path string) (*DataDir, error) {
+	if path == "" {
+		return nil, fmt.Errorf("%w: empty data folder path", ErrInvalid)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("data folder %s: %w", path, err)
+	}
+	fi, err := os.Stat(abs)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if err := os.MkdirAll(abs, 0o700); err != nil {
+			return nil, fmt.Errorf("create data folder %s: %w", abs, err)
+		}
+	case err != nil:
+		return nil, fmt.Errorf("data folder %s: %w", abs, err)
+	case !fi.IsDir():
+		return nil, fmt.Errorf("data folder %s is not a folder", abs)
+	}
+	// Reading the folder first proves it is readable before anything is
+	// created in it.
+	entries, err := os.ReadDir(abs)
+	if err != nil {
+		return nil, fmt.Errorf("data folder %s cannot be read: %w", abs, err)
+	}
+	marker, err := os.ReadFile(filepath.Join(abs, formatFile))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if len(entries) > 0 && !onlyLock(entries) {
+			return nil, fmt.Errorf("data folder %s is not empty and has no %s marker: refusing to use a folder Lemo did not create (choose an empty or new folder)", abs, formatFile)
+		}
+	case err != nil:
+		return nil, fmt.Errorf("data folder %s: read %s: %w", abs, formatFile, err)
+	case string(marker) != formatText:
+		return nil, fmt.Errorf("data folder %s has format %q, this lemo reads %q", abs, strings.TrimSpace(string(marker)), strings.TrimSpace(formatText))
+	}
+	lock, err := takeLock(filepath.Join(abs, lockFile))
+	if err != nil {
+		return nil, fmt.Errorf("data folder %s: %w", abs, err)
+	}
+	if marker == nil {
+		if err := writeFileSync(filepath.Join(abs, formatFile), []byte(formatText), 0o600); err != nil {
+			_ = lock.Close()
+			return nil, fmt.Errorf("data folder %s: write %s: %w", abs, formatFile, err)
+		}
+	}
+	return &DataDir{path: abs, lock: lock}, nil
+}
+
+func onlyLock(entries []os.DirEntry) bool {
+	return len(entries) == 1 && entries[0].Name() == lockFile
+}
+
+func takeLock(path string) (*os.File, error) {
+	// O_CREATE on an existing file changes nothing; the second daemon
+	// leaves the folder as it found it.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open lock file: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: another lemo daemon is using it", ErrLocked)
+		}
+		return nil, fmt.Errorf("lock: %w", err)
+	}
+	return f, nil
+}
+
+// Close releases the lock.
+func (d *DataDir) Close() error {
+	if d.lock == nil {
+		return nil
+	}
+	err := d.lock.Close()
+	d.lock = nil
+	return err
+}
+
+func writeFileSync(path string, data []byte, mode os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// Options tunes the store. The zero value is the production setting.
+type Options struct {
+	Log zerolog.Logger
+	// MemTableSize is Badger's memtable size; 0 means 64 MiB. Tests use less.
+	MemTableSize int64
+	// BlockCacheSize is Badger's block cache; 0 means 64 MiB.
+	BlockCacheSize int64
+	// MaxBatch bounds the appends one commit groups; 0 means 256.
+	MaxBatch int
+	// MetaCacheSize bounds the writer's cache of Task metadata; 0 means 4096.
+	MetaCacheSize int
+	// ReadOnly opens the store for inspection only (no writer).
+	ReadOnly bool
+}
+
+// MaxEventBytes is the largest encoded event the store accepts. It keeps
+// every record below Badger's value threshold, on the WAL path whose sync
+// errors are reported.
+const MaxEventBytes = 768 << 10
+
+// Store is the daemon's embedded store.
+type Store struct {
+	db  *badger.DB
+	log zerolog.Logger
+	w   *writer
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open opens (or creates) the store inside dd.
+func Open(dd *DataDir, opt Options) (*Store, error) {
+	dir := dd.Join(storeDir)
+	fi, err := os.Stat(dir)
+	fresh := errors.Is(err, os.ErrNotExist)
+	switch {
+	case err != nil && !fresh:
+		return nil, fmt.Errorf("store %s: %w", dir, err)
+	case !fresh && !fi.IsDir():
+		return nil, fmt.Errorf("store %s is not a folder", dir)
+	case fresh && opt.ReadOnly:
+		return nil, fmt.Errorf("store %s: %w", dir, ErrNotFound)
+	}
+	if !fresh {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, fmt.Errorf("store %s cannot be read: %w", dir, err)
+		}
+		if len(entries) == 0 {
+			fresh = true
+		}
+	}
+	if fresh && hasHistoryMarker(dd) {
+		return nil, fmt.Errorf("store %s is missing or empty but this data folder held a store: refusing to start fresh over lost history (restore the store, or use a new data folder)", dir)
+	}
+	bo := badger.DefaultOptions(dir).
+		WithSyncWrites(true).
+		WithLogger(logging.NewPrintf(opt.Log, "badger")).
+		WithValueThreshold(1 << 20).
+		WithExternalMagic(badgerMagic).
+		WithVerifyValueChecksum(true).
+		WithReadOnly(opt.ReadOnly).
+		WithMetricsEnabled(false).
+		WithMemTableSize(orDefault(opt.MemTableSize, 64<<20)).
+		WithBlockCacheSize(orDefault(opt.BlockCacheSize, 64<<20)).
+		WithIndexCacheSize(16 << 20).
+		WithNumVersionsToKeep(1)
+	db, err := badger.Open(bo)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
+	s := &Store{db: db, log: opt.Log}
+	if err := s.checkFormat(fresh, opt.ReadOnly); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("store %s: %w", dir, err)
+	}
+	if fresh {
+		if err := writeFileSync(dd.Join(historyMarker), []byte(storeFormat+"\n"), 0o600); err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("store %s: %w", dir, err)
+		}
+	}
+	if !opt.ReadOnly {
+		s.w = newWriter(db, opt)
+	}
+	return s, nil
+}
+
+// historyMarker is written beside the store once it exists, so that a store
+// that disappears is noticed instead of silently replaced.
+const historyMarker = "store.created"
+
+func hasHistoryMarker(dd *DataDir) bool {
+	_, err := os.Stat(dd.Join(historyMarker))
+	return err == nil
+}
+
+func orDefault(v, d int64) int64 {
+	if v <= 0 {
+		return d
+	}
+	return v
+}
+
+func (s *Store) checkFormat(fresh, readOnly bool) error {
+	var have []byte
+	err := s.db.View(func(txn *badger.Txn) error {
+		it, err := txn.Get(formatKey)
+		if err != nil {
+			return err
+		}
+		have, err = it.ValueCopy(nil)
+		return err
+	})
+	switch {
+	case err == nil:
+		if !bytes.Equal(have, []byte(storeFormat)) {
+			return fmt.Errorf("store format %q, this lemo reads %q", have, storeFormat)
+		}
+		return nil
+	case errors.Is(err, badger.ErrKeyNotFound):
+		if !fresh {
+			return fmt.Errorf("store has no format record: not a Lemo store, or damaged")
+		}
+		if readOnly {
+			return nil
+		}
+		return s.db.Update(func(txn *badger.Txn) error { return txn.Set(formatKey, []byte(storeFormat)) })
+	default:
+		return err
+	}
+}
+
+// Close waits for queued appends, stops the writer and closes the store.
+// It is safe to call more than once.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		if s.w != nil {
+			s.w.close()
+		}
+		s.closeErr = s.db.Close()
+	})
+	return s.closeErr
+}
+
+// Size returns the store's size on disk in bytes (LSM and value log).
+func (s *Store) Size() int64 {
+	lsm, vlog := s.db.Size()
+	return lsm + vlog
+}

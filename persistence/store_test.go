@@ -1,0 +1,428 @@
+package persistence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"lemo/api"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(crashHelperEnv) != "" {
+		crashHelper()
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// testStore is a store with its locked data folder.
+type testStore struct {
+	*Store
+	dd *DataDir
+}
+
+// openTest opens a store in dir with small buffers.
+func openTest(t testing.TB, dir string) *testStore {
+	t.Helper()
+	dd, err := OpenDataDir(dir)
+	if err != nil {
+		t.Fatalf("OpenDataDir: %v", err)
+	}
+	st, err := Open(dd, Options{Log: zerolog.Nop(), MemTableSize: 8 << 20, BlockCacheSize: 8 << 20})
+	if err != nil {
+		_ = dd.Close()
+		t.Fatalf("Open: %v", err)
+	}
+	ts := &testStore{Store: st, dd: dd}
+	t.Cleanup(func() {
+		_ = st.Close()
+		_ = dd.Close()
+	})
+	return ts
+}
+
+func closeTest(t testing.TB, ts *testStore) {
+	t.Helper()
+	if err := ts.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := ts.dd.Close(); err != nil {
+		t.Fatalf("DataDir.Close: %v", err)
+	}
+}
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func ev(task string, seq uint64, body any) *api.Event {
+	e := &api.Event{TaskId: task, Seq: seq, Time: timestamppb.New(t0.Add(time.Duration(seq) * time.Second))}
+	switch b := body.(type) {
+	case *api.TaskCreated:
+		e.Body = &api.Event_TaskCreated{TaskCreated: b}
+	case *api.UserMessage:
+		e.Body = &api.Event_UserMessage{UserMessage: b}
+	case *api.StatusChanged:
+		e.Body = &api.Event_StatusChanged{StatusChanged: b}
+	case *api.CycleStarted:
+		e.Body = &api.Event_CycleStarted{CycleStarted: b}
+	default:
+		panic(fmt.Sprintf("ev: unsupported body %T", body))
+	}
+	return e
+}
+
+func created(task, owner string) *api.Event {
+	return ev(task, 1, &api.TaskCreated{Owner: owner, Model: "fake/m", Title: "t " + task})
+}
+
+func msg(task string, seq uint64, text string) *api.Event {
+	return ev(task, seq, &api.UserMessage{Text: text})
+}
+
+func status(task string, seq uint64, st api.TaskStatus) *api.Event {
+	return ev(task, seq, &api.StatusChanged{Status: st})
+}
+
+func mustAppend(t testing.TB, st *testStore, task string, evs ...*api.Event) *api.TaskMeta {
+	t.Helper()
+	m, err := st.Append(context.Background(), Append{TaskID: task, Events: evs})
+	if err != nil {
+		t.Fatalf("Append(%s, seq %d..): %v", task, evs[0].GetSeq(), err)
+	}
+	return m
+}
+
+func TestAppendReadBack(t *testing.T) {
+	dir := t.TempDir()
+	st := openTest(t, dir)
+	task := NewTaskID(t0)
+	m := mustAppend(t, st, task, created(task, "alice"), msg(task, 2, "hello"), status(task, 3, api.TaskStatus_TASK_STATUS_RUNNING))
+	if m.GetLastSeq() != 3 || m.GetStatus() != api.TaskStatus_TASK_STATUS_RUNNING || m.GetOwner() != "alice" {
+		t.Fatalf("meta after append = %v", m)
+	}
+	mustAppend(t, st, task, msg(task, 4, "again"))
+	closeTest(t, st)
+
+	st = openTest(t, dir)
+	evs, err := st.ReadEvents(task, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 4 {
+		t.Fatalf("ReadEvents = %d events, want 4", len(evs))
+	}
+	for i, e := range evs {
+		if e.GetSeq() != uint64(i+1) {
+			t.Fatalf("event %d has seq %d", i, e.GetSeq())
+		}
+	}
+	if got := evs[3].GetUserMessage().GetText(); got != "again" {
+		t.Fatalf("event 4 text = %q", got)
+	}
+	tail, err := st.Tail(task, 2)
+	if err != nil || len(tail) != 2 || tail[0].GetSeq() != 3 {
+		t.Fatalf("Tail(2) = %v, %v", tail, err)
+	}
+	m, err = st.Meta(task)
+	if err != nil || m.GetLastSeq() != 4 {
+		t.Fatalf("Meta = %v, %v", m, err)
+	}
+	if _, err := st.Meta(NewTaskID(t0)); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Meta(unknown) err = %v, want ErrNotFound", err)
+	}
+}
+
+func TestAppendConflicts(t *testing.T) {
+	st := openTest(t, t.TempDir())
+	task := NewTaskID(t0)
+	ctx := context.Background()
+	if _, err := st.Append(ctx, Append{TaskID: task, Events: []*api.Event{msg(task, 1, "x")}}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("first event not task_created: err = %v, want ErrInvalid", err)
+	}
+	mustAppend(t, st, task, created(task, "o"))
+	cases := []struct {
+		name string
+		evs  []*api.Event
+		want error
+	}{
+		{"gap", []*api.Event{msg(task, 3, "x")}, ErrSeqConflict},
+		{"stale", []*api.Event{msg(task, 1, "x")}, ErrSeqConflict},
+		{"duplicate create", []*api.Event{created(task, "o")}, ErrSeqConflict},
+		{"not contiguous", []*api.Event{msg(task, 2, "a"), msg(task, 4, "b")}, ErrInvalid},
+		{"foreign task", []*api.Event{msg("OTHER", 2, "a")}, ErrInvalid},
+		{"late create", []*api.Event{ev(task, 2, &api.TaskCreated{})}, ErrInvalid},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := st.Append(ctx, Append{TaskID: task, Events: c.evs})
+			if !errors.Is(err, c.want) {
+				t.Fatalf("err = %v, want %v", err, c.want)
+			}
+		})
+	}
+	evs, _ := st.ReadEvents(task, 1, 0)
+	if len(evs) != 1 {
+		t.Fatalf("after rejected appends the log has %d events, want 1", len(evs))
+	}
+	if _, err := st.Append(ctx, Append{TaskID: "bad/id", Events: []*api.Event{created("bad/id", "o")}}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("bad id: err = %v", err)
+	}
+}
+
+func TestStatusIndexAndList(t *testing.T) {
+	dir := t.TempDir()
+	st := openTest(t, dir)
+	var ids []string
+	for i := 0; i < 5; i++ {
+		id := NewTaskID(t0.Add(time.Duration(i) * time.Millisecond))
+		ids = append(ids, id)
+		owner := "alice"
+		if i%2 == 1 {
+			owner = "bob"
+		}
+		mustAppend(t, st, id, created(id, owner), status(id, 2, api.TaskStatus_TASK_STATUS_RUNNING))
+	}
+	mustAppend(t, st, ids[0], status(ids[0], 3, api.TaskStatus_TASK_STATUS_PAUSED))
+	running, err := st.TasksWithStatus(api.TaskStatus_TASK_STATUS_RUNNING)
+	if err != nil || len(running) != 4 {
+		t.Fatalf("running = %d, %v; want 4", len(running), err)
+	}
+	paused, _ := st.TasksWithStatus(api.TaskStatus_TASK_STATUS_PAUSED)
+	if len(paused) != 1 || paused[0].GetTaskId() != ids[0] {
+		t.Fatalf("paused = %v", paused)
+	}
+	closeTest(t, st)
+	st = openTest(t, dir)
+
+	// Newest first, paginated.
+	page, next, err := st.ListTasks(ListOptions{Limit: 2})
+	if err != nil || len(page) != 2 || page[0].GetTaskId() != ids[4] || page[1].GetTaskId() != ids[3] || next != ids[3] {
+		t.Fatalf("page 1 = %v next %q err %v", page, next, err)
+	}
+	page, next, _ = st.ListTasks(ListOptions{Limit: 2, Before: next})
+	if len(page) != 2 || page[0].GetTaskId() != ids[2] || next != ids[1] {
+		t.Fatalf("page 2 = %v next %q", page, next)
+	}
+	page, next, _ = st.ListTasks(ListOptions{Limit: 2, Before: next})
+	if len(page) != 1 || page[0].GetTaskId() != ids[0] || next != "" {
+		t.Fatalf("page 3 = %v next %q", page, next)
+	}
+	bobs, _, _ := st.ListTasks(ListOptions{Owner: "bob"})
+	if len(bobs) != 2 || bobs[0].GetTaskId() != ids[3] || bobs[1].GetTaskId() != ids[1] {
+		t.Fatalf("bob's tasks = %v", bobs)
+	}
+}
+
+func TestExtraKeysCommitWithEvents(t *testing.T) {
+	st := openTest(t, t.TempDir())
+	task := NewTaskID(t0)
+	_, err := st.Append(context.Background(), Append{TaskID: task, Events: []*api.Event{created(task, "o")},
+		Extra: []KV{{Key: []byte("x/posting"), Value: []byte("1")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := st.Get([]byte("x/posting"))
+	if err != nil || string(v) != "1" {
+		t.Fatalf("Get = %q, %v", v, err)
+	}
+	_, err = st.Append(context.Background(), Append{TaskID: task, Events: []*api.Event{msg(task, 2, "x")},
+		Extra: []KV{{Key: []byte("x/posting"), Delete: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Get([]byte("x/posting")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("deleted key: err = %v", err)
+	}
+}
+
+func TestTooLargeEventRefused(t *testing.T) {
+	st := openTest(t, t.TempDir())
+	task := NewTaskID(t0)
+	mustAppend(t, st, task, created(task, "o"))
+	big := make([]byte, MaxEventBytes+1)
+	for i := range big {
+		big[i] = 'a'
+	}
+	_, err := st.Append(context.Background(), Append{TaskID: task, Events: []*api.Event{msg(task, 2, string(big))}})
+	if !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("err = %v, want ErrTooLarge", err)
+	}
+	mustAppend(t, st, task, msg(task, 2, "small"))
+}
+
+// TestBatchSplitAcrossTransactions appends, concurrently, more data than one
+// Badger transaction holds (with an 8 MiB memtable a transaction takes about
+// 1.2 MB): every append must be acknowledged and present.
+func TestBatchSplitAcrossTransactions(t *testing.T) {
+	dir := t.TempDir()
+	st := openTest(t, dir)
+	const tasks, perTask = 16, 4
+	payload := string(make([]byte, 300<<10))
+	ids := make([]string, tasks)
+	for i := range ids {
+		ids[i] = NewTaskID(t0)
+		mustAppend(t, st, ids[i], created(ids[i], "o"))
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, tasks)
+	for _, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := uint64(2); s < 2+perTask; s++ {
+				if _, err := st.Append(context.Background(), Append{TaskID: id, Events: []*api.Event{msg(id, s, payload)}}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("append: %v", err)
+	}
+	if st.w.splits.Load() == 0 {
+		t.Fatal("no batch was split: the test did not exercise splitting")
+	}
+	closeTest(t, st)
+	st = openTest(t, dir)
+	for _, id := range ids {
+		m, err := st.Meta(id)
+		if err != nil || m.GetLastSeq() != 1+perTask {
+			t.Fatalf("task %s meta = %v, %v", id, m, err)
+		}
+	}
+}
+
+// An append bigger than a whole transaction fails alone; others in the same
+// batch are unaffected.
+func TestAppendLargerThanTransaction(t *testing.T) {
+	st := openTest(t, t.TempDir())
+	task := NewTaskID(t0)
+	mustAppend(t, st, task, created(task, "o"))
+	payload := string(make([]byte, 600<<10))
+	var evs []*api.Event
+	for s := uint64(2); s < 6; s++ {
+		evs = append(evs, msg(task, s, payload))
+	}
+	_, err := st.Append(context.Background(), Append{TaskID: task, Events: evs})
+	if !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("err = %v, want ErrTooLarge", err)
+	}
+	m := mustAppend(t, st, task, msg(task, 2, "fits"))
+	if m.GetLastSeq() != 2 {
+		t.Fatalf("last seq = %d, want 2", m.GetLastSeq())
+	}
+}
+
+func TestDataDirRules(t *testing.T) {
+	t.Run("second daemon is refused and changes nothing", func(t *testing.T) {
+		dir := t.TempDir()
+		st := openTest(t, dir)
+		_ = st
+		before := snapshotDir(t, dir)
+		_, err := OpenDataDir(dir)
+		if !errors.Is(err, ErrLocked) {
+			t.Fatalf("second OpenDataDir err = %v, want ErrLocked", err)
+		}
+		if after := snapshotDir(t, dir); after != before {
+			t.Fatalf("folder changed:\nbefore %s\nafter  %s", before, after)
+		}
+	})
+	t.Run("a file is not a data folder", func(t *testing.T) {
+		f := filepath.Join(t.TempDir(), "file")
+		if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := OpenDataDir(f); err == nil {
+			t.Fatal("OpenDataDir(file) succeeded")
+		}
+	})
+	t.Run("a foreign non-empty folder is refused", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		before := snapshotDir(t, dir)
+		if _, err := OpenDataDir(dir); err == nil {
+			t.Fatal("OpenDataDir(foreign) succeeded")
+		}
+		if after := snapshotDir(t, dir); after != before {
+			t.Fatalf("folder changed: %s -> %s", before, after)
+		}
+	})
+	t.Run("a lost store is not replaced by a fresh one", func(t *testing.T) {
+		dir := t.TempDir()
+		st := openTest(t, dir)
+		closeTest(t, st)
+		if err := os.RemoveAll(filepath.Join(dir, storeDir)); err != nil {
+			t.Fatal(err)
+		}
+		dd, err := OpenDataDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dd.Close()
+		if _, err := Open(dd, Options{Log: zerolog.Nop()}); err == nil {
+			t.Fatal("Open over a lost store succeeded")
+		}
+		if _, err := os.Stat(filepath.Join(dir, storeDir)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("a store folder was created: %v", err)
+		}
+	})
+	t.Run("a damaged store is refused", func(t *testing.T) {
+		dir := t.TempDir()
+		st := openTest(t, dir)
+		closeTest(t, st)
+		if err := os.WriteFile(filepath.Join(dir, storeDir, "MANIFEST"), []byte("garbage, not a manifest"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		dd, err := OpenDataDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dd.Close()
+		if st, err := Open(dd, Options{Log: zerolog.Nop()}); err == nil {
+			_ = st.Close()
+			t.Fatal("Open on a damaged store succeeded")
+		}
+	})
+}
+
+// snapshotDir describes every file under dir (name, size, mtime).
+func snapshotDir(t testing.TB, dir string) string {
+	t.Helper()
+	var s string
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		s += fmt.Sprintf("%s:%d:%d;", p, fi.Size(), fi.ModTime().UnixNano())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestNewTaskIDSortsByTime(t *testing.T) {
+	a := NewTaskID(t0)
+	b := NewTaskID(t0.Add(time.Millisecond))
+	if len(a) != 26 || !(a < b) {
+		t.Fatalf("ids %q, %q: want 26 chars, sorted by time", a, b)
+	}
+	if err := ValidTaskID(a); err != nil {
+		t.Fatal(err)
+	}
+}

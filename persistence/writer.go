@@ -1,0 +1,426 @@
+package persistence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/dgraph-io/badger/v4"
+	"google.golang.org/protobuf/proto"
+
+	"lemo/api"
+)
+
+// KV is an extra key to write (or delete) in the same transaction as an
+// append: index postings and other derived records.
+type KV struct {
+	Key    []byte
+	Value  []byte
+	Delete bool
+}
+
+// Append is one conditional append to a Task's log.
+type Append struct {
+	TaskID string
+	// Events carry their TaskId, Seq and Time; their seqs must be contiguous
+	// and the first must follow the stored last seq (1 for a new Task, whose
+	// first event must be TaskCreated). The store does not modify them and
+	// the caller must not modify them after calling Append.
+	Events []*api.Event
+	// Extra keys are committed atomically with the events.
+	Extra []KV
+}
+
+// Append commits a to the log and returns the Task's metadata after it. It
+// returns only after the commit (with its fsync) finished: a nil error is a
+// durable acknowledgement. ctx bounds only the wait to enter the queue; once
+// queued the append completes or fails on its own. On ErrSeqConflict nothing
+// was written.
+func (s *Store) Append(ctx context.Context, a Append) (*api.TaskMeta, error) {
+	if s.w == nil {
+		return nil, fmt.Errorf("%w: store is read-only", ErrClosed)
+	}
+	req, err := prepare(a)
+	if err != nil {
+		return nil, err
+	}
+	return s.w.submit(ctx, req)
+}
+
+type request struct {
+	task   string
+	events []*api.Event
+	raw    [][]byte
+	extra  []KV
+	size   int
+	done   chan result
+}
+
+type result struct {
+	meta *api.TaskMeta
+	err  error
+}
+
+// prepare validates and encodes an append on the caller's goroutine, so that
+// the single writer goroutine only commits.
+func prepare(a Append) (*request, error) {
+	if err := ValidTaskID(a.TaskID); err != nil {
+		return nil, err
+	}
+	if len(a.Events) == 0 && len(a.Extra) == 0 {
+		return nil, fmt.Errorf("%w: empty append for task %s", ErrInvalid, a.TaskID)
+	}
+	req := &request{task: a.TaskID, events: a.Events, extra: a.Extra, raw: make([][]byte, len(a.Events)), done: make(chan result, 1)}
+	for i, ev := range a.Events {
+		if ev.GetTaskId() != a.TaskID {
+			return nil, fmt.Errorf("%w: event for task %q in an append to %q", ErrInvalid, ev.GetTaskId(), a.TaskID)
+		}
+		if i > 0 && ev.GetSeq() != a.Events[i-1].GetSeq()+1 {
+			return nil, fmt.Errorf("%w: task %s: seqs %d and %d are not contiguous", ErrInvalid, a.TaskID, a.Events[i-1].GetSeq(), ev.GetSeq())
+		}
+		if ev.Body == nil {
+			return nil, fmt.Errorf("%w: task %s seq %d: event without a body", ErrInvalid, a.TaskID, ev.GetSeq())
+		}
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(ev)
+		if err != nil {
+			return nil, fmt.Errorf("%w: task %s seq %d: encode: %v", ErrInvalid, a.TaskID, ev.GetSeq(), err)
+		}
+		if len(b) > MaxEventBytes {
+			return nil, fmt.Errorf("%w: task %s seq %d: event of %d bytes exceeds %d", ErrTooLarge, a.TaskID, ev.GetSeq(), len(b), MaxEventBytes)
+		}
+		req.raw[i] = b
+		req.size += len(b)
+	}
+	for _, kv := range a.Extra {
+		if len(kv.Key) == 0 {
+			return nil, fmt.Errorf("%w: task %s: extra key is empty", ErrInvalid, a.TaskID)
+		}
+		req.size += len(kv.Key) + len(kv.Value)
+	}
+	return req, nil
+}
+
+// writer is the single group-commit goroutine.
+type writer struct {
+	db       *badger.DB
+	in       chan *request
+	maxBatch int
+	cache    *metaCache
+
+	// splits counts transactions committed early because a batch did not
+	// fit in one (observed by tests).
+	splits atomic.Int64
+
+	mu      sync.Mutex // guards closed against submit
+	closed  bool
+	stopped chan struct{}
+}
+
+func newWriter(db *badger.DB, opt Options) *writer {
+	w := &writer{
+		db:       db,
+		in:       make(chan *request, 1024),
+		maxBatch: opt.MaxBatch,
+		cache:    newMetaCache(opt.MetaCacheSize),
+		stopped:  make(chan struct{}),
+	}
+	if w.maxBatch <= 0 {
+		w.maxBatch = 256
+	}
+	go w.run()
+	return w
+}
+
+func (w *writer) submit(ctx context.Context, req *request) (*api.TaskMeta, error) {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil, ErrClosed
+	}
+	// Holding mu while sending keeps close from closing the channel under
+	// us; the writer drains the channel concurrently, so this never blocks
+	// for long.
+	select {
+	case w.in <- req:
+		w.mu.Unlock()
+	case <-ctx.Done():
+		w.mu.Unlock()
+		return nil, ctx.Err()
+	}
+	r := <-req.done
+	return r.meta, r.err
+}
+
+func (w *writer) close() {
+	w.mu.Lock()
+	if !w.closed {
+		w.closed = true
+		close(w.in)
+	}
+	w.mu.Unlock()
+	<-w.stopped
+}
+
+func (w *writer) run() {
+	defer close(w.stopped)
+	batch := make([]*request, 0, w.maxBatch)
+	for req := range w.in {
+		batch = append(batch[:0], req)
+	fill:
+		for len(batch) < w.maxBatch {
+			select {
+			case r, ok := <-w.in:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		w.commit(batch)
+	}
+}
+
+// staged is one request's planned effect: the metadata before and after it.
+type staged struct {
+	req        *request
+	prev, meta *api.TaskMeta
+}
+
+// commit writes a batch in as few transactions as Badger allows and answers
+// every request. A request that does not fit with the others goes into the
+// next transaction; one that does not fit alone fails with ErrTooLarge.
+func (w *writer) commit(batch []*request) {
+	var group []staged
+	txn := w.db.NewTransaction(true)
+	for _, req := range batch {
+		st, err := w.plan(req, group)
+		if err == nil {
+			err = stage(txn, st)
+		}
+		if err == nil {
+			group = append(group, st)
+			continue
+		}
+		if st.req == nil { // planning failed: nothing was staged
+			req.done <- result{err: err}
+			continue
+		}
+		// Staging failed part-way: the transaction holds part of req. Drop
+		// it, commit the group without req, and give req a transaction of
+		// its own.
+		txn.Discard()
+		w.splits.Add(1)
+		w.commitGroup(group)
+		group = nil
+		txn = w.db.NewTransaction(true)
+		if !errors.Is(err, badger.ErrTxnTooBig) {
+			req.done <- result{err: fmt.Errorf("stage: %w", err)}
+			continue
+		}
+		st, err = w.plan(req, nil)
+		if err == nil {
+			err = stage(txn, st)
+		}
+		if err != nil {
+			txn.Discard()
+			txn = w.db.NewTransaction(true)
+			if errors.Is(err, badger.ErrTxnTooBig) {
+				err = fmt.Errorf("%w: task %s: one append of %d bytes exceeds a transaction", ErrTooLarge, req.task, req.size)
+			}
+			req.done <- result{err: err}
+			continue
+		}
+		group = append(group, st)
+	}
+	w.finish(txn, group)
+}
+
+// plan checks req against the metadata it continues: the last one staged
+// for its Task in group, else the committed one.
+func (w *writer) plan(req *request, group []staged) (staged, error) {
+	var prev *api.TaskMeta
+	found := false
+	for i := len(group) - 1; i >= 0; i-- {
+		if group[i].req.task == req.task {
+			prev, found = group[i].meta, true
+			break
+		}
+	}
+	if !found {
+		var err error
+		if prev, err = w.loadMeta(req.task); err != nil {
+			return staged{}, err
+		}
+	}
+	meta, err := checkAndFold(req, prev)
+	if err != nil {
+		return staged{}, err
+	}
+	return staged{req: req, prev: prev, meta: meta}, nil
+}
+
+// commitGroup commits group in a fresh transaction.
+func (w *writer) commitGroup(group []staged) {
+	if len(group) == 0 {
+		return
+	}
+	txn := w.db.NewTransaction(true)
+	kept := group[:0:0]
+	for _, st := range group {
+		if err := stage(txn, st); err != nil {
+			// It fitted before, together with more; this cannot happen
+			// short of the store failing.
+			st.req.done <- result{err: fmt.Errorf("stage: %w", err)}
+			continue
+		}
+		kept = append(kept, st)
+	}
+	w.finish(txn, kept)
+}
+
+// finish commits txn and answers the requests staged in it.
+func (w *writer) finish(txn *badger.Txn, group []staged) {
+	if len(group) == 0 {
+		txn.Discard()
+		return
+	}
+	err := txn.Commit()
+	for _, st := range group {
+		if err != nil {
+			w.cache.drop(st.req.task)
+			st.req.done <- result{err: fmt.Errorf("commit: %w", err)}
+			continue
+		}
+		w.cache.put(st.req.task, st.meta)
+		st.req.done <- result{meta: st.meta}
+	}
+}
+
+// loadMeta returns the committed metadata of task, nil when it has none.
+func (w *writer) loadMeta(task string) (*api.TaskMeta, error) {
+	if m, ok := w.cache.get(task); ok {
+		return m, nil
+	}
+	var m *api.TaskMeta
+	err := w.db.View(func(txn *badger.Txn) error {
+		var err error
+		m, err = getMeta(txn, task)
+		return err
+	})
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read meta of task %s: %w", task, err)
+	}
+	w.cache.put(task, m)
+	return m, nil
+}
+
+// checkAndFold checks that req continues prev and returns the metadata after it.
+func checkAndFold(req *request, prev *api.TaskMeta) (*api.TaskMeta, error) {
+	if len(req.events) == 0 {
+		if prev == nil {
+			return nil, fmt.Errorf("%w: task %s", ErrNotFound, req.task)
+		}
+		return prev, nil
+	}
+	want := uint64(1)
+	if prev != nil {
+		want = prev.GetLastSeq() + 1
+	}
+	first := req.events[0]
+	if first.GetSeq() != want {
+		return nil, fmt.Errorf("%w: task %s: append at seq %d, log continues at %d", ErrSeqConflict, req.task, first.GetSeq(), want)
+	}
+	if want == 1 && first.GetTaskCreated() == nil {
+		return nil, fmt.Errorf("%w: task %s: first event must be task_created", ErrInvalid, req.task)
+	}
+	meta := prev
+	for _, ev := range req.events {
+		if ev.GetTaskCreated() != nil && ev.GetSeq() != 1 {
+			return nil, fmt.Errorf("%w: task %s: task_created at seq %d", ErrInvalid, req.task, ev.GetSeq())
+		}
+		meta = FoldMeta(meta, ev)
+	}
+	return meta, nil
+}
+
+// stage writes one planned request into txn.
+func stage(txn *badger.Txn, st staged) error {
+	req, prev, meta := st.req, st.prev, st.meta
+	for i, ev := range req.events {
+		if err := txn.Set(eventKey(req.task, ev.GetSeq()), req.raw[i]); err != nil {
+			return err
+		}
+	}
+	if len(req.events) > 0 {
+		mb, err := proto.MarshalOptions{Deterministic: true}.Marshal(meta)
+		if err != nil {
+			return err
+		}
+		if err := txn.Set(metaKey(req.task), mb); err != nil {
+			return err
+		}
+		if prev == nil || prev.GetStatus() != meta.GetStatus() {
+			if prev != nil {
+				if err := txn.Delete(statusKey(prev.GetStatus(), req.task)); err != nil {
+					return err
+				}
+			}
+			if err := txn.Set(statusKey(meta.GetStatus(), req.task), nil); err != nil {
+				return err
+			}
+		}
+		if prev == nil {
+			if err := txn.Set(ownerKey(meta.GetOwner(), req.task), nil); err != nil {
+				return err
+			}
+		}
+	}
+	for _, kv := range req.extra {
+		var err error
+		if kv.Delete {
+			err = txn.Delete(kv.Key)
+		} else {
+			err = txn.Set(kv.Key, kv.Value)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// metaCache keeps recently written Task metadata for the writer, so that a
+// conditional append needs no read. It is bounded: when full it is cleared
+// and refilled lazily from the store.
+type metaCache struct {
+	max int
+	m   map[string]*api.TaskMeta
+}
+
+func newMetaCache(max int) *metaCache {
+	if max <= 0 {
+		max = 4096
+	}
+	return &metaCache{max: max, m: make(map[string]*api.TaskMeta)}
+}
+
+func (c *metaCache) get(task string) (*api.TaskMeta, bool) {
+	m, ok := c.m[task]
+	return m, ok
+}
+
+func (c *metaCache) put(task string, m *api.TaskMeta) {
+	if _, ok := c.m[task]; !ok && len(c.m) >= c.max {
+		clear(c.m)
+	}
+	c.m[task] = m
+}
+
+func (c *metaCache) drop(task string) { delete(c.m, task) }
