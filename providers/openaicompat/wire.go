@@ -1,0 +1,263 @@
+package openaicompat
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+
+	"lemo/providers"
+)
+
+// ChatRequest is the body of POST /chat/completions. Hooks.Body may set
+// the vendor fields.
+type ChatRequest struct {
+	Model         string         `json:"model"`
+	Messages      []WireMessage  `json:"messages"`
+	Tools         []WireTool     `json:"tools,omitempty"`
+	ToolChoice    string         `json:"tool_choice,omitempty"`
+	Stream        bool           `json:"stream"`
+	StreamOptions *StreamOptions `json:"stream_options,omitempty"`
+	// Reasoning is OpenRouter's reasoning{effort|max_tokens|exclude|enabled}.
+	Reasoning map[string]any `json:"reasoning,omitempty"`
+	// ChatTemplateKwargs is passed to the chat template by vLLM-style
+	// servers (NVIDIA NIM).
+	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs,omitempty"`
+}
+
+// StreamOptions asks for a usage chunk at the end of the stream.
+type StreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// WireMessage is one message as the OpenAI chat API sends it.
+type WireMessage struct {
+	Role       string          `json:"role"`
+	Content    *string         `json:"content"`
+	ToolCalls  []WireToolCall  `json:"tool_calls,omitempty"`
+	ToolCallID string          `json:"tool_call_id,omitempty"`
+	Reasoning  json.RawMessage `json:"reasoning_details,omitempty"`
+}
+
+// WireToolCall is a tool call in an assistant message.
+type WireToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function WireFunction `json:"function"`
+}
+
+// WireFunction names a function and carries its arguments as JSON text.
+type WireFunction struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// WireTool offers a function to the model.
+type WireTool struct {
+	Type     string          `json:"type"`
+	Function WireToolFuncDef `json:"function"`
+}
+
+// WireToolFuncDef describes a function offered to the model.
+type WireToolFuncDef struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// metadata is what Response.ProviderMetadata holds for this core.
+type metadata struct {
+	ReasoningDetails json.RawMessage `json:"reasoning_details,omitempty"`
+}
+
+var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
+
+// buildRequest turns a providers.Request into the wire body. echoDetails
+// passes reasoning_details from Message.ProviderMetadata back.
+func buildRequest(model string, req *providers.Request, echoDetails bool) *ChatRequest {
+	body := &ChatRequest{Model: model, Stream: true}
+	if req.System != "" {
+		s := req.System
+		body.Messages = append(body.Messages, WireMessage{Role: "system", Content: &s})
+	}
+	for _, m := range req.Messages {
+		wm := WireMessage{Role: string(m.Role)}
+		content := m.Content
+		switch m.Role {
+		case providers.RoleAssistant:
+			if content != "" || len(m.ToolCalls) == 0 {
+				wm.Content = &content
+			}
+			for _, tc := range m.ToolCalls {
+				args := string(bytes.TrimSpace(tc.Arguments))
+				if args == "" {
+					args = "{}"
+				}
+				wm.ToolCalls = append(wm.ToolCalls, WireToolCall{ID: tc.ID, Type: "function",
+					Function: WireFunction{Name: tc.Name, Arguments: args}})
+			}
+			if echoDetails && len(m.ProviderMetadata) > 0 {
+				var md metadata
+				if json.Unmarshal(m.ProviderMetadata, &md) == nil && len(md.ReasoningDetails) > 0 {
+					wm.Reasoning = md.ReasoningDetails
+				}
+			}
+		case providers.RoleTool:
+			wm.Content = &content
+			wm.ToolCallID = m.ToolCallID
+		default:
+			wm.Content = &content
+		}
+		body.Messages = append(body.Messages, wm)
+	}
+	for _, t := range req.Tools {
+		params := t.Parameters
+		if len(bytes.TrimSpace(params)) == 0 {
+			params = emptySchema
+		}
+		body.Tools = append(body.Tools, WireTool{Type: "function",
+			Function: WireToolFuncDef{Name: t.Name, Description: t.Description, Parameters: params}})
+	}
+	if len(body.Tools) > 0 {
+		body.ToolChoice = "auto"
+	}
+	return body
+}
+
+// chunk is one streamed event (chat.completion.chunk), or a whole
+// non-streamed completion (message instead of delta).
+type chunk struct {
+	Choices []struct {
+		Delta        delta           `json:"delta"`
+		Message      *delta          `json:"message"`
+		FinishReason *string         `json:"finish_reason"`
+		Error        json.RawMessage `json:"error"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+	} `json:"usage"`
+	Error json.RawMessage `json:"error"`
+}
+
+type delta struct {
+	Content          *string         `json:"content"`
+	Reasoning        *string         `json:"reasoning"`
+	ReasoningContent *string         `json:"reasoning_content"`
+	ReasoningDetails json.RawMessage `json:"reasoning_details"`
+	ToolCalls        []struct {
+		Index    *int   `json:"index"`
+		ID       string `json:"id"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	} `json:"tool_calls"`
+}
+
+// ErrorInfo is what the core extracts from an error body or a mid-stream
+// error object, whatever its envelope.
+type ErrorInfo struct {
+	// Message is the human-readable explanation (unbounded, uncleaned).
+	Message string
+	// Code is error.code (number or string) as text, or the status field.
+	Code string
+	// Types holds error.type, error.metadata.error_type, type and
+	// error.availability.code, as given.
+	Types []string
+	// Reasons is OpenRouter's error.metadata.reasons (moderation).
+	Reasons bool
+}
+
+// ParseErrorBody extracts an ErrorInfo from any of the envelopes the notes
+// list: {"error":{...}}, {"error":"..."}, vLLM {"object":"error",...},
+// problem+json {"status","title","detail"}, Zen {"type":"error","error":{}}
+// and plain text.
+func ParseErrorBody(body []byte) ErrorInfo {
+	body = bytes.TrimSpace(body)
+	var env struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+		Type    string          `json:"type"`
+		Code    json.RawMessage `json:"code"`
+		Status  json.RawMessage `json:"status"`
+		Title   string          `json:"title"`
+		Detail  string          `json:"detail"`
+	}
+	if len(body) == 0 || body[0] != '{' || json.Unmarshal(body, &env) != nil {
+		return ErrorInfo{Message: string(body)}
+	}
+	var info ErrorInfo
+	if len(env.Error) > 0 {
+		info = parseErrorObject(env.Error)
+	}
+	if env.Type != "" && env.Type != "error" {
+		info.Types = append(info.Types, env.Type)
+	}
+	if info.Code == "" {
+		info.Code = rawText(env.Code)
+	}
+	if info.Code == "" {
+		info.Code = rawText(env.Status)
+	}
+	for _, m := range []string{env.Message, env.Detail, env.Title} {
+		if info.Message == "" {
+			info.Message = m
+		}
+	}
+	if info.Message == "" && info.Code == "" && len(info.Types) == 0 {
+		info.Message = string(body)
+	}
+	return info
+}
+
+// parseErrorObject reads an "error" member: an object or a string.
+func parseErrorObject(raw json.RawMessage) ErrorInfo {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return ErrorInfo{Message: s}
+	}
+	var e struct {
+		Code       json.RawMessage `json:"code"`
+		HTTPStatus json.RawMessage `json:"http_status"`
+		Message    string          `json:"message"`
+		Type       string          `json:"type"`
+		ErrorType  string          `json:"error_type"`
+		Metadata   struct {
+			ErrorType string          `json:"error_type"`
+			Reasons   json.RawMessage `json:"reasons"`
+		} `json:"metadata"`
+		Availability struct {
+			Code string `json:"code"`
+		} `json:"availability"`
+	}
+	if json.Unmarshal(raw, &e) != nil {
+		return ErrorInfo{Message: string(raw)}
+	}
+	info := ErrorInfo{Message: e.Message, Code: rawText(e.Code)}
+	if info.Code == "" {
+		info.Code = rawText(e.HTTPStatus)
+	}
+	for _, t := range []string{e.Type, e.ErrorType, e.Metadata.ErrorType, e.Availability.Code} {
+		if t != "" && t != "error" {
+			info.Types = append(info.Types, t)
+		}
+	}
+	info.Reasons = len(e.Metadata.Reasons) > 0 && string(e.Metadata.Reasons) != "null"
+	return info
+}
+
+// rawText returns a JSON number or string as text ("" for null or absent).
+func rawText(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var f float64
+	if json.Unmarshal(raw, &f) == nil {
+		return strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	return ""
+}
