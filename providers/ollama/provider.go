@@ -1,0 +1,391 @@
+package ollama
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ollama/ollama/api"
+
+	"lemo/providers"
+	"lemo/providers/openaicompat"
+	"lemo/providers/retry"
+)
+
+// Provider talks to an Ollama server through the ollama api client. It is
+// safe for concurrent use.
+type Provider struct {
+	cfg    Config
+	client *api.Client
+
+	mu       sync.Mutex
+	cached   []providers.ModelInfo
+	cachedAt time.Time
+}
+
+var _ providers.Provider = (*Provider)(nil)
+
+// New validates cfg, applies the defaults and returns a Provider.
+func New(cfg Config) (*Provider, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Name == "" {
+		cfg.Name = DefaultName
+	}
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = DefaultBaseURL
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.CacheTTL == 0 {
+		cfg.CacheTTL = DefaultCacheTTL
+	}
+	if cfg.NumCtxCap == 0 {
+		cfg.NumCtxCap = DefaultNumCtxCap
+	}
+	if cfg.MaxLineBytes == 0 {
+		cfg.MaxLineBytes = MaxLineBytes
+	}
+	cfg.Retry = cfg.Retry.WithDefaults()
+	target, _ := url.Parse(strings.TrimRight(cfg.BaseURL, "/"))
+	alias := &url.URL{Scheme: target.Scheme, Host: aliasHost, Path: target.Path}
+	base := openaicompat.HTTPClient(cfg.HTTPClient, cfg.Timeout)
+	rt := base.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	hc := &http.Client{Transport: &transport{base: rt, target: target, key: cfg.APIKey, maxLine: cfg.MaxLineBytes},
+		Timeout: base.Timeout, Jar: base.Jar}
+	return &Provider{cfg: cfg, client: api.NewClient(alias, hc)}, nil
+}
+
+// Name returns the registry name.
+func (p *Provider) Name() string { return p.cfg.Name }
+
+// Models lists the chat models (from /api/tags and /api/show), from the
+// cache when it is fresh.
+func (p *Provider) Models(ctx context.Context) ([]providers.ModelInfo, error) {
+	p.mu.Lock()
+	if p.cached != nil && p.cfg.CacheTTL > 0 && time.Since(p.cachedAt) < p.cfg.CacheTTL {
+		ms := slices.Clone(p.cached)
+		p.mu.Unlock()
+		return ms, nil
+	}
+	p.mu.Unlock()
+	ms, err := p.discover(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	p.cached, p.cachedAt = ms, time.Now()
+	p.mu.Unlock()
+	return slices.Clone(ms), nil
+}
+
+func (p *Provider) discover(ctx context.Context) ([]providers.ModelInfo, error) {
+	ctx, c := withCapture(ctx)
+	list, err := p.client.List(ctx)
+	if err != nil {
+		e := p.classify(ctx, err, c, false)
+		e.Message = "listing models: " + e.Message
+		return nil, e
+	}
+	out := []providers.ModelInfo{}
+	for _, m := range list.Models {
+		if !p.allowed(m.Name) {
+			continue
+		}
+		info, ok, err := p.show(ctx, m.Name)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, info)
+		}
+	}
+	slices.SortFunc(out, func(a, b providers.ModelInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// show describes one model; ok is false for a model that cannot chat
+// (embedding only) or vanished between the list and the show.
+func (p *Provider) show(ctx context.Context, name string) (providers.ModelInfo, bool, error) {
+	ctx, c := withCapture(ctx)
+	s, err := p.client.Show(ctx, &api.ShowRequest{Model: name})
+	if err != nil {
+		var se api.StatusError
+		if errors.As(err, &se) && se.StatusCode == http.StatusNotFound {
+			return providers.ModelInfo{}, false, nil
+		}
+		e := p.classify(ctx, err, c, false)
+		e.Message = fmt.Sprintf("describing model %q: %s", name, e.Message)
+		return providers.ModelInfo{}, false, e
+	}
+	caps := make(map[string]bool, len(s.Capabilities))
+	for _, k := range s.Capabilities {
+		caps[string(k)] = true
+	}
+	if len(caps) > 0 && !caps["completion"] {
+		return providers.ModelInfo{}, false, nil
+	}
+	window := p.cfg.NumCtxCap
+	if w, ok := contextLength(s.ModelInfo); ok && w > 0 {
+		window = min(w, p.cfg.NumCtxCap)
+	}
+	return providers.ModelInfo{ID: p.cfg.Name + "/" + name, Provider: p.cfg.Name, Name: name,
+		Window: window, Tools: caps["tools"], Reasoning: caps["thinking"]}, true, nil
+}
+
+// contextLength reads <arch>.context_length from model_info, falling back
+// to any *.context_length key.
+func contextLength(info map[string]any) (int, bool) {
+	num := func(v any) (int, bool) {
+		switch n := v.(type) {
+		case float64:
+			return int(n), n > 0
+		case json.Number:
+			i, err := n.Int64()
+			return int(i), err == nil && i > 0
+		}
+		return 0, false
+	}
+	if arch, ok := info["general.architecture"].(string); ok {
+		if w, ok := num(info[arch+".context_length"]); ok {
+			return w, true
+		}
+	}
+	keys := make([]string, 0, len(info))
+	for k := range info {
+		if strings.HasSuffix(k, ".context_length") {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if w, ok := num(info[k]); ok {
+			return w, true
+		}
+	}
+	return 0, false
+}
+
+func (p *Provider) allowed(name string) bool {
+	return len(p.cfg.Models) == 0 || slices.Contains(p.cfg.Models, name)
+}
+
+// Model returns the model called name ("llama3.2" also finds
+// "llama3.2:latest"). Unknown or disallowed names are ClassModelNotFound.
+func (p *Provider) Model(ctx context.Context, name string) (providers.Model, error) {
+	notFound := func(msg string) error {
+		return &providers.Error{Provider: p.cfg.Name, Class: providers.ClassModelNotFound, Message: msg}
+	}
+	if !p.allowed(name) && !p.allowed(name+":latest") {
+		return nil, notFound(fmt.Sprintf("model %q is not in the configured allow-list (%s)", name, strings.Join(p.cfg.Models, ", ")))
+	}
+	ms, err := p.Models(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range ms {
+		if m.Name == name || (!strings.Contains(name, ":") && m.Name == name+":latest") {
+			return &Model{p: p, info: m}, nil
+		}
+	}
+	return nil, notFound(fmt.Sprintf("model %q is not offered by %s (pull it first, or check the name)", name, p.cfg.Name))
+}
+
+// classify maps an api client error to a *providers.Error, recovering the
+// status and Retry-After the client drops from the call's capture.
+func (p *Provider) classify(ctx context.Context, err error, c *capture, output bool) *providers.Error {
+	if ctx.Err() != nil {
+		e := providers.Cancelled(p.cfg.Name, ctx.Err())
+		e.OutputStarted = output
+		return e
+	}
+	status, header, _ := c.get()
+	e := &providers.Error{Provider: p.cfg.Name, OutputStarted: output}
+	var ae api.AuthorizationError
+	var se api.StatusError
+	var ue *url.Error
+	switch {
+	case errors.As(err, &ae):
+		e.Class, e.Status, e.Message = providers.ClassAuth, ae.StatusCode, "unauthorized"
+		if p.cfg.APIKey == "" {
+			e.Message += " (no API key configured)"
+		}
+	case errors.As(err, &se):
+		e.Status, e.Message = se.StatusCode, se.ErrorMessage
+		if e.Message == "" {
+			e.Message = http.StatusText(se.StatusCode)
+		}
+		e.Class = retry.ClassForStatus(se.StatusCode, se.ErrorMessage)
+		if header != nil && (e.Class == providers.ClassRateLimit || e.Class == providers.ClassTransient || e.Class == providers.ClassQuota) {
+			e.RetryAfter = retry.ParseRetryAfter(header, time.Now())
+		}
+	case errors.As(err, &ue):
+		e.Class, e.Message, e.Err = providers.ClassTransient, "request failed", errors.Unwrap(ue)
+	default:
+		// An {"error":...} line inside a 200 stream (or a line that is not
+		// JSON): the answer is incomplete.
+		e.Class, e.Message = providers.ClassTransient, "mid-stream: "+err.Error()
+		e.Err = fmt.Errorf("%w: the server reported an error mid-stream", providers.ErrTruncated)
+		if status >= 400 {
+			e.Class = retry.ClassForStatus(status, err.Error())
+			e.Status = status
+			e.Err = nil
+		}
+	}
+	e.Message = retry.CleanMessage(e.Message, p.cfg.APIKey)
+	return e
+}
+
+// Model is one Ollama model.
+type Model struct {
+	p    *Provider
+	info providers.ModelInfo
+}
+
+var _ providers.Model = (*Model)(nil)
+
+// Info describes the model; Window is the num_ctx sent with every chat.
+func (m *Model) Info() providers.ModelInfo { return m.info }
+
+// Stream runs one streamed chat, retrying transient and rate-limit
+// failures that happen before any output.
+func (m *Model) Stream(ctx context.Context, req *providers.Request, emit func(providers.Delta)) (*providers.Response, error) {
+	p := m.p
+	if req == nil {
+		return nil, &providers.Error{Provider: p.cfg.Name, Class: providers.ClassBadRequest, Message: "nil request"}
+	}
+	chat, err := buildChat(m.info, req)
+	if err != nil {
+		return nil, &providers.Error{Provider: p.cfg.Name, Class: providers.ClassBadRequest, Message: retry.CleanMessage(err.Error(), ""), Err: err}
+	}
+	return p.cfg.Retry.Do(ctx, p.cfg.Name, emit, func(ctx context.Context, emit func(providers.Delta)) (*providers.Response, error) {
+		return p.chatOnce(ctx, chat, emit)
+	})
+}
+
+// chatOnce is one attempt, fixing the client behaviours of notes §1.4: a
+// missing done line and a mid-stream cancel both return nil from Chat.
+func (p *Provider) chatOnce(ctx context.Context, chat *api.ChatRequest, emit func(providers.Delta)) (*providers.Response, error) {
+	cctx, c := withCapture(ctx)
+	var (
+		text, reasoning strings.Builder
+		calls           []providers.ToolCall
+		resp            providers.Response
+		done, output    bool
+	)
+	err := p.client.Chat(cctx, chat, func(r api.ChatResponse) error {
+		if done {
+			return nil
+		}
+		if t := r.Message.Thinking; t != "" {
+			reasoning.WriteString(t)
+			output = true
+			emit(providers.Delta{Kind: providers.DeltaReasoning, Text: t})
+		}
+		if t := r.Message.Content; t != "" {
+			text.WriteString(t)
+			output = true
+			emit(providers.Delta{Kind: providers.DeltaText, Text: t})
+		}
+		for _, tc := range r.Message.ToolCalls {
+			output = true
+			id := tc.ID
+			if id == "" {
+				id = "call_" + strconv.Itoa(len(calls))
+			}
+			calls = append(calls, providers.ToolCall{ID: id, Name: tc.Function.Name, Arguments: json.RawMessage(tc.Function.Arguments.String())})
+		}
+		if r.Done {
+			done = true
+			resp.FinishReason = r.DoneReason
+			resp.Usage = providers.Usage{PromptTokens: r.PromptEvalCount, CompletionTokens: r.EvalCount}
+		}
+		return nil
+	})
+	_, _, bodyErr := c.get()
+	switch {
+	case ctx.Err() != nil:
+		e := providers.Cancelled(p.cfg.Name, ctx.Err())
+		e.OutputStarted = output
+		return nil, e
+	case err != nil:
+		return nil, p.classify(ctx, err, c, output)
+	case !done:
+		msg := "stream ended without a done line"
+		cause := error(providers.ErrTruncated)
+		if bodyErr != nil {
+			msg += ": " + bodyErr.Error()
+			if errors.Is(bodyErr, errLineTooLong) {
+				msg = bodyErr.Error()
+			}
+			cause = fmt.Errorf("%w: %w", providers.ErrTruncated, bodyErr)
+		}
+		return nil, &providers.Error{Provider: p.cfg.Name, Class: providers.ClassTransient, Message: msg, OutputStarted: output, Err: cause}
+	}
+	resp.Text, resp.Reasoning, resp.ToolCalls = text.String(), reasoning.String(), calls
+	if len(calls) > 0 && (resp.FinishReason == "stop" || resp.FinishReason == "") {
+		resp.FinishReason = "tool_calls" // Ollama says stop even after tool calls
+	}
+	return &resp, nil
+}
+
+// buildChat turns a providers.Request into an api.ChatRequest that always
+// carries options.num_ctx.
+func buildChat(info providers.ModelInfo, req *providers.Request) (*api.ChatRequest, error) {
+	stream := true
+	chat := &api.ChatRequest{Model: info.Name, Stream: &stream, Options: map[string]any{"num_ctx": info.Window}}
+	if info.Reasoning {
+		chat.Think = &api.ThinkValue{Value: req.Think}
+	}
+	if req.System != "" {
+		chat.Messages = append(chat.Messages, api.Message{Role: "system", Content: req.System})
+	}
+	for i, m := range req.Messages {
+		am := api.Message{Role: string(m.Role), Content: m.Content}
+		switch m.Role {
+		case providers.RoleAssistant:
+			if len(m.ToolCalls) > 0 {
+				am.Thinking = m.Reasoning
+			}
+			for j, tc := range m.ToolCalls {
+				args := api.NewToolCallFunctionArguments()
+				if len(tc.Arguments) > 0 {
+					if err := json.Unmarshal(tc.Arguments, &args); err != nil {
+						return nil, fmt.Errorf("messages[%d].tool_calls[%d] %s: arguments are not a JSON object: %w", i, j, tc.Name, err)
+					}
+				}
+				am.ToolCalls = append(am.ToolCalls, api.ToolCall{ID: tc.ID,
+					Function: api.ToolCallFunction{Index: j, Name: tc.Name, Arguments: args}})
+			}
+		case providers.RoleTool:
+			am.ToolCallID, am.ToolName = m.ToolCallID, m.ToolName
+		}
+		chat.Messages = append(chat.Messages, am)
+	}
+	for _, t := range req.Tools {
+		var params api.ToolFunctionParameters
+		schema := t.Parameters
+		if len(schema) == 0 {
+			schema = json.RawMessage(`{"type":"object","properties":{}}`)
+		}
+		if err := json.Unmarshal(schema, &params); err != nil {
+			return nil, fmt.Errorf("tool %s: parameters are not a JSON Schema object: %w", t.Name, err)
+		}
+		chat.Tools = append(chat.Tools, api.Tool{Type: "function",
+			Function: api.ToolFunction{Name: t.Name, Description: t.Description, Parameters: params}})
+	}
+	return chat, nil
+}
