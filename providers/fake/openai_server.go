@@ -252,6 +252,10 @@ type sse struct {
 	sc    Scenario
 	id    string
 	model string
+	// head and tail frame a single-choice delta chunk; only the delta
+	// object goes between them (cheap enough for benchmarks).
+	head, tail []byte
+	buf        []byte
 }
 
 func (e *sse) comments() {
@@ -284,7 +288,36 @@ func (e *sse) chunk(choices []map[string]any, extra map[string]any) {
 }
 
 func (e *sse) delta(d map[string]any) {
-	e.chunk([]map[string]any{{"index": 0, "delta": d, "finish_reason": nil}}, nil)
+	e.deltaRaw(mustJSON(d))
+}
+
+// content streams one text delta.
+func (e *sse) content(t string) {
+	q, _ := json.Marshal(t)
+	e.buf = append(append(append(e.buf[:0], `{"content":`...), q...), '}')
+	e.deltaRaw(e.buf)
+}
+
+func (e *sse) deltaRaw(d []byte) {
+	if e.head == nil {
+		v := map[string]any{"id": e.id, "object": "chat.completion.chunk", "created": 1750000000, "model": e.model, "choices": "\x00"}
+		switch e.s.flavor {
+		case FlavorOpenRouter:
+			v["provider"] = "FakeProvider"
+		case FlavorNVIDIA:
+			v["nvext"] = map[string]any{"worker_id": "fake-worker"}
+		}
+		head, tail, _ := strings.Cut(string(mustJSON(v)), `"\u0000"`)
+		e.head = []byte(head + `[{"index":0,"delta":`)
+		e.tail = []byte(`,"finish_reason":null}]` + tail)
+	}
+	e.comments()
+	_, _ = io.WriteString(e.w, "data: ")
+	_, _ = e.w.Write(e.head)
+	_, _ = e.w.Write(d)
+	_, _ = e.w.Write(e.tail)
+	_, _ = io.WriteString(e.w, "\n\n")
+	flush(e.w)
 }
 
 func (s *Server) openaiStream(w http.ResponseWriter, r *http.Request, req openaiChatReq, sc Scenario) {
@@ -320,7 +353,7 @@ func (s *Server) openaiStream(w http.ResponseWriter, r *http.Request, req openai
 			"type": "reasoning.encrypted", "data": "ZmFrZS1zaWduYXR1cmU=", "id": "rs_1", "format": "anthropic-claude-v1", "index": len(sc.Reasoning)}}})
 	}
 	for _, t := range sc.Text {
-		e.delta(map[string]any{"content": t})
+		e.content(t)
 	}
 	for i, c := range sc.ToolCalls {
 		id := c.ID
