@@ -1,3 +1,41 @@
+// HTTP fakes of the providers' wire protocols (see doc.go for the package).
+//
+// A Server speaks one Flavor: ollama (native NDJSON API: /api/tags,
+// /api/show, /api/chat, /api/embed, /api/ps, /api/version) or an
+// OpenAI-compatible one (openrouter under /api/v1, nvidia and openai under
+// /v1, zen under /zen/v1: GET /models, POST /chat/completions), each with
+// its catalogue, error envelopes and stream quirks (notes/providers.md §7).
+//
+// Lifecycle:
+//  1. StartServer(t, Options{Flavor, Script, APIKey}) in a test, or
+//     NewServer + Start(addr) elsewhere (cmd/fakeprovider); configure the
+//     provider with URL().
+//  2. Each chat request is answered by the first Scenario that matches it,
+//     else by keywords; every request is recorded (Requests, ChatRequests).
+//  3. Close releases held streams and waits for every handler.
+//
+// Scenario matching: a Scenario matches when the last message of the
+// request contains Match and is a tool result exactly when AfterTool is
+// set; Times limits how often it matches (so "fail once, then succeed" is
+// two scenarios). The script file of cmd/fakeprovider is the JSON form:
+//
+//	{"scenarios":[
+//	  {"match":"weather","tool_calls":[{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}]},
+//	  {"after_tool":true,"text":["It is ","22C."]},
+//	  {"match":"busy","status":429,"headers":{"Retry-After":"2"},"times":1}
+//	]}
+//
+// Keywords, when no scenario matches the last user message:
+//
+//	ERR <status> [RA=<retry-after>]  answer with that status and the flavour's error body
+//	TOOL                             one tool call echo{"text":"hi"}
+//	THINK                            reasoning before the text
+//	SLOW                             one delta, then hold until the client disconnects
+//	TRUNC                            one delta, then end without a terminal marker
+//	MIDERR                           one delta, then an in-stream error
+//	(a tool result)                  the text "tool said: <result>"
+//	(anything else)                  the text "Hello from the fake" in four deltas
+
 package fake
 
 import (
