@@ -332,3 +332,29 @@ func FuzzSSEStream(f *testing.F) {
 		}
 	})
 }
+
+// TestStopsAtDone: after [DONE] nothing more is read, so a connection the
+// server keeps open (or a Zen cost frame) cannot hold the answer back.
+func TestStopsAtDone(t *testing.T) {
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go func() {
+		_, _ = io.WriteString(pw, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	}()
+	done := make(chan error, 1)
+	go func() {
+		st := &state{p: &Provider{opts: Options{Name: "x", MaxLineBytes: 1 << 20}}, emit: func(providers.Delta) {}}
+		_, err := st.sse(context.Background(), pr)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(2 * time.Second):
+		pw.CloseWithError(errors.New("test timed out"))
+		<-done
+		t.Fatal("sse kept reading after [DONE]")
+	}
+}
