@@ -101,6 +101,8 @@ const (
 	PauseReason_PAUSE_REASON_USER PauseReason = 1
 	// The daemon stopped or the Task actor crashed while the Task was running.
 	PauseReason_PAUSE_REASON_INTERRUPTED PauseReason = 2
+	// The Task ran its configured maximum of Cycles without new input.
+	PauseReason_PAUSE_REASON_CYCLE_LIMIT PauseReason = 3
 )
 
 // Enum value maps for PauseReason.
@@ -109,11 +111,13 @@ var (
 		0: "PAUSE_REASON_UNSPECIFIED",
 		1: "PAUSE_REASON_USER",
 		2: "PAUSE_REASON_INTERRUPTED",
+		3: "PAUSE_REASON_CYCLE_LIMIT",
 	}
 	PauseReason_value = map[string]int32{
 		"PAUSE_REASON_UNSPECIFIED": 0,
 		"PAUSE_REASON_USER":        1,
 		"PAUSE_REASON_INTERRUPTED": 2,
+		"PAUSE_REASON_CYCLE_LIMIT": 3,
 	}
 )
 
@@ -2574,11 +2578,12 @@ const file_lemo_proto_rawDesc = "" +
 	"\x12TASK_STATUS_PAUSED\x10\x04\x12\x18\n" +
 	"\x14TASK_STATUS_FINISHED\x10\x05\x12\x16\n" +
 	"\x12TASK_STATUS_FAILED\x10\x06\x12\x19\n" +
-	"\x15TASK_STATUS_CANCELLED\x10\a*`\n" +
+	"\x15TASK_STATUS_CANCELLED\x10\a*~\n" +
 	"\vPauseReason\x12\x1c\n" +
 	"\x18PAUSE_REASON_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11PAUSE_REASON_USER\x10\x01\x12\x1c\n" +
-	"\x18PAUSE_REASON_INTERRUPTED\x10\x02*\x9d\x01\n" +
+	"\x18PAUSE_REASON_INTERRUPTED\x10\x02\x12\x1c\n" +
+	"\x18PAUSE_REASON_CYCLE_LIMIT\x10\x03*\x9d\x01\n" +
 	"\fCycleOutcome\x12\x1d\n" +
 	"\x19CYCLE_OUTCOME_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17CYCLE_OUTCOME_COMPLETED\x10\x01\x12\x18\n" +

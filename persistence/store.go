@@ -146,7 +146,9 @@ func writeFileSync(path string, data []byte, mode os.FileMode) error {
 // Options tunes the store. The zero value is the production setting.
 type Options struct {
 	Log zerolog.Logger
-	// MemTableSize is Badger's memtable size; 0 means 64 MiB. Tests use less.
+	// MemTableSize is Badger's memtable size; 0 means 64 MiB. Tests use
+	// less; values below 8 MiB are raised to 8 MiB, the least that holds a
+	// record of the largest size.
 	MemTableSize int64
 	// BlockCacheSize is Badger's block cache; 0 means 64 MiB.
 	BlockCacheSize int64
@@ -206,7 +208,7 @@ func Open(dd *DataDir, opt Options) (*Store, error) {
 		WithVerifyValueChecksum(true).
 		WithReadOnly(opt.ReadOnly).
 		WithMetricsEnabled(false).
-		WithMemTableSize(orDefault(opt.MemTableSize, 64<<20)).
+		WithMemTableSize(max(orDefault(opt.MemTableSize, 64<<20), 8<<20)).
 		WithBlockCacheSize(orDefault(opt.BlockCacheSize, 64<<20)).
 		WithIndexCacheSize(16 << 20).
 		WithNumVersionsToKeep(1)

@@ -1,0 +1,109 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"lemo/api"
+	"lemo/prompt"
+	"lemo/providers"
+	"lemo/supervision"
+)
+
+// cycleActor runs one model call: it rebuilds the input from the Task's
+// durable history and the live results it was given, streams the answer
+// (publishing deltas) and reports the outcome to its Task. The call runs on
+// a goroutine whose context is cancelled when the actor stops.
+type cycleActor struct {
+	env   *env
+	task  string
+	owner string
+	n     uint32
+	model string
+	specs []providers.ToolSpec
+	live  map[string]json.RawMessage
+
+	cancel context.CancelFunc
+	done   bool
+}
+
+func (c *cycleActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		runCtx, cancel := context.WithCancel(context.Background())
+		c.cancel = cancel
+		self, sys := ctx.Self(), ctx.ActorSystem()
+		c.env.goroutine(func() {
+			sys.Root.Send(self, c.run(runCtx, sys))
+		})
+	case *cycleResult:
+		if !c.done {
+			c.done = true
+			ctx.Send(ctx.Parent(), m)
+			ctx.Stop(ctx.Self())
+		}
+	case *actor.Stopping:
+		c.cancel()
+	}
+}
+
+// run performs the call; it recovers its own panics.
+func (c *cycleActor) run(ctx context.Context, sys *actor.ActorSystem) (res *cycleResult) {
+	res = &cycleResult{cycle: c.n}
+	defer func() {
+		if v := recover(); v != nil {
+			res.err = supervision.Recovered(v)
+		}
+	}()
+	var history []*api.Event
+	if err := c.env.deps.Store.Events(c.task, 1, 0, func(ev *api.Event) error {
+		history = append(history, ev)
+		return nil
+	}); err != nil {
+		res.err = err
+		return res
+	}
+	var after uint64
+	if len(history) > 0 {
+		after = history[len(history)-1].GetSeq()
+	}
+	model, err := c.env.deps.Providers.Model(ctx, c.model)
+	if err != nil {
+		res.err = err
+		return res
+	}
+	info := model.Info()
+	req, sum, err := prompt.Build(prompt.Input{
+		History:      history,
+		Live:         c.live,
+		Instructions: c.env.opts.Instructions,
+		Tools:        c.specs,
+		Window:       info.Window,
+		Think:        c.env.opts.Think,
+	})
+	res.summary = sum
+	c.delta(sys, &api.Delta{Kind: api.DeltaKind_DELTA_KIND_INPUT, Input: sum, AfterSeq: after})
+	if err != nil {
+		res.err = err
+		return res
+	}
+	resp, err := model.Stream(ctx, req, func(d providers.Delta) {
+		kind := api.DeltaKind_DELTA_KIND_TEXT
+		if d.Kind == providers.DeltaReasoning {
+			kind = api.DeltaKind_DELTA_KIND_REASONING
+		}
+		c.delta(sys, &api.Delta{Kind: kind, Text: d.Text, AfterSeq: after})
+	})
+	if err == nil && resp == nil {
+		err = &providers.Error{Provider: model.Info().Provider, Class: providers.ClassTransient, Message: "provider returned no answer and no error"}
+	}
+	res.resp, res.err = resp, err
+	return res
+}
+
+func (c *cycleActor) delta(sys *actor.ActorSystem, d *api.Delta) {
+	d.TaskId, d.Cycle = c.task, c.n
+	sys.Root.Send(c.env.hub, &hubDelta{owner: c.owner, delta: d})
+}

@@ -1,0 +1,455 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"lemo/actors/taskstate"
+	"lemo/api"
+	"lemo/logging"
+	"lemo/persistence"
+	"lemo/providers"
+	"lemo/supervision"
+	"lemo/tools"
+)
+
+// Errors returned by the Daemon's API.
+var (
+	// ErrNotFound: no such Task, or one the caller may not see.
+	ErrNotFound = taskstate.ErrNotFound
+	// ErrInvalid: a command's input is malformed; the message says what is
+	// accepted.
+	ErrInvalid = errors.New("invalid")
+	// ErrStopped: the daemon is stopping or stopped.
+	ErrStopped = errors.New("daemon: stopping")
+	// ErrInterrupted: the Task crashed while handling the command; it was
+	// restarted from its history.
+	ErrInterrupted = errors.New("task: interrupted while handling the command")
+)
+
+// Caller is who issues a command: an owner, or an operator who sees every
+// owner's Tasks.
+type Caller struct {
+	Owner    string
+	Operator bool
+}
+
+// Operator is the in-process caller with access to every Task.
+var Operator = Caller{Owner: "operator", Operator: true}
+
+// CanSee reports whether the caller may see a Task of owner.
+func (c Caller) CanSee(owner string) bool { return c.Operator || c.Owner == owner }
+
+// Deps are the parts the daemon is built from.
+type Deps struct {
+	Store     *persistence.Store
+	Providers *providers.Registry
+	Tools     *tools.Registry
+	Log       zerolog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// ApprovalPolicy decides whether a call needs a person's approval (or is
+// denied outright) beyond what the tool itself asks for.
+type ApprovalPolicy func(taskOwner string, tool *tools.Registered, input json.RawMessage) tools.Approval
+
+// Options tune the daemon; zero values take the documented defaults.
+type Options struct {
+	// Instructions for every Cycle; "" means prompt.DefaultInstructions.
+	Instructions string
+	// Think asks reasoning-capable models to reason.
+	Think bool
+	// MaxCycles pauses a Task after this many Cycles without new input
+	// (default 50).
+	MaxCycles int
+	// MaxParallelTools bounds a Task's concurrently running calls (default 4).
+	MaxParallelTools int
+	// ToolGrace is how long a cancelled tool may take to stop before its
+	// outcome is recorded as unknown (default 10s).
+	ToolGrace time.Duration
+	// IdleTimeout passivates an idle Task (default 1m).
+	IdleTimeout time.Duration
+	// ShutdownTimeout bounds Stop (default 30s).
+	ShutdownTimeout time.Duration
+	// WorkspaceRoot holds the default workspace of each Task (a folder per
+	// Task id); required unless every Task names its workspace.
+	WorkspaceRoot string
+	// TaskBudget bounds restarts of a crashing Task (default 3 in 30s).
+	TaskBudget supervision.Budget
+	// SubscriptionBuffer bounds a subscriber's queue (default 1024).
+	SubscriptionBuffer int
+	// Approval adds policy approvals; nil: only tools' own.
+	Approval ApprovalPolicy
+	// MaxRequestBytes bounds a user message (default 256 KiB).
+	MaxRequestBytes int
+}
+
+func (o *Options) defaults() {
+	if o.MaxCycles == 0 {
+		o.MaxCycles = 50
+	}
+	if o.MaxParallelTools == 0 {
+		o.MaxParallelTools = 4
+	}
+	if o.ToolGrace == 0 {
+		o.ToolGrace = 10 * time.Second
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = time.Minute
+	}
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = 30 * time.Second
+	}
+	if o.TaskBudget.Max == 0 {
+		o.TaskBudget = supervision.DefaultTaskBudget
+	}
+	if o.SubscriptionBuffer == 0 {
+		o.SubscriptionBuffer = 1024
+	}
+	if o.MaxRequestBytes == 0 {
+		o.MaxRequestBytes = 256 << 10
+	}
+}
+
+// env is what every actor of the tree shares.
+type env struct {
+	deps   Deps
+	opts   Options
+	log    zerolog.Logger
+	system *actor.ActorSystem
+	hub    *actor.PID
+	tasks  *actor.PID
+	// gor tracks every goroutine the tree starts, so Stop can wait for them.
+	gor sync.WaitGroup
+	// incarnations numbers Task actor instances.
+	incarnations atomic.Uint64
+}
+
+func (e *env) now() time.Time { return e.deps.Now() }
+
+// goroutine runs f on a tracked goroutine.
+func (e *env) goroutine(f func()) {
+	e.gor.Add(1)
+	go func() {
+		defer e.gor.Done()
+		f()
+	}()
+}
+
+// Daemon is a running actor tree.
+type Daemon struct {
+	env     *env
+	root    *actor.PID
+	stopped atomic.Bool
+	stopMu  sync.Mutex
+}
+
+// Start recovers the store and starts the tree. No command is accepted
+// before recovery finished.
+func Start(ctx context.Context, deps Deps, opts Options) (*Daemon, error) {
+	if deps.Store == nil || deps.Providers == nil || deps.Tools == nil {
+		return nil, fmt.Errorf("actors: Start needs a store, a provider registry and a tool registry")
+	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	opts.defaults()
+	e := &env{deps: deps, opts: opts, log: deps.Log}
+	n, err := recoverStore(ctx, deps.Store, deps.Now())
+	if err != nil {
+		return nil, fmt.Errorf("recover store: %w", err)
+	}
+	if n > 0 {
+		e.log.Info().Int("tasks", n).Msg("recovered tasks left running or awaiting approval: paused as interrupted")
+	}
+	e.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return logging.Slog(deps.Log, "protoactor")
+	}), actor.WithDeadLetterRequestLogging(false))
+	d := &Daemon{env: e}
+	ready := make(chan struct{})
+	rootProps := actor.PropsFromProducer(func() actor.Actor { return &rootActor{env: e, ready: ready} })
+	root, err := e.system.Root.SpawnNamed(rootProps, "daemon")
+	if err != nil {
+		return nil, fmt.Errorf("spawn daemon root: %w", err)
+	}
+	d.root = root
+	select {
+	case <-ready:
+	case <-ctx.Done():
+		_ = e.system.Root.StopFuture(root).Wait()
+		return nil, ctx.Err()
+	}
+	return d, nil
+}
+
+// System returns the internal actor system (for the inspector and gateway).
+func (d *Daemon) System() *actor.ActorSystem { return d.env.system }
+
+// CreateTask is a new Task's input.
+type CreateTask struct {
+	// Request is the user's request (required).
+	Request string
+	// Model is the model id, "provider/model" (required).
+	Model string
+	// Tools restricts the Task to these tools when ToolsRestricted is set.
+	Tools           []string
+	ToolsRestricted bool
+	// Workspace is an existing absolute folder; "" gives the Task a folder
+	// of its own under the workspace root.
+	Workspace string
+}
+
+// CreateTask validates the input and creates a Task owned by the caller.
+// It returns once the Task's creation is durable.
+func (d *Daemon) CreateTask(ctx context.Context, c Caller, in CreateTask) (*api.TaskMeta, error) {
+	if err := d.usable(); err != nil {
+		return nil, err
+	}
+	if err := persistence.ValidOwner(c.Owner); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if err := d.validText("request", in.Request); err != nil {
+		return nil, err
+	}
+	if err := providers.ValidateModelID(in.Model); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if _, err := d.env.deps.Providers.Model(ctx, in.Model); err != nil {
+		return nil, fmt.Errorf("%w: model %s: %v", ErrInvalid, in.Model, err)
+	}
+	if _, err := d.env.deps.Tools.Select(in.Tools, in.ToolsRestricted); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	id := persistence.NewTaskID(d.env.now())
+	ws, err := d.workspace(id, in.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	cmd := taskCommand{taskID: id, caller: c, cmd: &cmdCreate{in: taskstate.CreateInput{
+		Owner: c.Owner, Model: in.Model, Request: in.Request, Workspace: ws, Tools: in.Tools, ToolsRestricted: in.ToolsRestricted,
+	}}}
+	return d.command(ctx, cmd)
+}
+
+func (d *Daemon) workspace(id, ws string) (string, error) {
+	if ws != "" {
+		if !filepath.IsAbs(ws) {
+			return "", fmt.Errorf("%w: workspace %q: want an absolute path", ErrInvalid, ws)
+		}
+		fi, err := os.Stat(ws)
+		if err != nil || !fi.IsDir() {
+			return "", fmt.Errorf("%w: workspace %q: want an existing folder", ErrInvalid, ws)
+		}
+		return filepath.Clean(ws), nil
+	}
+	if d.env.opts.WorkspaceRoot == "" {
+		return "", fmt.Errorf("%w: no workspace given and the daemon has no workspace root", ErrInvalid)
+	}
+	ws = filepath.Join(d.env.opts.WorkspaceRoot, id)
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		return "", fmt.Errorf("create workspace: %w", err)
+	}
+	return ws, nil
+}
+
+func (d *Daemon) validText(what, s string) error {
+	switch {
+	case strings.TrimSpace(s) == "":
+		return fmt.Errorf("%w: %s is empty", ErrInvalid, what)
+	case len(s) > d.env.opts.MaxRequestBytes:
+		return fmt.Errorf("%w: %s of %d bytes exceeds the limit of %d bytes", ErrInvalid, what, len(s), d.env.opts.MaxRequestBytes)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalid, what)
+	}
+	return nil
+}
+
+func validTaskID(id string) error {
+	if err := persistence.ValidTaskID(id); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return nil
+}
+
+// SendMessage records a follow-up message. A finished, failed or cancelled
+// Task is reopened; a paused one stays paused until continued.
+func (d *Daemon) SendMessage(ctx context.Context, c Caller, taskID, text string) (*api.TaskMeta, error) {
+	if err := d.validText("message", text); err != nil {
+		return nil, err
+	}
+	return d.taskCmd(ctx, c, taskID, &cmdMessage{text: text})
+}
+
+// Pause pauses a running Task: its model call is cancelled, its running
+// tool calls finish and their live results are kept.
+func (d *Daemon) Pause(ctx context.Context, c Caller, taskID string) (*api.TaskMeta, error) {
+	return d.taskCmd(ctx, c, taskID, &cmdPause{})
+}
+
+// Continue resumes a paused or failed Task, with another model when model
+// is not "".
+func (d *Daemon) Continue(ctx context.Context, c Caller, taskID, model string) (*api.TaskMeta, error) {
+	if model != "" {
+		if err := providers.ValidateModelID(model); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		if _, err := d.env.deps.Providers.Model(ctx, model); err != nil {
+			return nil, fmt.Errorf("%w: model %s: %v", ErrInvalid, model, err)
+		}
+	}
+	return d.taskCmd(ctx, c, taskID, &cmdContinue{model: model})
+}
+
+// Cancel cancels a Task: its model call and tool calls are cancelled and
+// its live results released.
+func (d *Daemon) Cancel(ctx context.Context, c Caller, taskID string) (*api.TaskMeta, error) {
+	return d.taskCmd(ctx, c, taskID, &cmdCancel{})
+}
+
+// Resolve answers a pending approval: approve or deny (with a reason).
+func (d *Daemon) Resolve(ctx context.Context, c Caller, taskID, approvalID string, approve bool, reason string) (*api.TaskMeta, error) {
+	if approvalID == "" {
+		return nil, fmt.Errorf("%w: approval id is empty", ErrInvalid)
+	}
+	outcome := api.ApprovalOutcome_APPROVAL_OUTCOME_DENIED
+	if approve {
+		outcome = api.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED
+	}
+	return d.taskCmd(ctx, c, taskID, &cmdResolve{approvalID: approvalID, outcome: outcome, by: c.Owner, reason: reason})
+}
+
+func (d *Daemon) taskCmd(ctx context.Context, c Caller, taskID string, cmd any) (*api.TaskMeta, error) {
+	if err := validTaskID(taskID); err != nil {
+		return nil, err
+	}
+	return d.command(ctx, taskCommand{taskID: taskID, caller: c, cmd: cmd})
+}
+
+func (d *Daemon) usable() error {
+	if d.stopped.Load() {
+		return ErrStopped
+	}
+	return nil
+}
+
+// command sends cmd to the manager and waits for the Task's answer.
+func (d *Daemon) command(ctx context.Context, cmd taskCommand) (*api.TaskMeta, error) {
+	if err := d.usable(); err != nil {
+		return nil, err
+	}
+	cmd.reply = make(chan reply, 1)
+	d.env.system.Root.Send(d.env.tasks, &cmd)
+	select {
+	case r := <-cmd.reply:
+		return r.meta, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Task returns a Task's metadata.
+func (d *Daemon) Task(ctx context.Context, c Caller, taskID string) (*api.TaskMeta, error) {
+	if err := validTaskID(taskID); err != nil {
+		return nil, err
+	}
+	m, err := d.env.deps.Store.Meta(taskID)
+	if errors.Is(err, persistence.ErrNotFound) || (err == nil && !c.CanSee(m.GetOwner())) {
+		return nil, fmt.Errorf("%w: task %s", ErrNotFound, taskID)
+	}
+	return m, err
+}
+
+// ListTasks lists the Tasks the caller may see, newest first.
+func (d *Daemon) ListTasks(ctx context.Context, c Caller, before string, limit int) ([]*api.TaskMeta, string, error) {
+	o := persistence.ListOptions{Before: before, Limit: limit}
+	if !c.Operator {
+		o.Owner = c.Owner
+	}
+	return d.env.deps.Store.ListTasks(o)
+}
+
+// History returns at most limit events of a Task from seq from.
+func (d *Daemon) History(ctx context.Context, c Caller, taskID string, from uint64, limit int) ([]*api.Event, error) {
+	if _, err := d.Task(ctx, c, taskID); err != nil {
+		return nil, err
+	}
+	return d.env.deps.Store.ReadEvents(taskID, from, limit)
+}
+
+// Stop durably pauses running Tasks as interrupted (after cancelling their
+// model calls and tool calls), stops the tree and waits for its goroutines.
+// It is safe to call more than once.
+func (d *Daemon) Stop(ctx context.Context) error {
+	d.stopMu.Lock()
+	defer d.stopMu.Unlock()
+	if d.stopped.Swap(true) {
+		return nil
+	}
+	e := d.env
+	ctx, cancel := context.WithTimeout(ctx, e.opts.ShutdownTimeout)
+	defer cancel()
+	done := make(chan struct{})
+	e.system.Root.Send(e.tasks, &shutdown{done: done})
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("stop: tasks did not stop in time: %w", ctx.Err())
+	}
+	if ferr := e.system.Root.StopFuture(d.root).Wait(); ferr != nil && err == nil {
+		err = fmt.Errorf("stop actors: %w", ferr)
+	}
+	e.system.Shutdown()
+	waited := make(chan struct{})
+	go func() {
+		e.gor.Wait()
+		close(waited)
+	}()
+	select {
+	case <-waited:
+	case <-ctx.Done():
+		if err == nil {
+			err = fmt.Errorf("stop: goroutines did not end in time: %w", ctx.Err())
+		}
+	}
+	return err
+}
+
+// rootActor spawns and supervises the hub and the task manager.
+type rootActor struct {
+	env   *env
+	ready chan struct{}
+}
+
+func (r *rootActor) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *actor.Started:
+		hub, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newHub(r.env) }), "hub")
+		if err != nil {
+			panic(fmt.Sprintf("spawn hub: %v", err))
+		}
+		tasks, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newManager(r.env) }), "tasks")
+		if err != nil {
+			panic(fmt.Sprintf("spawn task manager: %v", err))
+		}
+		if r.ready != nil {
+			r.env.hub, r.env.tasks = hub, tasks
+			close(r.ready)
+			r.ready = nil
+		}
+	}
+}

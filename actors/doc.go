@@ -1,0 +1,45 @@
+// Package actors is the daemon's internal actor tree and the Go API over it.
+//
+// The tree (protoactor ids in brackets):
+//
+//	daemon [daemon]
+//	├── hub [daemon/hub]            fan-out of committed events and live deltas
+//	└── tasks [daemon/tasks]        task manager: lazy activation, supervision
+//	    └── task [daemon/tasks/<id>]          single writer of its history
+//	        ├── cycle [.../cycle-<n>]         one model call
+//	        └── tool  [.../tool-<call id>]    one tool call
+//
+// Rules:
+//   - A Task persists events, waits for the durable acknowledgement, then
+//     applies and publishes them (persist → apply → publish). It never blocks
+//     in Receive: appends, loads, model calls and tool runs happen in
+//     goroutines that report back as messages.
+//   - Before a tool call executes, its call and its execution start are
+//     durable. A call that started and never reported is closed as "outcome
+//     unknown" when the Task is next loaded, and never re-executed.
+//   - Live tool results (full outputs) live in the Task actor and are given
+//     to each later Cycle; they are released when the Task finishes or is
+//     cancelled. After a restart only what each tool retained exists.
+//   - A Tool or Cycle that panics becomes a recorded failure; a Task that
+//     panics restarts from its history (as after a daemon restart); one that
+//     keeps panicking is stopped and recorded as failed.
+//   - Tasks are activated on demand and passivated when idle: a dormant Task
+//     costs storage, not memory.
+//
+// Lifecycle:
+//  1. Start recovers the store (every Task found running is durably paused
+//     as interrupted, open Cycles and calls are closed) before it accepts
+//     any command, then starts the actor system.
+//  2. CreateTask, SendMessage, Pause, Continue, Cancel, Resolve and Subscribe
+//     serve callers (the gateway, tests, cmd/lemo).
+//  3. Stop durably pauses running Tasks as interrupted, stops the tree and
+//     waits for every goroutine it started.
+//
+// Example:
+//
+//	d, err := actors.Start(ctx, actors.Deps{Store: st, Providers: provs, Tools: tls, Log: log}, actors.Options{})
+//	meta, err := d.CreateTask(ctx, actors.Operator, actors.CreateTask{Request: "hi", Model: "fake/echo"})
+//	sub, err := d.Subscribe(ctx, actors.Operator, actors.SubscribeOptions{TaskID: meta.GetTaskId(), FromSeq: 1})
+//	for u := range sub.C { ... }
+//	err = d.Stop(ctx)
+package actors

@@ -1,0 +1,253 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"lemo/api"
+)
+
+// Update is one item of a subscription: a committed event, a live delta,
+// or the notice that the subscriber fell behind (the subscription then
+// ends; resume from LastSeq + 1).
+type Update struct {
+	Event *api.Event
+	Delta *api.Delta
+	// FellBehind ends the subscription: the subscriber did not keep up.
+	FellBehind bool
+	// LastSeq is, with FellBehind, the last seq delivered for the
+	// subscribed Task.
+	LastSeq uint64
+}
+
+// subscriber is the hub's side of one subscription.
+type subscriber struct {
+	taskID string // "" = every Task the caller may see
+	caller Caller
+	live   chan Update
+	// ended is closed by the hub when it drops the subscriber (it fell
+	// behind, or the hub stopped); behind says which.
+	ended  chan struct{}
+	once   sync.Once
+	behind bool
+}
+
+func (s *subscriber) end(behind bool) {
+	s.once.Do(func() {
+		s.behind = behind
+		close(s.ended)
+	})
+}
+
+func (s *subscriber) wants(taskID, owner string) bool {
+	return (s.taskID == "" || s.taskID == taskID) && s.caller.CanSee(owner)
+}
+
+// offer queues u without blocking; a full queue drops the subscriber.
+func (s *subscriber) offer(u Update) bool {
+	select {
+	case s.live <- u:
+		return true
+	default:
+		s.end(true)
+		return false
+	}
+}
+
+type hubSubscribe struct {
+	sub  *subscriber
+	done chan struct{}
+}
+
+type hubUnsubscribe struct{ sub *subscriber }
+
+type hubEvents struct {
+	owner  string
+	events []*api.Event
+}
+
+type hubDelta struct {
+	owner string
+	delta *api.Delta
+}
+
+// hub fans committed events and live deltas out to subscribers. It never
+// blocks: a subscriber that cannot keep up is dropped and told so.
+type hub struct {
+	env  *env
+	subs map[*subscriber]struct{}
+}
+
+func newHub(e *env) *hub { return &hub{env: e, subs: make(map[*subscriber]struct{})} }
+
+func (h *hub) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *hubSubscribe:
+		h.subs[m.sub] = struct{}{}
+		close(m.done)
+	case *hubUnsubscribe:
+		delete(h.subs, m.sub)
+	case *hubEvents:
+		for s := range h.subs {
+			for _, ev := range m.events {
+				if s.wants(ev.GetTaskId(), m.owner) && !s.offer(Update{Event: ev}) {
+					delete(h.subs, s)
+					break
+				}
+			}
+		}
+	case *hubDelta:
+		for s := range h.subs {
+			if s.wants(m.delta.GetTaskId(), m.owner) && !s.offer(Update{Delta: m.delta}) {
+				delete(h.subs, s)
+			}
+		}
+	case *actor.Stopping:
+		for s := range h.subs {
+			s.end(false)
+		}
+		h.subs = nil
+	}
+}
+
+// SubscribeOptions select what a subscription delivers.
+type SubscribeOptions struct {
+	// TaskID subscribes to one Task; "" to every Task the caller may see
+	// (live only).
+	TaskID string
+	// FromSeq, for one Task, first delivers its committed events from this
+	// seq (0: live only), then live ones, with no gap and no duplicate.
+	FromSeq uint64
+	// Buffer bounds the queue between the hub and the reader (default:
+	// Options.SubscriptionBuffer).
+	Buffer int
+}
+
+// Subscription delivers Updates on C until Close, the daemon's stop, or
+// the reader falling behind (a final Update with FellBehind). C is closed
+// at the end.
+type Subscription struct {
+	C    <-chan Update
+	stop chan struct{}
+	once sync.Once
+	done chan struct{}
+}
+
+// Close ends the subscription and waits for its goroutine.
+func (s *Subscription) Close() {
+	s.once.Do(func() { close(s.stop) })
+	<-s.done
+}
+
+// Subscribe registers with the hub first, then replays the snapshot from
+// FromSeq, dropping live duplicates, so the stream has no gap.
+func (d *Daemon) Subscribe(ctx context.Context, c Caller, o SubscribeOptions) (*Subscription, error) {
+	if err := d.usable(); err != nil {
+		return nil, err
+	}
+	if o.TaskID != "" {
+		if _, err := d.Task(ctx, c, o.TaskID); err != nil {
+			return nil, err
+		}
+	}
+	e := d.env
+	buf := o.Buffer
+	if buf <= 0 {
+		buf = e.opts.SubscriptionBuffer
+	}
+	sub := &subscriber{taskID: o.TaskID, caller: c, live: make(chan Update, buf), ended: make(chan struct{})}
+	registered := make(chan struct{})
+	e.system.Root.Send(e.hub, &hubSubscribe{sub: sub, done: registered})
+	select {
+	case <-registered:
+	case <-ctx.Done():
+		e.system.Root.Send(e.hub, &hubUnsubscribe{sub: sub})
+		return nil, ctx.Err()
+	}
+	out := make(chan Update, buf)
+	s := &Subscription{C: out, stop: make(chan struct{}), done: make(chan struct{})}
+	e.goroutine(func() {
+		defer close(s.done)
+		defer close(out)
+		defer e.system.Root.Send(e.hub, &hubUnsubscribe{sub: sub})
+		run := subscriptionRun{d: d, sub: sub, out: out, stop: s.stop}
+		run.serve(o)
+	})
+	return s, nil
+}
+
+type subscriptionRun struct {
+	d    *Daemon
+	sub  *subscriber
+	out  chan<- Update
+	stop <-chan struct{}
+	last uint64 // last seq delivered (one-Task subscriptions)
+}
+
+// send delivers u unless the subscription ends first.
+func (r *subscriptionRun) send(u Update) bool {
+	select {
+	case r.out <- u:
+		return true
+	case <-r.stop:
+		return false
+	case <-r.sub.ended:
+		return false
+	}
+}
+
+var errStop = fmt.Errorf("subscription stopped")
+
+func (r *subscriptionRun) serve(o SubscribeOptions) {
+	if o.TaskID != "" && o.FromSeq > 0 {
+		err := r.d.env.deps.Store.Events(o.TaskID, o.FromSeq, 0, func(ev *api.Event) error {
+			if !r.send(Update{Event: ev}) {
+				return errStop
+			}
+			r.last = ev.GetSeq()
+			return nil
+		})
+		if err != nil {
+			r.end()
+			return
+		}
+	}
+	for {
+		select {
+		case u := <-r.sub.live:
+			if u.Event != nil && r.sub.taskID != "" {
+				if u.Event.GetSeq() <= r.last {
+					continue
+				}
+				r.last = u.Event.GetSeq()
+			}
+			if !r.send(u) {
+				r.end()
+				return
+			}
+		case <-r.sub.ended:
+			r.end()
+			return
+		case <-r.stop:
+			return
+		}
+	}
+}
+
+// end tells a subscriber that fell behind where to resume.
+func (r *subscriptionRun) end() {
+	select {
+	case <-r.sub.ended:
+	default:
+		return
+	}
+	if r.sub.behind {
+		select {
+		case r.out <- Update{FellBehind: true, LastSeq: r.last}:
+		case <-r.stop:
+		}
+	}
+}

@@ -1,0 +1,111 @@
+package actors
+
+import (
+	"encoding/json"
+
+	"lemo/actors/taskstate"
+	"lemo/api"
+	"lemo/providers"
+)
+
+// reply answers a command.
+type reply struct {
+	meta *api.TaskMeta
+	err  error
+}
+
+// replyTo sends r to ch without blocking (ch is buffered by its creator and
+// answered once).
+func replyTo(ch chan reply, r reply) {
+	if ch == nil {
+		return
+	}
+	select {
+	case ch <- r:
+	default:
+	}
+}
+
+// Commands routed by the manager to a Task.
+
+type cmdCreate struct {
+	in taskstate.CreateInput
+}
+
+type cmdMessage struct{ text string }
+
+type cmdPause struct{}
+
+type cmdContinue struct{ model string }
+
+type cmdCancel struct{}
+
+type cmdResolve struct {
+	approvalID string
+	outcome    api.ApprovalOutcome
+	by, reason string
+}
+
+// taskCommand is a command for one Task.
+type taskCommand struct {
+	taskID string
+	caller Caller
+	cmd    any
+	reply  chan reply
+}
+
+// Manager bookkeeping.
+
+// taskIdle is sent by an idle Task to the manager with the number of
+// commands it had received when it found itself idle; the manager
+// passivates it only if it has forwarded no command since.
+type taskIdle struct {
+	taskID   string
+	received uint64
+}
+
+// shutdown asks the manager (and it each Task) to pause running work
+// durably and stop.
+type shutdown struct{ done chan struct{} }
+
+// taskShutdownDone is a Task's answer to shutdown.
+type taskShutdownDone struct{ taskID string }
+
+// Task internals.
+
+// loaded carries a Task's folded history from its load goroutine.
+type loaded struct {
+	incarnation uint64
+	state       *taskstate.State
+	err         error
+}
+
+// appended carries an append's outcome from its goroutine.
+type appended struct {
+	incarnation uint64
+	meta        *api.TaskMeta
+	err         error
+}
+
+// cycleResult is a Cycle's outcome, sent by the Cycle actor to its Task.
+type cycleResult struct {
+	cycle   uint32
+	resp    *providers.Response
+	summary *api.InputSummary
+	err     error
+}
+
+// toolResult is a tool call's outcome, sent by the Tool actor to its Task.
+type toolResult struct {
+	callID    string
+	output    json.RawMessage
+	retained  json.RawMessage
+	untrusted bool
+	err       error
+}
+
+// cancelTool asks a Tool actor to cancel its call.
+type cancelTool struct{}
+
+// approvalTimeout fires when an approval's deadline passes.
+type approvalTimeout struct{ approvalID string }

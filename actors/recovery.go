@@ -1,0 +1,98 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"lemo/actors/taskstate"
+	"lemo/api"
+	"lemo/persistence"
+)
+
+// loadState folds a Task's whole history. A Task with no events is
+// ErrNotFound.
+func loadState(st *persistence.Store, taskID string) (*taskstate.State, error) {
+	s := taskstate.New()
+	err := st.Events(taskID, 1, 0, func(ev *api.Event) error {
+		s.Apply(ev)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !s.Exists() {
+		return nil, fmt.Errorf("%w: task %s", ErrNotFound, taskID)
+	}
+	return s, nil
+}
+
+// appendBodies stamps bodies after s's last seq and appends them, then
+// applies them to s.
+func appendBodies(ctx context.Context, st *persistence.Store, s *taskstate.State, bodies []proto.Message, now time.Time) error {
+	if len(bodies) == 0 {
+		return nil
+	}
+	evs := s.Stamp(bodies, now)
+	if _, err := st.Append(ctx, persistence.Append{TaskID: s.TaskID, Events: evs}); err != nil {
+		return err
+	}
+	for _, ev := range evs {
+		s.Apply(ev)
+	}
+	return nil
+}
+
+// recoverStore runs before the daemon accepts work: every Task found running
+// or awaiting approval is recovered (open Cycle and calls closed, running
+// paused as interrupted). It returns how many Tasks it changed.
+func recoverStore(ctx context.Context, st *persistence.Store, now time.Time) (int, error) {
+	n := 0
+	for _, status := range []api.TaskStatus{api.TaskStatus_TASK_STATUS_RUNNING, api.TaskStatus_TASK_STATUS_AWAITING_APPROVAL} {
+		metas, err := st.TasksWithStatus(status)
+		if err != nil {
+			return n, err
+		}
+		for _, m := range metas {
+			s, err := loadState(st, m.GetTaskId())
+			if err != nil {
+				return n, fmt.Errorf("task %s: %w", m.GetTaskId(), err)
+			}
+			bodies := s.Recover(now)
+			if len(bodies) == 0 {
+				continue
+			}
+			if err := appendBodies(ctx, st, s, bodies, now); err != nil {
+				return n, fmt.Errorf("task %s: %w", m.GetTaskId(), err)
+			}
+			n++
+		}
+	}
+	return n, nil
+}
+
+// markFailed records that a Task was stopped after crashing too often: what
+// it left open is closed and it is failed.
+func markFailed(st *persistence.Store, taskID, why string, now time.Time) error {
+	s, err := loadState(st, taskID)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var bodies []proto.Message
+	for _, b := range s.Recover(now) {
+		if sc, ok := b.(*api.StatusChanged); ok && sc.GetStatus() == api.TaskStatus_TASK_STATUS_PAUSED {
+			continue
+		}
+		bodies = append(bodies, b)
+	}
+	bodies = append(bodies,
+		&api.Failure{Scope: api.FailureScope_FAILURE_SCOPE_TASK, Kind: "panic", Message: why},
+		&api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_FAILED, Detail: "stopped after repeated crashes: " + why})
+	return appendBodies(context.Background(), st, s, bodies, now)
+}

@@ -1,0 +1,671 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+
+	"lemo/actors/taskstate"
+	"lemo/api"
+	"lemo/persistence"
+	"lemo/prompt"
+	"lemo/providers"
+	"lemo/supervision"
+	"lemo/tools"
+)
+
+// Limits that keep every event well below the store's record limit.
+const (
+	maxTextBytes     = 256 << 10 // assistant text, reasoning, messages in failures
+	maxArgsBytes     = 256 << 10 // tool call arguments
+	maxRetainedBytes = 256 << 10 // a tool's retained output
+	maxMetadataBytes = 64 << 10  // provider metadata
+)
+
+// inflight is an append waiting for its acknowledgement, and what to do
+// after it.
+type inflight struct {
+	events  []*api.Event
+	replies []chan reply
+	then    func(ctx actor.Context)
+}
+
+// task is the actor of one Task: the single writer of its history.
+type task struct {
+	env         *env
+	id          string
+	received    *atomic.Uint64
+	incarnation uint64
+	self        *actor.PID
+
+	st       *taskstate.State
+	meta     *api.TaskMeta
+	loading  bool
+	inflight *inflight
+	// queue holds messages that arrived while loading or appending.
+	queue []any
+
+	cycle    *actor.PID
+	cycleNum uint32
+	tools    map[string]*actor.PID // running calls
+	live     map[string]json.RawMessage
+	timers   map[string]*time.Timer // approval deadlines
+
+	// stopping is set when the daemon stops; answered once the Task told the
+	// manager it is done.
+	stopping *shutdown
+	answered bool
+}
+
+// childCrashed reports a Cycle or Tool actor that panicked in Receive.
+type childCrashed struct {
+	pid    *actor.PID
+	reason string
+}
+
+func newTask(e *env, id string, received *atomic.Uint64) *task {
+	return &task{env: e, id: id, received: received, tools: make(map[string]*actor.PID), live: make(map[string]json.RawMessage), timers: make(map[string]*time.Timer)}
+}
+
+var _ actor.SupervisorStrategy = (*task)(nil)
+
+// HandleFailure turns a crashed Cycle or Tool actor into a recorded failure.
+func (t *task) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason interface{}, message interface{}) {
+	sup.StopChildren(child)
+	sys.Root.Send(t.self, &childCrashed{pid: child, reason: fmt.Sprint(reason)})
+}
+
+func (t *task) busy() bool { return t.loading || t.inflight != nil }
+
+func (t *task) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		t.self = ctx.Self()
+		t.incarnation = t.env.incarnations.Add(1)
+		t.load(ctx)
+	case *actor.Restarting:
+		t.failQueued(ErrInterrupted)
+		t.stopTimers()
+	case *actor.Stopping:
+		t.failQueued(ErrStopped)
+		t.stopTimers()
+	case *actor.Stopped, *actor.Terminated:
+		if term, ok := m.(*actor.Terminated); ok && t.cycle != nil && term.Who.Equal(t.cycle) {
+			t.cycle = nil
+		}
+	case *actor.ReceiveTimeout:
+		ctx.CancelReceiveTimeout()
+		if t.idle() {
+			ctx.Send(ctx.Parent(), &taskIdle{taskID: t.id, received: t.received.Load()})
+		}
+	case *loaded:
+		if m.incarnation == t.incarnation {
+			t.onLoaded(ctx, m)
+		}
+	case *appended:
+		if m.incarnation == t.incarnation {
+			t.onAppended(ctx, m)
+		}
+	case *taskCommand:
+		t.received.Add(1)
+		t.dispatch(ctx, m)
+	default:
+		t.dispatch(ctx, m)
+	}
+}
+
+// dispatch handles m now, or after the load or append in flight.
+func (t *task) dispatch(ctx actor.Context, m any) {
+	if t.busy() {
+		t.queue = append(t.queue, m)
+		return
+	}
+	t.handle(ctx, m)
+	t.settle(ctx)
+}
+
+func (t *task) handle(ctx actor.Context, m any) {
+	switch m := m.(type) {
+	case *taskCommand:
+		t.command(ctx, m)
+	case *cycleResult:
+		t.onCycleResult(ctx, m)
+	case *toolResult:
+		t.onToolResult(ctx, m)
+	case *childCrashed:
+		t.onChildCrashed(ctx, m)
+	case *approvalTimeout:
+		t.onApprovalTimeout(ctx, m)
+	case *shutdown:
+		t.onShutdown(ctx, m)
+	default:
+		t.env.log.Warn().Str("task", t.id).Str("type", fmt.Sprintf("%T", m)).Msg("task: unexpected message")
+	}
+}
+
+// settle takes the next step and drains queued messages while nothing is in
+// flight, then arms passivation when the Task is idle.
+func (t *task) settle(ctx actor.Context) {
+	for !t.busy() {
+		t.reconcile(ctx)
+		if t.busy() || len(t.queue) == 0 {
+			break
+		}
+		m := t.queue[0]
+		t.queue = t.queue[1:]
+		t.handle(ctx, m)
+	}
+	if t.busy() {
+		return
+	}
+	if t.stopping != nil {
+		t.checkShutdown(ctx)
+		return
+	}
+	if !t.st.Exists() {
+		// Nothing to keep: the manager stops this actor unless a command is
+		// on its way.
+		ctx.Send(ctx.Parent(), &taskIdle{taskID: t.id, received: t.received.Load()})
+		return
+	}
+	if t.idle() {
+		ctx.SetReceiveTimeout(t.env.opts.IdleTimeout)
+	} else {
+		ctx.CancelReceiveTimeout()
+	}
+}
+
+// idle reports whether the Task holds nothing worth keeping in memory.
+func (t *task) idle() bool {
+	return !t.busy() && len(t.queue) == 0 && t.st != nil && !t.st.Running() && t.cycle == nil &&
+		len(t.tools) == 0 && len(t.live) == 0 && len(t.timers) == 0
+}
+
+func (t *task) failQueued(err error) {
+	if t.inflight != nil {
+		for _, r := range t.inflight.replies {
+			replyTo(r, reply{err: err})
+		}
+	}
+	for _, m := range t.queue {
+		if tc, ok := m.(*taskCommand); ok {
+			replyTo(tc.reply, reply{err: err})
+		}
+	}
+	t.queue = nil
+}
+
+// load folds the Task's history on a goroutine.
+func (t *task) load(ctx actor.Context) {
+	t.loading = true
+	inc, self, sys, store, id := t.incarnation, ctx.Self(), ctx.ActorSystem(), t.env.deps.Store, t.id
+	t.env.goroutine(func() {
+		s, err := loadState(store, id)
+		if errors.Is(err, ErrNotFound) {
+			s, err = taskstate.New(), nil
+			s.TaskID = id
+		}
+		sys.Root.Send(self, &loaded{incarnation: inc, state: s, err: err})
+	})
+}
+
+func (t *task) onLoaded(ctx actor.Context, m *loaded) {
+	t.loading = false
+	if m.err != nil {
+		t.failQueued(fmt.Errorf("load task %s: %w", t.id, m.err))
+		panic(fmt.Errorf("load task %s: %w", t.id, m.err))
+	}
+	t.st = m.state
+	if t.st.Exists() {
+		t.meta, _ = t.env.deps.Store.Meta(t.id)
+		if bodies := t.st.Recover(t.env.now()); len(bodies) > 0 {
+			t.persist(ctx, bodies, nil, nil)
+		}
+		t.armPendingApprovals(ctx)
+	}
+	t.settle(ctx)
+}
+
+// persist stamps bodies, appends them on a goroutine and, once durable,
+// applies and publishes them, answers replies and runs then.
+func (t *task) persist(ctx actor.Context, bodies []proto.Message, replies []chan reply, then func(ctx actor.Context)) {
+	if len(bodies) == 0 {
+		for _, r := range replies {
+			replyTo(r, reply{meta: t.meta})
+		}
+		if then != nil {
+			then(ctx)
+		}
+		return
+	}
+	evs := t.st.Stamp(bodies, t.env.now())
+	t.inflight = &inflight{events: evs, replies: replies, then: then}
+	inc, self, sys, store, id := t.incarnation, ctx.Self(), ctx.ActorSystem(), t.env.deps.Store, t.id
+	t.env.goroutine(func() {
+		meta, err := store.Append(context.Background(), persistence.Append{TaskID: id, Events: evs})
+		sys.Root.Send(self, &appended{incarnation: inc, meta: meta, err: err})
+	})
+}
+
+func (t *task) onAppended(ctx actor.Context, m *appended) {
+	inf := t.inflight
+	t.inflight = nil
+	if m.err != nil {
+		for _, r := range inf.replies {
+			replyTo(r, reply{err: fmt.Errorf("record: %w", m.err)})
+		}
+		// The Task's memory no longer matches its log: restart from it.
+		panic(fmt.Errorf("task %s: append: %w", t.id, m.err))
+	}
+	for _, ev := range inf.events {
+		t.st.Apply(ev)
+	}
+	t.meta = m.meta
+	ctx.Send(t.env.hub, &hubEvents{owner: t.st.Owner, events: inf.events})
+	for _, r := range inf.replies {
+		replyTo(r, reply{meta: m.meta})
+	}
+	if inf.then != nil {
+		inf.then(ctx)
+	}
+	t.settle(ctx)
+}
+
+// command handles a caller's command.
+func (t *task) command(ctx actor.Context, tc *taskCommand) {
+	if c, ok := tc.cmd.(*cmdCreate); ok {
+		if t.st.Exists() {
+			replyTo(tc.reply, reply{err: fmt.Errorf("%w: task %s already exists", ErrInvalid, t.id)})
+			return
+		}
+		t.persist(ctx, taskstate.Create(c.in), []chan reply{tc.reply}, nil)
+		return
+	}
+	if !t.st.Exists() || !tc.caller.CanSee(t.st.Owner) {
+		replyTo(tc.reply, reply{err: fmt.Errorf("%w: task %s", ErrNotFound, t.id)})
+		return
+	}
+	var bodies []proto.Message
+	var err error
+	var then func(ctx actor.Context)
+	switch c := tc.cmd.(type) {
+	case *cmdMessage:
+		bodies, err = t.st.Message(c.text)
+	case *cmdPause:
+		bodies, err = t.st.Pause()
+		then = func(ctx actor.Context) {
+			t.stopCycle(ctx)
+			t.stopTimers()
+		}
+	case *cmdContinue:
+		bodies, err = t.st.Continue(c.model)
+	case *cmdCancel:
+		bodies, err = t.st.Cancel()
+		then = func(ctx actor.Context) {
+			t.stopCycle(ctx)
+			for _, pid := range t.tools {
+				ctx.Send(pid, &cancelTool{})
+			}
+			t.live = make(map[string]json.RawMessage)
+			t.stopTimers()
+		}
+	case *cmdResolve:
+		bodies, err = t.st.Resolve(c.approvalID, c.outcome, c.by, c.reason)
+		id := c.approvalID
+		then = func(actor.Context) { t.stopTimer(id) }
+	default:
+		err = fmt.Errorf("%w: unknown command %T", ErrInvalid, tc.cmd)
+	}
+	if err != nil {
+		replyTo(tc.reply, reply{err: err})
+		return
+	}
+	t.persist(ctx, bodies, []chan reply{tc.reply}, then)
+}
+
+// reconcile starts the Task's next step when nothing is in flight.
+func (t *task) reconcile(ctx actor.Context) {
+	if t.busy() || t.stopping != nil || t.st == nil || !t.st.Exists() {
+		return
+	}
+	o := t.env.opts
+	step := t.st.Next(taskstate.NextOptions{Now: t.env.now(), MaxCycles: o.MaxCycles, MaxParallelTools: o.MaxParallelTools, Approval: t.approvalNeed})
+	switch step.Kind {
+	case taskstate.StepWait:
+	case taskstate.StepStartTool:
+		call := step.Call
+		t.persist(ctx, step.Bodies, nil, func(ctx actor.Context) { t.startTool(ctx, call) })
+	case taskstate.StepRequestApproval:
+		t.persist(ctx, step.Bodies, nil, func(ctx actor.Context) { t.armPendingApprovals(ctx) })
+	case taskstate.StepStartCycle:
+		n := step.Cycle
+		t.persist(ctx, step.Bodies, nil, func(ctx actor.Context) { t.startCycle(ctx, n) })
+	case taskstate.StepFinish:
+		t.persist(ctx, step.Bodies, nil, func(actor.Context) { t.live = make(map[string]json.RawMessage) })
+	default:
+		t.persist(ctx, step.Bodies, nil, nil)
+	}
+}
+
+// approvalNeed combines the tool's own approval rule and the daemon policy;
+// deny wins over ask.
+func (t *task) approvalNeed(c *taskstate.Call) taskstate.ApprovalNeed {
+	reg, ok := t.env.deps.Tools.Get(c.Tool)
+	if !ok {
+		return taskstate.ApprovalNeed{}
+	}
+	var need taskstate.ApprovalNeed
+	merge := func(a tools.Approval) {
+		switch {
+		case a.Deny:
+			need.Deny, need.Reason = true, a.Reason
+		case a.Required && !need.Deny:
+			if !need.Required || (a.Deadline > 0 && (need.Deadline == 0 || a.Deadline < need.Deadline)) {
+				need.Deadline = a.Deadline
+			}
+			need.Required = true
+			if need.Reason == "" {
+				need.Reason = a.Reason
+			}
+		}
+	}
+	if ap, ok := reg.Tool.(tools.Approver); ok {
+		merge(ap.Approval(c.Args))
+	}
+	if p := t.env.opts.Approval; p != nil {
+		merge(p(t.st.Owner, reg, c.Args))
+	}
+	return need
+}
+
+func (t *task) startCycle(ctx actor.Context, n uint32) {
+	allowed, err := t.env.deps.Tools.Select(t.st.Tools, t.st.ToolsRestricted)
+	if err != nil {
+		t.env.log.Warn().Err(err).Str("task", t.id).Msg("some allowed tools are no longer registered")
+		allowed = t.availableTools()
+	}
+	specs := make([]providers.ToolSpec, len(allowed))
+	for i, r := range allowed {
+		specs[i] = r.Spec()
+	}
+	live := make(map[string]json.RawMessage, len(t.live))
+	for k, v := range t.live {
+		live[k] = v
+	}
+	c := &cycleActor{env: t.env, task: t.id, owner: t.st.Owner, n: n, model: t.st.Model, specs: specs, live: live}
+	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return c }), fmt.Sprintf("cycle-%d", n))
+	if err != nil {
+		ctx.Send(ctx.Self(), &cycleResult{cycle: n, err: fmt.Errorf("start cycle: %w", err)})
+		return
+	}
+	t.cycle, t.cycleNum = pid, n
+}
+
+// availableTools is the allow-list without the tools that vanished.
+func (t *task) availableTools() []*tools.Registered {
+	var out []*tools.Registered
+	for _, n := range t.st.Tools {
+		if r, ok := t.env.deps.Tools.Get(n); ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (t *task) stopCycle(ctx actor.Context) {
+	if t.cycle != nil {
+		ctx.Stop(t.cycle)
+		t.cycle = nil
+	}
+}
+
+func (t *task) onCycleResult(ctx actor.Context, m *cycleResult) {
+	if m.cycle == t.cycleNum {
+		t.cycle = nil
+	}
+	if m.err != nil {
+		f := taskstate.CycleFailure{Cycle: m.cycle, Kind: supervision.CycleFailureKind(m.err), Message: capText(m.err.Error(), 4096), Input: m.summary}
+		var oe *prompt.OverflowError
+		if errors.As(m.err, &oe) {
+			f.Overflow = oe.Overflow()
+		}
+		t.persist(ctx, t.st.CycleFailed(f), nil, nil)
+		return
+	}
+	r := m.resp
+	out := taskstate.CycleOutput{
+		Cycle:     m.cycle,
+		Text:      capText(r.Text, maxTextBytes),
+		Reasoning: capText(r.Reasoning, maxTextBytes),
+		Finish:    r.FinishReason,
+		Input:     m.summary,
+		Usage:     &api.Usage{PromptTokens: uint64(r.Usage.PromptTokens), CompletionTokens: uint64(r.Usage.CompletionTokens), EstimatedPromptTokens: m.summary.GetEstimatedTokens()},
+	}
+	if len(r.ProviderMetadata) <= maxMetadataBytes {
+		out.Metadata = r.ProviderMetadata
+	}
+	for _, c := range r.ToolCalls {
+		out.Calls = append(out.Calls, t.resolveCall(c))
+	}
+	t.persist(ctx, t.st.CycleDone(out), nil, nil)
+}
+
+// resolveCall maps a model's tool call to a registered, allowed tool and
+// validates its arguments; a call that cannot run is rejected before it is
+// ever started.
+func (t *task) resolveCall(c providers.ToolCall) taskstate.ResolvedCall {
+	rc := taskstate.ResolvedCall{ModelName: capText(c.Name, 256), ProviderID: capText(c.ID, 256), Args: c.Arguments}
+	reject := func(kind api.ToolFailureKind, msg string) {
+		rc.Reject = &api.ToolFailed{Kind: kind, Message: msg}
+	}
+	if len(rc.Args) > maxArgsBytes {
+		rc.Args = []byte(capText(string(c.Arguments), 4096))
+		reject(api.ToolFailureKind_TOOL_FAILURE_KIND_INVALID_INPUT, fmt.Sprintf("arguments of %d bytes exceed the limit of %d bytes; only an excerpt was recorded; split the work into smaller calls", len(c.Arguments), maxArgsBytes))
+		return rc
+	}
+	reg, ok := t.env.deps.Tools.ByModelName(c.Name)
+	if !ok || !t.allowed(reg.Tool.Name()) {
+		reject(api.ToolFailureKind_TOOL_FAILURE_KIND_UNKNOWN_TOOL, fmt.Sprintf("unknown tool %q; available tools: %s", c.Name, t.modelToolNames()))
+		return rc
+	}
+	rc.Tool = reg.Tool.Name()
+	if err := reg.ValidateInput(c.Arguments); err != nil {
+		reject(api.ToolFailureKind_TOOL_FAILURE_KIND_INVALID_INPUT, err.Error())
+	}
+	return rc
+}
+
+func (t *task) allowed(name string) bool {
+	if !t.st.ToolsRestricted {
+		return true
+	}
+	for _, n := range t.st.Tools {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *task) modelToolNames() string {
+	regs, err := t.env.deps.Tools.Select(t.st.Tools, t.st.ToolsRestricted)
+	if err != nil {
+		regs = t.availableTools()
+	}
+	if len(regs) == 0 {
+		return "none"
+	}
+	names := make([]string, len(regs))
+	for i, r := range regs {
+		names[i] = r.ModelName
+	}
+	sort.Strings(names)
+	s := ""
+	for i, n := range names {
+		if i > 0 {
+			s += ", "
+		}
+		s += n
+	}
+	return s
+}
+
+func (t *task) startTool(ctx actor.Context, call *taskstate.Call) {
+	reg, ok := t.env.deps.Tools.Get(call.Tool)
+	if !ok {
+		ctx.Send(ctx.Self(), &toolResult{callID: call.ID, err: fmt.Errorf("tool %q is no longer registered", call.Tool)})
+		return
+	}
+	ta := &toolActor{env: t.env, reg: reg, call: tools.Call{TaskID: t.id, CallID: call.ID, Owner: t.st.Owner, Workspace: t.st.Workspace, Input: call.Args}}
+	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return ta }), "tool-"+call.ID)
+	if err != nil {
+		ctx.Send(ctx.Self(), &toolResult{callID: call.ID, err: fmt.Errorf("start tool: %w", err)})
+		return
+	}
+	t.tools[call.ID] = pid
+}
+
+func (t *task) onToolResult(ctx actor.Context, m *toolResult) {
+	delete(t.tools, m.callID)
+	o := taskstate.ToolOutcome{CallID: m.callID}
+	if m.err != nil {
+		o.Failed = true
+		o.Kind = supervision.ToolFailureKind(m.err)
+		o.Message = capText(m.err.Error(), 4096)
+		if t.stopping != nil && o.Kind == api.ToolFailureKind_TOOL_FAILURE_KIND_CANCELLED {
+			o.Message = "interrupted: the daemon stopped while the tool ran; it may have had partial effects"
+		}
+	} else {
+		o.Retained = capRetained(m.retained)
+		o.OutputBytes = len(m.output)
+		o.Untrusted = m.untrusted
+	}
+	bodies := t.st.ToolDone(o)
+	if bodies == nil {
+		t.checkShutdown(ctx)
+		return
+	}
+	t.persist(ctx, bodies, nil, func(ctx actor.Context) {
+		if m.err != nil || t.st.Terminal() || t.stopping != nil {
+			return
+		}
+		t.live[m.callID] = m.output
+		ctx.Send(t.env.hub, &hubDelta{owner: t.st.Owner, delta: &api.Delta{TaskId: t.id, Kind: api.DeltaKind_DELTA_KIND_TOOL_OUTPUT, CallId: m.callID, Data: m.output, AfterSeq: t.st.LastSeq}})
+	})
+}
+
+func (t *task) onChildCrashed(ctx actor.Context, m *childCrashed) {
+	err := &supervision.PanicError{Value: m.reason}
+	if t.cycle != nil && m.pid.Equal(t.cycle) {
+		t.onCycleResult(ctx, &cycleResult{cycle: t.cycleNum, err: err})
+		return
+	}
+	for id, pid := range t.tools {
+		if pid.Equal(m.pid) {
+			t.onToolResult(ctx, &toolResult{callID: id, err: err})
+			return
+		}
+	}
+}
+
+// armPendingApprovals starts a timer for every pending approval with a
+// deadline that has none yet.
+func (t *task) armPendingApprovals(ctx actor.Context) {
+	self, sys := ctx.Self(), ctx.ActorSystem()
+	for id, callID := range t.st.Approvals {
+		c := t.st.Calls[callID]
+		if c == nil || c.Deadline.IsZero() || t.timers[id] != nil {
+			continue
+		}
+		apID := id
+		d := c.Deadline.Sub(t.env.now())
+		t.timers[id] = time.AfterFunc(max(d, 0), func() { sys.Root.Send(self, &approvalTimeout{approvalID: apID}) })
+	}
+}
+
+func (t *task) onApprovalTimeout(ctx actor.Context, m *approvalTimeout) {
+	t.stopTimer(m.approvalID)
+	if _, pending := t.st.Approvals[m.approvalID]; !pending {
+		return
+	}
+	bodies, err := t.st.Resolve(m.approvalID, api.ApprovalOutcome_APPROVAL_OUTCOME_TIMED_OUT, "", "deadline passed")
+	if err == nil {
+		t.persist(ctx, bodies, nil, nil)
+	}
+}
+
+func (t *task) stopTimer(id string) {
+	if tm := t.timers[id]; tm != nil {
+		tm.Stop()
+		delete(t.timers, id)
+	}
+}
+
+func (t *task) stopTimers() {
+	for id := range t.timers {
+		t.stopTimer(id)
+	}
+}
+
+// onShutdown pauses the Task durably as interrupted, cancels its model call
+// and tool calls, and answers the manager once the calls have reported.
+func (t *task) onShutdown(ctx actor.Context, s *shutdown) {
+	t.stopping = s
+	t.stopTimers()
+	var bodies []proto.Message
+	if t.st.Exists() {
+		bodies = t.st.Interrupt()
+	}
+	t.persist(ctx, bodies, nil, func(ctx actor.Context) {
+		t.stopCycle(ctx)
+		for _, pid := range t.tools {
+			ctx.Send(pid, &cancelTool{})
+		}
+	})
+}
+
+func (t *task) checkShutdown(ctx actor.Context) {
+	if t.stopping == nil || t.answered || t.busy() || len(t.tools) > 0 {
+		return
+	}
+	t.answered = true
+	t.failQueued(ErrStopped)
+	ctx.Send(ctx.Parent(), &taskShutdownDone{taskID: t.id})
+}
+
+// capText bounds s to max bytes on a rune boundary, saying how much was
+// left out.
+func capText(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max - 64
+	for cut > 0 && !utf8RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("\n[… %d bytes omitted: the text exceeded the record limit]", len(s)-cut)
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// capRetained bounds a retained output; one over the limit is replaced by a
+// labelled excerpt (valid JSON).
+func capRetained(b json.RawMessage) json.RawMessage {
+	if len(b) <= maxRetainedBytes {
+		return b
+	}
+	half := maxRetainedBytes / 4
+	excerpt, _ := json.Marshal(map[string]any{
+		"retained_excerpt": capText(string(b[:half]), half) + " … " + string(b[len(b)-half:]),
+		"retained_bytes":   len(b),
+		"note":             "the tool retained more than the record limit; only this excerpt was kept",
+	})
+	return excerpt
+}

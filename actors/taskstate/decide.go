@@ -1,0 +1,470 @@
+package taskstate
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"lemo/api"
+)
+
+// ErrNotFound: no such Task (or one the caller may not see).
+var ErrNotFound = errors.New("task: not found")
+
+// StateError refuses a command the Task's status does not allow.
+type StateError struct {
+	Op     string
+	Status api.TaskStatus
+	Hint   string
+}
+
+func (e *StateError) Error() string {
+	s := fmt.Sprintf("task: cannot %s: task is %s", e.Op, StatusName(e.Status))
+	if e.Hint != "" {
+		s += " (" + e.Hint + ")"
+	}
+	return s
+}
+
+// StatusName returns a status as users read it ("running", "paused").
+func StatusName(st api.TaskStatus) string {
+	return strings.ToLower(strings.TrimPrefix(st.String(), "TASK_STATUS_"))
+}
+
+// CreateInput describes a new Task.
+type CreateInput struct {
+	Owner, Model, Request, Workspace string
+	Tools                            []string
+	ToolsRestricted                  bool
+}
+
+// titleMax bounds a Task's title, derived from its request.
+const titleMax = 80
+
+// Create returns the events that create a Task: created, the request, running.
+func Create(in CreateInput) []proto.Message {
+	return []proto.Message{
+		&api.TaskCreated{Owner: in.Owner, Model: in.Model, Tools: in.Tools, ToolsRestricted: in.ToolsRestricted, Workspace: in.Workspace, Title: Title(in.Request)},
+		&api.UserMessage{Text: in.Request},
+		&api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_RUNNING, Detail: "created"},
+	}
+}
+
+// Title derives a one-line title from a request.
+func Title(request string) string {
+	t := strings.Join(strings.Fields(request), " ")
+	if r := []rune(t); len(r) > titleMax {
+		t = string(r[:titleMax-1]) + "…"
+	}
+	return t
+}
+
+// Message records a follow-up message. It reopens a finished, failed or
+// cancelled Task; a paused Task stays paused until continued.
+func (s *State) Message(text string) ([]proto.Message, error) {
+	out := []proto.Message{&api.UserMessage{Text: text}}
+	if s.Terminal() {
+		out = append(out, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_RUNNING, Detail: "reopened by a follow-up message"})
+	}
+	return out, nil
+}
+
+// Pause stops a running Task after its running tool calls: the model call in
+// flight is cancelled, pending approvals are cancelled, calls not yet
+// started wait for continue.
+func (s *State) Pause() ([]proto.Message, error) {
+	if !s.Running() {
+		return nil, &StateError{Op: "pause", Status: s.Status, Hint: hintFor(s.Status)}
+	}
+	var out []proto.Message
+	out = append(out, s.closeCycle("cancelled: task paused")...)
+	out = append(out, s.cancelApprovals("task paused")...)
+	out = append(out, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_PAUSED, PauseReason: api.PauseReason_PAUSE_REASON_USER, Detail: "paused by user"})
+	return out, nil
+}
+
+// Continue resumes a paused or failed Task, optionally with another model.
+func (s *State) Continue(model string) ([]proto.Message, error) {
+	switch s.Status {
+	case api.TaskStatus_TASK_STATUS_PAUSED, api.TaskStatus_TASK_STATUS_FAILED:
+	default:
+		return nil, &StateError{Op: "continue", Status: s.Status, Hint: hintFor(s.Status)}
+	}
+	st := api.TaskStatus_TASK_STATUS_RUNNING
+	if len(s.Approvals) > 0 {
+		st = api.TaskStatus_TASK_STATUS_AWAITING_APPROVAL
+	}
+	detail := "continued"
+	if model != "" && model != s.Model {
+		detail = "continued with model " + model
+	} else {
+		model = ""
+	}
+	return []proto.Message{&api.StatusChanged{Status: st, Detail: detail, Model: model}}, nil
+}
+
+// Cancel ends a Task: the model call in flight is cancelled, pending
+// approvals are cancelled and calls not yet started are closed as not
+// executed. Running calls are closed when they report back.
+func (s *State) Cancel() ([]proto.Message, error) {
+	if s.Status == api.TaskStatus_TASK_STATUS_CANCELLED {
+		return nil, &StateError{Op: "cancel", Status: s.Status}
+	}
+	var out []proto.Message
+	out = append(out, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_CANCELLED, Detail: "cancelled by user"})
+	out = append(out, s.closeCycle("cancelled: task cancelled")...)
+	out = append(out, s.cancelApprovals("task cancelled")...)
+	for _, c := range s.OpenCalls() {
+		if !c.Started && c.Approval == "" {
+			out = append(out, &api.ToolFailed{CallId: c.ID, Kind: api.ToolFailureKind_TOOL_FAILURE_KIND_CANCELLED, Message: "not executed: the task was cancelled"})
+		}
+	}
+	return out, nil
+}
+
+func hintFor(st api.TaskStatus) string {
+	switch st {
+	case api.TaskStatus_TASK_STATUS_FINISHED, api.TaskStatus_TASK_STATUS_CANCELLED:
+		return "send a message to reopen it"
+	case api.TaskStatus_TASK_STATUS_RUNNING, api.TaskStatus_TASK_STATUS_AWAITING_APPROVAL:
+		return "it is already running"
+	case api.TaskStatus_TASK_STATUS_PAUSED:
+		return "continue it first"
+	case api.TaskStatus_TASK_STATUS_FAILED:
+		return "continue it to retry"
+	}
+	return ""
+}
+
+func (s *State) closeCycle(why string) []proto.Message {
+	if !s.CycleOpen {
+		return nil
+	}
+	return []proto.Message{&api.CycleFinished{Cycle: s.Cycle, Outcome: api.CycleOutcome_CYCLE_OUTCOME_CANCELLED, Error: why}}
+}
+
+// cancelApprovals resolves every pending approval as cancelled and closes
+// its call as not approved.
+func (s *State) cancelApprovals(why string) []proto.Message {
+	var out []proto.Message
+	for _, id := range s.sortedApprovals() {
+		call := s.Approvals[id]
+		out = append(out,
+			&api.ApprovalResolved{ApprovalId: id, CallId: call, Outcome: api.ApprovalOutcome_APPROVAL_OUTCOME_CANCELLED, Reason: why},
+			&api.ToolFailed{CallId: call, Kind: api.ToolFailureKind_TOOL_FAILURE_KIND_NOT_APPROVED, Message: "not executed: approval cancelled (" + why + ")"})
+	}
+	return out
+}
+
+func (s *State) sortedApprovals() []string {
+	ids := make([]string, 0, len(s.Approvals))
+	for id := range s.Approvals {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// Resolve answers a pending approval. A denial or timeout closes the call as
+// not approved; the Task returns to running once nothing awaits approval.
+func (s *State) Resolve(approvalID string, outcome api.ApprovalOutcome, by, reason string) ([]proto.Message, error) {
+	call, ok := s.Approvals[approvalID]
+	if !ok {
+		return nil, fmt.Errorf("%w: approval %q", ErrNotFound, approvalID)
+	}
+	out := []proto.Message{&api.ApprovalResolved{ApprovalId: approvalID, CallId: call, Outcome: outcome, By: by, Reason: reason}}
+	switch outcome {
+	case api.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED:
+	case api.ApprovalOutcome_APPROVAL_OUTCOME_DENIED:
+		msg := "not executed: denied by " + by
+		if reason != "" {
+			msg += ": " + reason
+		}
+		out = append(out, &api.ToolFailed{CallId: call, Kind: api.ToolFailureKind_TOOL_FAILURE_KIND_NOT_APPROVED, Message: msg})
+	case api.ApprovalOutcome_APPROVAL_OUTCOME_TIMED_OUT:
+		out = append(out, &api.ToolFailed{CallId: call, Kind: api.ToolFailureKind_TOOL_FAILURE_KIND_NOT_APPROVED, Message: "not executed: the approval timed out"})
+	default:
+		return nil, fmt.Errorf("task: resolve approval %q: outcome %v is not a decision", approvalID, outcome)
+	}
+	if len(s.Approvals) == 1 && s.Status == api.TaskStatus_TASK_STATUS_AWAITING_APPROVAL {
+		out = append(out, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_RUNNING, Detail: "approvals answered"})
+	}
+	return out, nil
+}
+
+// ResolvedCall is one tool call of a model answer, resolved against the
+// tool registry by the caller.
+type ResolvedCall struct {
+	// ModelName is the function name the model used; Tool the registered
+	// name ("" when it resolved to no allowed tool).
+	ModelName, Tool string
+	Args            []byte
+	ProviderID      string
+	// Reject, when set, closes the call before it runs (unknown tool,
+	// invalid input).
+	Reject *api.ToolFailed
+}
+
+// CycleOutput is a Cycle's successful answer.
+type CycleOutput struct {
+	Cycle     uint32
+	Text      string
+	Reasoning string
+	Metadata  []byte
+	Calls     []ResolvedCall
+	Usage     *api.Usage
+	Finish    string
+	Input     *api.InputSummary
+}
+
+// CallID is the id Lemo assigns to the i-th (from 0) tool call of a cycle.
+func CallID(cycle uint32, i int) string { return fmt.Sprintf("call-%d-%d", cycle, i+1) }
+
+// CycleDone records a model answer: the message, its calls (in order, those
+// rejected closed at once) and the Cycle's end. A result for a Cycle that is
+// no longer open (cancelled) is dropped: nil.
+func (s *State) CycleDone(o CycleOutput) []proto.Message {
+	if !s.CycleOpen || o.Cycle != s.Cycle {
+		return nil
+	}
+	am := &api.AssistantMessage{Cycle: o.Cycle, Text: o.Text, Reasoning: o.Reasoning, ProviderMetadata: o.Metadata}
+	out := []proto.Message{am}
+	var rejects []proto.Message
+	for i, c := range o.Calls {
+		id := CallID(o.Cycle, i)
+		am.ToolCallIds = append(am.ToolCallIds, id)
+		out = append(out, &api.ToolCallRecorded{CallId: id, Cycle: o.Cycle, Tool: c.Tool, Arguments: c.Args, ProviderCallId: c.ProviderID, ModelName: c.ModelName})
+		if c.Reject != nil {
+			r := proto.Clone(c.Reject).(*api.ToolFailed)
+			r.CallId = id
+			rejects = append(rejects, r)
+		}
+	}
+	out = append(out, rejects...)
+	out = append(out, &api.CycleFinished{Cycle: o.Cycle, Outcome: api.CycleOutcome_CYCLE_OUTCOME_COMPLETED, Usage: o.Usage, FinishReason: o.Finish, Input: o.Input})
+	return out
+}
+
+// CycleFailure is a Cycle that ended without an answer.
+type CycleFailure struct {
+	Cycle uint32
+	// Kind is the error class ("transient", "auth", "panic", "overflow",
+	// "cancelled", ...).
+	Kind     string
+	Message  string
+	Overflow *api.Overflow
+	Input    *api.InputSummary
+}
+
+// CycleFailed records a failed Cycle and fails the Task (a continue retries
+// it). A cancelled Cycle pauses the Task as interrupted instead. A failure of
+// a Cycle that is no longer open is dropped: nil.
+func (s *State) CycleFailed(f CycleFailure) []proto.Message {
+	if !s.CycleOpen || f.Cycle != s.Cycle {
+		return nil
+	}
+	if f.Kind == "cancelled" {
+		out := []proto.Message{&api.CycleFinished{Cycle: f.Cycle, Outcome: api.CycleOutcome_CYCLE_OUTCOME_CANCELLED, Error: f.Message, Input: f.Input}}
+		if s.Running() {
+			out = append(out, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_PAUSED, PauseReason: api.PauseReason_PAUSE_REASON_INTERRUPTED, Detail: "model call cancelled: " + f.Message})
+		}
+		return out
+	}
+	outcome := api.CycleOutcome_CYCLE_OUTCOME_FAILED
+	if f.Overflow != nil {
+		outcome = api.CycleOutcome_CYCLE_OUTCOME_OVERFLOW
+	}
+	out := []proto.Message{
+		&api.Failure{Scope: api.FailureScope_FAILURE_SCOPE_CYCLE, Kind: f.Kind, Message: f.Message, Cycle: f.Cycle, Overflow: f.Overflow},
+		&api.CycleFinished{Cycle: f.Cycle, Outcome: outcome, Error: f.Message, Input: f.Input},
+	}
+	if s.Running() {
+		out = append(out, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_FAILED, Detail: fmt.Sprintf("model call failed (%s): %s", f.Kind, f.Message)})
+	}
+	return out
+}
+
+// ToolOutcome is how a tool call ended.
+type ToolOutcome struct {
+	CallID string
+	// Failed: the call produced no result; Kind and Message say why.
+	Failed  bool
+	Kind    api.ToolFailureKind
+	Message string
+	// Retained is the part persisted (nil: nothing); OutputBytes the size of
+	// the full live output.
+	Retained    []byte
+	OutputBytes int
+	Untrusted   bool
+}
+
+// ToolDone records the end of a call. A report for a call that is no longer
+// open is dropped: nil.
+func (s *State) ToolDone(o ToolOutcome) []proto.Message {
+	if _, ok := s.Calls[o.CallID]; !ok {
+		return nil
+	}
+	if o.Failed {
+		return []proto.Message{&api.ToolFailed{CallId: o.CallID, Kind: o.Kind, Message: o.Message}}
+	}
+	return []proto.Message{&api.ToolResult{CallId: o.CallID, Retained: o.Retained != nil, RetainedOutput: o.Retained, OutputBytes: uint64(o.OutputBytes), Untrusted: o.Untrusted}}
+}
+
+// Recover returns the events that close what a previous incarnation of the
+// Task left open: an unfinished Cycle, calls whose execution started but
+// never reported (outcome unknown: never re-executed), approvals whose
+// deadline passed (timed out), and a running status (paused, interrupted;
+// pending approvals survive it).
+func (s *State) Recover(now time.Time) []proto.Message {
+	var out []proto.Message
+	out = append(out, s.closeCycle("interrupted: the daemon or the task stopped during the model call")...)
+	for _, c := range s.OpenCalls() {
+		if c.Started {
+			out = append(out, &api.ToolFailed{CallId: c.ID, Kind: api.ToolFailureKind_TOOL_FAILURE_KIND_OUTCOME_UNKNOWN,
+				Message: "outcome unknown: execution started but no result was recorded (the daemon or the task stopped while it ran); it was not re-executed"})
+		}
+	}
+	for _, id := range s.sortedApprovals() {
+		c := s.Calls[s.Approvals[id]]
+		if c != nil && !c.Deadline.IsZero() && !now.Before(c.Deadline) {
+			out = append(out,
+				&api.ApprovalResolved{ApprovalId: id, CallId: c.ID, Outcome: api.ApprovalOutcome_APPROVAL_OUTCOME_TIMED_OUT, Reason: "deadline passed while the daemon was down"},
+				&api.ToolFailed{CallId: c.ID, Kind: api.ToolFailureKind_TOOL_FAILURE_KIND_NOT_APPROVED, Message: "not executed: the approval timed out"})
+		}
+	}
+	if s.Running() {
+		out = append(out, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_PAUSED, PauseReason: api.PauseReason_PAUSE_REASON_INTERRUPTED, Detail: "interrupted: the daemon or the task stopped while it ran"})
+	}
+	return out
+}
+
+// Interrupt returns the events that pause a running Task because the daemon
+// stops: the model call in flight is cancelled; pending approvals survive.
+func (s *State) Interrupt() []proto.Message {
+	out := s.closeCycle("interrupted: the daemon stopped")
+	if s.Running() {
+		out = append(out, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_PAUSED, PauseReason: api.PauseReason_PAUSE_REASON_INTERRUPTED, Detail: "interrupted: the daemon stopped"})
+	}
+	return out
+}
+
+// StepKind is what a running Task does next.
+type StepKind int
+
+// Steps.
+const (
+	// StepWait: something is in flight (a Cycle, a tool, an approval), or
+	// the Task is not running.
+	StepWait StepKind = iota
+	// StepStartTool: record the call's execution start, then run it.
+	StepStartTool
+	// StepRequestApproval: record an approval request for the call.
+	StepRequestApproval
+	// StepReject: policy denies the call; record it as not approved.
+	StepReject
+	// StepStartCycle: record a Cycle start, then run it.
+	StepStartCycle
+	// StepFinish: the model answered; the Task is finished.
+	StepFinish
+	// StepLimit: the cycle limit was reached; the Task pauses.
+	StepLimit
+)
+
+// Step is the next step and the events that begin it.
+type Step struct {
+	Kind   StepKind
+	Call   *Call
+	Cycle  uint32
+	Bodies []proto.Message
+}
+
+// ApprovalNeed says whether a call needs approval before it runs, or is
+// denied outright.
+type ApprovalNeed struct {
+	Deny     bool
+	Required bool
+	Reason   string
+	Deadline time.Duration
+}
+
+// NextOptions are the limits and policies Next applies.
+type NextOptions struct {
+	Now time.Time
+	// MaxCycles bounds Cycles without new input; 0: no limit.
+	MaxCycles int
+	// MaxParallelTools bounds calls running at once; 0 means 1.
+	MaxParallelTools int
+	// Approval decides whether a call needs approval; nil: never.
+	Approval func(c *Call) ApprovalNeed
+}
+
+// ApprovalID is the id of the approval request for a call: unique across
+// Tasks, and naming the Task it belongs to.
+func ApprovalID(taskID, callID string) string { return taskID + "." + callID }
+
+// SplitApprovalID returns the Task id an approval id names.
+func SplitApprovalID(id string) (taskID string, ok bool) {
+	taskID, _, ok = strings.Cut(id, ".")
+	return taskID, ok && taskID != ""
+}
+
+// Next returns the next step of a running Task. It must only be called when
+// no append is in flight.
+func (s *State) Next(o NextOptions) Step {
+	if !s.Running() || s.CycleOpen {
+		return Step{Kind: StepWait}
+	}
+	limit := o.MaxParallelTools
+	if limit <= 0 {
+		limit = 1
+	}
+	running := 0
+	for _, c := range s.Calls {
+		if c.Started {
+			running++
+		}
+	}
+	for _, c := range s.OpenCalls() {
+		if c.Started || c.Approval != "" {
+			continue
+		}
+		if !c.Approved && o.Approval != nil {
+			need := o.Approval(c)
+			if need.Deny {
+				return Step{Kind: StepReject, Call: c, Bodies: []proto.Message{&api.ToolFailed{CallId: c.ID, Kind: api.ToolFailureKind_TOOL_FAILURE_KIND_NOT_APPROVED, Message: "not executed: denied by policy: " + need.Reason}}}
+			}
+			if need.Required {
+				ar := &api.ApprovalRequested{ApprovalId: ApprovalID(s.TaskID, c.ID), CallId: c.ID, Reason: need.Reason}
+				if need.Deadline > 0 {
+					ar.Deadline = timestamppb.New(o.Now.Add(need.Deadline))
+				}
+				bodies := []proto.Message{ar}
+				if s.Status != api.TaskStatus_TASK_STATUS_AWAITING_APPROVAL {
+					bodies = append(bodies, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_AWAITING_APPROVAL, Detail: "waiting for approval of " + c.Tool})
+				}
+				return Step{Kind: StepRequestApproval, Call: c, Bodies: bodies}
+			}
+		}
+		if running < limit {
+			return Step{Kind: StepStartTool, Call: c, Bodies: []proto.Message{&api.ToolExecutionStarted{CallId: c.ID}}}
+		}
+		return Step{Kind: StepWait}
+	}
+	if len(s.Calls) > 0 {
+		return Step{Kind: StepWait}
+	}
+	if s.NeedCycle {
+		if o.MaxCycles > 0 && s.CyclesSinceInput >= o.MaxCycles {
+			return Step{Kind: StepLimit, Bodies: []proto.Message{&api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_PAUSED, PauseReason: api.PauseReason_PAUSE_REASON_CYCLE_LIMIT,
+				Detail: fmt.Sprintf("paused after %d model calls without new input; continue to allow more", s.CyclesSinceInput)}}}
+		}
+		n := s.Cycle + 1
+		return Step{Kind: StepStartCycle, Cycle: n, Bodies: []proto.Message{&api.CycleStarted{Cycle: n, Model: s.Model}}}
+	}
+	return Step{Kind: StepFinish, Bodies: []proto.Message{&api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_FINISHED, Detail: "answered"}}}
+}

@@ -1,0 +1,28 @@
+// Package taskstate is the deterministic core of a Task: the state folded
+// from its history, the decisions that turn commands and results into new
+// events, and the next step a running Task takes. It does no I/O and keeps
+// no clock: callers pass the time in. The Task actor persists what these
+// functions return, applies it after the durable acknowledgement, and
+// performs the effects.
+//
+// Lifecycle:
+//  1. Fold a Task's stored events into a State (Apply, event by event).
+//  2. Recover returns the events that close what a dead incarnation left
+//     open: a Cycle that never finished, a tool call whose execution started
+//     but never reported (outcome unknown), a running status (paused as
+//     interrupted).
+//  3. For each command (Message, Pause, Continue, Cancel) or child result
+//     (CycleDone, CycleFailed, ToolDone), a decision function returns the
+//     event bodies to record, or an error for the caller.
+//  4. Next returns the step a running Task takes once nothing is in flight:
+//     start a tool call, start a Cycle, finish, or wait.
+//  5. Stamp turns bodies into events with the Task id, contiguous seqs and
+//     the time.
+//
+// Example:
+//
+//	st := taskstate.New()
+//	for _, ev := range history { st.Apply(ev) }
+//	bodies := taskstate.Recover(st)
+//	evs := st.Stamp(bodies, now)
+package taskstate

@@ -1,0 +1,209 @@
+package taskstate
+
+import (
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"lemo/api"
+)
+
+// Call is an open tool call: recorded, not yet closed by a result or a
+// failure.
+type Call struct {
+	ID    string
+	Tool  string
+	Args  []byte
+	Cycle uint32
+	// Seq is the seq of its ToolCallRecorded event.
+	Seq uint64
+	// Started: its execution-started record is durable.
+	Started bool
+	// Approval is the id of a pending approval request, "" when none.
+	Approval string
+	// Approved: a person approved it (it may start).
+	Approved bool
+	// Deadline ends a pending approval; zero means none.
+	Deadline time.Time
+}
+
+// State is a Task folded from its history.
+type State struct {
+	TaskID    string
+	Owner     string
+	Model     string
+	Workspace string
+	Title     string
+	// Tools and ToolsRestricted are the Task's tool allow-list.
+	Tools           []string
+	ToolsRestricted bool
+
+	Status      api.TaskStatus
+	PauseReason api.PauseReason
+	Detail      string
+	LastSeq     uint64
+	Created     time.Time
+
+	// Cycle is the number of the last Cycle started; CycleOpen reports that
+	// it has not finished.
+	Cycle     uint32
+	CycleOpen bool
+	// HasResponse reports that the model has answered at least once: the
+	// 70% budget applies.
+	HasResponse bool
+	// NeedCycle reports that the model has something to answer: a user
+	// message, or tool results, since the last Cycle started.
+	NeedCycle bool
+	// CyclesSinceInput counts Cycles since the last user message or
+	// continue, for the cycle limit.
+	CyclesSinceInput int
+
+	// Calls are the open tool calls; Order keeps their record order.
+	Calls map[string]*Call
+	Order []string
+	// Approvals maps pending approval ids to their call ids.
+	Approvals map[string]string
+}
+
+// New returns the state of a Task with no history.
+func New() *State {
+	return &State{Calls: make(map[string]*Call), Approvals: make(map[string]string)}
+}
+
+// Exists reports whether the Task has been created.
+func (s *State) Exists() bool { return s.LastSeq > 0 }
+
+// Terminal reports whether the Task is finished, failed or cancelled.
+func (s *State) Terminal() bool {
+	switch s.Status {
+	case api.TaskStatus_TASK_STATUS_FINISHED, api.TaskStatus_TASK_STATUS_FAILED, api.TaskStatus_TASK_STATUS_CANCELLED:
+		return true
+	}
+	return false
+}
+
+// Running reports whether the Task is working (running or waiting for an
+// approval).
+func (s *State) Running() bool {
+	return s.Status == api.TaskStatus_TASK_STATUS_RUNNING || s.Status == api.TaskStatus_TASK_STATUS_AWAITING_APPROVAL
+}
+
+// OpenCalls returns the open calls in record order.
+func (s *State) OpenCalls() []*Call {
+	out := make([]*Call, 0, len(s.Order))
+	for _, id := range s.Order {
+		if c, ok := s.Calls[id]; ok {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Apply folds one event into the state. Events must be applied in seq order.
+func (s *State) Apply(ev *api.Event) {
+	s.LastSeq = ev.GetSeq()
+	switch b := ev.Body.(type) {
+	case *api.Event_TaskCreated:
+		tc := b.TaskCreated
+		s.TaskID = ev.GetTaskId()
+		s.Owner = tc.GetOwner()
+		s.Model = tc.GetModel()
+		s.Workspace = tc.GetWorkspace()
+		s.Title = tc.GetTitle()
+		s.Tools = tc.GetTools()
+		s.ToolsRestricted = tc.GetToolsRestricted()
+		s.Status = api.TaskStatus_TASK_STATUS_CREATED
+		s.Created = ev.GetTime().AsTime()
+	case *api.Event_UserMessage:
+		s.NeedCycle = true
+		s.CyclesSinceInput = 0
+	case *api.Event_CycleStarted:
+		s.Cycle = b.CycleStarted.GetCycle()
+		s.CycleOpen = true
+		s.NeedCycle = false
+		s.CyclesSinceInput++
+	case *api.Event_CycleFinished:
+		if b.CycleFinished.GetCycle() == s.Cycle {
+			s.CycleOpen = false
+		}
+		if b.CycleFinished.GetOutcome() != api.CycleOutcome_CYCLE_OUTCOME_COMPLETED {
+			// The model's work for this turn is still to do.
+			s.NeedCycle = true
+		}
+	case *api.Event_AssistantMessage:
+		s.HasResponse = true
+		if len(b.AssistantMessage.GetToolCallIds()) > 0 {
+			s.NeedCycle = true
+		}
+	case *api.Event_ToolCallRecorded:
+		tc := b.ToolCallRecorded
+		s.Calls[tc.GetCallId()] = &Call{ID: tc.GetCallId(), Tool: tc.GetTool(), Args: tc.GetArguments(), Cycle: tc.GetCycle(), Seq: ev.GetSeq()}
+		s.Order = append(s.Order, tc.GetCallId())
+	case *api.Event_ToolExecutionStarted:
+		if c, ok := s.Calls[b.ToolExecutionStarted.GetCallId()]; ok {
+			c.Started = true
+		}
+	case *api.Event_ToolResult:
+		s.closeCall(b.ToolResult.GetCallId())
+	case *api.Event_ToolFailed:
+		s.closeCall(b.ToolFailed.GetCallId())
+	case *api.Event_ApprovalRequested:
+		ar := b.ApprovalRequested
+		if c, ok := s.Calls[ar.GetCallId()]; ok {
+			c.Approval = ar.GetApprovalId()
+			c.Deadline = time.Time{}
+			if ar.GetDeadline() != nil {
+				c.Deadline = ar.GetDeadline().AsTime()
+			}
+			s.Approvals[ar.GetApprovalId()] = ar.GetCallId()
+		}
+	case *api.Event_ApprovalResolved:
+		ar := b.ApprovalResolved
+		delete(s.Approvals, ar.GetApprovalId())
+		if c, ok := s.Calls[ar.GetCallId()]; ok && c.Approval == ar.GetApprovalId() {
+			c.Approval = ""
+			c.Approved = ar.GetOutcome() == api.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED
+		}
+	case *api.Event_StatusChanged:
+		sc := b.StatusChanged
+		s.Status = sc.GetStatus()
+		s.PauseReason = sc.GetPauseReason()
+		s.Detail = sc.GetDetail()
+		if sc.GetModel() != "" {
+			s.Model = sc.GetModel()
+		}
+		if sc.GetStatus() == api.TaskStatus_TASK_STATUS_RUNNING {
+			s.CyclesSinceInput = 0
+		}
+	}
+}
+
+func (s *State) closeCall(id string) {
+	c, ok := s.Calls[id]
+	if !ok {
+		return
+	}
+	if c.Approval != "" {
+		delete(s.Approvals, c.Approval)
+	}
+	delete(s.Calls, id)
+	for i, o := range s.Order {
+		if o == id {
+			s.Order = append(s.Order[:i:i], s.Order[i+1:]...)
+			break
+		}
+	}
+}
+
+// Stamp turns bodies (event body messages such as *api.UserMessage) into
+// events of this Task with contiguous seqs after LastSeq and time now. It
+// does not apply them.
+func (s *State) Stamp(bodies []proto.Message, now time.Time) []*api.Event {
+	out := make([]*api.Event, len(bodies))
+	ts := timestamppb.New(now)
+	for i, b := range bodies {
+		out[i] = api.NewEvent(s.TaskID, s.LastSeq+uint64(i)+1, ts, b)
+	}
+	return out
+}
