@@ -206,10 +206,12 @@ var textInput = json.RawMessage(`{"type":"object","properties":{"text":{"type":"
 // echoTool returns its input text; it retains everything.
 type echoTool struct{ baseTool }
 
-func (echoTool) Name() string                  { return "test.echo" }
-func (echoTool) Description() string           { return "echoes text" }
-func (echoTool) InputSchema() json.RawMessage  { return textInput }
-func (echoTool) ResultSchema() json.RawMessage { return json.RawMessage(`{"type":"object","required":["echo"]}`) }
+func (echoTool) Name() string                 { return "test.echo" }
+func (echoTool) Description() string          { return "echoes text" }
+func (echoTool) InputSchema() json.RawMessage { return textInput }
+func (echoTool) ResultSchema() json.RawMessage {
+	return json.RawMessage(`{"type":"object","required":["echo"]}`)
+}
 func (echoTool) Execute(ctx context.Context, c tools.Call, emit tools.Emit) (json.RawMessage, error) {
 	var in struct{ Text string }
 	_ = json.Unmarshal(c.Input, &in)

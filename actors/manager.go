@@ -26,7 +26,7 @@ type child struct {
 	// received counts the commands the child's instances received; it
 	// survives restarts.
 	received *atomic.Uint64
-	crashed   string // why supervision stopped it, "" otherwise
+	crashed  string // why supervision stopped it, "" otherwise
 	// pending holds commands that arrived while the child was stopping.
 	pending []*taskCommand
 }
