@@ -1,0 +1,248 @@
+package shell
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
+
+	"lemo/tools"
+)
+
+// envSubreaper makes the test binary a child subreaper (set by
+// TestCancelledRunsAsSubreaper when it re-runs the binary).
+const envSubreaper = "SHELLTEST_SUBREAPER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envSubreaper) == "1" {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			fmt.Fprintln(os.Stderr, "prctl(PR_SET_CHILD_SUBREAPER):", err)
+			os.Exit(2)
+		}
+	}
+	goleak.VerifyTestMain(m)
+}
+
+func randomHex() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// testConfig is a config for tests: short grace periods, the given marker
+// in the children's environment, PATH from this process.
+func testConfig(marker string) Config {
+	return Config{
+		KillGrace:     500 * time.Millisecond,
+		StateInterval: 20 * time.Millisecond,
+		Environ:       []string{"PATH=" + os.Getenv("PATH"), "SHELLTEST_MARKER=" + marker},
+	}
+}
+
+type harness struct {
+	t    testing.TB
+	tool *Tool
+	rt   *tools.Registered
+	ws   string
+}
+
+func newHarness(t testing.TB, cfg Config) *harness {
+	t.Helper()
+	tool, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	reg := tools.NewRegistry()
+	if err := reg.Register(tool); err != nil {
+		t.Fatalf("Register: %v", err)
+	}
+	rt, _ := reg.Get(Name)
+	return &harness{t: t, tool: tool, rt: rt, ws: t.TempDir()}
+}
+
+// run executes input like the runtime does: validated input, every state
+// update validated, output and retained part validated. onState sees each
+// decoded update.
+func (h *harness) run(ctx context.Context, input any, onState func(state)) (*Result, error) {
+	h.t.Helper()
+	in, err := json.Marshal(input)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := h.rt.ValidateInput(in); err != nil {
+		h.t.Fatalf("input %s: %v", in, err)
+	}
+	emit := func(s json.RawMessage) error {
+		if err := h.rt.ValidateState(s); err != nil {
+			h.t.Errorf("state update %s: %v", s, err)
+			return err
+		}
+		if onState != nil {
+			var st state
+			if err := json.Unmarshal(s, &st); err != nil {
+				h.t.Error(err)
+			}
+			onState(st)
+		}
+		return nil
+	}
+	out, err := h.tool.Execute(ctx, tools.Call{TaskID: "t", CallID: "c", Workspace: h.ws, Input: in}, emit)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.rt.ValidateOutput(out); err != nil {
+		h.t.Fatalf("output does not match the result schema: %v\n%.2000s", err, out)
+	}
+	kept := h.tool.Retain(out, in)
+	if kept == nil {
+		h.t.Fatalf("Retain kept nothing of a %d-byte output", len(out))
+	}
+	if len(kept) > h.tool.cfg.RetainBytes {
+		h.t.Fatalf("Retain kept %d bytes, over RetainBytes %d", len(kept), h.tool.cfg.RetainBytes)
+	}
+	if err := h.rt.ValidateOutput(kept); err != nil {
+		h.t.Fatalf("retained part does not match the result schema: %v\n%s", err, kept)
+	}
+	if bytes.Contains(kept, []byte(`"live"`)) {
+		h.t.Fatalf("retained part holds the live output: %.300s", kept)
+	}
+	var r Result
+	if err := json.Unmarshal(out, &r); err != nil {
+		h.t.Fatal(err)
+	}
+	return &r, nil
+}
+
+func (h *harness) must(input any) *Result {
+	h.t.Helper()
+	r, err := h.run(context.Background(), input, nil)
+	if err != nil {
+		h.t.Fatalf("run %v: %v", input, err)
+	}
+	return r
+}
+
+// proc is one entry of /proc.
+type proc struct {
+	pid, ppid, pgrp int
+	state           byte
+	cmdline         string
+	environ         string
+}
+
+// procs lists every process in /proc.
+func procs(t testing.TB) []proc {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []proc
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue // exited
+		}
+		// pid (comm) state ppid pgrp ...; comm may hold spaces and parens.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 3 {
+			continue
+		}
+		p := proc{pid: pid, state: f[0][0]}
+		p.ppid, _ = strconv.Atoi(f[1])
+		p.pgrp, _ = strconv.Atoi(f[2])
+		cl, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		p.cmdline = strings.ReplaceAll(string(cl), "\x00", " ")
+		p.environ = string(env)
+		out = append(out, p)
+	}
+	return out
+}
+
+// leftovers lists processes that belong to the given groups, carry the
+// marker in their environment or command line, or are zombie children of
+// this process.
+func leftovers(t testing.TB, pgids map[int]bool, marker string) []proc {
+	t.Helper()
+	var out []proc
+	self := os.Getpid()
+	for _, p := range procs(t) {
+		if p.pid == self {
+			continue
+		}
+		if pgids[p.pgrp] || strings.Contains(p.environ, marker) || strings.Contains(p.cmdline, marker) || (p.state == 'Z' && p.ppid == self) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// eventually polls f until it returns nil or the deadline passes.
+func eventually(t testing.TB, d time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	pause := time.Millisecond
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %v", d, err)
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, 50*time.Millisecond)
+	}
+}
+
+// noLeftovers waits until no process of the groups or with the marker
+// remains.
+func noLeftovers(t testing.TB, pgids map[int]bool, marker string) {
+	t.Helper()
+	eventually(t, 10*time.Second, func() error {
+		if l := leftovers(t, pgids, marker); len(l) > 0 {
+			return fmt.Errorf("%d processes left, e.g. %+v", len(l), l[0])
+		}
+		return nil
+	})
+}
+
+// states collects state updates safely.
+type states struct {
+	mu  sync.Mutex
+	all []state
+}
+
+func (s *states) add(st state) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.all = append(s.all, st)
+}
+
+func (s *states) list() []state {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]state{}, s.all...)
+}
