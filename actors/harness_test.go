@@ -39,12 +39,12 @@ type harness struct {
 	blocks *blockRegistry
 }
 
-func newHarness(t testing.TB, plan fake.Plan) *harness {
+func newHarness(t testing.TB, plan fake.Plan, extra ...tools.Tool) *harness {
 	t.Helper()
 	h := &harness{t: t, dir: t.TempDir(), blocks: newBlockRegistry()}
 	h.model = fake.NewScriptedModel("m", 8192, plan)
 	h.tools = tools.NewRegistry()
-	for _, tl := range []tools.Tool{echoTool{}, liveTool{}, &blockTool{reg: h.blocks}, panicTool{}, badOutputTool{}} {
+	for _, tl := range append([]tools.Tool{echoTool{}, liveTool{}, &blockTool{reg: h.blocks}, panicTool{}, badOutputTool{}}, extra...) {
 		if err := h.tools.Register(tl); err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +65,7 @@ func (h *harness) start() {
 		h.t.Fatal(err)
 	}
 	reg := providers.NewRegistry()
-	if err := reg.Register(fake.NewScripted("fake", h.model)); err != nil {
+	if err := reg.Register(fake.NewScripted("fake", h.model, fake.NewScriptedModel("healthy", 8192, fake.Echo()))); err != nil {
 		h.t.Fatal(err)
 	}
 	if h.d, err = actors.Start(context.Background(), actors.Deps{Store: h.store, Providers: reg, Tools: h.tools, Log: testLog(h.t)}, h.opts); err != nil {

@@ -1,0 +1,247 @@
+package taskstate
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"lemo/api"
+)
+
+var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// build returns a State after applying bodies (a created Task first).
+func build(t *testing.T, bodies ...proto.Message) *State {
+	t.Helper()
+	s := New()
+	s.TaskID = "T1"
+	apply(s, Create(CreateInput{Owner: "alice", Model: "fake/m", Request: "do it"}))
+	apply(s, bodies)
+	return s
+}
+
+func apply(s *State, bodies []proto.Message) {
+	for _, ev := range s.Stamp(bodies, now) {
+		s.Apply(ev)
+	}
+}
+
+func kindsOf(bodies []proto.Message) []string {
+	out := make([]string, len(bodies))
+	for i, b := range bodies {
+		out[i] = string(b.ProtoReflect().Descriptor().Name())
+	}
+	return out
+}
+
+func eq(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func cycleWithCalls(n uint32, calls ...string) []proto.Message {
+	out := []proto.Message{&api.CycleStarted{Cycle: n}}
+	am := &api.AssistantMessage{Cycle: n, ToolCallIds: calls}
+	out = append(out, am)
+	for _, c := range calls {
+		out = append(out, &api.ToolCallRecorded{CallId: c, Cycle: n, Tool: "t"})
+	}
+	return append(out, &api.CycleFinished{Cycle: n, Outcome: api.CycleOutcome_CYCLE_OUTCOME_COMPLETED})
+}
+
+func TestNext(t *testing.T) {
+	cases := []struct {
+		name  string
+		state *State
+		opt   NextOptions
+		want  StepKind
+		body  string
+	}{
+		{"new task starts a cycle", build(t), NextOptions{}, StepStartCycle, "CycleStarted"},
+		{"open cycle waits", build(t, &api.CycleStarted{Cycle: 1}), NextOptions{}, StepWait, ""},
+		{"answer without calls finishes", build(t, &api.CycleStarted{Cycle: 1}, &api.AssistantMessage{Cycle: 1}, &api.CycleFinished{Cycle: 1, Outcome: api.CycleOutcome_CYCLE_OUTCOME_COMPLETED}), NextOptions{}, StepFinish, "StatusChanged"},
+		{"recorded call starts", build(t, cycleWithCalls(1, "c1")...), NextOptions{}, StepStartTool, "ToolExecutionStarted"},
+		{"running call waits at the parallel limit", build(t, append(cycleWithCalls(1, "c1", "c2"), &api.ToolExecutionStarted{CallId: "c1"})...), NextOptions{MaxParallelTools: 1}, StepWait, ""},
+		{"second call starts under the limit", build(t, append(cycleWithCalls(1, "c1", "c2"), &api.ToolExecutionStarted{CallId: "c1"})...), NextOptions{MaxParallelTools: 2}, StepStartTool, "ToolExecutionStarted"},
+		{"results complete: next cycle", build(t, append(cycleWithCalls(1, "c1"), &api.ToolExecutionStarted{CallId: "c1"}, &api.ToolResult{CallId: "c1"})...), NextOptions{}, StepStartCycle, "CycleStarted"},
+		{"message during a cycle: another cycle", build(t, &api.CycleStarted{Cycle: 1}, &api.UserMessage{Text: "also"}, &api.AssistantMessage{Cycle: 1}, &api.CycleFinished{Cycle: 1, Outcome: api.CycleOutcome_CYCLE_OUTCOME_COMPLETED}), NextOptions{}, StepStartCycle, "CycleStarted"},
+		{"cycle limit pauses", build(t, &api.CycleStarted{Cycle: 1}, &api.AssistantMessage{Cycle: 1, ToolCallIds: []string{"c"}}, &api.ToolCallRecorded{CallId: "c", Tool: "t"}, &api.CycleFinished{Cycle: 1, Outcome: api.CycleOutcome_CYCLE_OUTCOME_COMPLETED}, &api.ToolFailed{CallId: "c"}), NextOptions{MaxCycles: 1}, StepLimit, "StatusChanged"},
+		{"approval required", build(t, cycleWithCalls(1, "c1")...), NextOptions{Approval: func(*Call) ApprovalNeed { return ApprovalNeed{Required: true, Reason: "r", Deadline: time.Minute} }}, StepRequestApproval, "ApprovalRequested"},
+		{"policy deny rejects", build(t, cycleWithCalls(1, "c1")...), NextOptions{Approval: func(*Call) ApprovalNeed { return ApprovalNeed{Deny: true, Required: true} }}, StepReject, "ToolFailed"},
+		{"paused waits", build(t, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_PAUSED}), NextOptions{}, StepWait, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.opt.Now = now
+			step := c.state.Next(c.opt)
+			if step.Kind != c.want {
+				t.Fatalf("Next() = %v, want %v", step.Kind, c.want)
+			}
+			if c.body != "" && (len(step.Bodies) == 0 || kindsOf(step.Bodies)[0] != c.body) {
+				t.Fatalf("Next() bodies = %v, want first %s", kindsOf(step.Bodies), c.body)
+			}
+		})
+	}
+}
+
+func TestCommandsByStatus(t *testing.T) {
+	running := func() *State { return build(t) }
+	finished := func() *State {
+		return build(t, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_FINISHED})
+	}
+	paused := func() *State {
+		return build(t, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_PAUSED, PauseReason: api.PauseReason_PAUSE_REASON_USER})
+	}
+	type op func(*State) ([]proto.Message, error)
+	pause := func(s *State) ([]proto.Message, error) { return s.Pause() }
+	cont := func(s *State) ([]proto.Message, error) { return s.Continue("") }
+	cancel := func(s *State) ([]proto.Message, error) { return s.Cancel() }
+	msg := func(s *State) ([]proto.Message, error) { return s.Message("more") }
+	cases := []struct {
+		name  string
+		state func() *State
+		op    op
+		ok    bool
+		kinds []string
+	}{
+		{"pause running", running, pause, true, []string{"StatusChanged"}},
+		{"pause finished", finished, pause, false, nil},
+		{"continue paused", paused, cont, true, []string{"StatusChanged"}},
+		{"continue running", running, cont, false, nil},
+		{"continue finished", finished, cont, false, nil},
+		{"cancel running", running, cancel, true, []string{"StatusChanged"}},
+		{"message reopens finished", finished, msg, true, []string{"UserMessage", "StatusChanged"}},
+		{"message to paused stays paused", paused, msg, true, []string{"UserMessage"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			bodies, err := c.op(c.state())
+			if (err == nil) != c.ok {
+				t.Fatalf("err = %v, want ok=%v", err, c.ok)
+			}
+			var se *StateError
+			if err != nil && !errors.As(err, &se) {
+				t.Fatalf("err = %T, want *StateError", err)
+			}
+			if c.ok && !eq(kindsOf(bodies), c.kinds) {
+				t.Fatalf("bodies = %v, want %v", kindsOf(bodies), c.kinds)
+			}
+		})
+	}
+}
+
+func TestPauseAndCancelCloseWhatIsOpen(t *testing.T) {
+	s := build(t, append(cycleWithCalls(1, "c1", "c2", "c3"),
+		&api.ToolExecutionStarted{CallId: "c1"},
+		&api.ApprovalRequested{ApprovalId: "T1.c2", CallId: "c2"},
+		&api.CycleStarted{Cycle: 2})...)
+	bodies, err := s.Pause()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"CycleFinished", "ApprovalResolved", "ToolFailed", "StatusChanged"}
+	if !eq(kindsOf(bodies), want) {
+		t.Fatalf("Pause() = %v, want %v", kindsOf(bodies), want)
+	}
+	bodies, _ = s.Cancel()
+	// c1 runs (closed when it reports), c2's approval is cancelled, c3 never ran.
+	want = []string{"StatusChanged", "CycleFinished", "ApprovalResolved", "ToolFailed", "ToolFailed"}
+	if !eq(kindsOf(bodies), want) {
+		t.Fatalf("Cancel() = %v, want %v", kindsOf(bodies), want)
+	}
+	if f := bodies[4].(*api.ToolFailed); f.GetCallId() != "c3" || f.GetKind() != api.ToolFailureKind_TOOL_FAILURE_KIND_CANCELLED {
+		t.Fatalf("last = %v", f)
+	}
+}
+
+func TestRecover(t *testing.T) {
+	s := build(t, append(cycleWithCalls(1, "c1", "c2", "c3"),
+		&api.ToolExecutionStarted{CallId: "c1"},
+		&api.ApprovalRequested{ApprovalId: "T1.c2", CallId: "c2", Deadline: nil},
+		&api.CycleStarted{Cycle: 2})...)
+	bodies := s.Recover(now)
+	want := []string{"CycleFinished", "ToolFailed", "StatusChanged"}
+	if !eq(kindsOf(bodies), want) {
+		t.Fatalf("Recover() = %v, want %v", kindsOf(bodies), want)
+	}
+	if f := bodies[1].(*api.ToolFailed); f.GetCallId() != "c1" || f.GetKind() != api.ToolFailureKind_TOOL_FAILURE_KIND_OUTCOME_UNKNOWN {
+		t.Fatalf("ToolFailed = %v", f)
+	}
+	if sc := bodies[2].(*api.StatusChanged); sc.GetPauseReason() != api.PauseReason_PAUSE_REASON_INTERRUPTED {
+		t.Fatalf("StatusChanged = %v", sc)
+	}
+	apply(s, bodies)
+	if len(s.Approvals) != 1 {
+		t.Fatalf("the interrupted pause cancelled approvals: %v", s.Approvals)
+	}
+	if again := s.Recover(now); len(again) != 0 {
+		t.Fatalf("Recover is not idempotent: %v", kindsOf(again))
+	}
+}
+
+func TestRecoverTimesOutExpiredApprovals(t *testing.T) {
+	s := build(t, cycleWithCalls(1, "c1")...)
+	step := s.Next(NextOptions{Now: now.Add(-time.Hour), Approval: func(*Call) ApprovalNeed { return ApprovalNeed{Required: true, Deadline: time.Minute} }})
+	apply(s, step.Bodies)
+	bodies := s.Recover(now)
+	want := []string{"ApprovalResolved", "ToolFailed", "StatusChanged"}
+	if !eq(kindsOf(bodies), want) {
+		t.Fatalf("Recover() = %v, want %v", kindsOf(bodies), want)
+	}
+	if ar := bodies[0].(*api.ApprovalResolved); ar.GetOutcome() != api.ApprovalOutcome_APPROVAL_OUTCOME_TIMED_OUT {
+		t.Fatalf("outcome = %v, want timed out", ar.GetOutcome())
+	}
+}
+
+func TestCycleResultsForClosedCyclesAreDropped(t *testing.T) {
+	s := build(t, &api.CycleStarted{Cycle: 1}, &api.CycleFinished{Cycle: 1, Outcome: api.CycleOutcome_CYCLE_OUTCOME_CANCELLED})
+	if b := s.CycleDone(CycleOutput{Cycle: 1, Text: "late"}); b != nil {
+		t.Fatalf("late result recorded: %v", kindsOf(b))
+	}
+	if b := s.CycleFailed(CycleFailure{Cycle: 1, Kind: "transient"}); b != nil {
+		t.Fatalf("late failure recorded: %v", kindsOf(b))
+	}
+	if b := s.ToolDone(ToolOutcome{CallID: "nope"}); b != nil {
+		t.Fatalf("result of an unknown call recorded: %v", kindsOf(b))
+	}
+}
+
+func TestCycleDoneAssignsIDsAndRejects(t *testing.T) {
+	s := build(t, &api.CycleStarted{Cycle: 3})
+	bodies := s.CycleDone(CycleOutput{Cycle: 3, Calls: []ResolvedCall{
+		{ModelName: "a", Tool: "a"},
+		{ModelName: "zz", Reject: &api.ToolFailed{Kind: api.ToolFailureKind_TOOL_FAILURE_KIND_UNKNOWN_TOOL}},
+	}})
+	want := []string{"AssistantMessage", "ToolCallRecorded", "ToolCallRecorded", "ToolFailed", "CycleFinished"}
+	if !eq(kindsOf(bodies), want) {
+		t.Fatalf("CycleDone() = %v, want %v", kindsOf(bodies), want)
+	}
+	if got := bodies[0].(*api.AssistantMessage).GetToolCallIds(); !eq(got, []string{"call-3-1", "call-3-2"}) {
+		t.Fatalf("call ids = %v", got)
+	}
+	if f := bodies[3].(*api.ToolFailed); f.GetCallId() != "call-3-2" {
+		t.Fatalf("reject names %q", f.GetCallId())
+	}
+}
+
+func TestTitle(t *testing.T) {
+	long := ""
+	for i := 0; i < 30; i++ {
+		long += "word "
+	}
+	if got := Title("  fix\n the   bug  "); got != "fix the bug" {
+		t.Fatalf("Title = %q", got)
+	}
+	if got := []rune(Title(long)); len(got) != titleMax || got[len(got)-1] != '…' {
+		t.Fatalf("Title(long) = %q", string(got))
+	}
+}
