@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -75,7 +76,16 @@ func (c *cycleActor) run(ctx context.Context, sys *actor.ActorSystem) (res *cycl
 		return res
 	}
 	info := model.Info()
+	var recall []prompt.Evidence
+	if m := c.env.deps.Memory; m != nil {
+		recall, err = m.Recall(ctx, RecallQuery{Owner: c.owner, TaskID: c.task, History: history})
+		if err != nil {
+			res.err = fmt.Errorf("recall: %w", err)
+			return res
+		}
+	}
 	req, sum, err := prompt.Build(prompt.Input{
+		Recall:       recall,
 		History:      history,
 		Live:         c.live,
 		Instructions: c.env.opts.Instructions,

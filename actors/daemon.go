@@ -21,6 +21,7 @@ import (
 	"lemo/api"
 	"lemo/logging"
 	"lemo/persistence"
+	"lemo/prompt"
 	"lemo/providers"
 	"lemo/supervision"
 	"lemo/tools"
@@ -53,12 +54,36 @@ var Operator = Caller{Owner: "operator", Operator: true}
 // CanSee reports whether the caller may see a Task of owner.
 func (c Caller) CanSee(owner string) bool { return c.Operator || c.Owner == owner }
 
+// Memory indexes what Tasks record and recalls it for later Cycles.
+type Memory interface {
+	// Postings returns the index records of events, committed in the same
+	// transaction as the events (so history and index never disagree).
+	Postings(owner string, events []*api.Event) []persistence.KV
+	// Recall returns relevant evidence from other Tasks of the same owner
+	// for a Cycle, within the recall budget; nothing when nothing is
+	// relevant. It must not change the memory.
+	Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, error)
+	// Recorder returns what a tool call uses to record explicit facts with
+	// itself as their source.
+	Recorder(owner, taskID, callID string) tools.MemoryRecorder
+}
+
+// RecallQuery is what a Cycle recalls for.
+type RecallQuery struct {
+	Owner  string
+	TaskID string
+	// History is the Task's history; recall excludes what is already in it.
+	History []*api.Event
+}
+
 // Deps are the parts the daemon is built from.
 type Deps struct {
 	Store     *persistence.Store
 	Providers *providers.Registry
 	Tools     *tools.Registry
-	Log       zerolog.Logger
+	// Memory is optional: nil runs without indexing and recall.
+	Memory Memory
+	Log    zerolog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }

@@ -248,8 +248,19 @@ func (t *task) persist(ctx actor.Context, bodies []proto.Message, replies []chan
 	evs := t.st.Stamp(bodies, t.env.now())
 	t.inflight = &inflight{events: evs, replies: replies, then: then}
 	inc, self, sys, store, id := t.incarnation, ctx.Self(), ctx.ActorSystem(), t.env.deps.Store, t.id
+	owner := t.st.Owner
+	if owner == "" {
+		if c, ok := bodies[0].(*api.TaskCreated); ok {
+			owner = c.GetOwner()
+		}
+	}
+	mem := t.env.deps.Memory
 	t.env.goroutine(func() {
-		meta, err := store.Append(context.Background(), persistence.Append{TaskID: id, Events: evs})
+		var extra []persistence.KV
+		if mem != nil {
+			extra = mem.Postings(owner, evs)
+		}
+		meta, err := store.Append(context.Background(), persistence.Append{TaskID: id, Events: evs, Extra: extra})
 		sys.Root.Send(self, &appended{incarnation: inc, meta: meta, err: err})
 	})
 }
@@ -523,7 +534,11 @@ func (t *task) startTool(ctx actor.Context, call *taskstate.Call) {
 		ctx.Send(ctx.Self(), &toolResult{callID: call.ID, err: fmt.Errorf("tool %q is no longer registered", call.Tool)})
 		return
 	}
-	ta := &toolActor{env: t.env, reg: reg, call: tools.Call{TaskID: t.id, CallID: call.ID, Owner: t.st.Owner, Workspace: t.st.Workspace, Input: call.Args}}
+	tc := tools.Call{TaskID: t.id, CallID: call.ID, Owner: t.st.Owner, Workspace: t.st.Workspace, Input: call.Args}
+	if m := t.env.deps.Memory; m != nil {
+		tc.Memory = m.Recorder(t.st.Owner, t.id, call.ID)
+	}
+	ta := &toolActor{env: t.env, reg: reg, call: tc}
 	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return ta }), "tool-"+call.ID)
 	if err != nil {
 		ctx.Send(ctx.Self(), &toolResult{callID: call.ID, err: fmt.Errorf("start tool: %w", err)})
