@@ -42,7 +42,7 @@ func ollamaErrorBody(sc Scenario, model string) (string, string) {
 	msg := sc.Message
 	switch sc.Status {
 	case http.StatusUnauthorized:
-		return `{"error":"unauthorized","signin_url":"https://ollama.com/connect?name=fake"}`, "application/json"
+		return `{"error":"unauthorized","signin_url":"https://ollama.com/connect?name=fake"}`, ollamaJSON
 	case http.StatusNotFound:
 		if msg == "" {
 			msg = fmt.Sprintf("model '%s' not found", model)
@@ -63,12 +63,15 @@ func ollamaErrorBody(sc Scenario, model string) (string, string) {
 	if msg == "" {
 		msg = strings.ToLower(http.StatusText(sc.Status))
 	}
-	return ollamaErr(msg), "application/json"
+	return ollamaErr(msg), ollamaJSON
 }
+
+// ollamaJSON is the content type of Ollama's JSON answers.
+const ollamaJSON = "application/json; charset=utf-8"
 
 func (s *Server) serveOllama(w http.ResponseWriter, r *http.Request, body []byte) {
 	if !s.bearer(r) {
-		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Type", ollamaJSON)
 		w.WriteHeader(http.StatusUnauthorized)
 		_, _ = io.WriteString(w, `{"error":"unauthorized"}`)
 		return
@@ -129,7 +132,7 @@ func (s *Server) ollamaShow(w http.ResponseWriter, body []byte) {
 	}
 	m, ok := ollamaModel(name)
 	if !ok {
-		writeError(w, Scenario{Status: http.StatusNotFound}, ollamaErr(fmt.Sprintf("model '%s' not found", name)), "application/json")
+		writeError(w, Scenario{Status: http.StatusNotFound}, ollamaErr(fmt.Sprintf("model '%s' not found", name)), ollamaJSON)
 		return
 	}
 	info := map[string]any{"general.architecture": m.Arch, "general.parameter_count": 8030261248}
@@ -160,12 +163,12 @@ type ollamaChatReq struct {
 func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request, body []byte) {
 	var req ollamaChatReq
 	if err := json.Unmarshal(body, &req); err != nil {
-		writeError(w, Scenario{Status: http.StatusBadRequest}, ollamaErr("invalid request body"), "")
+		writeError(w, Scenario{Status: http.StatusBadRequest}, ollamaErr("invalid request body"), ollamaJSON)
 		return
 	}
 	m, ok := ollamaModel(req.Model)
 	if !ok {
-		writeError(w, Scenario{Status: http.StatusNotFound}, ollamaErr(fmt.Sprintf("model '%s' not found", req.Model)), "")
+		writeError(w, Scenario{Status: http.StatusNotFound}, ollamaErr(fmt.Sprintf("model '%s' not found", req.Model)), ollamaJSON)
 		return
 	}
 	has := func(c string) bool {
@@ -177,11 +180,11 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request, body []byte)
 		return false
 	}
 	if len(req.Tools) > 0 && !has("tools") {
-		writeError(w, Scenario{Status: http.StatusBadRequest}, ollamaErr(fmt.Sprintf("registry.ollama.ai/library/%s does not support tools", m.Name)), "")
+		writeError(w, Scenario{Status: http.StatusBadRequest}, ollamaErr(fmt.Sprintf("registry.ollama.ai/library/%s does not support tools", m.Name)), ollamaJSON)
 		return
 	}
 	if string(req.Think) == "true" && !has("thinking") {
-		writeError(w, Scenario{Status: http.StatusBadRequest}, ollamaErr(fmt.Sprintf("%q does not support thinking", m.Name)), "")
+		writeError(w, Scenario{Status: http.StatusBadRequest}, ollamaErr(fmt.Sprintf("%q does not support thinking", m.Name)), ollamaJSON)
 		return
 	}
 	var last lastMessage

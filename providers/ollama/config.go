@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"lemo/providers/openaicompat"
 	"lemo/providers/retry"
 )
@@ -31,7 +33,7 @@ const (
 	// DefaultTimeout bounds connecting and waiting for response headers,
 	// which includes loading a local model into memory.
 	DefaultTimeout  = 5 * time.Minute
-	DefaultCacheTTL = time.Minute
+	DefaultCacheTTL = 5 * time.Minute
 	// MaxLineBytes is the api client's own NDJSON line limit (8 MB).
 	MaxLineBytes = 8 << 20
 )
@@ -67,6 +69,8 @@ type Config struct {
 	// HTTPClient, when set, supplies the transport (tests); its requests
 	// still go through the wrapper that adds auth and captures headers.
 	HTTPClient *http.Client
+	// Log receives retries (warn); the zero Logger logs nothing.
+	Log zerolog.Logger
 }
 
 // Validate reports every problem of c, naming the field.

@@ -100,22 +100,53 @@ func (p *Provider) discover(ctx context.Context) ([]providers.ModelInfo, error) 
 		e.Message = "listing models: " + e.Message
 		return nil, e
 	}
-	out := []providers.ModelInfo{}
+	var names []string
 	for _, m := range list.Models {
-		if !p.allowed(m.Name) {
-			continue
+		if p.allowed(m.Name) {
+			names = append(names, m.Name)
 		}
-		info, ok, err := p.show(ctx, m.Name)
-		if err != nil {
-			return nil, err
+	}
+	// Describe the models a few at a time: Ollama Cloud lists dozens.
+	type result struct {
+		info providers.ModelInfo
+		ok   bool
+		err  error
+	}
+	results := make([]result, len(names))
+	sem := make(chan struct{}, showConcurrency)
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if v := recover(); v != nil {
+					results[i].err = &providers.Error{Provider: p.cfg.Name, Class: providers.ClassTransient,
+						Message: fmt.Sprintf("describing model %q: panic: %v", name, v)}
+				}
+			}()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			r := &results[i]
+			r.info, r.ok, r.err = p.show(ctx, name)
+		}()
+	}
+	wg.Wait()
+	out := []providers.ModelInfo{}
+	for _, r := range results {
+		if r.err != nil {
+			return nil, r.err
 		}
-		if ok {
-			out = append(out, info)
+		if r.ok {
+			out = append(out, r.info)
 		}
 	}
 	slices.SortFunc(out, func(a, b providers.ModelInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
+
+// showConcurrency bounds concurrent /api/show requests during discovery.
+const showConcurrency = 4
 
 // show describes one model; ok is false for a model that cannot chat
 // (embedding only) or vanished between the list and the show.
@@ -271,7 +302,7 @@ func (m *Model) Stream(ctx context.Context, req *providers.Request, emit func(pr
 	if err != nil {
 		return nil, &providers.Error{Provider: p.cfg.Name, Class: providers.ClassBadRequest, Message: retry.CleanMessage(err.Error(), ""), Err: err}
 	}
-	return p.cfg.Retry.Do(ctx, p.cfg.Name, emit, func(ctx context.Context, emit func(providers.Delta)) (*providers.Response, error) {
+	return p.cfg.Retry.Do(ctx, p.cfg.Log, p.cfg.Name, emit, func(ctx context.Context, emit func(providers.Delta)) (*providers.Response, error) {
 		return p.chatOnce(ctx, chat, emit)
 	})
 }
@@ -353,6 +384,7 @@ func buildChat(info providers.ModelInfo, req *providers.Request) (*api.ChatReque
 	if req.System != "" {
 		chat.Messages = append(chat.Messages, api.Message{Role: "system", Content: req.System})
 	}
+	callNames := map[string]string{} // Lemo call id -> function name
 	for i, m := range req.Messages {
 		am := api.Message{Role: string(m.Role), Content: m.Content}
 		switch m.Role {
@@ -367,11 +399,15 @@ func buildChat(info providers.ModelInfo, req *providers.Request) (*api.ChatReque
 						return nil, fmt.Errorf("messages[%d].tool_calls[%d] %s: arguments are not a JSON object: %w", i, j, tc.Name, err)
 					}
 				}
+				callNames[tc.ID] = tc.Name
 				am.ToolCalls = append(am.ToolCalls, api.ToolCall{ID: tc.ID,
 					Function: api.ToolCallFunction{Index: j, Name: tc.Name, Arguments: args}})
 			}
 		case providers.RoleTool:
 			am.ToolCallID, am.ToolName = m.ToolCallID, m.ToolName
+			if am.ToolName == "" {
+				am.ToolName = callNames[m.ToolCallID]
+			}
 		}
 		chat.Messages = append(chat.Messages, am)
 	}

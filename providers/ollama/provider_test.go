@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -174,10 +175,15 @@ func TestCloudBearerWithoutSigning(t *testing.T) {
 	const key = "ollama-cloud-secret-key"
 	s := fake.StartServer(t, fake.Options{Flavor: fake.FlavorOllama, APIKey: key})
 	to, _ := url.Parse(s.URL())
-	var hosts []string
+	var (
+		mu    sync.Mutex
+		hosts []string
+	)
 	p := newProvider(t, Config{Name: "ollama-cloud", BaseURL: CloudBaseURL, APIKey: key,
 		HTTPClient: &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
 			hosts = append(hosts, r.URL.Scheme+"://"+r.URL.Host)
+			mu.Unlock()
 			return redirect{to}.RoundTrip(r)
 		})}})
 	m, err := p.Model(context.Background(), "gpt-oss:120b-cloud")
@@ -188,6 +194,8 @@ func TestCloudBearerWithoutSigning(t *testing.T) {
 	if err != nil || resp.Text == "" {
 		t.Fatalf("Stream() = %+v, %v", resp, err)
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	for _, h := range hosts {
 		if h != "https://ollama.com" {
 			t.Fatalf("request went to %s, want https://ollama.com", h)
@@ -308,5 +316,25 @@ func BenchmarkStream100Deltas(b *testing.B) {
 		if n != 100 {
 			b.Fatalf("deltas = %d, want 100", n)
 		}
+	}
+}
+
+func TestBuildChatFillsToolName(t *testing.T) {
+	chat, err := buildChat(providers.ModelInfo{Name: "m", Window: 4096}, &providers.Request{Messages: []providers.Message{
+		{Role: providers.RoleAssistant, ToolCalls: []providers.ToolCall{{ID: "lemo-7", Name: "get_time", Arguments: json.RawMessage(`{"b":1,"a":2}`)}}},
+		{Role: providers.RoleTool, ToolCallID: "lemo-7", Content: "10:00"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(chat)
+	for _, want := range []string{`"tool_name":"get_time"`, `"tool_call_id":"lemo-7"`, `"arguments":{"b":1,"a":2}`, `"options":{"num_ctx":4096}`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("request %s lacks %s", b, want)
+		}
+	}
+	if _, err := buildChat(providers.ModelInfo{}, &providers.Request{Messages: []providers.Message{
+		{Role: providers.RoleAssistant, ToolCalls: []providers.ToolCall{{ID: "x", Name: "f", Arguments: json.RawMessage(`[1]`)}}}}}); err == nil {
+		t.Error("buildChat(non-object arguments) = nil error")
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"lemo/providers"
 	"lemo/providers/openaicompat"
 	"lemo/providers/retry"
@@ -43,6 +45,8 @@ type Config struct {
 	Retry retry.Policy
 	// HTTPClient replaces the client built from Timeout (tests).
 	HTTPClient *http.Client
+	// Log receives retries (warn); the zero Logger logs nothing.
+	Log zerolog.Logger
 }
 
 // Provider is a plain OpenAI-compatible provider.
@@ -66,7 +70,7 @@ func New(cfg Config) (*Provider, error) {
 	}
 	p, err := openaicompat.New(openaicompat.Options{
 		Name: cfg.Name, BaseURL: cfg.BaseURL, APIKey: cfg.APIKey, Timeout: cfg.Timeout, Models: cfg.Models,
-		CacheTTL: cfg.CacheTTL, Retry: cfg.Retry, Known: cfg.Known, HTTPClient: cfg.HTTPClient, Hooks: hooks,
+		CacheTTL: cfg.CacheTTL, Retry: cfg.Retry, Known: cfg.Known, HTTPClient: cfg.HTTPClient, Log: cfg.Log, Hooks: hooks,
 	})
 	if err != nil {
 		return nil, err

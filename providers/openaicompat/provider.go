@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"lemo/providers"
 	"lemo/providers/retry"
 )
@@ -96,7 +98,10 @@ type Options struct {
 	Known map[string]KnownModel
 	// HTTPClient replaces the client built from Timeout (tests).
 	HTTPClient *http.Client
-	Hooks      Hooks
+	// Log receives retries (warn); the zero Logger logs nothing. Keys and
+	// prompts are never logged.
+	Log   zerolog.Logger
+	Hooks Hooks
 }
 
 // Validate checks o and reports every problem, naming the field (prefixed

@@ -40,7 +40,7 @@ func (m *Model) Stream(ctx context.Context, req *providers.Request, emit func(pr
 	if err != nil {
 		return nil, &providers.Error{Provider: p.opts.Name, Class: providers.ClassBadRequest, Message: "encode request", Err: err}
 	}
-	return p.opts.Retry.Do(ctx, p.opts.Name, emit, func(ctx context.Context, emit func(providers.Delta)) (*providers.Response, error) {
+	return p.opts.Retry.Do(ctx, p.opts.Log, p.opts.Name, emit, func(ctx context.Context, emit func(providers.Delta)) (*providers.Response, error) {
 		return p.streamOnce(ctx, payload, emit)
 	})
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"lemo/providers"
 	"lemo/providers/openaicompat"
 	"lemo/providers/retry"
@@ -46,6 +48,8 @@ type Config struct {
 	Retry retry.Policy
 	// HTTPClient replaces the client built from Timeout (tests).
 	HTTPClient *http.Client
+	// Log receives retries (warn); the zero Logger logs nothing.
+	Log zerolog.Logger
 }
 
 var efforts = []string{"", "max", "xhigh", "high", "medium", "low", "minimal", "none"}
@@ -79,7 +83,7 @@ func New(cfg Config) (*Provider, error) {
 	}
 	opts := openaicompat.Options{
 		Name: cfg.Name, BaseURL: cfg.BaseURL, APIKey: cfg.APIKey, Timeout: cfg.Timeout, Models: cfg.Models,
-		CacheTTL: cfg.CacheTTL, Retry: cfg.Retry, Headers: headers, HTTPClient: cfg.HTTPClient,
+		CacheTTL: cfg.CacheTTL, Retry: cfg.Retry, Headers: headers, HTTPClient: cfg.HTTPClient, Log: cfg.Log,
 		Hooks: openaicompat.Hooks{
 			Body:                 reasoningBody(cfg.ReasoningEffort),
 			DecodeModels:         DecodeModels,

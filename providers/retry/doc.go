@@ -21,7 +21,7 @@
 // Example:
 //
 //	p := retry.Policy{MaxAttempts: 5}
-//	resp, err := p.Do(ctx, "openrouter", emit, func(ctx context.Context, emit func(providers.Delta)) (*providers.Response, error) {
+//	resp, err := p.Do(ctx, log, "openrouter", emit, func(ctx context.Context, emit func(providers.Delta)) (*providers.Response, error) {
 //		return streamOnce(ctx, payload, emit)
 //	})
 package retry

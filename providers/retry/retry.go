@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/rs/zerolog"
+
 	"lemo/providers"
 )
 
@@ -84,8 +86,9 @@ type Attempt func(ctx context.Context, emit func(providers.Delta)) (*providers.R
 // Do runs attempt until it succeeds, fails with a class that is not
 // retryable, fails after output was emitted, or the attempts are used up.
 // Waits honour ctx; a cancelled wait returns providers.Cancelled(provider).
-// Every error returned is an *providers.Error.
-func (p Policy) Do(ctx context.Context, provider string, emit func(providers.Delta), attempt Attempt) (*providers.Response, error) {
+// Every error returned is an *providers.Error. Each retry is logged at warn
+// level on log (the zero Logger logs nothing).
+func (p Policy) Do(ctx context.Context, log zerolog.Logger, provider string, emit func(providers.Delta), attempt Attempt) (*providers.Response, error) {
 	p = p.WithDefaults()
 	if emit == nil {
 		emit = func(providers.Delta) {}
@@ -116,6 +119,8 @@ func (p Policy) Do(ctx context.Context, provider string, emit func(providers.Del
 			}
 			wait = pe.RetryAfter
 		}
+		log.Warn().Str("provider", provider).Int("attempt", n).Stringer("class", pe.Class).Int("status", pe.Status).
+			Dur("wait", wait).Str("error", pe.Error()).Msg("retrying model call")
 		if err := sleep(ctx, wait); err != nil {
 			return nil, providers.Cancelled(provider, err)
 		}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"lemo/providers"
 )
 
@@ -52,7 +54,7 @@ func TestDoRetriesOnlyBeforeOutput(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			n := 0
 			var emitted int
-			_, err := fast.Do(context.Background(), "p", func(providers.Delta) { emitted++ }, func(_ context.Context, emit func(providers.Delta)) (*providers.Response, error) {
+			_, err := fast.Do(context.Background(), zerolog.Nop(), "p", func(providers.Delta) { emitted++ }, func(_ context.Context, emit func(providers.Delta)) (*providers.Response, error) {
 				f := c.attempts[n]
 				n++
 				if f == nil {
@@ -79,7 +81,7 @@ func TestDoCancelledDuringWait(t *testing.T) {
 	p := Policy{MaxAttempts: 3, BaseDelay: time.Hour, MaxDelay: time.Hour}
 	done := make(chan error, 1)
 	go func() {
-		_, err := p.Do(ctx, "p", nil, func(context.Context, func(providers.Delta)) (*providers.Response, error) {
+		_, err := p.Do(ctx, zerolog.Nop(), "p", nil, func(context.Context, func(providers.Delta)) (*providers.Response, error) {
 			return nil, &providers.Error{Provider: "p", Class: providers.ClassTransient}
 		})
 		done <- err
@@ -171,5 +173,25 @@ func TestValidate(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "x: Config.Retry."+f) {
 			t.Errorf("Validate() = %v, want it to name %s", err, f)
 		}
+	}
+}
+
+func TestDoLogsRetriesWithoutSecrets(t *testing.T) {
+	var buf strings.Builder
+	log := zerolog.New(&buf)
+	n := 0
+	_, err := Policy{MaxAttempts: 2, BaseDelay: time.Millisecond}.Do(context.Background(), log, "p", nil,
+		func(context.Context, func(providers.Delta)) (*providers.Response, error) {
+			n++
+			if n == 1 {
+				return nil, &providers.Error{Provider: "p", Class: providers.ClassTransient, Status: 503, Message: "busy"}
+			}
+			return &providers.Response{}, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), `"message":"retrying model call"`) || !strings.Contains(buf.String(), `"status":503`) {
+		t.Fatalf("log = %s, want one retry line with the status", buf.String())
 	}
 }

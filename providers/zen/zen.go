@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"lemo/providers/openaicompat"
 	"lemo/providers/retry"
 )
@@ -58,6 +60,8 @@ type Config struct {
 	Retry retry.Policy
 	// HTTPClient replaces the client built from Timeout (tests).
 	HTTPClient *http.Client
+	// Log receives retries (warn); the zero Logger logs nothing.
+	Log zerolog.Logger
 }
 
 // Provider is the OpenCode Zen provider (chat/completions models only).
@@ -77,7 +81,7 @@ func New(cfg Config) (*Provider, error) {
 	maps.Copy(known, cfg.Known)
 	opts := openaicompat.Options{
 		Name: cfg.Name, BaseURL: cfg.BaseURL, APIKey: cfg.APIKey, Timeout: cfg.Timeout, Models: cfg.Models,
-		CacheTTL: cfg.CacheTTL, Retry: cfg.Retry, Known: known, HTTPClient: cfg.HTTPClient,
+		CacheTTL: cfg.CacheTTL, Retry: cfg.Retry, Known: known, HTTPClient: cfg.HTTPClient, Log: cfg.Log,
 		Hooks: openaicompat.Hooks{Usable: Usable, UnknownTools: true},
 	}
 	p, err := openaicompat.New(opts)
