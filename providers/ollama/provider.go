@@ -96,7 +96,7 @@ func (p *Provider) discover(ctx context.Context) ([]providers.ModelInfo, error) 
 	ctx, c := withCapture(ctx)
 	list, err := p.client.List(ctx)
 	if err != nil {
-		e := p.classify(ctx, err, c, false)
+		e := p.classify(ctx, err, c, false, false)
 		e.Message = "listing models: " + e.Message
 		return nil, e
 	}
@@ -158,7 +158,7 @@ func (p *Provider) show(ctx context.Context, name string) (providers.ModelInfo, 
 		if errors.As(err, &se) && se.StatusCode == http.StatusNotFound {
 			return providers.ModelInfo{}, false, nil
 		}
-		e := p.classify(ctx, err, c, false)
+		e := p.classify(ctx, err, c, false, false)
 		e.Message = fmt.Sprintf("describing model %q: %s", name, e.Message)
 		return providers.ModelInfo{}, false, e
 	}
@@ -237,7 +237,8 @@ func (p *Provider) Model(ctx context.Context, name string) (providers.Model, err
 
 // classify maps an api client error to a *providers.Error, recovering the
 // status and Retry-After the client drops from the call's capture.
-func (p *Provider) classify(ctx context.Context, err error, c *capture, output bool) *providers.Error {
+// inStream says err came from a chat stream (else from discovery).
+func (p *Provider) classify(ctx context.Context, err error, c *capture, output, inStream bool) *providers.Error {
 	if ctx.Err() != nil {
 		e := providers.Cancelled(p.cfg.Name, ctx.Err())
 		e.OutputStarted = output
@@ -265,6 +266,8 @@ func (p *Provider) classify(ctx context.Context, err error, c *capture, output b
 		}
 	case errors.As(err, &ue):
 		e.Class, e.Message, e.Err = providers.ClassTransient, "request failed", errors.Unwrap(ue)
+	case !inStream:
+		e.Class, e.Message, e.Err = providers.ClassTransient, "unexpected answer: "+err.Error(), err
 	default:
 		// An {"error":...} line inside a 200 stream (or a line that is not
 		// JSON): the answer is incomplete.
@@ -353,7 +356,7 @@ func (p *Provider) chatOnce(ctx context.Context, chat *api.ChatRequest, emit fun
 		e.OutputStarted = output
 		return nil, e
 	case err != nil:
-		return nil, p.classify(ctx, err, c, output)
+		return nil, p.classify(ctx, err, c, output, true)
 	case !done:
 		msg := "stream ended without a done line"
 		cause := error(providers.ErrTruncated)

@@ -338,3 +338,31 @@ func TestBuildChatFillsToolName(t *testing.T) {
 		t.Error("buildChat(non-object arguments) = nil error")
 	}
 }
+
+// BenchmarkDecode100Deltas runs 100 NDJSON deltas from memory through the
+// api client and the wrapper (no network), to separate the client's own
+// cost (it allocates an 8 MB line buffer per call) from loopback I/O.
+func BenchmarkDecode100Deltas(b *testing.B) {
+	var body []byte
+	for i := range 100 {
+		body = append(body, `{"model":"m","created_at":"2026-01-01T00:00:00Z","message":{"role":"assistant","content":"token`+strconv.Itoa(i)+` "},"done":false}`+"\n"...)
+	}
+	body = append(body, `{"model":"m","created_at":"2026-01-01T00:00:00Z","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop","prompt_eval_count":1,"eval_count":100}`+"\n"...)
+	p, err := New(Config{HTTPClient: &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/x-ndjson"}},
+			Body: io.NopCloser(bytes.NewReader(body)), Request: r}, nil
+	})}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := &Model{p: p, info: providers.ModelInfo{Name: "m", Window: 4096}}
+	req := &providers.Request{Messages: []providers.Message{{Role: providers.RoleUser, Content: "go"}}}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		n := 0
+		if _, err := m.Stream(context.Background(), req, func(providers.Delta) { n++ }); err != nil || n != 100 {
+			b.Fatalf("Stream() = %v, %d deltas", err, n)
+		}
+	}
+}

@@ -98,6 +98,7 @@ type callAcc struct {
 // sse reads the event stream until [DONE], EOF or an error.
 func (st *state) sse(ctx context.Context, body io.Reader) (*providers.Response, error) {
 	r := NewSSEReader(body, st.p.opts.MaxLineBytes)
+	var c chunk
 	for {
 		data, err := r.Next()
 		if err != nil {
@@ -119,7 +120,7 @@ func (st *state) sse(ctx context.Context, body io.Reader) (*providers.Response, 
 			// Stop here: Zen appends a cost frame after [DONE].
 			return st.response(), nil
 		}
-		var c chunk
+		c.reset()
 		if err := json.Unmarshal(data, &c); err != nil {
 			return nil, &providers.Error{Provider: st.p.opts.Name, Class: providers.ClassTransient,
 				Message: "malformed stream chunk", OutputStarted: st.output, Err: fmt.Errorf("%w: %v", providers.ErrTruncated, err)}
@@ -171,13 +172,13 @@ func (st *state) apply(c *chunk) error {
 			d = ch.Message
 		}
 		reasoning := d.Reasoning
-		if reasoning == nil || *reasoning == "" {
+		if reasoning == "" {
 			reasoning = d.ReasoningContent
 		}
-		if reasoning != nil && *reasoning != "" {
-			st.reasoning.WriteString(*reasoning)
+		if reasoning != "" {
+			st.reasoning.WriteString(reasoning)
 			st.output = true
-			st.emit(providers.Delta{Kind: providers.DeltaReasoning, Text: *reasoning})
+			st.emit(providers.Delta{Kind: providers.DeltaReasoning, Text: reasoning})
 		}
 		if len(d.ReasoningDetails) > 0 && string(d.ReasoningDetails) != "null" {
 			var items []json.RawMessage
@@ -185,10 +186,10 @@ func (st *state) apply(c *chunk) error {
 				st.details = append(st.details, items...)
 			}
 		}
-		if d.Content != nil && *d.Content != "" {
-			st.text.WriteString(*d.Content)
+		if d.Content != "" {
+			st.text.WriteString(d.Content)
 			st.output = true
-			st.emit(providers.Delta{Kind: providers.DeltaText, Text: *d.Content})
+			st.emit(providers.Delta{Kind: providers.DeltaText, Text: d.Content})
 		}
 		for j := range d.ToolCalls {
 			tc := &d.ToolCalls[j]
@@ -202,15 +203,15 @@ func (st *state) apply(c *chunk) error {
 			}
 			acc.args.WriteString(tc.Function.Arguments)
 		}
-		if ch.FinishReason != nil && *ch.FinishReason != "" {
-			if *ch.FinishReason == "error" {
+		if ch.FinishReason != "" {
+			if ch.FinishReason == "error" {
 				info := ErrorInfo{Message: "finish_reason error"}
 				if len(ch.Error) > 0 && string(ch.Error) != "null" {
 					info = parseErrorObject(ch.Error)
 				}
 				return st.p.streamError(info, st.output)
 			}
-			st.finish = *ch.FinishReason
+			st.finish = ch.FinishReason
 		}
 	}
 	return nil

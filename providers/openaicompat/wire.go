@@ -124,12 +124,13 @@ func buildRequest(model string, req *providers.Request, echoDetails bool) *ChatR
 }
 
 // chunk is one streamed event (chat.completion.chunk), or a whole
-// non-streamed completion (message instead of delta).
+// non-streamed completion (message instead of delta). JSON null decodes to
+// the zero value, which is what the decoder treats as absent.
 type chunk struct {
 	Choices []struct {
 		Delta        delta           `json:"delta"`
 		Message      *delta          `json:"message"`
-		FinishReason *string         `json:"finish_reason"`
+		FinishReason string          `json:"finish_reason"`
 		Error        json.RawMessage `json:"error"`
 	} `json:"choices"`
 	Usage *struct {
@@ -139,10 +140,18 @@ type chunk struct {
 	Error json.RawMessage `json:"error"`
 }
 
+// reset makes c ready for the next event while keeping the Choices
+// array: encoding/json decodes into existing slice elements without
+// zeroing them, so they are cleared here.
+func (c *chunk) reset() {
+	clear(c.Choices[:cap(c.Choices)])
+	*c = chunk{Choices: c.Choices[:0]}
+}
+
 type delta struct {
-	Content          *string         `json:"content"`
-	Reasoning        *string         `json:"reasoning"`
-	ReasoningContent *string         `json:"reasoning_content"`
+	Content          string          `json:"content"`
+	Reasoning        string          `json:"reasoning"`
+	ReasoningContent string          `json:"reasoning_content"`
 	ReasoningDetails json.RawMessage `json:"reasoning_details"`
 	ToolCalls        []struct {
 		Index    *int   `json:"index"`
