@@ -56,3 +56,8 @@ func Kind(ev *Event) string {
 	}
 	return string(ev.ProtoReflect().WhichOneof(ev.ProtoReflect().Descriptor().Oneofs().ByName("body")).Name())
 }
+
+// ProtocolVersion is the version of this wire contract. It rises when
+// messages are added in a way clients may need to know about; changes stay
+// additive.
+const ProtocolVersion = 1

@@ -62,7 +62,7 @@ func OpenDataDir(path string) (*DataDir, error) {
 			return nil, fmt.Errorf("create data folder %s: %w", abs, err)
 		}
 	case err != nil:
-		return nil, fmt.Errorf("data folder %s: %w", abs, err)
+		return nil, fmt.Errorf("data folder %s cannot be read: %w", abs, err)
 	case !fi.IsDir():
 		return nil, fmt.Errorf("data folder %s is not a folder", abs)
 	}

@@ -1,0 +1,74 @@
+# Lemo's Makefile. `make help` lists the targets.
+
+SHELL := /bin/bash
+GO ?= go
+BIN := $(CURDIR)/.bin
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X main.buildVersion=$(VERSION) -X main.buildCommit=$(COMMIT)
+PROTOC_GEN_GO_VERSION := v1.36.12
+STATICCHECK_VERSION := v0.8.2
+# Arguments for `make run`, e.g. make run ARGS="--config lemo.yaml".
+ARGS ?=
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets
+	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}'
+
+.PHONY: deps
+deps: ## Download the Go modules and verify them against go.sum
+	$(GO) mod download
+	$(GO) mod verify
+
+.PHONY: build
+build: deps ## Build bin/lemo
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/lemo ./cmd/lemo
+
+.PHONY: run
+run: build ## Run the daemon on the local data folder ./lemo-data (Ctrl-C stops it)
+	./bin/lemo serve $(ARGS)
+
+.PHONY: test
+test: deps check-generate ## Run every test (race detector on)
+	$(GO) vet ./...
+	$(GO) test -race -timeout 20m ./...
+
+.PHONY: test-live
+test-live: deps ## Run the opt-in tests against real providers (needs their API keys)
+	$(GO) test -tags live -run Live -timeout 20m ./providers/...
+
+.PHONY: bench
+bench: deps ## Run the benchmarks (figures in docs/performance.md)
+	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
+
+.PHONY: lint
+lint: deps ## gofmt, go vet and staticcheck
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
+# protoc comes from Debian's protobuf-compiler; protoc-gen-go from the Go
+# module proxy, at the version go.mod pins for the runtime.
+.PHONY: protoc
+protoc:
+	@command -v protoc >/dev/null || { \
+		echo "installing protoc (Debian protobuf-compiler)"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get install -y protobuf-compiler >/dev/null 2>&1 || { $$SUDO apt-get update >/dev/null && $$SUDO apt-get install -y protobuf-compiler >/dev/null; }; }
+	@test -x $(BIN)/protoc-gen-go || GOBIN=$(BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+
+.PHONY: generate
+generate: protoc ## Regenerate the Go code of api/*.proto
+	PATH=$(BIN):$$PATH protoc -I api --go_out=api --go_opt=paths=source_relative api/*.proto
+
+.PHONY: check-generate
+check-generate: protoc ## Check that the generated code matches api/*.proto
+	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
+	PATH=$(BIN):$$PATH protoc -I api --go_out=$$tmp --go_opt=paths=source_relative api/*.proto && \
+	for f in $$tmp/*.pb.go; do cmp -s $$f api/$$(basename $$f) || { echo "api/$$(basename $$f) is stale: run make generate"; exit 1; }; done
+
+.PHONY: clean
+clean: ## Remove build outputs (not the data folder)
+	rm -rf bin dist

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"lemo/actors"
+	"lemo/config"
+	"lemo/logging"
+	"lemo/persistence"
+)
+
+// loadConfig builds the configuration: defaults, then the file (--config,
+// else LEMO_CONFIG, else ./lemo.yaml when it exists), then the environment,
+// then the flags that were set; every problem is reported at once.
+func loadConfig(fs *flag.FlagSet, configPath string, environ []string, flagKeys map[string]string) (*config.Config, error) {
+	cfg := config.Default()
+	var problems []error
+	if configPath == "" {
+		configPath = os.Getenv("LEMO_CONFIG")
+	}
+	if configPath == "" {
+		if _, err := os.Stat("lemo.yaml"); err == nil {
+			configPath = "lemo.yaml"
+		}
+	}
+	if configPath != "" {
+		problems = append(problems, cfg.LoadFile(configPath)...)
+	}
+	problems = append(problems, cfg.ApplyEnv(environ)...)
+	fs.Visit(func(f *flag.Flag) {
+		if key, ok := flagKeys[f.Name]; ok {
+			if err := cfg.Set(key, f.Value.String()); err != nil {
+				problems = append(problems, config.Problem{Where: "--" + f.Name, What: err.Error()})
+			}
+		}
+	})
+	problems = append(problems, cfg.Validate()...)
+	if len(problems) > 0 {
+		return nil, &exitError{code: 2, err: config.Join(problems)}
+	}
+	return cfg, nil
+}
+
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "configuration file (default: $LEMO_CONFIG, else ./lemo.yaml if present)")
+	flagKeys := map[string]string{}
+	for _, k := range config.Keys() {
+		if k.Flag != "" {
+			fs.String(k.Flag, "", fmt.Sprintf("%s (%s; default %q)", k.Help, k.Path, k.Default))
+			flagKeys[k.Flag] = k.Path
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return usageError("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return usageError("serve takes no arguments, got %q", fs.Args())
+	}
+	cfg, err := loadConfig(fs, *configPath, os.Environ(), flagKeys)
+	if err != nil {
+		return err
+	}
+	log, err := logging.New(stderr, cfg.Log.Level, cfg.Log.Format)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	return runDaemon(ctx, cfg, log)
+}
+
+// runDaemon runs the daemon until ctx ends, then stops it cleanly: running
+// Tasks are durably paused as interrupted.
+func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
+	dd, err := persistence.OpenDataDir(cfg.Data)
+	if err != nil {
+		return err
+	}
+	defer dd.Close()
+	store, err := persistence.Open(dd, persistence.Options{Log: log})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	provs, err := buildProviders(cfg, log)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	reg, err := buildTools(cfg, log)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	d, err := actors.Start(context.Background(), actors.Deps{Store: store, Providers: provs, Tools: reg, Log: log}, actorOptions(cfg, dd))
+	if err != nil {
+		return err
+	}
+	log.Info().Str("data", dd.Path()).Strs("providers", provs.Names()).Int("tools", len(reg.List())).Msg("lemo is serving; Ctrl-C stops it")
+	<-ctx.Done()
+	log.Info().Msg("stopping: pausing running tasks")
+	stopCtx, cancel := context.WithTimeout(context.Background(), cfg.Tasks.ShutdownTimeout+5*time.Second)
+	defer cancel()
+	if err := d.Stop(stopCtx); err != nil {
+		log.Error().Err(err).Msg("stop")
+		return err
+	}
+	if err := store.Close(); err != nil {
+		return fmt.Errorf("close store: %w", err)
+	}
+	log.Info().Msg("stopped")
+	return nil
+}
+
+func actorOptions(cfg *config.Config, dd *persistence.DataDir) actors.Options {
+	return actors.Options{
+		Instructions:     cfg.Tasks.Instructions,
+		Think:            cfg.Tasks.Think,
+		MaxCycles:        cfg.Tasks.MaxCycles,
+		MaxParallelTools: cfg.Tasks.MaxParallelTools,
+		ToolGrace:        cfg.Tasks.ToolGrace,
+		IdleTimeout:      cfg.Tasks.IdleTimeout,
+		ShutdownTimeout:  cfg.Tasks.ShutdownTimeout,
+		WorkspaceRoot:    dd.Join("workspaces"),
+		MaxRequestBytes:  cfg.Tasks.MaxRequestBytes,
+	}
+}

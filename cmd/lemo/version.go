@@ -1,0 +1,43 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+
+	"lemo/api"
+)
+
+// Stamped at build time: -ldflags "-X main.buildVersion=... -X main.buildCommit=...".
+var (
+	buildVersion = "dev"
+	buildCommit  = ""
+)
+
+func commit() string {
+	if buildCommit != "" {
+		return buildCommit
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				return s.Value
+			}
+		}
+	}
+	return "unknown"
+}
+
+func version(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	if err := fs.Parse(args); err != nil {
+		return usageError("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return usageError("version takes no arguments")
+	}
+	fmt.Fprintf(stdout, "lemo %s\ncommit %s\n%s %s/%s\napi protocol %d\n", buildVersion, commit(), runtime.Version(), runtime.GOOS, runtime.GOARCH, api.ProtocolVersion)
+	return nil
+}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/rs/zerolog"
+
+	"lemo/config"
+	"lemo/providers"
+	"lemo/providers/fake"
+	"lemo/providers/nvidia"
+	"lemo/providers/ollama"
+	"lemo/providers/openai"
+	"lemo/providers/openrouter"
+	"lemo/providers/retry"
+	"lemo/providers/zen"
+	"lemo/tools"
+	"lemo/tools/files"
+	"lemo/tools/shell"
+)
+
+// buildProviders registers every configured provider: local Ollama unless
+// disabled, the others once they have a key (the plain OpenAI-compatible
+// one: a base URL), unless disabled.
+func buildProviders(cfg *config.Config, log zerolog.Logger) (*providers.Registry, error) {
+	reg := providers.NewRegistry()
+	p := &cfg.Providers
+	policy := func(c config.Provider) retry.Policy {
+		return retry.Policy{MaxAttempts: c.MaxRetries, MaxRetryAfter: c.MaxRetryWait}
+	}
+	plog := func(name string) zerolog.Logger { return log.With().Str("provider", name).Logger() }
+	var errs []error
+	add := func(prov providers.Provider, err error) {
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		if err := reg.Register(prov); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c := p.Ollama; !c.Disabled {
+		add(ollama.New(ollama.Config{BaseURL: c.BaseURL, APIKey: c.APIKey, Timeout: c.Timeout, Models: c.Models, CacheTTL: c.CacheTTL, NumCtxCap: c.NumCtx, Retry: policy(c), Log: plog("ollama")}))
+	}
+	if c := p.OllamaCloud; !c.Disabled && c.APIKey != "" {
+		base := c.BaseURL
+		if base == "" {
+			base = ollama.CloudBaseURL
+		}
+		add(ollama.New(ollama.Config{Name: "ollama-cloud", BaseURL: base, APIKey: c.APIKey, Timeout: c.Timeout, Models: c.Models, CacheTTL: c.CacheTTL, NumCtxCap: c.NumCtx, Retry: policy(c), Log: plog("ollama-cloud")}))
+	}
+	if c := p.OpenRouter; !c.Disabled && c.APIKey != "" {
+		add(openrouter.New(openrouter.Config{BaseURL: c.BaseURL, APIKey: c.APIKey, Timeout: c.Timeout, Models: c.Models, CacheTTL: c.CacheTTL, Retry: policy(c), Log: plog("openrouter")}))
+	}
+	if c := p.NVIDIA; !c.Disabled && c.APIKey != "" {
+		add(nvidia.New(nvidia.Config{BaseURL: c.BaseURL, APIKey: c.APIKey, Timeout: c.Timeout, Models: c.Models, CacheTTL: c.CacheTTL, Retry: policy(c), Log: plog("nvidia")}))
+	}
+	if c := p.Zen; !c.Disabled && c.APIKey != "" {
+		add(zen.New(zen.Config{BaseURL: c.BaseURL, APIKey: c.APIKey, Timeout: c.Timeout, Models: c.Models, CacheTTL: c.CacheTTL, Retry: policy(c), Log: plog("zen")}))
+	}
+	if c := p.OpenAI; !c.Disabled && c.BaseURL != "" {
+		add(openai.New(openai.Config{BaseURL: c.BaseURL, APIKey: c.APIKey, Timeout: c.Timeout, Models: c.Models, CacheTTL: c.CacheTTL, Retry: policy(c), Log: plog("openai")}))
+	}
+	if p.Fake.Enabled {
+		add(fake.NewScripted("fake", fake.NewScriptedModel("echo", 8192, fake.Echo())), nil)
+	}
+	if len(errs) > 0 {
+		return nil, config.Join(errs)
+	}
+	return reg, nil
+}
+
+// buildTools registers the built-in tools.
+func buildTools(cfg *config.Config, log zerolog.Logger) (*tools.Registry, error) {
+	reg := tools.NewRegistry()
+	fileTools, err := files.New(files.Config{})
+	if err != nil {
+		return nil, err
+	}
+	all := fileTools
+	if s := cfg.Tools.Shell; s.Enabled {
+		sh, err := shell.New(shell.Config{
+			MaxTimeout: s.Timeout,
+			Environ:    os.Environ(),
+			Policy:     shell.Policy{Allow: s.Allow, Ask: s.Ask, Deny: s.Deny, Default: shell.Decision(s.Approval)},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("tools.shell: %w", err)
+		}
+		all = append(all, sh)
+	}
+	for _, t := range all {
+		if err := reg.Register(t); err != nil {
+			return nil, err
+		}
+	}
+	return reg, nil
+}

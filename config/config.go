@@ -1,0 +1,128 @@
+package config
+
+import (
+	"time"
+)
+
+// Config is the daemon's configuration.
+type Config struct {
+	// Data is the data folder: the store, workspaces, the token and
+	// daemon.json.
+	Data string `yaml:"data" env:"LEMO_DATA" flag:"data" help:"the data folder: the store, workspaces, token and daemon.json"`
+	Log  Log    `yaml:"log"`
+	// Listen is the remote API's address.
+	Listen    string    `yaml:"listen" env:"LEMO_LISTEN" flag:"listen" help:"address of the remote API (loopback unless TLS is configured)"`
+	TLS       TLS       `yaml:"tls"`
+	Tasks     Tasks     `yaml:"tasks"`
+	Models    Models    `yaml:"models"`
+	Providers Providers `yaml:"providers"`
+	Tools     Tools     `yaml:"tools"`
+}
+
+// Log configures logging.
+type Log struct {
+	Level  string `yaml:"level" env:"LEMO_LOG_LEVEL" flag:"log-level" help:"trace, debug, info, warn or error"`
+	Format string `yaml:"format" env:"LEMO_LOG_FORMAT" help:"auto (console on a terminal, else JSON), console or json"`
+}
+
+// TLS configures the remote API's transport security.
+type TLS struct {
+	Cert     string `yaml:"cert" env:"LEMO_TLS_CERT" help:"server certificate (PEM); required to listen on a non-loopback address"`
+	Key      string `yaml:"key" env:"LEMO_TLS_KEY" help:"server private key (PEM)"`
+	ClientCA string `yaml:"client_ca" env:"LEMO_TLS_CLIENT_CA" help:"CA (PEM) that client certificates must chain to; empty: no client certificates"`
+}
+
+// Tasks configures how Tasks run.
+type Tasks struct {
+	MaxCycles        int           `yaml:"max_cycles" env:"LEMO_TASKS_MAX_CYCLES" help:"model calls a Task may make without new input before it pauses"`
+	MaxParallelTools int           `yaml:"max_parallel_tools" env:"LEMO_TASKS_MAX_PARALLEL_TOOLS" help:"tool calls of one Task that run at once"`
+	ToolGrace        time.Duration `yaml:"tool_grace" env:"LEMO_TASKS_TOOL_GRACE" help:"how long a cancelled tool may take to stop before its outcome is recorded as unknown"`
+	IdleTimeout      time.Duration `yaml:"idle_timeout" env:"LEMO_TASKS_IDLE_TIMEOUT" help:"an idle Task leaves memory after this long"`
+	ShutdownTimeout  time.Duration `yaml:"shutdown_timeout" env:"LEMO_TASKS_SHUTDOWN_TIMEOUT" help:"how long a shutdown waits for running work to stop"`
+	Instructions     string        `yaml:"instructions" env:"LEMO_TASKS_INSTRUCTIONS" help:"system instructions for every model call; empty: the built-in ones"`
+	Think            bool          `yaml:"think" env:"LEMO_TASKS_THINK" help:"ask reasoning-capable models to reason"`
+	MaxRequestBytes  int           `yaml:"max_request_bytes" env:"LEMO_TASKS_MAX_REQUEST_BYTES" help:"largest accepted user message"`
+}
+
+// Models configures model selection.
+type Models struct {
+	Default string `yaml:"default" env:"LEMO_MODEL" help:"model used when a request names none (provider/model)"`
+}
+
+// Providers configures the model vendors. Local Ollama is used unless
+// disabled; the others are used once they have an API key (the plain
+// OpenAI-compatible provider: a base URL), unless disabled.
+type Providers struct {
+	Ollama      Provider `yaml:"ollama" env:"OLLAMA" help:"local Ollama"`
+	OllamaCloud Provider `yaml:"ollama_cloud" env:"OLLAMA_CLOUD" help:"Ollama Cloud"`
+	OpenRouter  Provider `yaml:"openrouter" env:"OPENROUTER" help:"OpenRouter"`
+	NVIDIA      Provider `yaml:"nvidia" env:"NVIDIA" help:"NVIDIA NIM"`
+	Zen         Provider `yaml:"zen" env:"ZEN" help:"OpenCode Zen"`
+	OpenAI      Provider `yaml:"openai" env:"OPENAI" help:"an OpenAI-compatible server (set base_url)"`
+	Fake        Fake     `yaml:"fake"`
+}
+
+// Provider configures one model vendor. The env tag of the enclosing field
+// names the vendor in its variables (LEMO_<VENDOR>_BASE_URL, ...).
+type Provider struct {
+	Disabled bool          `yaml:"disabled" env:"DISABLED" help:"do not use this provider even when configured"`
+	BaseURL  string        `yaml:"base_url" env:"BASE_URL" help:"API base URL; empty: the provider's usual address"`
+	APIKey   string        `yaml:"api_key" env:"API_KEY" help:"API key; prefer the provider's conventional variable; never logged"`
+	Timeout  time.Duration `yaml:"timeout" env:"TIMEOUT" help:"connect and response-header timeout"`
+	Models   []string      `yaml:"models" env:"MODELS" help:"allow-list of model names (comma-separated in the environment); empty: all"`
+	CacheTTL time.Duration `yaml:"cache_ttl" env:"CACHE_TTL" help:"how long a model listing is reused"`
+	// NumCtx caps the context window Lemo requests (Ollama num_ctx); 0: the
+	// model's own window.
+	NumCtx       int           `yaml:"num_ctx" env:"NUM_CTX" help:"cap on the context window requested (Ollama num_ctx); 0: the model's window"`
+	MaxRetries   int           `yaml:"max_retries" env:"MAX_RETRIES" help:"attempts for transient and rate-limit failures before any output"`
+	MaxRetryWait time.Duration `yaml:"max_retry_wait" env:"MAX_RETRY_WAIT" help:"longest Retry-After honoured; longer fails at once"`
+}
+
+// Fake configures the scripted demo provider (no network).
+type Fake struct {
+	Enabled bool `yaml:"enabled" env:"LEMO_FAKE_ENABLED" help:"offer the scripted demo models fake/echo (no network)"`
+}
+
+// Tools configures the built-in tools.
+type Tools struct {
+	Shell Shell `yaml:"shell"`
+}
+
+// Shell configures the shell tool's approval policy and limits.
+type Shell struct {
+	Enabled  bool          `yaml:"enabled" env:"LEMO_SHELL_ENABLED" help:"offer the shell tool"`
+	Approval string        `yaml:"approval" env:"LEMO_SHELL_APPROVAL" help:"what a command matching no rule needs: ask, allow or deny"`
+	Allow    []string      `yaml:"allow" env:"LEMO_SHELL_ALLOW" help:"command patterns that run without approval"`
+	Ask      []string      `yaml:"ask" env:"LEMO_SHELL_ASK" help:"command patterns that need approval"`
+	Deny     []string      `yaml:"deny" env:"LEMO_SHELL_DENY" help:"command patterns that are refused (deny always wins)"`
+	Timeout  time.Duration `yaml:"timeout" env:"LEMO_SHELL_TIMEOUT" help:"longest a command may run"`
+}
+
+// Default returns the built-in configuration.
+func Default() *Config {
+	ollama := Provider{Timeout: 30 * time.Second, CacheTTL: time.Minute, NumCtx: 32768, MaxRetries: 3, MaxRetryWait: 30 * time.Second}
+	remote := Provider{Timeout: 30 * time.Second, CacheTTL: 10 * time.Minute, MaxRetries: 3, MaxRetryWait: 30 * time.Second}
+	return &Config{
+		Data:   "lemo-data",
+		Log:    Log{Level: "info", Format: "auto"},
+		Listen: "127.0.0.1:7465",
+		Tasks: Tasks{
+			MaxCycles:        50,
+			MaxParallelTools: 4,
+			ToolGrace:        10 * time.Second,
+			IdleTimeout:      time.Minute,
+			ShutdownTimeout:  30 * time.Second,
+			Think:            true,
+			MaxRequestBytes:  256 << 10,
+		},
+		Providers: Providers{
+			Ollama:      ollama,
+			OllamaCloud: remote,
+			OpenRouter:  remote,
+			NVIDIA:      remote,
+			Zen:         remote,
+			OpenAI:      remote,
+		},
+		Tools: Tools{Shell: Shell{Enabled: true, Approval: "ask", Timeout: 2 * time.Minute}},
+	}
+}

@@ -1,0 +1,129 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"lemo/logging"
+)
+
+// Validate checks every key and returns every problem found.
+func (c *Config) Validate() []error {
+	var ps []error
+	add := func(where, format string, args ...any) {
+		ps = append(ps, Problem{Where: where, What: fmt.Sprintf(format, args...)})
+	}
+	if strings.TrimSpace(c.Data) == "" {
+		add("data", "must name a folder")
+	}
+	if !oneOf(strings.ToLower(c.Log.Level), logging.Levels...) {
+		add("log.level", "%q: want one of %s", c.Log.Level, strings.Join(logging.Levels, ", "))
+	}
+	if !oneOf(c.Log.Format, logging.FormatAuto, logging.FormatConsole, logging.FormatJSON) {
+		add("log.format", "%q: want auto, console or json", c.Log.Format)
+	}
+	host, port, err := net.SplitHostPort(c.Listen)
+	switch {
+	case err != nil:
+		add("listen", "%q: want host:port, for example 127.0.0.1:7465", c.Listen)
+	case port == "":
+		add("listen", "%q: missing port", c.Listen)
+	case !isLoopback(host) && (c.TLS.Cert == "" || c.TLS.Key == ""):
+		add("listen", "%q is not a loopback address: set tls.cert and tls.key to listen on it", c.Listen)
+	}
+	if (c.TLS.Cert == "") != (c.TLS.Key == "") {
+		add("tls", "cert and key must be set together")
+	}
+	positive := func(where string, n int) {
+		if n < 1 {
+			add(where, "must be at least 1 (got %d)", n)
+		}
+	}
+	positive("tasks.max_cycles", c.Tasks.MaxCycles)
+	positive("tasks.max_parallel_tools", c.Tasks.MaxParallelTools)
+	positive("tasks.max_request_bytes", c.Tasks.MaxRequestBytes)
+	durations := map[string]time.Duration{
+		"tasks.tool_grace":       c.Tasks.ToolGrace,
+		"tasks.idle_timeout":     c.Tasks.IdleTimeout,
+		"tasks.shutdown_timeout": c.Tasks.ShutdownTimeout,
+		"tools.shell.timeout":    c.Tools.Shell.Timeout,
+	}
+	for _, k := range sortedKeys(durations) {
+		if durations[k] <= 0 {
+			add(k, "must be a positive duration (got %s)", durations[k])
+		}
+	}
+	if c.Models.Default != "" {
+		if p, n, ok := strings.Cut(c.Models.Default, "/"); !ok || p == "" || n == "" {
+			add("models.default", "%q: want provider/model, for example ollama/qwen3:8b", c.Models.Default)
+		}
+	}
+	all := c.Providers.All()
+	for _, name := range sortedKeys(all) {
+		p := all[name]
+		where := "providers." + name
+		if p.BaseURL != "" {
+			u, err := url.Parse(p.BaseURL)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				add(where+".base_url", "%q: want an http:// or https:// URL", p.BaseURL)
+			}
+		}
+		if p.Timeout <= 0 {
+			add(where+".timeout", "must be a positive duration (got %s)", p.Timeout)
+		}
+		if p.CacheTTL < 0 {
+			add(where+".cache_ttl", "must not be negative")
+		}
+		if p.NumCtx < 0 {
+			add(where+".num_ctx", "must not be negative")
+		}
+		if p.MaxRetries < 1 {
+			add(where+".max_retries", "must be at least 1 (got %d)", p.MaxRetries)
+		}
+		if p.MaxRetryWait < 0 {
+			add(where+".max_retry_wait", "must not be negative")
+		}
+	}
+	if !oneOf(c.Tools.Shell.Approval, "ask", "allow", "deny") {
+		add("tools.shell.approval", "%q: want ask, allow or deny", c.Tools.Shell.Approval)
+	}
+	return ps
+}
+
+// All returns the configured providers by file key.
+func (p *Providers) All() map[string]*Provider {
+	return map[string]*Provider{
+		"ollama": &p.Ollama, "ollama_cloud": &p.OllamaCloud, "openrouter": &p.OpenRouter,
+		"nvidia": &p.NVIDIA, "zen": &p.Zen, "openai": &p.OpenAI,
+	}
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func oneOf(s string, options ...string) bool {
+	for _, o := range options {
+		if s == o {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,174 @@
+package tests
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// lemoBin is the binary under test, built once by TestMain.
+var lemoBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "lemo-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	// Tests run the binary as other users too (as nobody, to prove a folder
+	// it cannot read is refused).
+	if err := os.Chmod(dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	lemoBin = filepath.Join(dir, "lemo")
+	build := exec.Command("go", "build", "-o", lemoBin, "../cmd/lemo")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build lemo:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// daemon is a running lemo serve.
+type daemon struct {
+	t    testing.TB
+	cmd  *exec.Cmd
+	data string
+	mu   sync.Mutex
+	log  bytes.Buffer
+	done chan struct{}
+	err  error
+}
+
+// cleanEnv is the environment of the processes under test: the test's own
+// without LEMO_* and provider variables, plus extra.
+func cleanEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "LEMO_") || strings.HasPrefix(name, "OLLAMA_") || strings.HasSuffix(name, "_API_KEY") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, extra...)
+}
+
+// startDaemon runs lemo serve on data and waits until it serves.
+func startDaemon(t testing.TB, data string, args ...string) *daemon {
+	t.Helper()
+	d := &daemon{t: t, data: data, done: make(chan struct{})}
+	d.cmd = exec.Command(lemoBin, append([]string{"serve", "--data", data}, args...)...)
+	d.cmd.Env = cleanEnv("LEMO_LOG_FORMAT=json", "LEMO_FAKE_ENABLED=true", "LEMO_OLLAMA_DISABLED=true")
+	stderr, err := d.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		once := sync.Once{}
+		for sc.Scan() {
+			line := sc.Text()
+			d.mu.Lock()
+			d.log.WriteString(line + "\n")
+			d.mu.Unlock()
+			if strings.Contains(line, "lemo is serving") {
+				once.Do(func() { close(ready) })
+			}
+		}
+		_, _ = io.Copy(io.Discard, stderr)
+		d.err = d.cmd.Wait()
+		close(d.done)
+	}()
+	t.Cleanup(func() { d.kill() })
+	select {
+	case <-ready:
+	case <-d.done:
+		t.Fatalf("lemo serve exited before serving: %v\n%s", d.err, d.logs())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("lemo serve did not start within 30s:\n%s", d.logs())
+	}
+	return d
+}
+
+func (d *daemon) logs() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.log.String()
+}
+
+// stop sends SIGINT and waits for a clean exit.
+func (d *daemon) stop() {
+	d.t.Helper()
+	_ = d.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-d.done:
+	case <-time.After(60 * time.Second):
+		d.kill()
+		d.t.Fatalf("lemo serve did not stop within 60s:\n%s", d.logs())
+	}
+	if d.err != nil {
+		d.t.Fatalf("lemo serve exited with %v:\n%s", d.err, d.logs())
+	}
+}
+
+// kill sends SIGKILL and waits.
+func (d *daemon) kill() {
+	select {
+	case <-d.done:
+		return
+	default:
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGKILL)
+	<-d.done
+}
+
+// lemo runs the binary to completion and returns its output and exit code.
+func lemo(t testing.TB, env []string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(lemoBin, args...)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run lemo %v: %v", args, err)
+	}
+	return string(out), code
+}
+
+// snapshot describes every file under dir: name, size, mode and mtime.
+func snapshot(t testing.TB, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "%s %d %v %d\n", p, fi.Size(), fi.Mode(), fi.ModTime().UnixNano())
+		return nil
+	})
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return b.String()
+}
