@@ -22,6 +22,9 @@ import (
 // the kit is absent or its binary is not built.
 func tinyOllama(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a real Ollama server; skipped with -short")
+	}
 	kit, err := filepath.Abs(filepath.Join("..", "..", "..", "shared", "tools", "tiny-ollama"))
 	if err != nil {
 		t.Fatal(err)
