@@ -26,6 +26,10 @@ import (
 const envSubreaper = "SHELLTEST_SUBREAPER"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(envDaemon) != "" {
+		runDaemonHelper(os.Getenv(envDaemon))
+		return
+	}
 	if os.Getenv(envSubreaper) == "1" {
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 			fmt.Fprintln(os.Stderr, "prctl(PR_SET_CHILD_SUBREAPER):", err)
@@ -33,6 +37,31 @@ func TestMain(m *testing.M) {
 		}
 	}
 	goleak.VerifyTestMain(m)
+}
+
+// envDaemon makes the test binary act as a daemon running one command
+// (TestShellDiesWithDaemon): it prints the shell's pid and waits to be
+// killed.
+const envDaemon = "SHELLTEST_DAEMON_COMMAND"
+
+func runDaemonHelper(command string) {
+	tool, err := New(Config{Environ: os.Environ()})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	in, _ := json.Marshal(obj{"command": command})
+	ws, _ := os.Getwd()
+	_, err = tool.Execute(context.Background(), tools.Call{Workspace: ws, Input: in}, func(s json.RawMessage) error {
+		var st state
+		_ = json.Unmarshal(s, &st)
+		if st.Phase == PhaseStarted {
+			fmt.Printf("pid %d\n", st.PID)
+		}
+		return nil
+	})
+	fmt.Fprintln(os.Stderr, "the command ended:", err)
+	os.Exit(3)
 }
 
 func randomHex() string {

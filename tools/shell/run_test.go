@@ -280,6 +280,41 @@ func TestCancelledRunsAsSubreaper(t *testing.T) {
 	}
 }
 
+// TestShellDiesWithDaemon kills a daemon (this test binary in a helper
+// mode) with SIGKILL while it runs a command: Pdeathsig, set from the
+// locked thread that started the shell, must take the shell with it.
+// (Grandchildren of the shell are not covered; see the package doc.)
+func TestShellDiesWithDaemon(t *testing.T) {
+	marker := randomHex()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	// exec: the shell process becomes sleep, so it is the one process that
+	// must die with the daemon, whatever the timing.
+	cmd.Env = append(os.Environ(), envDaemon+"=exec sleep 1000 # "+marker)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var line [64]byte
+	n, _ := stdout.Read(line[:])
+	var pid int
+	if _, err := fmt.Sscanf(string(line[:n]), "pid %d", &pid); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("helper said %q: %v", line[:n], err)
+	}
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Fatalf("the shell %d is not running: %v", pid, err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	noLeftovers(t, map[int]bool{pid: true}, marker)
+}
+
 func TestEnvScrubbed(t *testing.T) {
 	t.Setenv("LEMO_DAEMON_ONLY", "daemon-secret") // in this process, not in Config.Environ
 	cfg := testConfig(randomHex())
