@@ -28,7 +28,7 @@ var OpenRouterModels = []struct {
 // NVIDIAModels is the fake NVIDIA catalogue: a duplicate id and non-chat
 // models, no context data.
 var NVIDIAModels = []string{
-	"meta/llama-3.3-70b-instruct", "meta/llama-3.3-70b-instruct", "deepseek-ai/deepseek-v3.1",
+	"meta/llama-3.3-70b-instruct", "meta/llama-3.3-70b-instruct", "deepseek-ai/deepseek-v3.1", "deepseek-ai/deepseek-r1",
 	"nvidia/nv-embedqa-mistral-7b-v2", "nvidia/llama-3.1-nemotron-70b-reward", "acme/unknown-chat",
 }
 
@@ -242,7 +242,47 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request, body []byte)
 		s.writeFlavorError(w, sc, req.Model)
 		return
 	}
+	if sc.JSONAnswer {
+		s.openaiWhole(w, req, sc)
+		return
+	}
 	s.openaiStream(w, r, req, sc)
+}
+
+// openaiWhole answers with one non-streamed completion.
+func (s *Server) openaiWhole(w http.ResponseWriter, req openaiChatReq, sc Scenario) {
+	for k, v := range sc.Headers {
+		w.Header().Set(k, v)
+	}
+	msg := map[string]any{"role": "assistant", "content": strings.Join(sc.Text, "")}
+	if len(sc.Reasoning) > 0 {
+		msg["reasoning_content"] = strings.Join(sc.Reasoning, "")
+	}
+	var calls []any
+	for i, c := range sc.ToolCalls {
+		id := c.ID
+		if id == "" {
+			id = fmt.Sprintf("call_%d%d", s.seq.Add(1), i)
+		}
+		calls = append(calls, map[string]any{"id": id, "type": "function", "function": map[string]any{"name": c.Name, "arguments": c.Arguments}})
+	}
+	if calls != nil {
+		msg["tool_calls"] = calls
+	}
+	choice := map[string]any{"index": 0, "message": msg, "finish_reason": "stop"}
+	if len(calls) > 0 {
+		choice["finish_reason"] = "tool_calls"
+	}
+	if sc.Finish != "" {
+		choice["finish_reason"] = sc.Finish
+	}
+	if sc.MidStreamError != "" {
+		choice["finish_reason"] = "error"
+		choice["error"] = map[string]any{"code": 502, "message": sc.MidStreamError}
+	}
+	u := sc.usage()
+	writeJSON(w, map[string]any{"id": "gen-" + strconv.FormatInt(s.seq.Add(1), 10), "object": "chat.completion", "model": req.Model,
+		"choices": []any{choice}, "usage": map[string]any{"prompt_tokens": u.Prompt, "completion_tokens": u.Completion}})
 }
 
 // sse writes SSE events in the flavour's style.
@@ -339,6 +379,14 @@ func (s *Server) openaiStream(w http.ResponseWriter, r *http.Request, req openai
 		flush(w)
 	}
 	e.delta(map[string]any{"role": "assistant", "content": ""})
+	if sc.InlineThink && len(sc.Reasoning) > 0 {
+		e.content("<think>")
+		for _, t := range sc.Reasoning {
+			e.content(t)
+		}
+		e.content("</think>\n\n")
+		sc.Reasoning = nil
+	}
 	for i, t := range sc.Reasoning {
 		switch s.flavor {
 		case FlavorOpenRouter:

@@ -121,6 +121,13 @@ type Scenario struct {
 	NoDone bool `json:"no_done,omitempty"`
 	// HugeLine writes one line of that many bytes before anything else.
 	HugeLine int `json:"huge_line,omitempty"`
+	// InlineThink sends the reasoning as a <think>...</think> block at the
+	// start of the content (SSE flavours; R1-style models on NVIDIA).
+	InlineThink bool `json:"inline_think,omitempty"`
+	// JSONAnswer answers with one application/json completion even though
+	// the request asked to stream (SSE flavours); with MidStreamError it
+	// carries choices[0].finish_reason "error" and choices[0].error.
+	JSONAnswer bool `json:"json_answer,omitempty"`
 }
 
 // Call is a scripted tool call.

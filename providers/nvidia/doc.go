@@ -7,7 +7,9 @@
 // and no tools. Requests ask for the usage chunk
 // (stream_options.include_usage) and, for reasoning models asked to think,
 // chat_template_kwargs{thinking:true}. Reasoning arrives as
-// reasoning_content. Errors come as problem+json, text/plain or vLLM
+// reasoning_content, or for some models (R1 distills) as a
+// <think>...</think> block at the start of the content, which is moved to
+// reasoning. Errors come as problem+json, text/plain or vLLM
 // objects; a 403 is auth, a 429 usually has no Retry-After (backoff), a 500
 // "failed to decode json body" is a bad request.
 //

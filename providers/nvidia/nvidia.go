@@ -86,7 +86,7 @@ func New(cfg Config) (*Provider, error) {
 	opts := openaicompat.Options{
 		Name: cfg.Name, BaseURL: cfg.BaseURL, APIKey: cfg.APIKey, Timeout: cfg.Timeout, Models: cfg.Models,
 		CacheTTL: cfg.CacheTTL, Retry: cfg.Retry, Known: known, HTTPClient: cfg.HTTPClient, Log: cfg.Log,
-		Hooks: openaicompat.Hooks{Body: body},
+		Hooks: openaicompat.Hooks{Body: body, ThinkTags: true},
 	}
 	var errs []error
 	if cfg.APIKey == "" {

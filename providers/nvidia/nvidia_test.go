@@ -114,3 +114,21 @@ func TestErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestInlineThinkBlock(t *testing.T) {
+	s := fake.StartServer(t, fake.Options{Flavor: fake.FlavorNVIDIA, Script: []fake.Scenario{{InlineThink: true, Reasoning: []string{"Okay, ", "so."}, Text: []string{"Answer."}}}})
+	p := newProvider(t, Config{BaseURL: s.URL(), APIKey: "k"})
+	m, _ := p.Model(context.Background(), "deepseek-ai/deepseek-r1")
+	if m == nil {
+		t.Fatal("deepseek-ai/deepseek-r1 not offered by the fake")
+	}
+	var kinds []providers.DeltaKind
+	resp, err := m.Stream(context.Background(), &providers.Request{Messages: []providers.Message{{Role: providers.RoleUser, Content: "x"}}},
+		func(d providers.Delta) { kinds = append(kinds, d.Kind) })
+	if err != nil || resp.Reasoning != "Okay, so." || resp.Text != "Answer." {
+		t.Fatalf("Stream() = %+v, %v; want the <think> block as reasoning", resp, err)
+	}
+	if kinds[0] != providers.DeltaReasoning || kinds[len(kinds)-1] != providers.DeltaText {
+		t.Fatalf("delta kinds = %v", kinds)
+	}
+}

@@ -41,6 +41,9 @@ type Config struct {
 	// NoStreamUsage stops sending stream_options.include_usage, for
 	// servers that reject it.
 	NoStreamUsage bool
+	// ThinkTags moves a <think>...</think> block at the start of the
+	// answer into reasoning (servers without a reasoning parser).
+	ThinkTags bool
 	// Retry is the retry policy.
 	Retry retry.Policy
 	// HTTPClient replaces the client built from Timeout (tests).
@@ -62,7 +65,7 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.BaseURL == "" {
 		return nil, errors.New("openai: Config.BaseURL: required: want the API root, for example http://127.0.0.1:8000/v1")
 	}
-	hooks := openaicompat.Hooks{UnknownTools: true}
+	hooks := openaicompat.Hooks{UnknownTools: true, ThinkTags: cfg.ThinkTags}
 	if !cfg.NoStreamUsage {
 		hooks.Body = func(b *openaicompat.ChatRequest, _ *providers.Request, _ providers.ModelInfo) {
 			b.StreamOptions = &openaicompat.StreamOptions{IncludeUsage: true}

@@ -68,6 +68,9 @@ type Hooks struct {
 	// UnknownTools is the Tools capability assumed for a model that neither
 	// discovery nor the Known table describes.
 	UnknownTools bool
+	// ThinkTags moves a <think>...</think> block at the start of the
+	// content into reasoning.
+	ThinkTags bool
 }
 
 // Options configure a Provider. The vendor packages fill them from their

@@ -358,3 +358,28 @@ func TestStopsAtDone(t *testing.T) {
 		t.Fatal("sse kept reading after [DONE]")
 	}
 }
+
+// TestJSONAnswerOverHTTP: a server that ignores stream:true and answers
+// with one JSON completion, including the embedded error form.
+func TestJSONAnswerOverHTTP(t *testing.T) {
+	s := fake.StartServer(t, fake.Options{Flavor: fake.FlavorOpenAI, Script: []fake.Scenario{
+		{Match: "ok", JSONAnswer: true, Reasoning: []string{"r"}, Text: []string{"whole"}},
+		{Match: "bad", JSONAnswer: true, Text: []string{"part"}, MidStreamError: "upstream died"},
+	}})
+	p := newPlain(t, fake.ProviderParams{BaseURL: s.URL()})
+	m, err := p.Model(context.Background(), "local-model")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := m.Stream(context.Background(), &providers.Request{Messages: []providers.Message{{Role: providers.RoleUser, Content: "ok"}}}, nil)
+	if err != nil || resp.Text != "whole" || resp.Reasoning != "r" || resp.Usage.PromptTokens != 10 {
+		t.Fatalf("Stream(ok) = %+v, %v", resp, err)
+	}
+	_, err = m.Stream(context.Background(), &providers.Request{Messages: []providers.Message{{Role: providers.RoleUser, Content: "bad"}}}, nil)
+	if !errors.Is(err, providers.ErrTruncated) || !strings.Contains(err.Error(), "upstream died") {
+		t.Fatalf("Stream(bad) = %v", err)
+	}
+	if n := len(s.ChatRequests()); n != 2 {
+		t.Fatalf("requests = %d, want 2 (no retry after output)", n)
+	}
+}

@@ -70,6 +70,9 @@ func (p *Provider) streamOnce(ctx context.Context, payload []byte, emit func(pro
 		return nil, p.httpError(resp, body)
 	}
 	st := &state{p: p, emit: emit}
+	if p.opts.Hooks.ThinkTags {
+		st.think = &thinkSplitter{}
+	}
 	if ct := resp.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/json") {
 		return st.whole(ctx, resp.Body)
 	}
@@ -88,6 +91,7 @@ type state struct {
 	finish    string
 	usage     providers.Usage
 	output    bool
+	think     *thinkSplitter // nil unless Hooks.ThinkTags
 }
 
 type callAcc struct {
@@ -175,11 +179,7 @@ func (st *state) apply(c *chunk) error {
 		if reasoning == "" {
 			reasoning = d.ReasoningContent
 		}
-		if reasoning != "" {
-			st.reasoning.WriteString(reasoning)
-			st.output = true
-			st.emit(providers.Delta{Kind: providers.DeltaReasoning, Text: reasoning})
-		}
+		st.addReasoning(reasoning)
 		if len(d.ReasoningDetails) > 0 && string(d.ReasoningDetails) != "null" {
 			var items []json.RawMessage
 			if json.Unmarshal(d.ReasoningDetails, &items) == nil {
@@ -187,9 +187,13 @@ func (st *state) apply(c *chunk) error {
 			}
 		}
 		if d.Content != "" {
-			st.text.WriteString(d.Content)
-			st.output = true
-			st.emit(providers.Delta{Kind: providers.DeltaText, Text: d.Content})
+			if st.think != nil {
+				r, t := st.think.split(d.Content)
+				st.addReasoning(r)
+				st.addText(t)
+			} else {
+				st.addText(d.Content)
+			}
 		}
 		for j := range d.ToolCalls {
 			tc := &d.ToolCalls[j]
@@ -243,7 +247,28 @@ func (st *state) newCall(index int) *callAcc {
 	return acc
 }
 
+func (st *state) addReasoning(s string) {
+	if s != "" {
+		st.reasoning.WriteString(s)
+		st.output = true
+		st.emit(providers.Delta{Kind: providers.DeltaReasoning, Text: s})
+	}
+}
+
+func (st *state) addText(s string) {
+	if s != "" {
+		st.text.WriteString(s)
+		st.output = true
+		st.emit(providers.Delta{Kind: providers.DeltaText, Text: s})
+	}
+}
+
 func (st *state) response() *providers.Response {
+	if st.think != nil {
+		r, t := st.think.flush()
+		st.addReasoning(r)
+		st.addText(t)
+	}
 	r := &providers.Response{
 		Text:         st.text.String(),
 		Reasoning:    st.reasoning.String(),
