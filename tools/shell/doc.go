@@ -35,10 +35,11 @@
 // named in "signal"), duration, timeout, timed_out and killed (SIGKILL was
 // needed) are always reported. Output is text: invalid UTF-8 reads as U+FFFD.
 //
-// State. While a command runs, state updates (StateSchema) are emitted every
-// StateInterval (default 250ms): phase (started, running, terminating), pid
-// (also the process group id), elapsed time, byte counts and the last line.
-// The first one is emitted as soon as the process has started.
+// State. While a command runs, state updates (StateSchema) are emitted at
+// most every StateInterval (default 250ms) when its output grew, and every
+// 5s otherwise: phase (started, running, terminating), pid (also the process
+// group id), elapsed time, byte counts and the last line. The first one is
+// emitted as soon as the process has started.
 //
 // Environment. Children start from Config.Environ (the package never reads
 // the daemon's environment itself) minus every LEMO_* variable and every

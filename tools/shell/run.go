@@ -138,20 +138,31 @@ func (t *Tool) run(ctx context.Context, command, dir string, timeout time.Durati
 		}()
 	}
 
+	if emit == nil {
+		emit = func(json.RawMessage) error { return nil }
+	}
 	st := state{Phase: PhaseStarted, PID: pgid}
 	var emitErr error
+	var sentAt time.Time
+	// send emits the state; a running state only when the output grew or
+	// heartbeat passed since the last one.
 	send := func(phase string) {
 		if emitErr != nil {
 			return
 		}
+		out, errb := res.stdout.bytes(), res.stderr.bytes()
+		if phase == PhaseRunning && st.Phase != PhaseTerminating && out == st.StdoutBytes && errb == st.StderrBytes && time.Since(sentAt) < heartbeat {
+			return
+		}
 		st.Phase = phase
 		st.ElapsedMS = time.Since(begin).Milliseconds()
-		st.StdoutBytes, st.StderrBytes = res.stdout.bytes(), res.stderr.bytes()
+		st.StdoutBytes, st.StderrBytes = out, errb
 		st.LastLine = res.stderr.lastLine()
 		if l := res.stdout.lastLine(); l != "" {
 			st.LastLine = l
 		}
 		b, _ := json.Marshal(st)
+		sentAt = time.Now()
 		if err := emit(b); err != nil {
 			emitErr = fmt.Errorf("shell: state update refused: %w", err)
 		}
@@ -244,6 +255,10 @@ wait:
 	}
 	return res, nil
 }
+
+// heartbeat is the longest gap between state updates of a running command
+// whose output does not change.
+const heartbeat = 5 * time.Second
 
 // signalGroup sends sig to process group pgid; a group that is already gone
 // is os.ErrProcessDone.

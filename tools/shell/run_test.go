@@ -432,13 +432,22 @@ func TestStateUpdates(t *testing.T) {
 	if seen, want := strings.Join(lines, ","), "line1,line2,line3,line4,line5"; !strings.HasSuffix(seen, want) {
 		t.Errorf("last lines seen = %s; want %s in order", seen, want)
 	}
+
+	// Without output there is nothing new to report until the heartbeat.
+	var quiet states
+	if _, err := h.run(context.Background(), obj{"command": "sleep 0.3"}, quiet.add); err != nil {
+		t.Fatal(err)
+	}
+	if q := quiet.list(); len(q) != 1 || q[0].Phase != PhaseStarted {
+		t.Errorf("states of a quiet 0.3s command = %+v; want only the started state", q)
+	}
 }
 
 func TestEmitRefusedStopsRun(t *testing.T) {
 	marker := randomHex()
 	h := newHarness(t, testConfig(marker))
 	var pid int
-	out, err := h.tool.Execute(context.Background(), toolsCall(h, `{"command":"sleep 1000 & sleep 1000"}`), func(s json.RawMessage) error {
+	out, err := h.tool.Execute(context.Background(), toolsCall(h, `{"command":"echo go; sleep 1000 & sleep 1000"}`), func(s json.RawMessage) error {
 		if pid == 0 {
 			pid = pidOf(s)
 			return nil
