@@ -36,6 +36,10 @@ const (
 	DefaultCacheTTL = 5 * time.Minute
 	// MaxLineBytes is the api client's own NDJSON line limit (8 MB).
 	MaxLineBytes = 8 << 20
+	// MaxResponseBytes and MaxToolCalls bound what one answer may
+	// accumulate.
+	MaxResponseBytes = 64 << 20
+	MaxToolCalls     = 1024
 )
 
 // Config configures an Ollama provider (local daemon or Ollama Cloud).

@@ -25,6 +25,8 @@ import (
 type Provider struct {
 	cfg    Config
 	client *api.Client
+	// maxResponse is MaxResponseBytes (smaller in tests).
+	maxResponse int
 
 	mu       sync.Mutex
 	cached   []providers.ModelInfo
@@ -66,7 +68,7 @@ func New(cfg Config) (*Provider, error) {
 	}
 	hc := &http.Client{Transport: &transport{base: rt, target: target, key: cfg.APIKey, maxLine: cfg.MaxLineBytes},
 		Timeout: base.Timeout, Jar: base.Jar}
-	return &Provider{cfg: cfg, client: api.NewClient(alias, hc)}, nil
+	return &Provider{cfg: cfg, client: api.NewClient(alias, hc), maxResponse: MaxResponseBytes}, nil
 }
 
 // Name returns the registry name.
@@ -320,10 +322,12 @@ func (p *Provider) chatOnce(ctx context.Context, chat *api.ChatRequest, emit fun
 		resp            providers.Response
 		done, output    bool
 	)
+	size := 0
 	err := p.client.Chat(cctx, chat, func(r api.ChatResponse) error {
 		if done {
 			return nil
 		}
+		size += len(r.Message.Thinking) + len(r.Message.Content)
 		if t := r.Message.Thinking; t != "" {
 			reasoning.WriteString(t)
 			output = true
@@ -340,7 +344,12 @@ func (p *Provider) chatOnce(ctx context.Context, chat *api.ChatRequest, emit fun
 			if id == "" {
 				id = "call_" + strconv.Itoa(len(calls))
 			}
-			calls = append(calls, providers.ToolCall{ID: id, Name: tc.Function.Name, Arguments: json.RawMessage(tc.Function.Arguments.String())})
+			args := tc.Function.Arguments.String()
+			size += len(tc.Function.Name) + len(args)
+			calls = append(calls, providers.ToolCall{ID: id, Name: tc.Function.Name, Arguments: json.RawMessage(args)})
+		}
+		if size > p.maxResponse || len(calls) > MaxToolCalls {
+			return errResponseTooLarge
 		}
 		if r.Done {
 			done = true
@@ -355,6 +364,9 @@ func (p *Provider) chatOnce(ctx context.Context, chat *api.ChatRequest, emit fun
 		e := providers.Cancelled(p.cfg.Name, ctx.Err())
 		e.OutputStarted = output
 		return nil, e
+	case errors.Is(err, errResponseTooLarge):
+		return nil, &providers.Error{Provider: p.cfg.Name, Class: providers.ClassTransient, OutputStarted: output,
+			Message: err.Error(), Err: fmt.Errorf("%w: %w", providers.ErrTruncated, err)}
 	case err != nil:
 		return nil, p.classify(ctx, err, c, output, true)
 	case !done:

@@ -366,3 +366,28 @@ func BenchmarkDecode100Deltas(b *testing.B) {
 		}
 	}
 }
+
+func TestAnswerSizeIsBounded(t *testing.T) {
+	pr, pw := io.Pipe()
+	go func() {
+		line := []byte(`{"model":"m","message":{"role":"assistant","content":"` + strings.Repeat("x", 64<<10) + `"},"done":false}` + "\n")
+		for {
+			if _, err := pw.Write(line); err != nil {
+				return
+			}
+		}
+	}()
+	defer pr.Close()
+	p, err := New(Config{Retry: retry.Policy{MaxAttempts: 1}, HTTPClient: &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/x-ndjson"}}, Body: pr, Request: r}, nil
+	})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.maxResponse = 1 << 20
+	m := &Model{p: p, info: providers.ModelInfo{Name: "m", Window: 4096}}
+	_, err = m.Stream(context.Background(), &providers.Request{Messages: []providers.Message{{Role: providers.RoleUser, Content: "x"}}}, nil)
+	if !errors.Is(err, errResponseTooLarge) || !errors.Is(err, providers.ErrTruncated) {
+		t.Fatalf("Stream(endless) = %v, want errResponseTooLarge", err)
+	}
+}

@@ -18,6 +18,10 @@ const aliasHost = "ollama.lemo.invalid"
 // errLineTooLong is recorded when an NDJSON line exceeds the cap.
 var errLineTooLong = errors.New("ollama: response line exceeds the size limit")
 
+// errResponseTooLarge aborts an answer past MaxResponseBytes or
+// MaxToolCalls.
+var errResponseTooLarge = fmt.Errorf("ollama: answer exceeds %d bytes or %d tool calls", MaxResponseBytes, MaxToolCalls)
+
 // transport sends the api client's requests to the real server, adds
 // Bearer auth, and records each response's status, headers and body read
 // errors in the call's capture (the client drops them).

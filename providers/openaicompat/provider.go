@@ -95,6 +95,8 @@ type Options struct {
 	Retry retry.Policy
 	// MaxLineBytes caps one stream line (0 means DefaultMaxLineBytes).
 	MaxLineBytes int
+	// MaxResponseBytes caps one answer (0 means DefaultMaxResponseBytes).
+	MaxResponseBytes int
 	// Headers are sent on every request (OpenRouter HTTP-Referer, X-Title).
 	Headers map[string]string
 	// Known is the static capability table, by model name.
@@ -119,6 +121,9 @@ func (o Options) Validate(prefix string) error {
 	}
 	if o.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("%sTimeout: %v is not accepted: want 0 (default %v) or a positive duration", prefix, o.Timeout, DefaultTimeout))
+	}
+	if o.MaxResponseBytes < 0 {
+		errs = append(errs, fmt.Errorf("%sMaxResponseBytes: want 0 (default %d) or a positive byte count", prefix, DefaultMaxResponseBytes))
 	}
 	if o.MaxLineBytes < 0 {
 		errs = append(errs, fmt.Errorf("%sMaxLineBytes: want 0 (default %d) or a positive byte count", prefix, DefaultMaxLineBytes))

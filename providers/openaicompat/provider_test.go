@@ -383,3 +383,21 @@ func TestJSONAnswerOverHTTP(t *testing.T) {
 		t.Fatalf("requests = %d, want 2 (no retry after output)", n)
 	}
 }
+
+func TestAnswerSizeIsBounded(t *testing.T) {
+	pr, pw := io.Pipe()
+	go func() {
+		chunk := []byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"" + strings.Repeat("x", 1<<20) + "\"}}]}\n\n")
+		for {
+			if _, err := pw.Write(chunk); err != nil {
+				return
+			}
+		}
+	}()
+	defer pr.Close()
+	st := &state{p: &Provider{opts: Options{Name: "x", MaxLineBytes: 2 << 20, MaxResponseBytes: 4 << 20}}, emit: func(providers.Delta) {}}
+	_, err := st.sse(context.Background(), pr)
+	if !errors.Is(err, ErrResponseTooLarge) || !errors.Is(err, providers.ErrTruncated) {
+		t.Fatalf("sse(endless stream) = %v, want ErrResponseTooLarge", err)
+	}
+}

@@ -11,6 +11,18 @@ import (
 // DefaultMaxLineBytes bounds one SSE line and one event's data.
 const DefaultMaxLineBytes = 8 << 20
 
+// DefaultMaxResponseBytes bounds what one answer may accumulate (the
+// events' bytes: text, reasoning, tool arguments, reasoning details);
+// MaxToolCalls bounds its tool calls.
+const (
+	DefaultMaxResponseBytes = 64 << 20
+	MaxToolCalls            = 1024
+)
+
+// ErrResponseTooLarge is wrapped when an answer exceeds MaxResponseBytes or
+// MaxToolCalls.
+var ErrResponseTooLarge = errors.New("openaicompat: answer exceeds the size limit")
+
 // ErrLineTooLong is wrapped when a stream line or event exceeds the cap.
 var ErrLineTooLong = errors.New("openaicompat: stream line exceeds the size limit")
 

@@ -92,6 +92,7 @@ type state struct {
 	usage     providers.Usage
 	output    bool
 	think     *thinkSplitter // nil unless Hooks.ThinkTags
+	size      int            // event bytes applied so far
 }
 
 type callAcc struct {
@@ -132,7 +133,26 @@ func (st *state) sse(ctx context.Context, body io.Reader) (*providers.Response, 
 		if err := st.apply(&c); err != nil {
 			return nil, err
 		}
+		if err := st.checkSize(len(data)); err != nil {
+			return nil, err
+		}
 	}
+}
+
+// checkSize fails an answer that grew past MaxResponseBytes or
+// MaxToolCalls; n is the size of the event just applied.
+func (st *state) checkSize(n int) error {
+	st.size += n
+	limit := st.p.opts.MaxResponseBytes
+	if limit <= 0 {
+		limit = DefaultMaxResponseBytes
+	}
+	if st.size <= limit && len(st.calls) <= MaxToolCalls {
+		return nil
+	}
+	return &providers.Error{Provider: st.p.opts.Name, Class: providers.ClassTransient, OutputStarted: st.output,
+		Message: fmt.Sprintf("answer exceeds %d bytes or %d tool calls", limit, MaxToolCalls),
+		Err:     fmt.Errorf("%w: %w", providers.ErrTruncated, ErrResponseTooLarge)}
 }
 
 // whole handles a server that answered with one JSON completion.
