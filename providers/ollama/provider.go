@@ -282,6 +282,9 @@ func (p *Provider) classify(ctx context.Context, err error, c *capture, output, 
 		}
 	}
 	e.Message = retry.CleanMessage(e.Message, p.cfg.APIKey)
+	if e.Message == "" && e.Status != 0 {
+		e.Message = http.StatusText(e.Status)
+	}
 	return e
 }
 

@@ -135,6 +135,9 @@ func TestErrors(t *testing.T) {
 			if !errors.As(err, &pe) || pe.Class != c.want || pe.Status != c.sc.Status || pe.Provider != "ollama" {
 				t.Fatalf("Stream() = %v, want class %v status %d", err, c.want, c.sc.Status)
 			}
+			if pe.Message == "" || strings.Contains(pe.Message, "<") {
+				t.Fatalf("Message = %q, want readable text", pe.Message)
+			}
 			if d := pe.RetryAfter - c.retryAfter; d < -time.Second || d > time.Second {
 				t.Fatalf("RetryAfter = %v, want %v", pe.RetryAfter, c.retryAfter)
 			}

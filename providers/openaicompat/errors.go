@@ -72,7 +72,7 @@ func (p *Provider) httpError(resp *http.Response, body []byte) *providers.Error 
 	if p.opts.Hooks.Classify != nil {
 		class = p.opts.Hooks.Classify(resp.StatusCode, info, class)
 	}
-	msg := info.Message
+	msg := retry.CleanMessage(info.Message, p.opts.APIKey)
 	if msg == "" {
 		msg = http.StatusText(resp.StatusCode)
 	}
@@ -80,7 +80,7 @@ func (p *Provider) httpError(resp *http.Response, body []byte) *providers.Error 
 		Provider: p.opts.Name,
 		Class:    class,
 		Status:   resp.StatusCode,
-		Message:  retry.CleanMessage(msg, p.opts.APIKey),
+		Message:  msg,
 	}
 	if class == providers.ClassRateLimit || class == providers.ClassTransient || class == providers.ClassQuota {
 		e.RetryAfter = retry.ParseRetryAfter(resp.Header, time.Now())

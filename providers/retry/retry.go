@@ -248,11 +248,16 @@ func isModelNotFound(m string) bool {
 }
 
 // CleanMessage makes provider text safe to keep in an error: every
-// occurrence of secret is replaced, control characters become spaces, and
-// the result is cut at MaxMessageBytes on a rune boundary.
+// occurrence of secret is replaced, markup is dropped from an HTML body
+// (proxies answer 502s with HTML pages), control characters become spaces,
+// runs of spaces collapse, and the result is cut at MaxMessageBytes on a
+// rune boundary.
 func CleanMessage(msg, secret string) string {
 	if secret != "" {
 		msg = strings.ReplaceAll(msg, secret, "[redacted]")
+	}
+	if strings.HasPrefix(strings.TrimSpace(msg), "<") {
+		msg = stripTags(msg)
 	}
 	msg = strings.Map(func(r rune) rune {
 		if r < 0x20 || r == 0x7f {
@@ -260,6 +265,7 @@ func CleanMessage(msg, secret string) string {
 		}
 		return r
 	}, strings.TrimSpace(msg))
+	msg = strings.Join(strings.Fields(msg), " ")
 	if len(msg) <= MaxMessageBytes {
 		return msg
 	}
@@ -268,4 +274,22 @@ func CleanMessage(msg, secret string) string {
 		cut--
 	}
 	return msg[:cut] + "…"
+}
+
+// stripTags removes <...> sequences.
+func stripTags(s string) string {
+	var b strings.Builder
+	in := false
+	for _, r := range s {
+		switch {
+		case r == '<':
+			in = true
+		case r == '>' && in:
+			in = false
+			b.WriteByte(' ')
+		case !in:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }

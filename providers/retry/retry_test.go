@@ -167,6 +167,18 @@ func TestCleanMessage(t *testing.T) {
 	}
 }
 
+func TestCleanMessageHTML(t *testing.T) {
+	for in, want := range map[string]string{
+		"<html>": "",
+		"<html>\n<body>Bad Gateway</body>\n</html>": "Bad Gateway",
+		"x <b> y": "x <b> y",
+	} {
+		if got := CleanMessage(in, ""); got != want {
+			t.Errorf("CleanMessage(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 func TestValidate(t *testing.T) {
 	err := Policy{MaxAttempts: -1, MaxRetryAfter: -1, BaseDelay: -1, MaxDelay: -1}.Validate("x: Config.Retry.")
 	for _, f := range []string{"MaxAttempts", "MaxRetryAfter", "BaseDelay", "MaxDelay"} {
