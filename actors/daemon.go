@@ -357,6 +357,41 @@ func (d *Daemon) Resolve(ctx context.Context, c Caller, taskID, approvalID strin
 	return d.taskCmd(ctx, c, taskID, &cmdResolve{approvalID: approvalID, outcome: outcome, by: c.Owner, reason: reason})
 }
 
+// ResolveApproval answers a pending approval by its id alone (the id names
+// its Task).
+func (d *Daemon) ResolveApproval(ctx context.Context, c Caller, approvalID string, approve bool, reason string) (*api.TaskMeta, error) {
+	taskID, ok := taskstate.SplitApprovalID(approvalID)
+	if !ok {
+		return nil, fmt.Errorf("%w: approval id %q: want <task id>.<call id>", ErrInvalid, approvalID)
+	}
+	return d.Resolve(ctx, c, taskID, approvalID, approve, reason)
+}
+
+// PendingApprovals returns the approval requests not yet answered that the
+// caller may see (every owner's for an operator), oldest Task first. They
+// survive restarts: a client that attaches later sees them too.
+func (d *Daemon) PendingApprovals(ctx context.Context, c Caller) ([]*api.Event, error) {
+	owner := c.Owner
+	if c.Operator {
+		owner = ""
+	}
+	return d.env.deps.Store.PendingApprovals(owner)
+}
+
+// Steer sends steering input to a running tool call (one whose tool accepts
+// steering, such as the delegate). It returns once the call took the input
+// into account, or why it could not.
+func (d *Daemon) Steer(ctx context.Context, c Caller, taskID, callID string, input json.RawMessage) error {
+	if callID == "" {
+		return fmt.Errorf("%w: call id is empty", ErrInvalid)
+	}
+	if !json.Valid(input) {
+		return fmt.Errorf("%w: steering input is not JSON", ErrInvalid)
+	}
+	_, err := d.taskCmd(ctx, c, taskID, &cmdSteer{callID: callID, input: input})
+	return err
+}
+
 func (d *Daemon) taskCmd(ctx context.Context, c Caller, taskID string, cmd any) (*api.TaskMeta, error) {
 	if err := validTaskID(taskID); err != nil {
 		return nil, err

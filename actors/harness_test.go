@@ -41,6 +41,12 @@ type harness struct {
 
 func newHarness(t testing.TB, plan fake.Plan, extra ...tools.Tool) *harness {
 	t.Helper()
+	return newHarnessWith(t, plan, nil, extra...)
+}
+
+// newHarnessWith lets the test change the daemon's options.
+func newHarnessWith(t testing.TB, plan fake.Plan, opts func(*actors.Options), extra ...tools.Tool) *harness {
+	t.Helper()
 	h := &harness{t: t, dir: t.TempDir(), blocks: newBlockRegistry()}
 	h.model = fake.NewScriptedModel("m", 8192, plan)
 	h.tools = tools.NewRegistry()
@@ -50,6 +56,9 @@ func newHarness(t testing.TB, plan fake.Plan, extra ...tools.Tool) *harness {
 		}
 	}
 	h.opts = actors.Options{WorkspaceRoot: t.TempDir(), ToolGrace: 5 * time.Second, ShutdownTimeout: 20 * time.Second}
+	if opts != nil {
+		opts(&h.opts)
+	}
 	h.start()
 	t.Cleanup(h.close)
 	return h

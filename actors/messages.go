@@ -2,10 +2,13 @@ package actors
 
 import (
 	"encoding/json"
+	"sync/atomic"
+	"time"
 
 	"lemo/actors/taskstate"
 	"lemo/api"
 	"lemo/providers"
+	"lemo/tools"
 )
 
 // reply answers a command.
@@ -109,3 +112,36 @@ type cancelTool struct{}
 
 // approvalTimeout fires when an approval's deadline passes.
 type approvalTimeout struct{ approvalID string }
+
+type cmdSteer struct {
+	callID string
+	input  json.RawMessage
+}
+
+// askApproval is sent by a running call's approval bridge to its Task.
+type askApproval struct {
+	callID   string
+	reason   string
+	deadline time.Duration
+	// requested receives the approval id once the request is durable (or
+	// an error); decided receives the decision.
+	requested chan askAck
+	decided   chan tools.Decision
+	// abandoned is set when the call stopped waiting before the request
+	// was acknowledged.
+	abandoned atomic.Bool
+}
+
+type askAck struct {
+	id  string
+	err error
+}
+
+// abandonApproval cancels a request its call no longer waits for.
+type abandonApproval struct{ approvalID string }
+
+// steerCall forwards steering input to a Tool actor.
+type steerCall struct {
+	input json.RawMessage
+	reply chan reply
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -57,6 +58,9 @@ type task struct {
 	tools    map[string]*actor.PID // running calls
 	live     map[string]json.RawMessage
 	timers   map[string]*time.Timer // approval deadlines
+	// waiters are running calls waiting for the decision of an approval
+	// they asked for.
+	waiters map[string]chan tools.Decision
 
 	// stopping is set when the daemon stops; answered once the Task told the
 	// manager it is done.
@@ -71,7 +75,8 @@ type childCrashed struct {
 }
 
 func newTask(e *env, id string, received *atomic.Uint64) *task {
-	return &task{env: e, id: id, received: received, tools: make(map[string]*actor.PID), live: make(map[string]json.RawMessage), timers: make(map[string]*time.Timer)}
+	return &task{env: e, id: id, received: received, tools: make(map[string]*actor.PID), live: make(map[string]json.RawMessage),
+		timers: make(map[string]*time.Timer), waiters: make(map[string]chan tools.Decision)}
 }
 
 var _ actor.SupervisorStrategy = (*task)(nil)
@@ -143,6 +148,10 @@ func (t *task) handle(ctx actor.Context, m any) {
 		t.onChildCrashed(ctx, m)
 	case *approvalTimeout:
 		t.onApprovalTimeout(ctx, m)
+	case *askApproval:
+		t.onAskApproval(ctx, m)
+	case *abandonApproval:
+		t.persist(ctx, t.st.CancelApproval(m.approvalID, "the call no longer waits for it"), nil, nil)
 	case *shutdown:
 		t.onShutdown(ctx, m)
 	default:
@@ -277,6 +286,9 @@ func (t *task) onAppended(ctx actor.Context, m *appended) {
 	}
 	for _, ev := range inf.events {
 		t.st.Apply(ev)
+		if ar := ev.GetApprovalResolved(); ar != nil {
+			t.approvalResolved(ar)
+		}
 	}
 	t.meta = m.meta
 	ctx.Send(t.env.hub, &hubEvents{owner: t.st.Owner, events: inf.events})
@@ -311,10 +323,7 @@ func (t *task) command(ctx actor.Context, tc *taskCommand) {
 		bodies, err = t.st.Message(c.text)
 	case *cmdPause:
 		bodies, err = t.st.Pause()
-		then = func(ctx actor.Context) {
-			t.stopCycle(ctx)
-			t.stopTimers()
-		}
+		then = t.stopCycle
 	case *cmdContinue:
 		bodies, err = t.st.Continue(c.model)
 	case *cmdCancel:
@@ -325,12 +334,12 @@ func (t *task) command(ctx actor.Context, tc *taskCommand) {
 				ctx.Send(pid, &cancelTool{})
 			}
 			t.live = make(map[string]json.RawMessage)
-			t.stopTimers()
 		}
 	case *cmdResolve:
 		bodies, err = t.st.Resolve(c.approvalID, c.outcome, c.by, c.reason)
-		id := c.approvalID
-		then = func(actor.Context) { t.stopTimer(id) }
+	case *cmdSteer:
+		t.steer(ctx, c, tc.reply)
+		return
 	default:
 		err = fmt.Errorf("%w: unknown command %T", ErrInvalid, tc.cmd)
 	}
@@ -534,7 +543,8 @@ func (t *task) startTool(ctx actor.Context, call *taskstate.Call) {
 		ctx.Send(ctx.Self(), &toolResult{callID: call.ID, err: fmt.Errorf("tool %q is no longer registered", call.Tool)})
 		return
 	}
-	tc := tools.Call{TaskID: t.id, CallID: call.ID, Owner: t.st.Owner, Workspace: t.st.Workspace, Input: call.Args}
+	tc := tools.Call{TaskID: t.id, CallID: call.ID, Owner: t.st.Owner, Workspace: t.st.Workspace, Input: call.Args,
+		Approvals: &approvalBridge{sys: ctx.ActorSystem(), task: ctx.Self(), callID: call.ID}}
 	if m := t.env.deps.Memory; m != nil {
 		tc.Memory = m.Recorder(t.st.Owner, t.id, call.ID)
 	}
@@ -594,15 +604,72 @@ func (t *task) onChildCrashed(ctx actor.Context, m *childCrashed) {
 // deadline that has none yet.
 func (t *task) armPendingApprovals(ctx actor.Context) {
 	self, sys := ctx.Self(), ctx.ActorSystem()
-	for id, callID := range t.st.Approvals {
-		c := t.st.Calls[callID]
-		if c == nil || c.Deadline.IsZero() || t.timers[id] != nil {
+	for id, a := range t.st.Approvals {
+		if a.Deadline.IsZero() || t.timers[id] != nil {
 			continue
 		}
 		apID := id
-		d := c.Deadline.Sub(t.env.now())
+		d := a.Deadline.Sub(t.env.now())
 		t.timers[id] = time.AfterFunc(max(d, 0), func() { sys.Root.Send(self, &approvalTimeout{approvalID: apID}) })
 	}
+}
+
+// approvalResolved stops the approval's timer and gives the decision to the
+// call that waits for it.
+func (t *task) approvalResolved(ar *api.ApprovalResolved) {
+	t.stopTimer(ar.GetApprovalId())
+	ch := t.waiters[ar.GetApprovalId()]
+	if ch == nil {
+		return
+	}
+	delete(t.waiters, ar.GetApprovalId())
+	d := tools.Decision{Approved: ar.GetOutcome() == api.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED, By: ar.GetBy(), Reason: ar.GetReason(),
+		Outcome: strings.ToLower(strings.TrimPrefix(ar.GetOutcome().String(), "APPROVAL_OUTCOME_"))}
+	select {
+	case ch <- d:
+	default:
+	}
+}
+
+// onAskApproval records an approval a running call asks for.
+func (t *task) onAskApproval(ctx actor.Context, m *askApproval) {
+	if m.abandoned.Load() {
+		return
+	}
+	bodies, id, err := t.st.AskDuringRun(m.callID, m.reason, m.deadline, t.env.now())
+	if err != nil {
+		m.requested <- askAck{err: err}
+		return
+	}
+	t.persist(ctx, bodies, nil, func(ctx actor.Context) {
+		if m.abandoned.Load() {
+			ctx.Send(ctx.Self(), &abandonApproval{approvalID: id})
+			return
+		}
+		t.waiters[id] = m.decided
+		m.requested <- askAck{id: id}
+		t.armPendingApprovals(ctx)
+	})
+}
+
+// steer hands steering input to a running call; the call answers the caller.
+func (t *task) steer(ctx actor.Context, c *cmdSteer, r chan reply) {
+	pid := t.tools[c.callID]
+	call := t.st.Calls[c.callID]
+	if pid == nil || call == nil {
+		replyTo(r, reply{err: fmt.Errorf("%w: call %s is not running", ErrNotFound, c.callID)})
+		return
+	}
+	reg, ok := t.env.deps.Tools.Get(call.Tool)
+	if !ok {
+		replyTo(r, reply{err: fmt.Errorf("%w: tool %s", ErrNotFound, call.Tool)})
+		return
+	}
+	if err := reg.ValidateSteer(c.input); err != nil {
+		replyTo(r, reply{err: fmt.Errorf("%w: %v", ErrInvalid, err)})
+		return
+	}
+	ctx.Send(pid, &steerCall{input: c.input, reply: r})
 }
 
 func (t *task) onApprovalTimeout(ctx actor.Context, m *approvalTimeout) {

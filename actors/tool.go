@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -33,6 +34,7 @@ type toolActor struct {
 
 	cancel context.CancelFunc
 	done   bool
+	steer  chan tools.Steering
 }
 
 func (a *toolActor) Receive(ctx actor.Context) {
@@ -40,12 +42,27 @@ func (a *toolActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		runCtx, cancel := context.WithCancel(context.Background())
 		a.cancel = cancel
+		if a.reg.Steerable() {
+			a.steer = make(chan tools.Steering, 8)
+			a.call.Steer = a.steer
+		}
 		self, sys := ctx.Self(), ctx.ActorSystem()
 		a.env.goroutine(func() {
 			sys.Root.Send(self, a.run(runCtx, sys))
 		})
 	case *toolResult:
 		a.finish(ctx, m)
+	case *steerCall:
+		if a.steer == nil {
+			replyTo(m.reply, reply{err: fmt.Errorf("%w: this tool does not accept steering", ErrInvalid)})
+			return
+		}
+		r := m.reply
+		select {
+		case a.steer <- tools.Steering{Input: m.input, Reply: func(err error) { replyTo(r, reply{err: err}) }}:
+		default:
+			replyTo(r, reply{err: fmt.Errorf("the call has %d steering inputs waiting; try again later", cap(a.steer))})
+		}
 	case *cancelTool:
 		a.cancel()
 		ctx.SetReceiveTimeout(a.env.opts.ToolGrace)
@@ -112,4 +129,36 @@ func (a *toolActor) run(ctx context.Context, sys *actor.ActorSystem) (res *toolR
 		res.untrusted = true
 	}
 	return res
+}
+
+// approvalBridge lets a running call ask its Task for approvals.
+type approvalBridge struct {
+	sys    *actor.ActorSystem
+	task   *actor.PID
+	callID string
+}
+
+// Ask implements tools.Approvals.
+func (b *approvalBridge) Ask(ctx context.Context, reason string, deadline time.Duration) (tools.Decision, error) {
+	m := &askApproval{callID: b.callID, reason: reason, deadline: deadline, requested: make(chan askAck, 1), decided: make(chan tools.Decision, 1)}
+	b.sys.Root.Send(b.task, m)
+	var ack askAck
+	select {
+	case ack = <-m.requested:
+	case <-ctx.Done():
+		// The Task checks this before and after recording the request; one
+		// it records anyway is cancelled when the call ends.
+		m.abandoned.Store(true)
+		return tools.Decision{}, ctx.Err()
+	}
+	if ack.err != nil {
+		return tools.Decision{}, ack.err
+	}
+	select {
+	case d := <-m.decided:
+		return d, nil
+	case <-ctx.Done():
+		b.sys.Root.Send(b.task, &abandonApproval{approvalID: ack.id})
+		return tools.Decision{}, ctx.Err()
+	}
 }

@@ -1813,7 +1813,12 @@ type ApprovalRequested struct {
 	CallId     string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	Reason     string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Unset: no deadline.
-	Deadline      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// Asked by the running call itself (for example a delegate agent's
+	// dialog): the decision is returned to the call, which goes on either way.
+	DuringRun bool `protobuf:"varint,5,opt,name=during_run,json=duringRun,proto3" json:"during_run,omitempty"`
+	// The tool the call belongs to, for clients listing approvals.
+	Tool          string `protobuf:"bytes,6,opt,name=tool,proto3" json:"tool,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1874,6 +1879,20 @@ func (x *ApprovalRequested) GetDeadline() *timestamppb.Timestamp {
 		return x.Deadline
 	}
 	return nil
+}
+
+func (x *ApprovalRequested) GetDuringRun() bool {
+	if x != nil {
+		return x.DuringRun
+	}
+	return false
+}
+
+func (x *ApprovalRequested) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
 }
 
 type ApprovalResolved struct {
@@ -2516,13 +2535,16 @@ const file_lemo_proto_rawDesc = "" +
 	"ToolFailed\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12,\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x18.lemo.v1.ToolFailureKindR\x04kind\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\"\x9d\x01\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\xd0\x01\n" +
 	"\x11ApprovalRequested\x12\x1f\n" +
 	"\vapproval_id\x18\x01 \x01(\tR\n" +
 	"approvalId\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x126\n" +
-	"\bdeadline\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\xa8\x01\n" +
+	"\bdeadline\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x1d\n" +
+	"\n" +
+	"during_run\x18\x05 \x01(\bR\tduringRun\x12\x12\n" +
+	"\x04tool\x18\x06 \x01(\tR\x04tool\"\xa8\x01\n" +
 	"\x10ApprovalResolved\x12\x1f\n" +
 	"\vapproval_id\x18\x01 \x01(\tR\n" +
 	"approvalId\x12\x17\n" +

@@ -14,15 +14,17 @@ import (
 //	m/<task>                           Task metadata (api.TaskMeta)
 //	s/<status:1>/<task>                status index (empty value)
 //	o/<owner>/<task>                   owner index (empty value)
+//	a/<owner>/<approval id>            pending approval (its ApprovalRequested event)
 //
 // Task ids and owners contain no '/', so "e/<task>/" is a prefix of exactly
 // one Task's events. Other packages' records (memory, indexes) use their own
 // first byte; see the files that define them.
 const (
-	prefixEvent  = 'e'
-	prefixMeta   = 'm'
-	prefixStatus = 's'
-	prefixOwner  = 'o'
+	prefixEvent    = 'e'
+	prefixMeta     = 'm'
+	prefixStatus   = 's'
+	prefixOwner    = 'o'
+	prefixApproval = 'a'
 )
 
 var formatKey = []byte("f")
@@ -62,4 +64,17 @@ func ownerPrefix(owner string) []byte {
 
 func ownerKey(owner, task string) []byte {
 	return append(ownerPrefix(owner), task...)
+}
+
+func approvalPrefix(owner string) []byte {
+	k := []byte{prefixApproval, '/'}
+	if owner == "" {
+		return k
+	}
+	k = append(k, owner...)
+	return append(k, '/')
+}
+
+func approvalKey(owner, id string) []byte {
+	return append(approvalPrefix(owner), id...)
 }

@@ -228,3 +228,30 @@ func (s *Store) Get(key []byte) ([]byte, error) {
 	})
 	return out, err
 }
+
+// PendingApprovals returns the ApprovalRequested events not yet resolved, of
+// one owner ("" for every owner), in key order.
+func (s *Store) PendingApprovals(owner string) ([]*api.Event, error) {
+	if owner != "" {
+		if err := ValidOwner(owner); err != nil {
+			return nil, err
+		}
+	}
+	var out []*api.Event
+	err := s.db.View(func(txn *badger.Txn) error {
+		prefix := approvalPrefix(owner)
+		opt := badger.DefaultIteratorOptions
+		opt.Prefix = prefix
+		it := txn.NewIterator(opt)
+		defer it.Close()
+		for it.Rewind(); it.ValidForPrefix(prefix); it.Next() {
+			ev := new(api.Event)
+			if err := it.Item().Value(func(v []byte) error { return proto.Unmarshal(v, ev) }); err != nil {
+				return fmt.Errorf("decode pending approval %q: %w", it.Item().Key(), err)
+			}
+			out = append(out, ev)
+		}
+		return nil
+	})
+	return out, err
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"lemo/api"
@@ -63,21 +64,8 @@ func closeTest(t testing.TB, ts *testStore) {
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
-func ev(task string, seq uint64, body any) *api.Event {
-	e := &api.Event{TaskId: task, Seq: seq, Time: timestamppb.New(t0.Add(time.Duration(seq) * time.Second))}
-	switch b := body.(type) {
-	case *api.TaskCreated:
-		e.Body = &api.Event_TaskCreated{TaskCreated: b}
-	case *api.UserMessage:
-		e.Body = &api.Event_UserMessage{UserMessage: b}
-	case *api.StatusChanged:
-		e.Body = &api.Event_StatusChanged{StatusChanged: b}
-	case *api.CycleStarted:
-		e.Body = &api.Event_CycleStarted{CycleStarted: b}
-	default:
-		panic(fmt.Sprintf("ev: unsupported body %T", body))
-	}
-	return e
+func ev(task string, seq uint64, body proto.Message) *api.Event {
+	return api.NewEvent(task, seq, timestamppb.New(t0.Add(time.Duration(seq)*time.Second)), body)
 }
 
 func created(task, owner string) *api.Event {
@@ -424,5 +412,25 @@ func TestNewTaskIDSortsByTime(t *testing.T) {
 	}
 	if err := ValidTaskID(a); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestPendingApprovalsIndex(t *testing.T) {
+	dir := t.TempDir()
+	st := openTest(t, dir)
+	a, b := NewTaskID(t0), NewTaskID(t0.Add(time.Millisecond))
+	mustAppend(t, st, a, created(a, "alice"), ev(a, 2, &api.ApprovalRequested{ApprovalId: a + ".call-1-1", CallId: "call-1-1"}))
+	mustAppend(t, st, b, created(b, "bob"), ev(b, 2, &api.ApprovalRequested{ApprovalId: b + ".call-1-1", CallId: "call-1-1"}),
+		ev(b, 3, &api.ApprovalRequested{ApprovalId: b + ".call-1-2", CallId: "call-1-2"}))
+	mustAppend(t, st, b, ev(b, 4, &api.ApprovalResolved{ApprovalId: b + ".call-1-1", CallId: "call-1-1"}))
+	closeTest(t, st)
+	st = openTest(t, dir)
+	all, err := st.PendingApprovals("")
+	if err != nil || len(all) != 2 {
+		t.Fatalf("all pending = %d, %v; want 2", len(all), err)
+	}
+	bobs, _ := st.PendingApprovals("bob")
+	if len(bobs) != 1 || bobs[0].GetApprovalRequested().GetApprovalId() != b+".call-1-2" || bobs[0].GetSeq() != 3 {
+		t.Fatalf("bob's pending = %v", bobs)
 	}
 }

@@ -381,6 +381,18 @@ func stage(txn *badger.Txn, st staged) error {
 				return err
 			}
 		}
+		for i, ev := range req.events {
+			var err error
+			switch b := ev.Body.(type) {
+			case *api.Event_ApprovalRequested:
+				err = txn.Set(approvalKey(meta.GetOwner(), b.ApprovalRequested.GetApprovalId()), req.raw[i])
+			case *api.Event_ApprovalResolved:
+				err = txn.Delete(approvalKey(meta.GetOwner(), b.ApprovalResolved.GetApprovalId()))
+			}
+			if err != nil {
+				return err
+			}
+		}
 	}
 	for _, kv := range req.extra {
 		var err error

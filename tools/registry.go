@@ -39,6 +39,18 @@ type Registered struct {
 	input     *Schema
 	state     *Schema
 	result    *Schema
+	steer     *Schema
+}
+
+// Steerable reports whether the tool's running calls accept steering.
+func (r *Registered) Steerable() bool { return r.steer != nil }
+
+// ValidateSteer checks a steering input against the tool's steer schema.
+func (r *Registered) ValidateSteer(input json.RawMessage) error {
+	if r.steer == nil {
+		return &ValidationError{What: "steering input", Detail: "this tool does not accept steering"}
+	}
+	return r.steer.Validate("steering input", input)
 }
 
 // ValidateInput checks a call's arguments against the input schema.
@@ -99,6 +111,11 @@ func (r *Registry) Register(t Tool) error {
 	}
 	if s := t.StateSchema(); len(s) > 0 {
 		if reg.state, err = CompileSchema(name+" state", s); err != nil {
+			return err
+		}
+	}
+	if st, ok := t.(Steerable); ok {
+		if reg.steer, err = CompileSchema(name+" steer", st.SteerSchema()); err != nil {
 			return err
 		}
 	}

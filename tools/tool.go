@@ -52,6 +52,44 @@ type Call struct {
 	// Memory records explicit facts with this call as their source; nil
 	// when the daemon runs without memory.
 	Memory MemoryRecorder
+	// Approvals asks a person to approve something the running call is about
+	// to do; nil when the daemon cannot ask.
+	Approvals Approvals
+	// Steer delivers steering input that clients send to this running call,
+	// for tools that implement Steerable; nil otherwise. The tool answers
+	// each Steering once.
+	Steer <-chan Steering
+}
+
+// Approvals lets a running call ask for a person's decision. The request is
+// durable and announced to clients like any approval.
+type Approvals interface {
+	// Ask blocks until the request is decided, times out (deadline > 0),
+	// is cancelled (the Task paused or cancelled), or ctx ends; ending ctx
+	// cancels the request (the caller abandoned it).
+	Ask(ctx context.Context, reason string, deadline time.Duration) (Decision, error)
+}
+
+// Decision is the answer to an approval request.
+type Decision struct {
+	Approved bool
+	// Outcome is "approved", "denied", "timed_out" or "cancelled".
+	Outcome string
+	By      string
+	Reason  string
+}
+
+// Steering is one steering input for a running call. The tool calls Reply
+// exactly once: nil once the input was taken into account, else why not.
+type Steering struct {
+	Input json.RawMessage
+	Reply func(error)
+}
+
+// Steerable is implemented by tools whose running calls accept steering.
+type Steerable interface {
+	// SteerSchema is the JSON Schema of steering inputs.
+	SteerSchema() json.RawMessage
 }
 
 // MemoryRecorder records an explicit fact. The daemon fills in the source

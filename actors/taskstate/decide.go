@@ -148,17 +148,68 @@ func (s *State) closeCycle(why string) []proto.Message {
 	return []proto.Message{&api.CycleFinished{Cycle: s.Cycle, Outcome: api.CycleOutcome_CYCLE_OUTCOME_CANCELLED, Error: why}}
 }
 
-// cancelApprovals resolves every pending approval as cancelled and closes
-// its call as not approved.
+// cancelApprovals resolves every pending approval as cancelled; a call that
+// waited for one to start is closed as not approved (a running call gets the
+// cancellation as its decision).
 func (s *State) cancelApprovals(why string) []proto.Message {
 	var out []proto.Message
 	for _, id := range s.sortedApprovals() {
-		call := s.Approvals[id]
-		out = append(out,
-			&api.ApprovalResolved{ApprovalId: id, CallId: call, Outcome: api.ApprovalOutcome_APPROVAL_OUTCOME_CANCELLED, Reason: why},
-			&api.ToolFailed{CallId: call, Kind: api.ToolFailureKind_TOOL_FAILURE_KIND_NOT_APPROVED, Message: "not executed: approval cancelled (" + why + ")"})
+		a := s.Approvals[id]
+		out = append(out, &api.ApprovalResolved{ApprovalId: id, CallId: a.CallID, Outcome: api.ApprovalOutcome_APPROVAL_OUTCOME_CANCELLED, Reason: why})
+		if !a.DuringRun {
+			out = append(out, &api.ToolFailed{CallId: a.CallID, Kind: api.ToolFailureKind_TOOL_FAILURE_KIND_NOT_APPROVED, Message: "not executed: approval cancelled (" + why + ")"})
+		}
 	}
 	return out
+}
+
+// cancelRunApprovals cancels the pending approvals a running call asked for.
+func (s *State) cancelRunApprovals(callID, why string) []proto.Message {
+	var out []proto.Message
+	for _, id := range s.sortedApprovals() {
+		if a := s.Approvals[id]; a.CallID == callID && a.DuringRun {
+			out = append(out, &api.ApprovalResolved{ApprovalId: id, CallId: callID, Outcome: api.ApprovalOutcome_APPROVAL_OUTCOME_CANCELLED, Reason: why})
+		}
+	}
+	return out
+}
+
+// afterApprovals returns the Task to running once the last pending approval
+// is resolved by bodies that resolve n approvals.
+func (s *State) afterApprovals(n int) []proto.Message {
+	if n > 0 && n == len(s.Approvals) && s.Status == api.TaskStatus_TASK_STATUS_AWAITING_APPROVAL {
+		return []proto.Message{&api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_RUNNING, Detail: "approvals answered"}}
+	}
+	return nil
+}
+
+// AskDuringRun records an approval requested by a running call and returns
+// its id.
+func (s *State) AskDuringRun(callID, reason string, deadline time.Duration, now time.Time) ([]proto.Message, string, error) {
+	c, ok := s.Calls[callID]
+	if !ok || !c.Started {
+		return nil, "", fmt.Errorf("%w: running call %q", ErrNotFound, callID)
+	}
+	id := fmt.Sprintf("%s.%d", ApprovalID(s.TaskID, c.ID), c.Asked+1)
+	ar := &api.ApprovalRequested{ApprovalId: id, CallId: c.ID, Reason: reason, DuringRun: true, Tool: c.Tool}
+	if deadline > 0 {
+		ar.Deadline = timestamppb.New(now.Add(deadline))
+	}
+	out := []proto.Message{ar}
+	if s.Status == api.TaskStatus_TASK_STATUS_RUNNING {
+		out = append(out, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_AWAITING_APPROVAL, Detail: "waiting for approval in " + c.Tool})
+	}
+	return out, id, nil
+}
+
+// CancelApproval cancels one pending approval a running call abandoned.
+func (s *State) CancelApproval(id, why string) []proto.Message {
+	a, ok := s.Approvals[id]
+	if !ok || !a.DuringRun {
+		return nil
+	}
+	out := []proto.Message{&api.ApprovalResolved{ApprovalId: id, CallId: a.CallID, Outcome: api.ApprovalOutcome_APPROVAL_OUTCOME_CANCELLED, Reason: why}}
+	return append(out, s.afterApprovals(1)...)
 }
 
 func (s *State) sortedApprovals() []string {
@@ -170,14 +221,23 @@ func (s *State) sortedApprovals() []string {
 	return ids
 }
 
-// Resolve answers a pending approval. A denial or timeout closes the call as
-// not approved; the Task returns to running once nothing awaits approval.
+// Resolve answers a pending approval. A denial or timeout of an approval
+// that a call waited for to start closes the call as not approved (one asked
+// by a running call is only answered); the Task returns to running once
+// nothing awaits approval.
 func (s *State) Resolve(approvalID string, outcome api.ApprovalOutcome, by, reason string) ([]proto.Message, error) {
-	call, ok := s.Approvals[approvalID]
+	a, ok := s.Approvals[approvalID]
 	if !ok {
-		return nil, fmt.Errorf("%w: approval %q", ErrNotFound, approvalID)
+		return nil, fmt.Errorf("%w: approval %q (it may have been answered, timed out or cancelled)", ErrNotFound, approvalID)
 	}
+	call := a.CallID
 	out := []proto.Message{&api.ApprovalResolved{ApprovalId: approvalID, CallId: call, Outcome: outcome, By: by, Reason: reason}}
+	switch {
+	case outcome != api.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED && outcome != api.ApprovalOutcome_APPROVAL_OUTCOME_DENIED && outcome != api.ApprovalOutcome_APPROVAL_OUTCOME_TIMED_OUT:
+		return nil, fmt.Errorf("task: resolve approval %q: outcome %v is not a decision", approvalID, outcome)
+	case a.DuringRun:
+		return append(out, s.afterApprovals(1)...), nil
+	}
 	switch outcome {
 	case api.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED:
 	case api.ApprovalOutcome_APPROVAL_OUTCOME_DENIED:
@@ -188,13 +248,8 @@ func (s *State) Resolve(approvalID string, outcome api.ApprovalOutcome, by, reas
 		out = append(out, &api.ToolFailed{CallId: call, Kind: api.ToolFailureKind_TOOL_FAILURE_KIND_NOT_APPROVED, Message: msg})
 	case api.ApprovalOutcome_APPROVAL_OUTCOME_TIMED_OUT:
 		out = append(out, &api.ToolFailed{CallId: call, Kind: api.ToolFailureKind_TOOL_FAILURE_KIND_NOT_APPROVED, Message: "not executed: the approval timed out"})
-	default:
-		return nil, fmt.Errorf("task: resolve approval %q: outcome %v is not a decision", approvalID, outcome)
 	}
-	if len(s.Approvals) == 1 && s.Status == api.TaskStatus_TASK_STATUS_AWAITING_APPROVAL {
-		out = append(out, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_RUNNING, Detail: "approvals answered"})
-	}
-	return out, nil
+	return append(out, s.afterApprovals(1)...), nil
 }
 
 // ResolvedCall is one tool call of a model answer, resolved against the
@@ -303,16 +358,20 @@ type ToolOutcome struct {
 	Untrusted   bool
 }
 
-// ToolDone records the end of a call. A report for a call that is no longer
-// open is dropped: nil.
+// ToolDone records the end of a call; approvals it still waited for are
+// cancelled. A report for a call that is no longer open is dropped: nil.
 func (s *State) ToolDone(o ToolOutcome) []proto.Message {
 	if _, ok := s.Calls[o.CallID]; !ok {
 		return nil
 	}
+	out := s.cancelRunApprovals(o.CallID, "the call ended")
+	n := len(out)
 	if o.Failed {
-		return []proto.Message{&api.ToolFailed{CallId: o.CallID, Kind: o.Kind, Message: o.Message}}
+		out = append(out, &api.ToolFailed{CallId: o.CallID, Kind: o.Kind, Message: o.Message})
+	} else {
+		out = append(out, &api.ToolResult{CallId: o.CallID, Retained: o.Retained != nil, RetainedOutput: o.Retained, OutputBytes: uint64(o.OutputBytes), Untrusted: o.Untrusted})
 	}
-	return []proto.Message{&api.ToolResult{CallId: o.CallID, Retained: o.Retained != nil, RetainedOutput: o.Retained, OutputBytes: uint64(o.OutputBytes), Untrusted: o.Untrusted}}
+	return append(out, s.afterApprovals(n)...)
 }
 
 // Recover returns the events that close what a previous incarnation of the
@@ -325,16 +384,17 @@ func (s *State) Recover(now time.Time) []proto.Message {
 	out = append(out, s.closeCycle("interrupted: the daemon or the task stopped during the model call")...)
 	for _, c := range s.OpenCalls() {
 		if c.Started {
+			out = append(out, s.cancelRunApprovals(c.ID, "the call's outcome is unknown")...)
 			out = append(out, &api.ToolFailed{CallId: c.ID, Kind: api.ToolFailureKind_TOOL_FAILURE_KIND_OUTCOME_UNKNOWN,
 				Message: "outcome unknown: execution started but no result was recorded (the daemon or the task stopped while it ran); it was not re-executed"})
 		}
 	}
 	for _, id := range s.sortedApprovals() {
-		c := s.Calls[s.Approvals[id]]
-		if c != nil && !c.Deadline.IsZero() && !now.Before(c.Deadline) {
+		a := s.Approvals[id]
+		if !a.DuringRun && !a.Deadline.IsZero() && !now.Before(a.Deadline) {
 			out = append(out,
-				&api.ApprovalResolved{ApprovalId: id, CallId: c.ID, Outcome: api.ApprovalOutcome_APPROVAL_OUTCOME_TIMED_OUT, Reason: "deadline passed while the daemon was down"},
-				&api.ToolFailed{CallId: c.ID, Kind: api.ToolFailureKind_TOOL_FAILURE_KIND_NOT_APPROVED, Message: "not executed: the approval timed out"})
+				&api.ApprovalResolved{ApprovalId: id, CallId: a.CallID, Outcome: api.ApprovalOutcome_APPROVAL_OUTCOME_TIMED_OUT, Reason: "deadline passed while the daemon was down"},
+				&api.ToolFailed{CallId: a.CallID, Kind: api.ToolFailureKind_TOOL_FAILURE_KIND_NOT_APPROVED, Message: "not executed: the approval timed out"})
 		}
 	}
 	if s.Running() {
@@ -439,7 +499,7 @@ func (s *State) Next(o NextOptions) Step {
 				return Step{Kind: StepReject, Call: c, Bodies: []proto.Message{&api.ToolFailed{CallId: c.ID, Kind: api.ToolFailureKind_TOOL_FAILURE_KIND_NOT_APPROVED, Message: "not executed: denied by policy: " + need.Reason}}}
 			}
 			if need.Required {
-				ar := &api.ApprovalRequested{ApprovalId: ApprovalID(s.TaskID, c.ID), CallId: c.ID, Reason: need.Reason}
+				ar := &api.ApprovalRequested{ApprovalId: ApprovalID(s.TaskID, c.ID), CallId: c.ID, Reason: need.Reason, Tool: c.Tool}
 				if need.Deadline > 0 {
 					ar.Deadline = timestamppb.New(o.Now.Add(need.Deadline))
 				}

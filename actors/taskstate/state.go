@@ -20,12 +20,24 @@ type Call struct {
 	Seq uint64
 	// Started: its execution-started record is durable.
 	Started bool
-	// Approval is the id of a pending approval request, "" when none.
+	// Approval is the id of its pending approval request before it runs,
+	// "" when none.
 	Approval string
 	// Approved: a person approved it (it may start).
 	Approved bool
-	// Deadline ends a pending approval; zero means none.
+	// Asked counts the approvals requested for the call so far.
+	Asked int
+}
+
+// Approval is a pending approval request.
+type Approval struct {
+	ID     string
+	CallID string
+	Tool   string
+	// Deadline ends it; zero means none.
 	Deadline time.Time
+	// DuringRun: asked by the running call; the decision goes back to it.
+	DuringRun bool
 }
 
 // State is a Task folded from its history.
@@ -62,13 +74,13 @@ type State struct {
 	// Calls are the open tool calls; Order keeps their record order.
 	Calls map[string]*Call
 	Order []string
-	// Approvals maps pending approval ids to their call ids.
-	Approvals map[string]string
+	// Approvals are the pending approval requests by id.
+	Approvals map[string]*Approval
 }
 
 // New returns the state of a Task with no history.
 func New() *State {
-	return &State{Calls: make(map[string]*Call), Approvals: make(map[string]string)}
+	return &State{Calls: make(map[string]*Call), Approvals: make(map[string]*Approval)}
 }
 
 // Exists reports whether the Task has been created.
@@ -151,12 +163,15 @@ func (s *State) Apply(ev *api.Event) {
 	case *api.Event_ApprovalRequested:
 		ar := b.ApprovalRequested
 		if c, ok := s.Calls[ar.GetCallId()]; ok {
-			c.Approval = ar.GetApprovalId()
-			c.Deadline = time.Time{}
+			a := &Approval{ID: ar.GetApprovalId(), CallID: c.ID, Tool: c.Tool, DuringRun: ar.GetDuringRun()}
 			if ar.GetDeadline() != nil {
-				c.Deadline = ar.GetDeadline().AsTime()
+				a.Deadline = ar.GetDeadline().AsTime()
 			}
-			s.Approvals[ar.GetApprovalId()] = ar.GetCallId()
+			s.Approvals[a.ID] = a
+			c.Asked++
+			if !a.DuringRun {
+				c.Approval = a.ID
+			}
 		}
 	case *api.Event_ApprovalResolved:
 		ar := b.ApprovalResolved
@@ -180,12 +195,13 @@ func (s *State) Apply(ev *api.Event) {
 }
 
 func (s *State) closeCall(id string) {
-	c, ok := s.Calls[id]
-	if !ok {
+	if _, ok := s.Calls[id]; !ok {
 		return
 	}
-	if c.Approval != "" {
-		delete(s.Approvals, c.Approval)
+	for aid, a := range s.Approvals {
+		if a.CallID == id {
+			delete(s.Approvals, aid)
+		}
 	}
 	delete(s.Calls, id)
 	for i, o := range s.Order {
