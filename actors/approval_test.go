@@ -31,8 +31,10 @@ func (guardedTool) Approval(in json.RawMessage) tools.Approval {
 // askTool asks for approval while it runs and returns the decision.
 type askTool struct{ echoTool }
 
-func (askTool) Name() string                  { return "test.ask" }
-func (askTool) ResultSchema() json.RawMessage { return json.RawMessage(`{"type":"object","required":["outcome"]}`) }
+func (askTool) Name() string { return "test.ask" }
+func (askTool) ResultSchema() json.RawMessage {
+	return json.RawMessage(`{"type":"object","required":["outcome"]}`)
+}
 func (askTool) Execute(ctx context.Context, c tools.Call, emit tools.Emit) (json.RawMessage, error) {
 	d, err := c.Approvals.Ask(ctx, "may I delete the branch?", 0)
 	if err != nil {
@@ -44,9 +46,11 @@ func (askTool) Execute(ctx context.Context, c tools.Call, emit tools.Emit) (json
 // steerTool runs until it is steered with "stop", and returns what it got.
 type steerTool struct{ echoTool }
 
-func (steerTool) Name() string                  { return "test.steer" }
-func (steerTool) SteerSchema() json.RawMessage  { return textInput }
-func (steerTool) ResultSchema() json.RawMessage { return json.RawMessage(`{"type":"object","required":["got"]}`) }
+func (steerTool) Name() string                 { return "test.steer" }
+func (steerTool) SteerSchema() json.RawMessage { return textInput }
+func (steerTool) ResultSchema() json.RawMessage {
+	return json.RawMessage(`{"type":"object","required":["got"]}`)
+}
 func (steerTool) Execute(ctx context.Context, c tools.Call, emit tools.Emit) (json.RawMessage, error) {
 	var got []string
 	for {
