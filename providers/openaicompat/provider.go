@@ -203,8 +203,24 @@ func New(o Options) (*Provider, error) {
 // Name returns the registry name.
 func (p *Provider) Name() string { return p.opts.Name }
 
-// Models lists the usable models, from the cache when it is fresh.
+// Models lists the usable models of the allow-list, from the cache when
+// it is fresh.
 func (p *Provider) Models(ctx context.Context) ([]providers.ModelInfo, error) {
+	all, err := p.all(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]providers.ModelInfo, 0, len(all))
+	for _, m := range all {
+		if p.allowed(m.Name) {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// all returns every usable model, cached for CacheTTL.
+func (p *Provider) all(ctx context.Context) ([]providers.ModelInfo, error) {
 	p.mu.Lock()
 	if p.cached != nil && p.opts.CacheTTL > 0 && time.Since(p.cachedAt) < p.opts.CacheTTL {
 		ms := slices.Clone(p.cached)
@@ -260,7 +276,7 @@ func (p *Provider) discover(ctx context.Context) ([]providers.ModelInfo, error) 
 	seen := make(map[string]bool, len(found))
 	var out []providers.ModelInfo
 	for _, d := range found {
-		if d.Name == "" || seen[d.Name] || !p.allowed(d.Name) {
+		if d.Name == "" || seen[d.Name] {
 			continue
 		}
 		if p.opts.Hooks.Usable != nil {
@@ -317,7 +333,7 @@ func (p *Provider) Model(ctx context.Context, name string) (providers.Model, err
 			return nil, p.notFound(fmt.Sprintf("model %q cannot be used: %s", name, why))
 		}
 	}
-	ms, err := p.Models(ctx)
+	ms, err := p.all(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -191,3 +191,18 @@ func TestErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestAllowListedVariant(t *testing.T) {
+	s := fake.StartServer(t, fake.Options{Flavor: fake.FlavorOpenRouter})
+	p := newProvider(t, Config{BaseURL: s.URL(), APIKey: "k", Models: []string{"openai/gpt-4o:nitro"}})
+	if _, err := p.Model(context.Background(), "openai/gpt-4o:nitro"); err != nil {
+		t.Fatalf("Model(allow-listed variant) = %v", err)
+	}
+	if _, err := p.Model(context.Background(), "openai/gpt-4o"); providers.ClassOf(err) != providers.ClassModelNotFound {
+		t.Fatalf("Model(base outside the allow-list) = %v, want model_not_found", err)
+	}
+	ms, err := p.Models(context.Background())
+	if err != nil || len(ms) != 0 {
+		t.Fatalf("Models() = %v, %v; want none (the variant is not listed)", ms, err)
+	}
+}
