@@ -32,7 +32,8 @@ type capture struct {
 	headMax int
 	tail    []byte // the last tailMax bytes (up to twice that between trims)
 	tailMax int
-	live    bytes.Buffer
+	live    [][]byte // the live copy in chunks: no regrowing of one huge buffer
+	liveLen int
 	dropped int64
 	budget  *liveBudget
 }
@@ -53,10 +54,22 @@ func (c *capture) Write(p []byte) (int, error) {
 		c.tail = append(c.tail[:0], c.tail[len(c.tail)-c.tailMax:]...)
 	}
 	n := c.budget.take(len(p))
-	c.live.Write(p[:n])
 	c.dropped += int64(len(p) - n)
+	for keep := p[:n]; len(keep) > 0; {
+		if len(c.live) == 0 || len(c.live[len(c.live)-1]) == cap(c.live[len(c.live)-1]) {
+			c.live = append(c.live, make([]byte, 0, liveChunk))
+		}
+		last := &c.live[len(c.live)-1]
+		k := min(len(keep), cap(*last)-len(*last))
+		*last = append(*last, keep[:k]...)
+		keep = keep[k:]
+	}
+	c.liveLen += n
 	return len(p), nil
 }
+
+// liveChunk is the size of the chunks holding the live copy.
+const liveChunk = 256 << 10
 
 // lastLineMax bounds the last line reported in state updates.
 const lastLineMax = 200
@@ -108,7 +121,12 @@ func (c *capture) view() (s string, excerpted bool) {
 func (c *capture) whole() (string, int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.live.String(), c.dropped
+	var b strings.Builder
+	b.Grow(c.liveLen)
+	for _, chunk := range c.live {
+		b.Write(chunk)
+	}
+	return b.String(), c.dropped
 }
 
 // trimPartialRune drops a UTF-8 sequence cut short at the end of b.
