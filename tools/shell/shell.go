@@ -154,7 +154,9 @@ type Result struct {
 	Excerpt          string      `json:"excerpt,omitempty"`
 }
 
-// LiveOutput is the whole output of a run, kept only in the live result.
+// LiveOutput is the whole output of a run, kept only in the live result:
+// everything up to MaxLiveBytes (stdout and stderr share the budget, in the
+// order the bytes arrived); DroppedBytes counts what came after.
 type LiveOutput struct {
 	Stdout       string `json:"stdout"`
 	Stderr       string `json:"stderr"`
@@ -226,7 +228,7 @@ func (t *Tool) Execute(ctx context.Context, call tools.Call, emit tools.Emit) (j
 		live.DroppedBytes = d1 + d2
 		out.Live = live
 		if live.DroppedBytes > 0 {
-			out.Note = fmt.Sprintf("the output was larger than the %d bytes kept live; %d bytes in the middle were dropped", t.cfg.MaxLiveBytes, live.DroppedBytes)
+			out.Note = fmt.Sprintf("the output was larger than the %d bytes kept live: live has the first %d bytes, the %d after them were dropped (stdout and stderr above still end with the true tail)", t.cfg.MaxLiveBytes, t.cfg.MaxLiveBytes, live.DroppedBytes)
 		}
 	}
 	if res.outputHeld {
