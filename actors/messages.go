@@ -100,8 +100,11 @@ type cycleResult struct {
 
 // toolResult is a tool call's outcome, sent by the Tool actor to its Task.
 type toolResult struct {
-	callID    string
-	output    json.RawMessage
+	callID string
+	output json.RawMessage
+	// presented is what the model sees of output (the output itself unless
+	// the tool is a tools.Presenter).
+	presented json.RawMessage
 	retained  json.RawMessage
 	untrusted bool
 	err       error

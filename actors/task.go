@@ -56,8 +56,10 @@ type task struct {
 	cycle    *actor.PID
 	cycleNum uint32
 	tools    map[string]*actor.PID // running calls
-	live     map[string]json.RawMessage
-	timers   map[string]*time.Timer // approval deadlines
+	// live holds the live results: the full outputs, and what the model
+	// sees of them.
+	live   map[string]liveResult
+	timers map[string]*time.Timer // approval deadlines
 	// waiters are running calls waiting for the decision of an approval
 	// they asked for.
 	waiters map[string]chan tools.Decision
@@ -68,6 +70,11 @@ type task struct {
 	answered bool
 }
 
+// liveResult is a call's full output and the model's view of it.
+type liveResult struct {
+	output, presented json.RawMessage
+}
+
 // childCrashed reports a Cycle or Tool actor that panicked in Receive.
 type childCrashed struct {
 	pid    *actor.PID
@@ -75,7 +82,7 @@ type childCrashed struct {
 }
 
 func newTask(e *env, id string, received *atomic.Uint64) *task {
-	return &task{env: e, id: id, received: received, tools: make(map[string]*actor.PID), live: make(map[string]json.RawMessage),
+	return &task{env: e, id: id, received: received, tools: make(map[string]*actor.PID), live: make(map[string]liveResult),
 		timers: make(map[string]*time.Timer), waiters: make(map[string]chan tools.Decision)}
 }
 
@@ -333,7 +340,7 @@ func (t *task) command(ctx actor.Context, tc *taskCommand) {
 			for _, pid := range t.tools {
 				ctx.Send(pid, &cancelTool{})
 			}
-			t.live = make(map[string]json.RawMessage)
+			t.live = make(map[string]liveResult)
 		}
 	case *cmdResolve:
 		bodies, err = t.st.Resolve(c.approvalID, c.outcome, c.by, c.reason)
@@ -368,7 +375,7 @@ func (t *task) reconcile(ctx actor.Context) {
 		n := step.Cycle
 		t.persist(ctx, step.Bodies, nil, func(ctx actor.Context) { t.startCycle(ctx, n) })
 	case taskstate.StepFinish:
-		t.persist(ctx, step.Bodies, nil, func(actor.Context) { t.live = make(map[string]json.RawMessage) })
+		t.persist(ctx, step.Bodies, nil, func(actor.Context) { t.live = make(map[string]liveResult) })
 	default:
 		t.persist(ctx, step.Bodies, nil, nil)
 	}
@@ -417,7 +424,7 @@ func (t *task) startCycle(ctx actor.Context, n uint32) {
 	}
 	live := make(map[string]json.RawMessage, len(t.live))
 	for k, v := range t.live {
-		live[k] = v
+		live[k] = v.presented
 	}
 	c := &cycleActor{env: t.env, task: t.id, owner: t.st.Owner, n: n, model: t.st.Model, specs: specs, live: live}
 	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return c }), fmt.Sprintf("cycle-%d", n))
@@ -581,8 +588,8 @@ func (t *task) onToolResult(ctx actor.Context, m *toolResult) {
 		if m.err != nil || t.st.Terminal() || t.stopping != nil {
 			return
 		}
-		t.live[m.callID] = m.output
-		ctx.Send(t.env.hub, &hubDelta{owner: t.st.Owner, delta: &api.Delta{TaskId: t.id, Kind: api.DeltaKind_DELTA_KIND_TOOL_OUTPUT, CallId: m.callID, Data: m.output, AfterSeq: t.st.LastSeq}})
+		t.live[m.callID] = liveResult{output: m.output, presented: m.presented}
+		ctx.Send(t.env.hub, &hubDelta{owner: t.st.Owner, delta: &api.Delta{TaskId: t.id, Kind: api.DeltaKind_DELTA_KIND_TOOL_OUTPUT, CallId: m.callID, Data: m.presented, AfterSeq: t.st.LastSeq}})
 	})
 }
 

@@ -46,12 +46,19 @@ func (a *toolActor) Receive(ctx actor.Context) {
 			a.steer = make(chan tools.Steering, 8)
 			a.call.Steer = a.steer
 		}
+		a.call.Sessions = &sessionHost{sys: ctx.ActorSystem(), tool: ctx.Self()}
 		self, sys := ctx.Self(), ctx.ActorSystem()
 		a.env.goroutine(func() {
 			sys.Root.Send(self, a.run(runCtx, sys))
 		})
 	case *toolResult:
 		a.finish(ctx, m)
+	case *startSession:
+		if a.done {
+			m.reply <- startSessionReply{err: errors.New("the call has ended")}
+			return
+		}
+		spawnSession(ctx, a.env, m)
 	case *steerCall:
 		if a.steer == nil {
 			replyTo(m.reply, reply{err: fmt.Errorf("%w: this tool does not accept steering", ErrInvalid)})
@@ -71,6 +78,14 @@ func (a *toolActor) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		a.cancel()
 	}
+}
+
+var _ actor.SupervisorStrategy = (*toolActor)(nil)
+
+// HandleFailure stops a session that crashed; sessions are never restarted.
+func (a *toolActor) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason interface{}, message interface{}) {
+	a.env.log.Error().Str("session", child.Id).Interface("reason", reason).Msg("tool session crashed; stopped")
+	sup.StopChildren(child)
 }
 
 func (a *toolActor) finish(ctx actor.Context, r *toolResult) {
@@ -123,7 +138,10 @@ func (a *toolActor) run(ctx context.Context, sys *actor.ActorSystem) (res *toolR
 		res.err = err
 		return res
 	}
-	res.output = out
+	res.output, res.presented = out, out
+	if p, ok := a.reg.Tool.(tools.Presenter); ok {
+		res.presented = p.Present(out)
+	}
 	res.retained = a.reg.Tool.Retain(out, a.call.Input)
 	if u, ok := a.reg.Tool.(tools.Untrusted); ok && u.Untrusted() {
 		res.untrusted = true

@@ -394,7 +394,8 @@ const (
 	DeltaKind_DELTA_KIND_TEXT        DeltaKind = 1
 	DeltaKind_DELTA_KIND_REASONING   DeltaKind = 2
 	DeltaKind_DELTA_KIND_TOOL_STATE  DeltaKind = 3
-	// The full live output of a finished tool call (never stored).
+	// The live output of a finished tool call as the model sees it (never
+	// stored).
 	DeltaKind_DELTA_KIND_TOOL_OUTPUT DeltaKind = 4
 	// A Cycle assembled its input (summary in input).
 	DeltaKind_DELTA_KIND_INPUT DeltaKind = 5

@@ -59,6 +59,35 @@ type Call struct {
 	// for tools that implement Steerable; nil otherwise. The tool answers
 	// each Steering once.
 	Steer <-chan Steering
+	// Sessions hosts long-lived sessions of this call (a delegate agent's
+	// process) as child actors of the call: visible in the actor tree,
+	// never restarted, and stopped when the call ends.
+	Sessions SessionHost
+}
+
+// SessionHost starts sessions under a running call.
+type SessionHost interface {
+	// Start runs s as a child of the call named name ([a-z0-9_.-]).
+	Start(name string, s Session) (SessionHandle, error)
+}
+
+// Session is a long-lived piece of a call with resources of its own (a
+// process and its pipes). Run owns them: it must release them and return
+// promptly once ctx ends, which happens when its actor stops for any reason.
+type Session interface {
+	Run(ctx context.Context, inbox <-chan any) error
+}
+
+// SessionHandle controls a started session.
+type SessionHandle interface {
+	// Send queues msg for the session's inbox; false when the session ended
+	// or its inbox is full.
+	Send(msg any) bool
+	// Done is closed when Run returned; Err then says how.
+	Done() <-chan struct{}
+	Err() error
+	// Stop stops the session's actor (ending Run's context).
+	Stop()
 }
 
 // Approvals lets a running call ask for a person's decision. The request is
@@ -122,6 +151,14 @@ type Approval struct {
 // Approver is implemented by tools whose calls may need approval by input.
 type Approver interface {
 	Approval(input json.RawMessage) Approval
+}
+
+// Presenter is implemented by tools whose full output holds more than the
+// model should see (a shell run's whole output besides its head and tail).
+// Present returns the model's view of a live output; the full output stays
+// the live result. Without it the model sees the whole output.
+type Presenter interface {
+	Present(output json.RawMessage) json.RawMessage
 }
 
 // Untrusted is implemented by tools whose output comes from outside the

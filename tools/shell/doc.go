@@ -28,8 +28,8 @@
 // and total byte counts; "truncated" says so. Only then the result also has
 // "live": the whole output up to MaxLiveBytes (default 64 MiB for both
 // streams together; later bytes are counted in dropped_bytes and the note
-// says so). Whoever assembles the model's input must leave "live" out: the
-// Tool contract has no way yet for a tool to name its model view. Retain
+// says so). Present (tools.Presenter) gives the model the result without
+// "live"; the whole output stays the live result. Retain
 // drops "live" and keeps the rest within
 // RetainBytes (default 8 KiB), shortening stdout and stderr to head and tail
 // and saying so in "excerpt". Exit code (-1 when a signal ended the shell,

@@ -147,6 +147,13 @@ func (h *harness) run(ctx context.Context, input any, onState func(state)) (*Res
 	if bytes.Contains(kept, []byte(`"live"`)) {
 		h.t.Fatalf("retained part holds the live output: %.300s", kept)
 	}
+	shown := h.tool.Present(out)
+	if bytes.Contains(shown, []byte(`"live"`)) {
+		h.t.Fatalf("the model's view holds the live output: %.300s", shown)
+	}
+	if err := h.rt.ValidateOutput(shown); err != nil {
+		h.t.Fatalf("the model's view does not match the result schema: %v\n%s", err, shown)
+	}
 	var r Result
 	if err := json.Unmarshal(out, &r); err != nil {
 		h.t.Fatal(err)

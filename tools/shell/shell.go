@@ -249,6 +249,21 @@ func join(a, b string) string {
 
 // Retain keeps the exit status, counts and a bounded excerpt of stdout and
 // stderr (at most RetainBytes of JSON), never the live copy.
+// Present implements tools.Presenter: the model sees the result without
+// "live" (stdout and stderr are already bounded to head and tail).
+func (t *Tool) Present(output json.RawMessage) json.RawMessage {
+	var r Result
+	if err := json.Unmarshal(output, &r); err != nil || r.Live == nil {
+		return output
+	}
+	r.Live = nil
+	b, err := json.Marshal(&r)
+	if err != nil {
+		return output
+	}
+	return b
+}
+
 func (t *Tool) Retain(output, _ json.RawMessage) json.RawMessage {
 	var r Result
 	if err := json.Unmarshal(output, &r); err != nil {
@@ -301,3 +316,5 @@ func excerpt(s string, head, tail int) string {
 }
 
 func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+var _ tools.Presenter = (*Tool)(nil)

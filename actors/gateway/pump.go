@@ -1,0 +1,282 @@
+package gateway
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/protobuf/proto"
+
+	"lemo/actors"
+	"lemo/api"
+)
+
+// snapshotPage is how many events a subscription reads from history at a
+// time.
+const snapshotPage = 256
+
+// pump streams one subscription to its client. It registers with the hub
+// first, then replays history from the requested seqs, then forwards live
+// updates, dropping events it already sent: the client sees every event
+// once, in order. It sends only while the client has credit (Acks return
+// it); without credit it queues, and a client that lets the queue pass its
+// bound is told it fell behind and the subscription ends. The hub is never
+// slowed: the pump always drains it.
+type pump struct {
+	g     *Gateway
+	s     *session
+	reqID uint64
+	req   *api.SubscribeRequest
+
+	acked atomic.Int64
+	kick  chan struct{}
+	stop  chan struct{}
+	once  sync.Once
+}
+
+func newPump(g *Gateway, s *session, reqID uint64, req *api.SubscribeRequest) *pump {
+	return &pump{g: g, s: s, reqID: reqID, req: req, kick: make(chan struct{}, 1), stop: make(chan struct{})}
+}
+
+// ack returns credit for n consumed updates. Safe from any goroutine.
+func (p *pump) ack(n uint32) {
+	p.acked.Add(int64(n))
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// close ends the subscription without telling the client (it asked, or
+// its session ended).
+func (p *pump) close() { p.once.Do(func() { close(p.stop) }) }
+
+// item is one update waiting to be sent.
+type item struct {
+	u    *api.Update
+	size int
+	task string
+	seq  uint64
+}
+
+type snapTarget struct {
+	task string
+	next uint64
+}
+
+// pumpState is the pump goroutine's own state.
+type pumpState struct {
+	p      *pump
+	ctx    context.Context
+	caller actors.Caller
+	lim    Limits
+
+	snap     []snapTarget
+	snapDone bool
+	// seen is, per Task, the last seq queued or known to the client.
+	seen     map[string]uint64
+	sentLast map[string]uint64
+	out      []item // ready to send, in order
+	held     []item // live updates that arrived during the replay
+	inflight []int  // sizes of sent updates not yet acknowledged
+	inBytes  int
+}
+
+func (p *pump) run(ctx context.Context) {
+	caller := p.s.caller()
+	d := p.g.cfg.Daemon
+	lim := p.g.cfg.Limits
+	sub, err := d.Subscribe(ctx, caller, actors.SubscribeOptions{TaskID: p.req.GetTaskId(), Buffer: lim.HubBuffer})
+	if err != nil {
+		p.s.reply(p.reqID, errorResponse(toError(err)))
+		return
+	}
+	defer sub.Close()
+	st := &pumpState{p: p, ctx: ctx, caller: caller, lim: lim, seen: make(map[string]uint64), sentLast: make(map[string]uint64)}
+	var meta *api.TaskMeta
+	if task := p.req.GetTaskId(); task != "" {
+		if meta, err = d.Task(ctx, caller, task); err != nil {
+			p.s.reply(p.reqID, errorResponse(toError(err)))
+			return
+		}
+		if from := p.req.GetFromSeq(); from > 0 {
+			st.snap = append(st.snap, snapTarget{task: task, next: from})
+			st.seen[task] = from - 1
+		}
+	} else {
+		for _, r := range p.req.GetResume() {
+			if _, err := d.Task(ctx, caller, r.GetTaskId()); err != nil {
+				continue // unknown, or not the caller's: nothing to replay
+			}
+			st.snap = append(st.snap, snapTarget{task: r.GetTaskId(), next: r.GetSeq() + 1})
+			st.seen[r.GetTaskId()] = r.GetSeq()
+		}
+	}
+	p.s.reply(p.reqID, &api.Response{Result: &api.Response_Subscribed{Subscribed: &api.Subscribed{Subscription: p.req.GetSubscription(), Task: meta}}})
+
+	for {
+		if n := p.acked.Swap(0); n > 0 {
+			st.release(int(n))
+		}
+		for {
+			if err := st.fill(); err != nil {
+				st.final(&api.Update{Body: &api.Update_Ended{Ended: &api.Ended{Reason: "read history: " + err.Error()}}})
+				return
+			}
+			st.flush()
+			if st.snapDone || len(st.out) >= lim.CreditWindow || !st.credit() {
+				break
+			}
+		}
+		if len(st.out)+len(st.held) > lim.MaxQueue {
+			st.fellBehind()
+			return
+		}
+		select {
+		case u, ok := <-sub.C:
+			if !st.receive(u, ok) {
+				return
+			}
+			// Take what else is ready, so it leaves in one batch.
+		drain:
+			for i := 0; i < lim.CreditWindow; i++ {
+				select {
+				case u, ok := <-sub.C:
+					if !st.receive(u, ok) {
+						return
+					}
+				default:
+					break drain
+				}
+			}
+		case <-p.kick:
+		case <-p.stop:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// receive queues one update from the hub; false ends the pump.
+func (st *pumpState) receive(u actors.Update, ok bool) bool {
+	switch {
+	case !ok:
+		st.final(&api.Update{Body: &api.Update_Ended{Ended: &api.Ended{Reason: "the daemon is stopping"}}})
+		return false
+	case u.FellBehind:
+		st.fellBehind()
+		return false
+	case u.Event != nil:
+		st.live(item{u: &api.Update{Body: &api.Update_Event{Event: u.Event}}, task: u.Event.GetTaskId(), seq: u.Event.GetSeq()})
+	case u.Delta != nil && !st.p.req.GetNoDeltas():
+		st.live(item{u: &api.Update{Body: &api.Update_Delta{Delta: u.Delta}}})
+	}
+	return true
+}
+
+func (st *pumpState) live(it item) {
+	if !st.snapDone {
+		st.held = append(st.held, it)
+		return
+	}
+	st.queue(it)
+}
+
+// queue appends it unless it is an event already queued or held by the
+// client.
+func (st *pumpState) queue(it item) {
+	if it.task != "" {
+		if last, ok := st.seen[it.task]; ok && it.seq <= last {
+			return
+		}
+		st.seen[it.task] = it.seq
+	}
+	st.out = append(st.out, it)
+}
+
+// fill reads history into the queue while the replay lasts and the queue
+// is short; at its end it marks the subscription live and releases the
+// updates held meanwhile.
+func (st *pumpState) fill() error {
+	d := st.p.g.cfg.Daemon
+	for !st.snapDone && len(st.out) < st.lim.CreditWindow {
+		if len(st.snap) == 0 {
+			st.snapDone = true
+			st.out = append(st.out, item{u: &api.Update{Body: &api.Update_CaughtUp{CaughtUp: &api.CaughtUp{}}}})
+			for _, it := range st.held {
+				st.queue(it)
+			}
+			st.held = nil
+			return nil
+		}
+		t := &st.snap[0]
+		evs, err := d.History(st.ctx, st.caller, t.task, t.next, snapshotPage)
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs {
+			st.queue(item{u: &api.Update{Body: &api.Update_Event{Event: ev}}, task: t.task, seq: ev.GetSeq()})
+		}
+		if len(evs) < snapshotPage {
+			st.snap = st.snap[1:]
+		} else {
+			t.next = evs[len(evs)-1].GetSeq() + 1
+		}
+	}
+	return nil
+}
+
+func (st *pumpState) credit() bool {
+	return len(st.inflight) < st.lim.CreditWindow && (st.inBytes < st.lim.MaxUnackedBytes || len(st.inflight) == 0)
+}
+
+// release returns the credit of n acknowledged updates.
+func (st *pumpState) release(n int) {
+	n = min(n, len(st.inflight))
+	for _, s := range st.inflight[:n] {
+		st.inBytes -= s
+	}
+	st.inflight = st.inflight[n:]
+}
+
+// flush sends queued updates in batches while there is credit.
+func (st *pumpState) flush() {
+	for len(st.out) > 0 && st.credit() {
+		batch := &api.UpdateBatch{Subscription: st.p.req.GetSubscription()}
+		bytes := 0
+		for len(st.out) > 0 && st.credit() {
+			it := &st.out[0]
+			if it.size == 0 {
+				it.size = proto.Size(it.u)
+			}
+			if len(batch.Updates) > 0 && bytes+it.size > st.lim.MaxMessageBytes {
+				break
+			}
+			batch.Updates = append(batch.Updates, it.u)
+			bytes += it.size
+			st.inflight = append(st.inflight, it.size)
+			st.inBytes += it.size
+			if it.task != "" {
+				st.sentLast[it.task] = it.seq
+			}
+			st.out[0] = item{}
+			st.out = st.out[1:]
+		}
+		st.p.g.out.send(st.p.s.client, batch)
+	}
+}
+
+// final sends a last update regardless of credit.
+func (st *pumpState) final(u *api.Update) {
+	st.p.g.out.send(st.p.s.client, &api.UpdateBatch{Subscription: st.p.req.GetSubscription(), Updates: []*api.Update{u}})
+}
+
+func (st *pumpState) fellBehind() {
+	fb := &api.FellBehind{}
+	for task, seq := range st.sentLast {
+		fb.Last = append(fb.Last, &api.TaskSeq{TaskId: task, Seq: seq})
+	}
+	st.p.g.log.Debug().Str("session", st.p.s.id).Uint64("subscription", st.p.req.GetSubscription()).Msg("a client fell behind; its subscription ended")
+	st.final(&api.Update{Body: &api.Update_FellBehind{FellBehind: fb}})
+}

@@ -1,0 +1,297 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"lemo/api"
+	"lemo/persistence"
+)
+
+// cmdError is a command's failure as the client receives it.
+type cmdError struct {
+	code api.ErrorCode
+	msg  string
+}
+
+func (e *cmdError) Error() string { return e.msg }
+
+func invalid(format string, args ...any) *cmdError {
+	return &cmdError{code: api.ErrorCode_ERROR_CODE_INVALID, msg: fmt.Sprintf(format, args...)}
+}
+
+func tooLarge(format string, args ...any) *cmdError {
+	return &cmdError{code: api.ErrorCode_ERROR_CODE_TOO_LARGE, msg: fmt.Sprintf(format, args...)}
+}
+
+// Bounds of what a command may carry. The daemon applies its own limits
+// (for example the largest user message) after these.
+const (
+	maxListLimit     = 500
+	maxHistoryLimit  = 1000
+	maxTextBytes     = 4 << 20
+	maxModelBytes    = 256
+	maxToolsPerTask  = 256
+	maxPathBytes     = 4096
+	maxReasonBytes   = 4096
+	maxIDBytes       = 256
+	maxResume        = 10000
+	maxSteerBytes    = 256 << 10
+	maxServiceOps    = 64
+	maxSchemaBytes   = 64 << 10
+	maxDescription   = 4096
+	maxServiceResult = 1 << 20
+	maxNameLen       = 64
+)
+
+var nameRE = regexp.MustCompile(`^[a-z0-9_.-]{1,64}$`)
+
+// validate checks a command's form, without the daemon's state. It is the
+// first thing done with anything a client sends.
+func validate(r *api.Request) *cmdError {
+	if r.GetId() == 0 {
+		return invalid("request id must not be 0")
+	}
+	switch c := r.GetCommand().(type) {
+	case nil:
+		return invalid("empty or unknown command (is the client newer than the daemon?)")
+	case *api.Request_Hello:
+		if c.Hello.GetProtocolVersion() == 0 {
+			return invalid("hello: protocol_version must be set")
+		}
+		if n := len(c.Hello.GetCallbackSecret()); n != 0 && (n < 16 || n > 64) {
+			return invalid("hello: callback_secret must be 16 to 64 bytes")
+		}
+		if len(c.Hello.GetClient()) > maxIDBytes {
+			return invalid("hello: client name longer than %d bytes", maxIDBytes)
+		}
+	case *api.Request_CreateTask:
+		m := c.CreateTask
+		if err := text("request", m.GetRequest()); err != nil {
+			return err
+		}
+		if err := modelID(m.GetModel(), true); err != nil {
+			return err
+		}
+		if len(m.GetTools()) > maxToolsPerTask {
+			return invalid("create_task: at most %d tools", maxToolsPerTask)
+		}
+		for _, t := range m.GetTools() {
+			if !nameRE.MatchString(t) {
+				return invalid("create_task: tool name %q: want 1 to 64 characters of a-z, 0-9, '_', '.' or '-'", t)
+			}
+		}
+		if len(m.GetTools()) > 0 && !m.GetToolsRestricted() {
+			return invalid("create_task: tools are listed but tools_restricted is not set")
+		}
+		if ws := m.GetWorkspace(); ws != "" {
+			if len(ws) > maxPathBytes || !filepath.IsAbs(ws) || strings.ContainsRune(ws, 0) {
+				return invalid("create_task: workspace %q: want an absolute path", clip(ws))
+			}
+		}
+	case *api.Request_SendMessage:
+		if err := taskID(c.SendMessage.GetTaskId()); err != nil {
+			return err
+		}
+		return text("message", c.SendMessage.GetText())
+	case *api.Request_Pause:
+		return taskID(c.Pause.GetTaskId())
+	case *api.Request_Cancel:
+		return taskID(c.Cancel.GetTaskId())
+	case *api.Request_GetTask:
+		return taskID(c.GetTask.GetTaskId())
+	case *api.Request_ContinueTask:
+		if err := taskID(c.ContinueTask.GetTaskId()); err != nil {
+			return err
+		}
+		return modelID(c.ContinueTask.GetModel(), true)
+	case *api.Request_ListTasks:
+		if b := c.ListTasks.GetBefore(); b != "" {
+			if err := taskID(b); err != nil {
+				return invalid("list_tasks: before: %s", err.msg)
+			}
+		}
+		if c.ListTasks.GetLimit() > maxListLimit {
+			return invalid("list_tasks: limit %d exceeds %d", c.ListTasks.GetLimit(), maxListLimit)
+		}
+	case *api.Request_History:
+		if err := taskID(c.History.GetTaskId()); err != nil {
+			return err
+		}
+		if c.History.GetLimit() > maxHistoryLimit {
+			return invalid("history: limit %d exceeds %d", c.History.GetLimit(), maxHistoryLimit)
+		}
+	case *api.Request_ListTools, *api.Request_ListModels, *api.Request_ListApprovals, *api.Request_Goodbye:
+	case *api.Request_Subscribe:
+		return validSubscribe(c.Subscribe)
+	case *api.Request_Unsubscribe:
+		if c.Unsubscribe.GetSubscription() == 0 {
+			return invalid("unsubscribe: subscription must not be 0")
+		}
+	case *api.Request_Ack:
+		if c.Ack.GetSubscription() == 0 || c.Ack.GetCount() == 0 {
+			return invalid("ack: subscription and count must not be 0")
+		}
+	case *api.Request_ResolveApproval:
+		id := c.ResolveApproval.GetApprovalId()
+		task, rest, ok := strings.Cut(id, ".")
+		if !ok || rest == "" || len(id) > maxIDBytes || persistence.ValidTaskID(task) != nil {
+			return invalid("resolve_approval: approval id %q: want <task id>.<call id> as the approval request names it", clip(id))
+		}
+		if len(c.ResolveApproval.GetReason()) > maxReasonBytes {
+			return invalid("resolve_approval: reason longer than %d bytes", maxReasonBytes)
+		}
+	case *api.Request_Steer:
+		m := c.Steer
+		if err := taskID(m.GetTaskId()); err != nil {
+			return err
+		}
+		if m.GetCallId() == "" || len(m.GetCallId()) > maxIDBytes {
+			return invalid("steer: call id must be 1 to %d bytes", maxIDBytes)
+		}
+		if len(m.GetInput()) > maxSteerBytes {
+			return tooLarge("steer: input of %d bytes exceeds %d", len(m.GetInput()), maxSteerBytes)
+		}
+		if !json.Valid(m.GetInput()) {
+			return invalid("steer: input is not JSON")
+		}
+	case *api.Request_RegisterService:
+		return validService(c.RegisterService.GetService())
+	case *api.Request_UnregisterService:
+		if !nameRE.MatchString(c.UnregisterService.GetName()) {
+			return invalid("unregister_service: name %q: want 1 to 64 characters of a-z, 0-9, '_', '.' or '-'", clip(c.UnregisterService.GetName()))
+		}
+	case *api.Request_ServiceResult:
+		m := c.ServiceResult
+		if m.GetCall() == 0 {
+			return invalid("service_result: call must not be 0")
+		}
+		if len(m.GetOutput()) > maxServiceResult {
+			return tooLarge("service_result: output of %d bytes exceeds %d", len(m.GetOutput()), maxServiceResult)
+		}
+		if len(m.GetError()) > maxReasonBytes {
+			return invalid("service_result: error longer than %d bytes", maxReasonBytes)
+		}
+		if m.GetError() == "" && !json.Valid(m.GetOutput()) {
+			return invalid("service_result: output is not JSON")
+		}
+	default:
+		return invalid("unknown command %T", c)
+	}
+	return nil
+}
+
+func validSubscribe(m *api.SubscribeRequest) *cmdError {
+	if m.GetSubscription() == 0 {
+		return invalid("subscribe: subscription must not be 0")
+	}
+	if m.GetTaskId() != "" {
+		if err := taskID(m.GetTaskId()); err != nil {
+			return err
+		}
+		if len(m.GetResume()) > 0 {
+			return invalid("subscribe: resume is for subscriptions to every Task; use from_seq for one Task")
+		}
+		return nil
+	}
+	if m.GetFromSeq() != 0 {
+		return invalid("subscribe: from_seq needs a task_id; to resume every Task, use resume")
+	}
+	if len(m.GetResume()) > maxResume {
+		return invalid("subscribe: at most %d resume points", maxResume)
+	}
+	seen := make(map[string]bool, len(m.GetResume()))
+	for _, ts := range m.GetResume() {
+		if err := taskID(ts.GetTaskId()); err != nil {
+			return invalid("subscribe: resume: %s", err.msg)
+		}
+		if seen[ts.GetTaskId()] {
+			return invalid("subscribe: resume names task %s twice", ts.GetTaskId())
+		}
+		seen[ts.GetTaskId()] = true
+	}
+	return nil
+}
+
+func validService(s *api.ServiceSpec) *cmdError {
+	if s == nil {
+		return invalid("register_service: service is missing")
+	}
+	if !nameRE.MatchString(s.GetName()) {
+		return invalid("register_service: name %q: want 1 to 64 characters of a-z, 0-9, '_', '.' or '-'", clip(s.GetName()))
+	}
+	if len(s.GetDescription()) > maxDescription {
+		return invalid("register_service: description longer than %d bytes", maxDescription)
+	}
+	ops := s.GetOperations()
+	if len(ops) == 0 || len(ops) > maxServiceOps {
+		return invalid("register_service: want 1 to %d operations", maxServiceOps)
+	}
+	seen := make(map[string]bool, len(ops))
+	for _, op := range ops {
+		if op == nil || !nameRE.MatchString(op.GetName()) {
+			return invalid("register_service: operation name %q: want 1 to 64 characters of a-z, 0-9, '_', '.' or '-'", clip(op.GetName()))
+		}
+		if seen[op.GetName()] {
+			return invalid("register_service: operation %q listed twice", op.GetName())
+		}
+		seen[op.GetName()] = true
+		if len(op.GetDescription()) > maxDescription {
+			return invalid("register_service: operation %s: description longer than %d bytes", op.GetName(), maxDescription)
+		}
+		for what, schema := range map[string][]byte{"input": op.GetInputSchema(), "result": op.GetResultSchema()} {
+			if len(schema) == 0 {
+				continue
+			}
+			if len(schema) > maxSchemaBytes {
+				return tooLarge("register_service: operation %s: %s schema of %d bytes exceeds %d", op.GetName(), what, len(schema), maxSchemaBytes)
+			}
+			if !json.Valid(schema) {
+				return invalid("register_service: operation %s: %s schema is not JSON", op.GetName(), what)
+			}
+		}
+	}
+	return nil
+}
+
+func taskID(id string) *cmdError {
+	if err := persistence.ValidTaskID(id); err != nil {
+		return invalid("task id %q: want 1 to 64 characters of A-Z, a-z, 0-9, '_' or '-'", clip(id))
+	}
+	return nil
+}
+
+func text(what, s string) *cmdError {
+	switch {
+	case strings.TrimSpace(s) == "":
+		return invalid("%s is empty", what)
+	case len(s) > maxTextBytes:
+		return tooLarge("%s of %d bytes exceeds %d bytes", what, len(s), maxTextBytes)
+	case !utf8.ValidString(s):
+		return invalid("%s is not valid UTF-8", what)
+	}
+	return nil
+}
+
+func modelID(id string, optional bool) *cmdError {
+	if id == "" && optional {
+		return nil
+	}
+	p, n, ok := strings.Cut(id, "/")
+	if !ok || p == "" || n == "" || len(id) > maxModelBytes {
+		return invalid("model %q: want provider/model, for example ollama/qwen3:8b", clip(id))
+	}
+	return nil
+}
+
+// clip shortens a client-provided string quoted in an error.
+func clip(s string) string {
+	if len(s) <= 80 {
+		return s
+	}
+	return s[:77] + "..."
+}
