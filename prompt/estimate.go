@@ -11,9 +11,11 @@ import (
 //
 //	tokens(text) = ceil(ASCII bytes / 4) + number of non-ASCII runes
 //
-// plus MessageOverhead per message and, for a tool definition, its name,
-// description and schema bytes / 3 (schemas tokenize densely) plus
-// ToolOverhead.
+// (an invalid UTF-8 byte counts as a rune) plus MessageOverhead per message
+// and, for a tool definition, its name, description and schema bytes / 3
+// (schemas tokenize densely) plus ToolOverhead. The provider-reported prompt
+// tokens are recorded beside this estimate after every Cycle
+// (CycleFinished.usage), so its error is visible in history.
 const (
 	// MessageOverhead is added per conversation message (role markers).
 	MessageOverhead = 4
@@ -23,23 +25,35 @@ const (
 
 // Estimate returns the estimated tokens of text.
 func Estimate(text string) int {
-	ascii, other := 0, 0
-	for i := 0; i < len(text); {
-		c := text[i]
-		if c < utf8.RuneSelf {
-			ascii++
-			i++
-			continue
-		}
-		_, size := utf8.DecodeRuneInString(text[i:])
-		i += size
-		other++
-	}
+	ascii, other := count(text)
 	return (ascii+3)/4 + other
 }
 
+// count returns the ASCII bytes and the other runes of text.
+func count[T string | []byte](text T) (ascii, other int) {
+	n := len(text)
+	for i := 0; i < n; {
+		// Runs of ASCII are the common case: count them in a tight loop.
+		j := i
+		for j < n && text[j] < utf8.RuneSelf {
+			j++
+		}
+		ascii += j - i
+		if j == n {
+			break
+		}
+		_, size := utf8.DecodeRuneInString(string(text[j:min(j+utf8.UTFMax, n)]))
+		other++
+		i = j + size
+	}
+	return ascii, other
+}
+
 // EstimateBytes is Estimate for a byte slice.
-func EstimateBytes(b []byte) int { return Estimate(string(b)) }
+func EstimateBytes(b []byte) int {
+	ascii, other := count(b)
+	return (ascii+3)/4 + other
+}
 
 // EstimateMessage returns the estimated tokens of one message.
 func EstimateMessage(m *providers.Message) int {
