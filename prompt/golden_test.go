@@ -100,7 +100,7 @@ func TestGoldenInput(t *testing.T) {
 		name   string
 		window int
 	}{
-		{"roomy", 65536},    // everything whole, with recall
+		{"roomy", 65536},   // everything whole, with recall
 		{"pressure", 3000}, // the largest result excerpted, no recall
 		{"tight", 1300},    // the result and the large arguments excerpted to the same size
 	}
