@@ -15,7 +15,18 @@ import (
 // actor does). It reports acknowledged events per second and the p50/p99
 // acknowledgement latency.
 func BenchmarkAppend64Tasks(b *testing.B) {
-	st := openTest(b, b.TempDir())
+	// Production settings: the zero Options.
+	dd, err := OpenDataDir(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer dd.Close()
+	store, err := Open(dd, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	st := &testStore{Store: store, dd: dd}
 	const tasks = 64
 	ids := make([]string, tasks)
 	for i := range ids {

@@ -102,12 +102,22 @@ func prepare(a Append) (*request, error) {
 	return req, nil
 }
 
-// writer is the single group-commit goroutine.
+// writer is the single group-commit goroutine. It stages a batch into a
+// transaction and commits it asynchronously, so the next batch is staged
+// while the previous one syncs (Badger merges concurrent commits into one
+// write and sync). Requests are answered only from the commit's callback,
+// which Badger calls once the commit is durable; the callback hands the
+// outcome back to this goroutine, which alone owns the caches.
 type writer struct {
 	db       *badger.DB
 	in       chan *request
 	maxBatch int
 	cache    *metaCache
+	// pending holds the metadata staged by commits still in flight, so a
+	// conditional append is checked against them before they land.
+	pending  map[string]*api.TaskMeta
+	inflight int
+	done     chan commitDone
 
 	// splits counts transactions committed early because a batch did not
 	// fit in one (observed by tests).
@@ -124,6 +134,8 @@ func newWriter(db *badger.DB, opt Options) *writer {
 		in:       make(chan *request, 1024),
 		maxBatch: opt.MaxBatch,
 		cache:    newMetaCache(opt.MetaCacheSize),
+		pending:  make(map[string]*api.TaskMeta),
+		done:     make(chan commitDone, maxInflight),
 		stopped:  make(chan struct{}),
 	}
 	if w.maxBatch <= 0 {
@@ -163,24 +175,66 @@ func (w *writer) close() {
 	<-w.stopped
 }
 
+// maxInflight bounds the commits in flight at once.
+const maxInflight = 4
+
+// commitDone is a commit's outcome, handed back to the writer goroutine.
+type commitDone struct {
+	group []staged
+	err   error
+}
+
 func (w *writer) run() {
 	defer close(w.stopped)
-	batch := make([]*request, 0, w.maxBatch)
-	for req := range w.in {
-		batch = append(batch[:0], req)
-	fill:
-		for len(batch) < w.maxBatch {
-			select {
-			case r, ok := <-w.in:
-				if !ok {
+	in := w.in
+	for in != nil || w.inflight > 0 {
+		if w.inflight >= maxInflight {
+			w.complete(<-w.done)
+			continue
+		}
+		select {
+		case d := <-w.done:
+			w.complete(d)
+		case req, ok := <-in:
+			if !ok {
+				in = nil // closing: finish what is in flight
+				continue
+			}
+			batch := []*request{req}
+		fill:
+			for len(batch) < w.maxBatch {
+				select {
+				case r, ok := <-in:
+					if !ok {
+						in = nil
+						break fill
+					}
+					batch = append(batch, r)
+				default:
 					break fill
 				}
-				batch = append(batch, r)
-			default:
-				break fill
 			}
+			w.commit(batch)
 		}
-		w.commit(batch)
+	}
+}
+
+// complete answers the requests of a finished commit.
+func (w *writer) complete(d commitDone) {
+	w.inflight--
+	for _, st := range d.group {
+		task := st.req.task
+		if d.err != nil {
+			w.cache.drop(task)
+			delete(w.pending, task)
+			st.req.done <- result{err: fmt.Errorf("commit: %w", d.err)}
+			continue
+		}
+		w.cache.put(task, st.meta)
+		if w.pending[task] == st.meta {
+			delete(w.pending, task)
+		}
+		st.req.done <- result{meta: st.meta}
 	}
 }
 
@@ -251,6 +305,9 @@ func (w *writer) plan(req *request, group []staged) (staged, error) {
 		}
 	}
 	if !found {
+		prev, found = w.pending[req.task]
+	}
+	if !found {
 		var err error
 		if prev, err = w.loadMeta(req.task); err != nil {
 			return staged{}, err
@@ -282,22 +339,19 @@ func (w *writer) commitGroup(group []staged) {
 	w.finish(txn, kept)
 }
 
-// finish commits txn and answers the requests staged in it.
+// finish starts the commit of txn; complete answers its requests once it
+// is durable.
 func (w *writer) finish(txn *badger.Txn, group []staged) {
 	if len(group) == 0 {
 		txn.Discard()
 		return
 	}
-	err := txn.Commit()
 	for _, st := range group {
-		if err != nil {
-			w.cache.drop(st.req.task)
-			st.req.done <- result{err: fmt.Errorf("commit: %w", err)}
-			continue
-		}
-		w.cache.put(st.req.task, st.meta)
-		st.req.done <- result{meta: st.meta}
+		w.pending[st.req.task] = st.meta
 	}
+	w.inflight++
+	g := append([]staged(nil), group...)
+	txn.CommitWith(func(err error) { w.done <- commitDone{group: g, err: err} })
 }
 
 // loadMeta returns the committed metadata of task, nil when it has none.
