@@ -1,0 +1,60 @@
+// Package memory is the daemon's long-term memory: explicit facts with
+// their provenance, a full-text index of what Tasks record, search over it,
+// and the recall that gives every Cycle relevant evidence from the owner's
+// other Tasks. It implements actors.Memory over persistence.Store.
+//
+// What is indexed: user messages, assistant messages, retained tool
+// results, facts, and failures (tool failures other than cancellations,
+// Cycle and Task failures). Live results that were not retained are not
+// indexed: after a restart they no longer exist. Memory is scoped by owner:
+// every index record lives under its owner, and a search or a recall only
+// ever reads the owner's records.
+//
+// Durability: the Task actor asks Postings for the index records of the
+// events it appends and commits them in the same Badger transaction as the
+// events, so after any crash the index holds exactly the indexable events
+// the log holds. Each Task's index watermark (its last indexed seq) is in
+// the same commit; Open indexes what history holds beyond a watermark (a
+// store that ran without the memory), so the index is never behind. A fact
+// is committed through the Task log's writer with its index record, its
+// source Task named as the append's Task.
+//
+// Index structure: a freshly indexed record is a pending document (its
+// terms and frequencies, its kind, time, length and content hash). A
+// background indexer builds pending documents into immutable segments
+// (term blocks with posting lists, per-document columns, a document table),
+// in bounded commits, and makes a segment live in one final commit that
+// also deletes the pending documents it holds; segments of one size tier
+// are merged the same way. A crash between those commits leaves blocks of
+// a segment that never became live, which Open deletes. A search reads one
+// consistent snapshot of the segments and the pending documents together,
+// so where a record is stored never changes whether or how it matches.
+//
+// Ranking is Okapi BM25 with exact corpus statistics, ties broken by
+// recency (see search.go). Recall queries with the Task's request and latest
+// focus (its 16 most specific terms), drops everything from the Task
+// itself, keeps items whose relevance (the score over a perfect match's)
+// reaches Options.MinRelevance, recalls the same content once and nothing
+// already in the conversation, prefers the newest of superseding facts,
+// and fits Options.RecallTokens (at most 8,000) as the prompt renders the
+// items. Recall only reads: scores depend on nothing but the indexed
+// records, so recalling an item never raises its score, and recalled text
+// is never written back (the Cycle records only which items it was given).
+//
+// Lifecycle:
+//  1. Open(ctx, store, Options{...}) after the store and before the daemon
+//     starts: it checks the memory format, cleans up interrupted index
+//     builds, catches the index up with history and starts the indexer.
+//  2. Pass the Memory as actors.Deps.Memory; the Task actor calls Postings,
+//     the Cycle calls Recall, tool calls record facts through Recorder.
+//  3. Tools use Search and RecordFact (tools/memorytool).
+//  4. Close after the daemon stopped and before the store closes.
+//
+// Example:
+//
+//	mem, err := memory.Open(ctx, store, memory.Options{Log: log})
+//	if err != nil { ... }
+//	defer mem.Close()
+//	d, err := actors.Start(ctx, actors.Deps{Store: store, Memory: mem, ...}, opts)
+//	hits, err := mem.Search(ctx, memory.Query{Owner: "alice", Text: "deploy key", Limit: 10, TextBytes: 500})
+package memory

@@ -1,0 +1,510 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"lemo/api"
+	"lemo/persistence"
+)
+
+// maxBuildDocs bounds the pending documents built into one segment (the
+// final commit deletes them all, in one transaction).
+const maxBuildDocs = 2048
+
+// owners returns the owners that have index records.
+func (m *Memory) owners() ([]string, error) {
+	var out []string
+	err := m.store.View(func(v *persistence.Snapshot) error {
+		return v.Children(persistence.IndexPrefix(), func(name string) error {
+			out = append(out, name)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// maintain builds pending documents into segments (all of them when force
+// is set, else batches of SegmentDocs and documents waiting for two
+// intervals) and merges segments tier by tier.
+func (m *Memory) maintain(ctx context.Context, force bool) error {
+	m.buildMu.Lock()
+	defer m.buildMu.Unlock()
+	owners, err := m.owners()
+	if err != nil {
+		return err
+	}
+	for _, owner := range owners {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := m.buildPending(ctx, owner, force); err != nil {
+			return fmt.Errorf("owner %s: build: %w", owner, err)
+		}
+		if err := m.mergeTiers(ctx, owner); err != nil {
+			return fmt.Errorf("owner %s: merge: %w", owner, err)
+		}
+	}
+	m.pruneCaches()
+	return nil
+}
+
+func (m *Memory) buildPending(ctx context.Context, owner string, force bool) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var docs []*pdoc
+		err := m.store.View(func(v *persistence.Snapshot) error {
+			var err error
+			docs, err = m.pendingDocs(v, owner, maxBuildDocs)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if len(docs) == 0 {
+			delete(m.seen, owner)
+			return nil
+		}
+		if !force && len(docs) < m.opt.SegmentDocs {
+			now := m.opt.Now()
+			first, ok := m.seen[owner]
+			if !ok {
+				m.seen[owner] = now
+				return nil
+			}
+			if now.Sub(first) < 2*m.opt.IndexInterval {
+				return nil
+			}
+		}
+		if err := m.build(owner, docs); err != nil {
+			return err
+		}
+		delete(m.seen, owner)
+		if len(docs) < maxBuildDocs {
+			return nil
+		}
+	}
+}
+
+// build writes docs as a new segment and, in the commit that makes it
+// live, deletes them from the pending documents.
+func (m *Memory) build(owner string, docs []*pdoc) error {
+	seg := m.nextSeg
+	m.nextSeg++
+	w := newSegWriter(owner, seg, m.store.UpdateIndex)
+	inverted := make(map[string][]uint32) // term -> documents, in order
+	tfs := make(map[string][]uint32)      // term -> frequencies, parallel
+	for i, d := range docs {
+		task, _, _, _ := persistence.ParseRef([]byte(d.ref))
+		row := docRow{ref: d.ref, source: d.source, hash: d.hash, textBytes: d.textBytes, untrusted: d.untrusted}
+		if err := w.addDoc(d.kind, d.norm, d.time, &row); err != nil {
+			return err
+		}
+		w.hdr.sumLen += uint64(d.length)
+		for _, t := range d.terms {
+			inverted[t.term] = append(inverted[t.term], uint32(i))
+			tfs[t.term] = append(tfs[t.term], t.tf)
+		}
+		tt := taskTerm(task)
+		inverted[tt] = append(inverted[tt], uint32(i))
+		tfs[tt] = append(tfs[tt], 1)
+	}
+	terms := make([]string, 0, len(inverted))
+	for t := range inverted {
+		terms = append(terms, t)
+	}
+	sort.Strings(terms)
+	for _, t := range terms {
+		w.beginTerm(t)
+		ds, fs := inverted[t], tfs[t]
+		for i := range ds {
+			if err := w.addPosting(ds[i], fs[i]); err != nil {
+				return err
+			}
+		}
+		if err := w.endTerm(); err != nil {
+			return err
+		}
+	}
+	hdr, err := w.finish()
+	if err != nil {
+		return err
+	}
+	final := make([]persistence.KV, 0, len(docs)+1)
+	final = append(final, hdr)
+	for _, d := range docs {
+		final = append(final, persistence.KV{Key: persistence.PendingKey(owner, []byte(d.ref)), Delete: true})
+	}
+	if err := m.store.UpdateIndex(final); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	for _, d := range docs {
+		delete(m.pend, string(persistence.PendingKey(owner, []byte(d.ref))))
+	}
+	m.mu.Unlock()
+	return nil
+}
+
+// tier is a segment's size class: segments of one tier are merged together.
+func (m *Memory) tier(docs uint32) int {
+	t := 0
+	for lim := uint64(m.opt.SegmentDocs) * uint64(m.opt.MergeFactor); uint64(docs) >= lim; lim *= uint64(m.opt.MergeFactor) {
+		t++
+	}
+	return t
+}
+
+func (m *Memory) mergeTiers(ctx context.Context, owner string) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var segs []*segment
+		err := m.store.View(func(v *persistence.Snapshot) error {
+			var err error
+			segs, err = m.liveSegments(v, owner)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		byTier := make(map[int][]*segment)
+		pick := -1
+		for _, s := range segs {
+			t := m.tier(s.hdr.docs)
+			byTier[t] = append(byTier[t], s)
+			if len(byTier[t]) >= m.opt.MergeFactor && (pick < 0 || t < pick) {
+				pick = t
+			}
+		}
+		if pick < 0 {
+			return nil
+		}
+		if err := m.merge(ctx, owner, byTier[pick][:m.opt.MergeFactor]); err != nil {
+			return err
+		}
+	}
+}
+
+// termCursor walks the entries of one input segment's term blocks.
+type termCursor struct {
+	seg     *segment
+	offset  uint32
+	block   uint32
+	terms   []string
+	entries []entry
+	i       int
+}
+
+func (c *termCursor) load(src blockSource) error {
+	c.terms, c.entries, c.i = c.terms[:0], c.entries[:0], 0
+	for c.block < uint32(len(c.seg.hdr.firstTerms)) && len(c.terms) == 0 {
+		blk, err := src.get(c.seg.owner, persistence.BlockTerms, c.seg.hdr.seg, c.block)
+		if err != nil {
+			return err
+		}
+		c.block++
+		err = eachEntry(blk, func(term string, e entry) error {
+			c.terms = append(c.terms, term)
+			c.entries = append(c.entries, e)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *termCursor) done() bool { return c.i >= len(c.terms) }
+
+func (c *termCursor) next(src blockSource) error {
+	c.i++
+	if c.i >= len(c.terms) {
+		return c.load(src)
+	}
+	return nil
+}
+
+// merge writes the documents of inputs (oldest first) as one new segment
+// and, in the commit that makes it live, removes the inputs' headers; their
+// blocks are deleted after.
+func (m *Memory) merge(ctx context.Context, owner string, inputs []*segment) error {
+	seg := m.nextSeg
+	m.nextSeg++
+	w := newSegWriter(owner, seg, m.store.UpdateIndex)
+	var merged columns
+	err := m.store.View(func(v *persistence.Snapshot) error {
+		src := blockSource{v: v, cache: m.cache}
+		raw := blockSource{v: v, cache: nil}
+		cursors := make([]*termCursor, 0, len(inputs))
+		var offset uint32
+		for _, in := range inputs {
+			cols, err := in.loadColumns(src)
+			if err != nil {
+				return err
+			}
+			for b := uint32(0); b < in.hdr.docBlocks; b++ {
+				blk, err := raw.get(owner, persistence.BlockDocs, in.hdr.seg, b)
+				if err != nil {
+					return err
+				}
+				rows, err := decodeDocRows(blk)
+				if err != nil {
+					return err
+				}
+				for i := range rows {
+					d := b*docBlockDocs + uint32(i)
+					if err := w.addDoc(Kind(cols.kinds[d]), cols.norms[d], cols.times[d], &rows[i]); err != nil {
+						return err
+					}
+				}
+			}
+			w.hdr.sumLen += in.hdr.sumLen
+			merged.kinds = append(merged.kinds, cols.kinds...)
+			merged.norms = append(merged.norms, cols.norms...)
+			merged.times = append(merged.times, cols.times...)
+			c := &termCursor{seg: in, offset: offset}
+			if err := c.load(raw); err != nil {
+				return err
+			}
+			cursors = append(cursors, c)
+			offset += in.hdr.docs
+		}
+		if w.hdr.docs != offset {
+			return fmt.Errorf("%w: merge read %d documents of %d", errCorrupt, w.hdr.docs, offset)
+		}
+		for {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			min := ""
+			found := false
+			for _, c := range cursors {
+				if !c.done() && (!found || c.terms[c.i] < min) {
+					min, found = c.terms[c.i], true
+				}
+			}
+			if !found {
+				return nil
+			}
+			w.beginTerm(min)
+			var perr error
+			for _, c := range cursors {
+				if c.done() || c.terms[c.i] != min {
+					continue
+				}
+				off := c.offset
+				err := c.seg.postings(raw, c.entries[c.i], func(doc, tf uint32) {
+					if perr == nil {
+						perr = w.addPosting(doc+off, tf)
+					}
+				})
+				if err == nil {
+					err = perr
+				}
+				if err != nil {
+					return err
+				}
+				if err := c.next(raw); err != nil {
+					return err
+				}
+			}
+			if err := w.endTerm(); err != nil {
+				return err
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	hdr, err := w.finish()
+	if err != nil {
+		return err
+	}
+	final := []persistence.KV{hdr}
+	for _, in := range inputs {
+		final = append(final, persistence.KV{Key: persistence.SegmentKey(owner, in.hdr.seg), Delete: true})
+	}
+	if err := m.store.UpdateIndex(final); err != nil {
+		return err
+	}
+	h := w.hdr
+	m.mu.Lock()
+	for _, in := range inputs {
+		delete(m.segs, segID(owner, in.hdr.seg))
+	}
+	m.segs[segID(owner, seg)] = &segment{owner: owner, hdr: &h, cols: &merged}
+	m.mu.Unlock()
+	for _, in := range inputs {
+		if err := m.dropBlocks(owner, in.hdr.seg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var blockFamilies = []byte{persistence.BlockTerms, persistence.BlockColumns, persistence.BlockDocs, persistence.BlockOverflow}
+
+// dropBlocks deletes the blocks of a segment that is no longer live.
+func (m *Memory) dropBlocks(owner string, seg uint64) error {
+	for _, fam := range blockFamilies {
+		var keys [][]byte
+		err := m.store.View(func(v *persistence.Snapshot) error {
+			return v.Scan(persistence.BlockPrefix(owner, fam, seg), persistence.ScanOptions{KeysOnly: true}, func(k, _ []byte) error {
+				keys = append(keys, append([]byte(nil), k...))
+				return nil
+			})
+		})
+		if err != nil {
+			return err
+		}
+		if err := m.deleteKeys(keys); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *Memory) deleteKeys(keys [][]byte) error {
+	for len(keys) > 0 {
+		n := min(len(keys), 4096)
+		kvs := make([]persistence.KV, n)
+		for i := range kvs {
+			kvs[i] = persistence.KV{Key: keys[i], Delete: true}
+		}
+		if err := m.store.UpdateIndex(kvs); err != nil {
+			return err
+		}
+		keys = keys[n:]
+	}
+	return nil
+}
+
+// cleanup deletes the blocks of segments that never became live (a build
+// or merge interrupted before its header commit) or were replaced (a merge
+// interrupted before it deleted its inputs), and sets the next segment
+// number above every one in use.
+func (m *Memory) cleanup() error {
+	m.buildMu.Lock()
+	defer m.buildMu.Unlock()
+	owners, err := m.owners()
+	if err != nil {
+		return err
+	}
+	for _, owner := range owners {
+		live := make(map[uint64]bool)
+		var orphans [][]byte
+		err := m.store.View(func(v *persistence.Snapshot) error {
+			err := v.Scan(persistence.SegmentPrefix(owner), persistence.ScanOptions{KeysOnly: true}, func(k, _ []byte) error {
+				s := persistence.SegmentFromKey(k)
+				live[s] = true
+				m.nextSeg = max(m.nextSeg, s+1)
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			for _, fam := range blockFamilies {
+				err := v.Scan(persistence.BlockFamilyPrefix(owner, fam), persistence.ScanOptions{KeysOnly: true}, func(k, _ []byte) error {
+					s, ok := persistence.BlockSegment(owner, fam, k)
+					if !ok {
+						return nil
+					}
+					m.nextSeg = max(m.nextSeg, s+1)
+					if !live[s] {
+						orphans = append(orphans, append([]byte(nil), k...))
+					}
+					return nil
+				})
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if len(orphans) > 0 {
+			m.log.Info().Str("owner", owner).Int("blocks", len(orphans)).Msg("memory: removing blocks of interrupted index builds")
+		}
+		if err := m.deleteKeys(orphans); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// catchUp indexes the events that were written while the store ran
+// without the memory: every Task whose index watermark is below its last
+// seq. It returns the number of events read.
+func (m *Memory) catchUp(ctx context.Context) (int, error) {
+	type behind struct {
+		task, owner string
+		from, to    uint64
+	}
+	var todo []behind
+	err := m.store.View(func(v *persistence.Snapshot) error {
+		return v.EachMeta(func(meta *api.TaskMeta) error {
+			var wm uint64
+			err := v.Get(persistence.WatermarkKey(meta.GetTaskId()), func(val []byte) error {
+				wm = decodeWatermark(val)
+				return nil
+			})
+			if err != nil && !errors.Is(err, persistence.ErrNotFound) {
+				return err
+			}
+			if wm < meta.GetLastSeq() {
+				todo = append(todo, behind{meta.GetTaskId(), meta.GetOwner(), wm + 1, meta.GetLastSeq()})
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, b := range todo {
+		var batch []*api.Event
+		size := 0
+		flush := func() error {
+			if len(batch) == 0 {
+				return nil
+			}
+			kvs := IndexEvents(b.owner, batch)
+			_, err := m.store.Append(ctx, persistence.Append{TaskID: b.task, Extra: kvs})
+			n += len(batch)
+			batch, size = nil, 0
+			return err
+		}
+		err := m.store.Events(b.task, b.from, b.to, func(ev *api.Event) error {
+			batch = append(batch, ev)
+			size += eventTextSize(ev)
+			if size >= commitBytes || len(batch) >= 512 {
+				return flush()
+			}
+			return nil
+		})
+		if err == nil {
+			err = flush()
+		}
+		if err != nil {
+			return n, fmt.Errorf("task %s: %w", b.task, err)
+		}
+	}
+	return n, nil
+}
+
+func eventTextSize(ev *api.Event) int {
+	_, text, _, _, _, ok := recordText(ev, nil)
+	if !ok {
+		return 16
+	}
+	return len(text) + 16
+}

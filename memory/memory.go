@@ -1,0 +1,309 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"lemo/actors"
+	"lemo/api"
+	"lemo/persistence"
+	"lemo/prompt"
+)
+
+// Errors returned by the memory.
+var (
+	// ErrInvalid: a fact or a query is malformed; the message says what is
+	// accepted.
+	ErrInvalid = errors.New("memory: invalid")
+	// ErrFactNotFound: a superseded fact does not exist (or belongs to
+	// another owner).
+	ErrFactNotFound = errors.New("memory: fact not found")
+	// ErrClosed: the memory is closed.
+	ErrClosed = errors.New("memory: closed")
+)
+
+// formatValue is the memory format this code reads and writes.
+const formatValue = "lemo-memory-1"
+
+// Options tune the memory; zero values take the documented defaults.
+type Options struct {
+	Log zerolog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// RecallTokens bounds a Cycle's recalled evidence in estimated tokens
+	// (default and maximum prompt.RecallBudget, 8,000).
+	RecallTokens int
+	// RecallItems bounds the number of recalled items (default 8).
+	RecallItems int
+	// MinRelevance is the recall threshold: the least normalised score (0
+	// to 1) an item needs to be recalled (default 0.25).
+	MinRelevance float64
+	// MaxFactBytes bounds a fact's content (default 8 KiB).
+	MaxFactBytes int
+	// SegmentDocs is the number of pending documents that triggers a
+	// segment build (default 256).
+	SegmentDocs int
+	// MergeFactor is how many segments of one size tier are merged into
+	// one (default 8).
+	MergeFactor int
+	// IndexInterval is how often the background indexer looks for work
+	// (default 1s); pending documents older than 2 intervals are always
+	// built into a segment.
+	IndexInterval time.Duration
+	// CacheBytes bounds the cache of segment blocks (default 32 MiB).
+	CacheBytes int
+
+	// manual disables the background indexer (tests build with Flush).
+	manual bool
+}
+
+func (o *Options) defaults() {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.RecallTokens <= 0 || o.RecallTokens > prompt.RecallBudget {
+		o.RecallTokens = prompt.RecallBudget
+	}
+	if o.RecallItems <= 0 {
+		o.RecallItems = 8
+	}
+	if o.MinRelevance <= 0 {
+		o.MinRelevance = 0.25
+	}
+	if o.MaxFactBytes <= 0 {
+		o.MaxFactBytes = 8 << 10
+	}
+	if o.SegmentDocs <= 0 {
+		o.SegmentDocs = 256
+	}
+	if o.MergeFactor < 2 {
+		o.MergeFactor = 8
+	}
+	if o.IndexInterval <= 0 {
+		o.IndexInterval = time.Second
+	}
+	if o.CacheBytes <= 0 {
+		o.CacheBytes = 32 << 20
+	}
+}
+
+// Memory is the daemon's memory over its store: the search index, facts
+// and recall. It is safe for concurrent use.
+type Memory struct {
+	store *persistence.Store
+	opt   Options
+	log   zerolog.Logger
+	cache *blockCache
+
+	mu   sync.Mutex
+	segs map[string]*segment // live segments by owner/seg, with their columns
+	pend map[string]*pdoc    // decoded pending documents by key
+
+	// buildMu serialises index maintenance (builds, merges, cleanup).
+	buildMu sync.Mutex
+	nextSeg uint64
+	seen    map[string]time.Time // owner -> when pending documents were first seen
+
+	kick      chan struct{}
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+var _ actors.Memory = (*Memory)(nil)
+
+// Open opens the memory of store: it checks the memory format, removes
+// what an interrupted index build left behind, indexes history that was
+// written without the memory (the index is then never behind the log), and
+// starts the background indexer. Call it before the daemon starts appending,
+// and Close it before closing the store.
+func Open(ctx context.Context, store *persistence.Store, opt Options) (*Memory, error) {
+	if store == nil {
+		return nil, fmt.Errorf("%w: Open needs a store", ErrInvalid)
+	}
+	opt.defaults()
+	m := &Memory{
+		store: store,
+		opt:   opt,
+		log:   opt.Log,
+		cache: newBlockCache(opt.CacheBytes),
+		segs:  make(map[string]*segment),
+		pend:  make(map[string]*pdoc),
+		seen:  make(map[string]time.Time),
+		kick:  make(chan struct{}, 1),
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+	if err := m.checkFormat(); err != nil {
+		return nil, err
+	}
+	if err := m.cleanup(); err != nil {
+		return nil, fmt.Errorf("memory: clean up interrupted index builds: %w", err)
+	}
+	n, err := m.catchUp(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("memory: index history written without the memory: %w", err)
+	}
+	if n > 0 {
+		m.log.Info().Int("events", n).Msg("memory: indexed history that was written without the memory")
+	}
+	go m.run()
+	return m, nil
+}
+
+func (m *Memory) checkFormat() error {
+	var have []byte
+	err := m.store.View(func(v *persistence.Snapshot) error {
+		var err error
+		have, err = v.GetCopy(persistence.IndexFormatKey())
+		return err
+	})
+	switch {
+	case errors.Is(err, persistence.ErrNotFound):
+		return m.store.UpdateIndex([]persistence.KV{{Key: persistence.IndexFormatKey(), Value: []byte(formatValue)}})
+	case err != nil:
+		return fmt.Errorf("memory: read format: %w", err)
+	case string(have) != formatValue:
+		return fmt.Errorf("memory: the store's memory has format %q, this lemo reads %q", have, formatValue)
+	}
+	return nil
+}
+
+// Close stops the background indexer and waits for it. Pending documents
+// stay pending (searchable) and are built into segments after the next
+// Open. It is safe to call more than once.
+func (m *Memory) Close() error {
+	m.closeOnce.Do(func() {
+		close(m.stop)
+		<-m.done
+	})
+	return nil
+}
+
+func (m *Memory) closed() bool {
+	select {
+	case <-m.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// signal wakes the indexer without blocking.
+func (m *Memory) signal() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run is the background indexer: it builds pending documents into
+// segments and merges segments, until Close.
+func (m *Memory) run() {
+	defer close(m.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-m.stop
+		cancel()
+	}()
+	tick := time.NewTicker(m.opt.IndexInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-m.kick:
+		case <-tick.C:
+		}
+		if m.opt.manual {
+			continue
+		}
+		if err := m.maintain(ctx, false); err != nil && ctx.Err() == nil {
+			m.log.Warn().Err(err).Msg("memory: index maintenance failed; retrying later")
+		}
+	}
+}
+
+// Flush builds every pending document into a segment and merges segments
+// as the merge policy asks, now. The background indexer does the same on
+// its own; Flush makes it happen before it returns (tests, benchmarks,
+// tools that want a compact index).
+func (m *Memory) Flush(ctx context.Context) error {
+	if m.closed() {
+		return ErrClosed
+	}
+	return m.maintain(ctx, true)
+}
+
+// Postings implements actors.Memory: the pending index documents of the
+// indexable events among events, and the Task's index watermark, to be
+// committed with the events. It only computes (no I/O).
+func (m *Memory) Postings(owner string, events []*api.Event) []persistence.KV {
+	kvs := IndexEvents(owner, events)
+	if len(kvs) > 1 {
+		m.signal()
+	}
+	return kvs
+}
+
+// IndexEvents returns the index records of events of one Task of owner:
+// a pending document for each indexable event (user and assistant
+// messages, retained tool results, tool failures and failures) and the
+// Task's index watermark (the last seq of events). It is a pure function.
+func IndexEvents(owner string, events []*api.Event) []persistence.KV {
+	if len(events) == 0 {
+		return nil
+	}
+	var tools map[string]string
+	for _, ev := range events {
+		if c := ev.GetToolCallRecorded(); c != nil {
+			if tools == nil {
+				tools = make(map[string]string)
+			}
+			tools[c.GetCallId()] = c.GetTool()
+		}
+	}
+	var kvs []persistence.KV
+	task := events[0].GetTaskId()
+	if owner != "" {
+		for _, ev := range events {
+			kind, text, json, source, untrusted, ok := recordText(ev, tools)
+			if !ok {
+				continue
+			}
+			d := analyze(docInfo{
+				ref:       string(persistence.EventRef(task, ev.GetSeq())),
+				kind:      kind,
+				untrusted: untrusted,
+				time:      ev.GetTime().AsTime().UnixMilli(),
+				source:    source,
+			}, text, json)
+			kvs = append(kvs, persistence.KV{Key: persistence.PendingKey(owner, []byte(d.ref)), Value: d.encode()})
+		}
+	}
+	last := events[len(events)-1].GetSeq()
+	return append(kvs, persistence.KV{Key: persistence.WatermarkKey(task), Value: encodeWatermark(last)})
+}
+
+func encodeWatermark(seq uint64) []byte {
+	var b [8]byte
+	for i := 7; i >= 0; i-- {
+		b[i] = byte(seq)
+		seq >>= 8
+	}
+	return b[:]
+}
+
+func decodeWatermark(b []byte) uint64 {
+	var v uint64
+	for _, c := range b {
+		v = v<<8 | uint64(c)
+	}
+	return v
+}

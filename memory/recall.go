@@ -1,0 +1,187 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"lemo/actors"
+	"lemo/api"
+	"lemo/persistence"
+	"lemo/prompt"
+)
+
+// Recall's query and candidates.
+const (
+	// recallQueryTerms is how many of the query's terms recall uses: its
+	// most specific (rarest) ones.
+	recallQueryTerms = 16
+	// focusBytes bounds each part of the latest focus that joins the query.
+	focusBytes = 2 << 10
+	// requestBytes bounds the part of the request that joins the query.
+	requestBytes = 4 << 10
+	// maxItemTokens bounds one recalled item; a longer record is recalled
+	// as a labelled excerpt.
+	maxItemTokens = 2500
+)
+
+// RecallText returns the text recall queries with: the Task's request
+// (its first user message) and its latest focus (the latest user message,
+// the latest assistant text and the arguments of the latest tool calls).
+func RecallText(history []*api.Event) string {
+	var request, lastUser, lastAssistant string
+	var lastArgs []string
+	for _, ev := range history {
+		switch b := ev.Body.(type) {
+		case *api.Event_UserMessage:
+			if request == "" {
+				request = b.UserMessage.GetText()
+			} else {
+				lastUser = b.UserMessage.GetText()
+			}
+		case *api.Event_AssistantMessage:
+			lastAssistant = b.AssistantMessage.GetText()
+			lastArgs = lastArgs[:0]
+		case *api.Event_ToolCallRecorded:
+			lastArgs = append(lastArgs, string(b.ToolCallRecorded.GetArguments()))
+		}
+	}
+	parts := []string{head(request, requestBytes), tail(lastUser, focusBytes), tail(lastAssistant, focusBytes)}
+	for _, a := range lastArgs {
+		parts = append(parts, head(a, focusBytes/2))
+	}
+	return head(strings.Join(parts, "\n"), MaxQueryBytes)
+}
+
+func head(s string, n int) string {
+	t, _ := cutText(s, n)
+	return t
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := len(s) - n
+	for i < len(s) && s[i]&0xC0 == 0x80 {
+		i++
+	}
+	return s[i:]
+}
+
+// Recall implements actors.Memory: the evidence from the owner's other
+// Tasks most relevant to the Task's request and latest focus. Only items
+// whose relevance reaches Options.MinRelevance are considered; the same
+// content is recalled once, nothing already in the Task's conversation is
+// recalled, superseded facts are not recalled, and the items fit
+// Options.RecallTokens as the prompt renders them. It reads only: no score
+// or record changes because something was recalled, and nothing recalled is
+// indexed again.
+func (m *Memory) Recall(ctx context.Context, q actors.RecallQuery) ([]prompt.Evidence, error) {
+	text := RecallText(q.History)
+	if strings.TrimSpace(text) == "" {
+		return nil, nil
+	}
+	sq := Query{Owner: q.Owner, Text: text, ExcludeTask: q.TaskID}
+	if err := m.validQuery(&sq); err != nil {
+		return nil, err
+	}
+	conv := conversationTexts(q.History)
+	var out []prompt.Evidence
+	err := m.store.View(func(v *persistence.Snapshot) error {
+		res, err := m.search(v, &sq, 4*m.opt.RecallItems, recallQueryTerms)
+		if err != nil {
+			return err
+		}
+		hits, err := m.hits(v, q.Owner, res)
+		if err != nil {
+			return err
+		}
+		budget := m.opt.RecallTokens - prompt.RecallOverhead
+		used := 0
+		seen := make(map[uint64]bool)
+		for i := range hits {
+			h := &hits[i]
+			if len(out) >= m.opt.RecallItems || budget-used <= 0 {
+				break
+			}
+			if h.Relevance < m.opt.MinRelevance {
+				break // hits are in score order
+			}
+			// One shared word is not relevance: a record must contain two
+			// of the query's terms (the one, for a one-term query).
+			if h.Matched < min(2, h.QueryTerms) || h.SupersededBy != "" || seen[h.hash] {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			text, err := m.recordText(v, q.Owner, h)
+			if errors.Is(err, persistence.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if conv.has(text) {
+				continue
+			}
+			e := prompt.Evidence{TaskID: h.TaskID, Seq: h.Seq, Kind: h.Kind.String(), Time: h.Time, Source: h.Source,
+				Text: text, Score: h.Score, Untrusted: h.Untrusted}
+			t := prompt.EvidenceTokens(&e)
+			if t > maxItemTokens {
+				e.Text = excerptEvidence(h, text, maxItemTokens-(t-prompt.Estimate(text)))
+				t = prompt.EvidenceTokens(&e)
+			}
+			if used+t > budget {
+				continue
+			}
+			seen[h.hash] = true
+			used += t
+			out = append(out, e)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("memory: recall: %w", err)
+	}
+	return out, nil
+}
+
+// excerptEvidence shortens a long recalled record, naming its handle.
+func excerptEvidence(h *Hit, text string, keep int) string {
+	label := fmt.Sprintf("[… excerpt: this record has %d bytes; the middle was left out here", len(text))
+	if h.Seq > 0 {
+		label += "; the whole record: " + prompt.Handle(h.TaskID, h.Seq)
+	}
+	label += "]"
+	return prompt.Excerpt(text, keep-prompt.Estimate(label)-2, label)
+}
+
+// convTexts indexes the texts of a Task's conversation by trimmed length,
+// so a candidate is compared only with texts of its own length.
+type convTexts map[int][]string
+
+func conversationTexts(history []*api.Event) convTexts {
+	c := make(convTexts)
+	for _, ev := range history {
+		_, text, _, _, _, ok := recordText(ev, nil)
+		if !ok {
+			continue
+		}
+		t := strings.TrimSpace(text)
+		c[len(t)] = append(c[len(t)], t)
+	}
+	return c
+}
+
+func (c convTexts) has(text string) bool {
+	t := strings.TrimSpace(text)
+	for _, s := range c[len(t)] {
+		if s == t {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,666 @@
+package memory
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"lemo/persistence"
+)
+
+// Ranking: Okapi BM25 (k1 = 1.2, b = 0.75) with the non-negative idf
+// ln(1 + (N - df + 0.5) / (df + 0.5)), where N, the average length and df
+// are exact over the owner's whole index (segments and pending documents)
+// at the instant of the query. Equal scores are ordered by recency (the
+// record's time, then its ref). A hit's Relevance is its score divided by
+// the score of a document that matched the relevanceTerms most specific of
+// the query's terms that occur in the index, with unbounded frequency, so
+// it lies in [0, 1] and is comparable across queries; Matched counts the
+// query terms it contains. Recall's threshold applies to both.
+const (
+	bm25K1 = 1.2
+	bm25B  = 0.75
+	// relevanceTerms is how many of the query's most specific terms define
+	// a perfect match for Relevance.
+	relevanceTerms = 3
+	// maxQueryTerms bounds the terms a search uses (its rarest ones).
+	maxQueryTerms = 32
+	// MaxSearchLimit bounds the hits of one search.
+	MaxSearchLimit = 50
+	// MaxQueryBytes bounds a search's text.
+	MaxQueryBytes = 8 << 10
+)
+
+// Query is a memory search, always within one owner's records.
+type Query struct {
+	Owner string
+	Text  string
+	// Kinds keeps only records of these kinds; empty keeps all.
+	Kinds []Kind
+	// Task keeps only records of this Task (for a fact: recorded by it).
+	Task string
+	// ExcludeTask drops the records of this Task.
+	ExcludeTask string
+	// Since and Until bound the records' time (inclusive); zero: unbounded.
+	Since, Until time.Time
+	// Limit bounds the hits (default 10, at most MaxSearchLimit).
+	Limit int
+	// TextBytes bounds each hit's Text; 0 leaves Text empty.
+	TextBytes int
+}
+
+// Hit is one search result with its provenance.
+type Hit struct {
+	TaskID string
+	// Seq is the event's seq; 0 for a fact.
+	Seq uint64
+	// FactID is set for a fact.
+	FactID string
+	Kind   Kind
+	Time   time.Time
+	// Source says where the record came from ("user", "assistant",
+	// "call <id> (<tool>)", "fact <id> recorded by <method> in call <id>").
+	Source    string
+	Score     float64
+	Relevance float64
+	// Matched is how many of the query's terms the record contains, of
+	// QueryTerms.
+	Matched    int
+	QueryTerms int
+	// TextBytes is the size of the record's whole text.
+	TextBytes int
+	Untrusted bool
+	// SupersededBy names a fact that supersedes this one.
+	SupersededBy string
+	// Text is the record's text, cut to Query.TextBytes.
+	Text      string
+	Truncated bool
+
+	hash uint64
+}
+
+func segID(owner string, seg uint64) string { return owner + "/" + strconv.FormatUint(seg, 10) }
+
+// liveSegments returns the owner's live segments as of v, oldest first.
+func (m *Memory) liveSegments(v *persistence.Snapshot, owner string) ([]*segment, error) {
+	var out []*segment
+	err := v.Scan(persistence.SegmentPrefix(owner), persistence.ScanOptions{KeysOnly: true}, func(k, _ []byte) error {
+		seg := persistence.SegmentFromKey(k)
+		id := segID(owner, seg)
+		m.mu.Lock()
+		s := m.segs[id]
+		m.mu.Unlock()
+		if s == nil {
+			b, err := v.GetCopy(k)
+			if err != nil {
+				return err
+			}
+			hdr, err := decodeHeader(b)
+			if err != nil {
+				return fmt.Errorf("segment %d: %w", seg, err)
+			}
+			s = &segment{owner: owner, hdr: hdr}
+			m.mu.Lock()
+			if have := m.segs[id]; have != nil {
+				s = have
+			} else {
+				m.segs[id] = s
+			}
+			m.mu.Unlock()
+		}
+		out = append(out, s)
+		return nil
+	})
+	return out, err
+}
+
+// pendingDocs returns up to limit (0: all) of the owner's pending
+// documents as of v, in ref order.
+func (m *Memory) pendingDocs(v *persistence.Snapshot, owner string, limit int) ([]*pdoc, error) {
+	var out []*pdoc
+	prefix := persistence.PendingPrefix(owner)
+	err := v.Scan(prefix, persistence.ScanOptions{KeysOnly: true}, func(k, _ []byte) error {
+		if limit > 0 && len(out) >= limit {
+			return persistence.ErrStopScan
+		}
+		key := string(k)
+		m.mu.Lock()
+		d := m.pend[key]
+		m.mu.Unlock()
+		if d == nil {
+			b, err := v.GetCopy(k)
+			if err != nil {
+				return err
+			}
+			if d, err = decodePending(key[len(prefix):], b); err != nil {
+				return err
+			}
+			m.mu.Lock()
+			m.pend[key] = d
+			m.mu.Unlock()
+		}
+		out = append(out, d)
+		return nil
+	})
+	return out, err
+}
+
+// pruneCaches drops cached segments that are no longer live and pending
+// documents that were built into segments.
+func (m *Memory) pruneCaches() {
+	live := make(map[string]bool)
+	pending := make(map[string]bool)
+	_ = m.store.View(func(v *persistence.Snapshot) error {
+		owners := make(map[string]bool)
+		m.mu.Lock()
+		for _, s := range m.segs {
+			owners[s.owner] = true
+		}
+		m.mu.Unlock()
+		for o := range owners {
+			_ = v.Scan(persistence.SegmentPrefix(o), persistence.ScanOptions{KeysOnly: true}, func(k, _ []byte) error {
+				live[segID(o, persistence.SegmentFromKey(k))] = true
+				return nil
+			})
+		}
+		return v.Scan(persistence.IndexPrefix(), persistence.ScanOptions{KeysOnly: true}, func(k, _ []byte) error {
+			if isPendingKey(k) {
+				pending[string(k)] = true
+			}
+			return nil
+		})
+	})
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id := range m.segs {
+		if !live[id] {
+			delete(m.segs, id)
+		}
+	}
+	for k := range m.pend {
+		if !pending[k] {
+			delete(m.pend, k)
+		}
+	}
+}
+
+// isPendingKey reports whether k is "i/<owner>/p/...".
+func isPendingKey(k []byte) bool {
+	s := string(k)
+	if !strings.HasPrefix(s, "i/") {
+		return false
+	}
+	rest := s[2:]
+	i := strings.IndexByte(rest, '/')
+	return i >= 0 && strings.HasPrefix(rest[i+1:], "p/")
+}
+
+// filter is a query's restrictions, checked for every posting.
+type filter struct {
+	kinds       [8]bool
+	since       int64
+	until       int64
+	task        string
+	excludeTask string
+}
+
+func newFilter(q *Query) filter {
+	f := filter{since: math.MinInt64, until: math.MaxInt64, task: q.Task, excludeTask: q.ExcludeTask}
+	if len(q.Kinds) == 0 {
+		for i := range f.kinds {
+			f.kinds[i] = true
+		}
+	}
+	for _, k := range q.Kinds {
+		if int(k) < len(f.kinds) {
+			f.kinds[k] = true
+		}
+	}
+	if !q.Since.IsZero() {
+		f.since = q.Since.UnixMilli()
+	}
+	if !q.Until.IsZero() {
+		f.until = q.Until.UnixMilli()
+	}
+	return f
+}
+
+type qterm struct {
+	term    string
+	df      uint64
+	idf     float64
+	entries []entry
+	has     []bool
+}
+
+// scored is a candidate: a document of a segment, or a pending one.
+type scored struct {
+	score   float64
+	time    int64
+	kind    Kind
+	matched uint8
+	seg     *segment
+	doc     uint32
+	p       *pdoc
+}
+
+type topK struct {
+	k     int
+	items []scored
+}
+
+func (h *topK) Len() int { return len(h.items) }
+func (h *topK) Less(i, j int) bool {
+	a, b := h.items[i], h.items[j]
+	if a.score != b.score {
+		return a.score < b.score
+	}
+	return a.time < b.time
+}
+func (h *topK) Swap(i, j int) { h.items[i], h.items[j] = h.items[j], h.items[i] }
+func (h *topK) Push(x any)    { h.items = append(h.items, x.(scored)) }
+func (h *topK) Pop() any {
+	x := h.items[len(h.items)-1]
+	h.items = h.items[:len(h.items)-1]
+	return x
+}
+
+func (h *topK) offer(s scored) {
+	if len(h.items) < h.k {
+		heap.Push(h, s)
+		return
+	}
+	top := h.items[0]
+	if s.score > top.score || (s.score == top.score && s.time > top.time) {
+		h.items[0] = s
+		heap.Fix(h, 0)
+	}
+}
+
+// accumulator is the per-document state of a segment's scoring.
+type accumulator struct {
+	score   []float64
+	matched []uint8
+}
+
+var accPool = sync.Pool{New: func() any { return new(accumulator) }}
+
+// searchResult is a search's candidates, best first.
+type searchResult struct {
+	cands []scored
+	// perfect is the score of a perfect match (the Relevance divisor);
+	// terms the number of query terms used.
+	perfect float64
+	terms   int
+}
+
+// search scores the owner's documents for q and returns the best k, using
+// at most maxTerms of the query's terms (its rarest).
+func (m *Memory) search(v *persistence.Snapshot, q *Query, k, maxTerms int) (*searchResult, error) {
+	terms := Terms(q.Text)
+	if len(terms) == 0 {
+		return &searchResult{}, nil
+	}
+	segs, err := m.liveSegments(v, q.Owner)
+	if err != nil {
+		return nil, err
+	}
+	pend, err := m.pendingDocs(v, q.Owner, 0)
+	if err != nil {
+		return nil, err
+	}
+	var n, sumLen uint64
+	for _, s := range segs {
+		n += uint64(s.hdr.docs)
+		sumLen += s.hdr.sumLen
+	}
+	for _, p := range pend {
+		n++
+		sumLen += uint64(p.length)
+	}
+	if n == 0 {
+		return &searchResult{}, nil
+	}
+	src := blockSource{v: v, cache: m.cache}
+	qts := make([]qterm, len(terms))
+	for i, t := range terms {
+		qt := qterm{term: t, entries: make([]entry, len(segs)), has: make([]bool, len(segs))}
+		for si, s := range segs {
+			e, ok, err := s.lookup(src, t)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				qt.entries[si], qt.has[si] = e, true
+				qt.df += uint64(e.df)
+			}
+		}
+		for _, p := range pend {
+			if p.tf(t) > 0 {
+				qt.df++
+			}
+		}
+		qt.idf = math.Log(1 + (float64(n)-float64(qt.df)+0.5)/(float64(qt.df)+0.5))
+		qts[i] = qt
+	}
+	sort.SliceStable(qts, func(i, j int) bool {
+		if qts[i].idf != qts[j].idf {
+			return qts[i].idf > qts[j].idf
+		}
+		return qts[i].term < qts[j].term
+	})
+	if maxTerms > 0 && len(qts) > maxTerms {
+		qts = qts[:maxTerms]
+	}
+	res := &searchResult{terms: len(qts)}
+	for i, n := 0, 0; i < len(qts) && n < relevanceTerms; i++ {
+		if qts[i].df > 0 {
+			res.perfect += qts[i].idf * (bm25K1 + 1)
+			n++
+		}
+	}
+	avg := float64(sumLen) / float64(n)
+	if avg <= 0 {
+		avg = 1
+	}
+	var kNorm [256]float64
+	for i := range kNorm {
+		kNorm[i] = bm25K1 * (1 - bm25B + bm25B*float64(normTable[i])/avg)
+	}
+	f := newFilter(q)
+	top := &topK{k: k}
+	for si, s := range segs {
+		if err := m.scoreSegment(src, s, si, qts, &f, &kNorm, top); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range pend {
+		if !f.kinds[p.kind&7] || p.time < f.since || p.time > f.until {
+			continue
+		}
+		if f.task != "" || f.excludeTask != "" {
+			task, _, _, _ := persistence.ParseRef([]byte(p.ref))
+			if (f.task != "" && task != f.task) || (f.excludeTask != "" && task == f.excludeTask) {
+				continue
+			}
+		}
+		var score float64
+		var matched uint8
+		for _, qt := range qts {
+			if tf := p.tf(qt.term); tf > 0 {
+				ft := float64(tf)
+				score += qt.idf * (bm25K1 + 1) * ft / (ft + kNorm[p.norm])
+				matched++
+			}
+		}
+		if score > 0 {
+			top.offer(scored{score: score, time: p.time, kind: p.kind, matched: matched, p: p})
+		}
+	}
+	res.cands = top.items
+	sort.Slice(res.cands, func(i, j int) bool {
+		a, b := res.cands[i], res.cands[j]
+		if a.score != b.score {
+			return a.score > b.score
+		}
+		return a.time > b.time
+	})
+	return res, nil
+}
+
+func (m *Memory) scoreSegment(src blockSource, s *segment, si int, qts []qterm, f *filter, kNorm *[256]float64, top *topK) error {
+	any := false
+	for _, qt := range qts {
+		if qt.has[si] {
+			any = true
+			break
+		}
+	}
+	if !any || s.hdr.maxTime < f.since || s.hdr.minTime > f.until {
+		return nil
+	}
+	var allow, deny []uint32
+	if f.task != "" {
+		d, err := s.taskDocs(src, f.task)
+		if err != nil {
+			return err
+		}
+		if len(d) == 0 {
+			return nil
+		}
+		allow = d
+	}
+	if f.excludeTask != "" {
+		d, err := s.taskDocs(src, f.excludeTask)
+		if err != nil {
+			return err
+		}
+		deny = d
+	}
+	cols, err := s.loadColumns(src)
+	if err != nil {
+		return err
+	}
+	ap := accPool.Get().(*accumulator)
+	defer accPool.Put(ap)
+	if cap(ap.score) < int(s.hdr.docs) {
+		ap.score = make([]float64, s.hdr.docs)
+		ap.matched = make([]uint8, s.hdr.docs)
+	}
+	acc, matched := ap.score[:s.hdr.docs], ap.matched[:s.hdr.docs]
+	var touched []uint32
+	for _, qt := range qts {
+		if !qt.has[si] {
+			continue
+		}
+		w := qt.idf * (bm25K1 + 1)
+		err := s.postings(src, qt.entries[si], func(doc, tf uint32) {
+			if int(doc) >= len(acc) || !f.kinds[cols.kinds[doc]&7] {
+				return
+			}
+			if t := cols.times[doc]; t < f.since || t > f.until {
+				return
+			}
+			if allow != nil && !containsDoc(allow, doc) {
+				return
+			}
+			if deny != nil && containsDoc(deny, doc) {
+				return
+			}
+			if acc[doc] == 0 {
+				touched = append(touched, doc)
+			}
+			ft := float64(tf)
+			acc[doc] += w * ft / (ft + kNorm[cols.norms[doc]])
+			matched[doc]++
+		})
+		if err != nil {
+			for _, d := range touched {
+				acc[d], matched[d] = 0, 0
+			}
+			return err
+		}
+	}
+	for _, d := range touched {
+		top.offer(scored{score: acc[d], time: cols.times[d], kind: Kind(cols.kinds[d]), matched: matched[d], seg: s, doc: d})
+		acc[d], matched[d] = 0, 0
+	}
+	return nil
+}
+
+func containsDoc(sorted []uint32, doc uint32) bool {
+	i := sort.Search(len(sorted), func(i int) bool { return sorted[i] >= doc })
+	return i < len(sorted) && sorted[i] == doc
+}
+
+// hits resolves candidates into hits, ordered by score, time and ref.
+func (m *Memory) hits(v *persistence.Snapshot, owner string, res *searchResult) ([]Hit, error) {
+	src := blockSource{v: v, cache: m.cache}
+	out := make([]Hit, 0, len(res.cands))
+	refs := make([]string, 0, len(res.cands))
+	for _, c := range res.cands {
+		var info docRow
+		kind := c.kind
+		if c.p != nil {
+			info = docRow{ref: c.p.ref, source: c.p.source, hash: c.p.hash, textBytes: c.p.textBytes, untrusted: c.p.untrusted}
+		} else {
+			r, err := c.seg.row(src, c.doc)
+			if err != nil {
+				return nil, err
+			}
+			info = r
+		}
+		task, seq, fact, ok := persistence.ParseRef([]byte(info.ref))
+		if !ok {
+			return nil, fmt.Errorf("%w: ref %q", errCorrupt, info.ref)
+		}
+		h := Hit{TaskID: task, Seq: seq, FactID: fact, Kind: kind, Time: time.UnixMilli(c.time).UTC(), Source: info.source,
+			Score: c.score, Matched: int(c.matched), QueryTerms: res.terms, TextBytes: int(info.textBytes), Untrusted: info.untrusted, hash: info.hash}
+		if res.perfect > 0 {
+			h.Relevance = min(c.score/res.perfect, 1)
+		}
+		out = append(out, h)
+		refs = append(refs, info.ref)
+	}
+	idx := make([]int, len(out))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(i, j int) bool {
+		a, b := out[idx[i]], out[idx[j]]
+		if a.Score != b.Score {
+			return a.Score > b.Score
+		}
+		if !a.Time.Equal(b.Time) {
+			return a.Time.After(b.Time)
+		}
+		return refs[idx[i]] > refs[idx[j]]
+	})
+	sorted := make([]Hit, len(out))
+	for i, j := range idx {
+		sorted[i] = out[j]
+	}
+	for i := range sorted {
+		if sorted[i].FactID != "" {
+			by, err := supersededBy(v, owner, sorted[i].FactID)
+			if err != nil {
+				return nil, err
+			}
+			sorted[i].SupersededBy = by
+		}
+	}
+	return sorted, nil
+}
+
+func supersededBy(v *persistence.Snapshot, owner, fact string) (string, error) {
+	by := ""
+	prefix := persistence.SupersededPrefix(owner, fact)
+	err := v.Scan(prefix, persistence.ScanOptions{KeysOnly: true}, func(k, _ []byte) error {
+		by = string(k[len(prefix):])
+		return nil // the last (newest id) wins
+	})
+	return by, err
+}
+
+// Search returns the owner's records that best match q, best first, each
+// with its provenance and (when q.TextBytes > 0) its text.
+func (m *Memory) Search(ctx context.Context, q Query) ([]Hit, error) {
+	if err := m.validQuery(&q); err != nil {
+		return nil, err
+	}
+	if q.Limit <= 0 {
+		q.Limit = 10
+	}
+	q.Limit = min(q.Limit, MaxSearchLimit)
+	var out []Hit
+	err := m.store.View(func(v *persistence.Snapshot) error {
+		res, err := m.search(v, &q, q.Limit, maxQueryTerms)
+		if err != nil {
+			return err
+		}
+		if out, err = m.hits(v, q.Owner, res); err != nil {
+			return err
+		}
+		if q.TextBytes <= 0 {
+			return nil
+		}
+		for i := range out {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			text, err := m.recordText(v, q.Owner, &out[i])
+			if errors.Is(err, persistence.ErrNotFound) {
+				out[i].Text = "[the record is no longer in the store]"
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			out[i].Text, out[i].Truncated = cutText(text, q.TextBytes)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("memory: search: %w", err)
+	}
+	return out, nil
+}
+
+func (m *Memory) validQuery(q *Query) error {
+	if m.closed() {
+		return ErrClosed
+	}
+	if err := persistence.ValidOwner(q.Owner); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if len(q.Text) > MaxQueryBytes {
+		return fmt.Errorf("%w: query of %d bytes exceeds %d bytes", ErrInvalid, len(q.Text), MaxQueryBytes)
+	}
+	for _, t := range []string{q.Task, q.ExcludeTask} {
+		if t != "" {
+			if err := persistence.ValidTaskID(t); err != nil {
+				return fmt.Errorf("%w: %v", ErrInvalid, err)
+			}
+		}
+	}
+	return nil
+}
+
+// recordText reads the whole text of a hit's record.
+func (m *Memory) recordText(v *persistence.Snapshot, owner string, h *Hit) (string, error) {
+	if h.FactID != "" {
+		f, err := readFact(v, owner, h.FactID)
+		if err != nil {
+			return "", err
+		}
+		return f.Content, nil
+	}
+	ev, err := v.Event(h.TaskID, h.Seq)
+	if err != nil {
+		return "", err
+	}
+	_, text, _, _, _, ok := recordText(ev, nil)
+	if !ok {
+		return "", fmt.Errorf("%w: task %s seq %d is not an indexed record", errCorrupt, h.TaskID, h.Seq)
+	}
+	return text, nil
+}
+
+// cutText returns at most max bytes of s, on a rune boundary.
+func cutText(s string, max int) (string, bool) {
+	if len(s) <= max {
+		return s, false
+	}
+	cut := max
+	for cut > 0 && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut], true
+}

@@ -1,0 +1,407 @@
+package memory
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"sync"
+
+	"lemo/persistence"
+)
+
+// A segment is an immutable inverted index over a set of documents,
+// numbered 0..docs-1 within it. It is stored as (persistence key layout):
+//
+//	header  segment number, document count, summed lengths, time range, the
+//	        first term of each term block and the number of blocks of each
+//	        family; writing it makes the segment live
+//	b/<n>   term block: terms in order, each with its document frequency and
+//	        postings (document number delta, term frequency), inline when
+//	        small, else in overflow chunks x/<n>
+//	c/<n>   column block: kind, length code and time of colBlockDocs documents
+//	d/<n>   document table block: ref, source, hash, size of docBlockDocs
+//	        documents (read only for results)
+//
+// The documents of a Task are also listed under the term taskTerm(task), so
+// a search restricted to (or excluding) a Task reads one posting list.
+const (
+	segVersion     = 1
+	termBlockBytes = 16 << 10
+	inlineMax      = 4 << 10
+	chunkBytes     = 64 << 10
+	colBlockDocs   = 8192
+	docBlockDocs   = 128
+)
+
+// taskTerm is the term that lists a Task's documents; real terms never
+// contain \x01.
+func taskTerm(task string) string { return "\x01" + task }
+
+type segHeader struct {
+	seg        uint64
+	docs       uint32
+	sumLen     uint64
+	minTime    int64
+	maxTime    int64
+	firstTerms []string
+	colBlocks  uint32
+	docBlocks  uint32
+	chunks     uint32
+}
+
+func (h *segHeader) encode() []byte {
+	n := 64
+	for _, t := range h.firstTerms {
+		n += len(t) + 2
+	}
+	b := make([]byte, 0, n)
+	b = append(b, segVersion)
+	b = binary.AppendUvarint(b, h.seg)
+	b = binary.AppendUvarint(b, uint64(h.docs))
+	b = binary.AppendUvarint(b, h.sumLen)
+	b = binary.AppendVarint(b, h.minTime)
+	b = binary.AppendVarint(b, h.maxTime)
+	b = binary.AppendUvarint(b, uint64(h.colBlocks))
+	b = binary.AppendUvarint(b, uint64(h.docBlocks))
+	b = binary.AppendUvarint(b, uint64(h.chunks))
+	b = binary.AppendUvarint(b, uint64(len(h.firstTerms)))
+	for _, t := range h.firstTerms {
+		b = appendString(b, t)
+	}
+	return b
+}
+
+func decodeHeader(b []byte) (*segHeader, error) {
+	r := reader{b: b}
+	if r.byte() != segVersion {
+		return nil, fmt.Errorf("%w: segment header: unknown version", errCorrupt)
+	}
+	h := &segHeader{}
+	h.seg = r.uvarint()
+	h.docs = uint32(r.uvarint())
+	h.sumLen = r.uvarint()
+	h.minTime = r.varint()
+	h.maxTime = r.varint()
+	h.colBlocks = uint32(r.uvarint())
+	h.docBlocks = uint32(r.uvarint())
+	h.chunks = uint32(r.uvarint())
+	n := r.uvarint()
+	if n > uint64(len(b)) {
+		return nil, fmt.Errorf("%w: segment header", errCorrupt)
+	}
+	h.firstTerms = make([]string, n)
+	for i := range h.firstTerms {
+		h.firstTerms[i] = r.string()
+	}
+	if r.err {
+		return nil, fmt.Errorf("%w: segment header", errCorrupt)
+	}
+	return h, nil
+}
+
+// segment is a live segment as queries see it: its header and, once
+// loaded, its columns (immutable, shared by all queries).
+type segment struct {
+	owner string
+	hdr   *segHeader
+
+	mu    sync.Mutex
+	cols  *columns
+	tasks map[string][]uint32 // memoised task posting lists
+}
+
+type columns struct {
+	kinds []byte
+	norms []byte
+	times []int64
+}
+
+// entry is one term of a term block.
+type entry struct {
+	df         uint32
+	chunks     uint32 // 0: postings inline
+	firstChunk uint32
+	inline     []byte
+}
+
+// blockSource fetches segment blocks, through the cache.
+type blockSource struct {
+	v     *persistence.Snapshot
+	cache *blockCache
+}
+
+func (s blockSource) get(owner string, fam byte, seg uint64, n uint32) ([]byte, error) {
+	key := persistence.BlockKey(owner, fam, seg, n)
+	if b, ok := s.cache.get(string(key)); ok {
+		return b, nil
+	}
+	b, err := s.v.GetCopy(key)
+	if err != nil {
+		return nil, fmt.Errorf("segment %d block %c/%d: %w", seg, fam, n, err)
+	}
+	s.cache.put(string(key), b)
+	return b, nil
+}
+
+// lookup finds term in the segment.
+func (s *segment) lookup(src blockSource, term string) (entry, bool, error) {
+	ft := s.hdr.firstTerms
+	i := sort.Search(len(ft), func(i int) bool { return ft[i] > term }) - 1
+	if i < 0 {
+		return entry{}, false, nil
+	}
+	blk, err := src.get(s.owner, persistence.BlockTerms, s.hdr.seg, uint32(i))
+	if err != nil {
+		return entry{}, false, err
+	}
+	e, ok := findInBlock(blk, term)
+	return e, ok, nil
+}
+
+// A term block is: count (uvarint), count big-endian uint32 offsets of the
+// entries (from the end of the offset table), then the entries: term, df,
+// chunks, then either the inline postings or the first chunk number.
+func findInBlock(blk []byte, term string) (entry, bool) {
+	count, n := binary.Uvarint(blk)
+	if n <= 0 || uint64(len(blk)-n) < count*4 {
+		return entry{}, false
+	}
+	offs := blk[n : n+int(count)*4]
+	body := blk[n+int(count)*4:]
+	tb := []byte(term)
+	i := sort.Search(int(count), func(i int) bool {
+		return bytes.Compare(entryTerm(body, offs, i), tb) >= 0
+	})
+	if i == int(count) || !bytes.Equal(entryTerm(body, offs, i), tb) {
+		return entry{}, false
+	}
+	_, e := decodeEntry(body[binary.BigEndian.Uint32(offs[i*4:]):])
+	return e, true
+}
+
+func entryTerm(body, offs []byte, i int) []byte {
+	off := binary.BigEndian.Uint32(offs[i*4:])
+	if int(off) >= len(body) {
+		return nil
+	}
+	l, n := binary.Uvarint(body[off:])
+	if n <= 0 || int(off)+n+int(l) > len(body) {
+		return nil
+	}
+	return body[int(off)+n : int(off)+n+int(l)]
+}
+
+func decodeEntry(b []byte) (string, entry) {
+	r := reader{b: b}
+	term := r.string()
+	var e entry
+	e.df = uint32(r.uvarint())
+	e.chunks = uint32(r.uvarint())
+	if e.chunks == 0 {
+		e.inline = r.bytes()
+	} else {
+		e.firstChunk = uint32(r.uvarint())
+	}
+	return term, e
+}
+
+// eachEntry calls fn with every entry of a term block, in term order.
+func eachEntry(blk []byte, fn func(term string, e entry) error) error {
+	count, n := binary.Uvarint(blk)
+	if n <= 0 || uint64(len(blk)-n) < count*4 {
+		return fmt.Errorf("%w: term block", errCorrupt)
+	}
+	offs := blk[n : n+int(count)*4]
+	body := blk[n+int(count)*4:]
+	for i := 0; i < int(count); i++ {
+		off := binary.BigEndian.Uint32(offs[i*4:])
+		if int(off) > len(body) {
+			return fmt.Errorf("%w: term block", errCorrupt)
+		}
+		term, e := decodeEntry(body[off:])
+		if err := fn(term, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// postings calls fn with each (document, term frequency) of an entry, in
+// document order.
+func (s *segment) postings(src blockSource, e entry, fn func(doc, tf uint32)) error {
+	if e.chunks == 0 {
+		decodePostings(e.inline, fn)
+		return nil
+	}
+	for c := uint32(0); c < e.chunks; c++ {
+		b, err := src.get(s.owner, persistence.BlockOverflow, s.hdr.seg, e.firstChunk+c)
+		if err != nil {
+			return err
+		}
+		decodePostings(b, fn)
+	}
+	return nil
+}
+
+// Postings are (delta, tf) uvarint pairs; the first delta of a list or of
+// a chunk is the absolute document number.
+func decodePostings(b []byte, fn func(doc, tf uint32)) {
+	var doc uint32
+	for len(b) > 0 {
+		d, n := binary.Uvarint(b)
+		if n <= 0 {
+			return
+		}
+		b = b[n:]
+		tf, m := binary.Uvarint(b)
+		if m <= 0 {
+			return
+		}
+		b = b[m:]
+		doc += uint32(d)
+		fn(doc, uint32(tf))
+	}
+}
+
+// loadColumns returns the segment's columns, reading them once.
+func (s *segment) loadColumns(src blockSource) (*columns, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cols != nil {
+		return s.cols, nil
+	}
+	c := &columns{
+		kinds: make([]byte, 0, s.hdr.docs),
+		norms: make([]byte, 0, s.hdr.docs),
+		times: make([]int64, 0, s.hdr.docs),
+	}
+	for i := uint32(0); i < s.hdr.colBlocks; i++ {
+		b, err := src.v.GetCopy(persistence.BlockKey(s.owner, persistence.BlockColumns, s.hdr.seg, i))
+		if err != nil {
+			return nil, fmt.Errorf("segment %d columns %d: %w", s.hdr.seg, i, err)
+		}
+		if err := decodeColumns(b, c); err != nil {
+			return nil, err
+		}
+	}
+	if len(c.kinds) != int(s.hdr.docs) {
+		return nil, fmt.Errorf("%w: segment %d has %d column rows for %d documents", errCorrupt, s.hdr.seg, len(c.kinds), s.hdr.docs)
+	}
+	s.cols = c
+	return c, nil
+}
+
+// A column block is: count, count kinds, count length codes, count times
+// (varint deltas, the first absolute).
+func encodeColumns(kinds, norms []byte, times []int64) []byte {
+	b := make([]byte, 0, len(kinds)*5+8)
+	b = binary.AppendUvarint(b, uint64(len(kinds)))
+	b = append(b, kinds...)
+	b = append(b, norms...)
+	var prev int64
+	for _, t := range times {
+		b = binary.AppendVarint(b, t-prev)
+		prev = t
+	}
+	return b
+}
+
+func decodeColumns(b []byte, c *columns) error {
+	r := reader{b: b}
+	n := r.uvarint()
+	if n > uint64(len(r.b))/2 {
+		return fmt.Errorf("%w: column block", errCorrupt)
+	}
+	c.kinds = append(c.kinds, r.b[:n]...)
+	c.norms = append(c.norms, r.b[n:2*n]...)
+	r.b = r.b[2*n:]
+	var t int64
+	for i := uint64(0); i < n; i++ {
+		t += r.varint()
+		c.times = append(c.times, t)
+	}
+	if r.err {
+		return fmt.Errorf("%w: column block", errCorrupt)
+	}
+	return nil
+}
+
+// docRow is one row of the document table.
+type docRow struct {
+	ref       string
+	source    string
+	hash      uint64
+	textBytes uint32
+	untrusted bool
+}
+
+func appendDocRow(b []byte, d *docRow) []byte {
+	b = appendString(b, d.ref)
+	b = appendString(b, d.source)
+	b = binary.BigEndian.AppendUint64(b, d.hash)
+	b = binary.AppendUvarint(b, uint64(d.textBytes))
+	return append(b, flags(d.untrusted))
+}
+
+func decodeDocRows(b []byte) ([]docRow, error) {
+	r := reader{b: b}
+	n := r.uvarint()
+	if n > uint64(len(b)) {
+		return nil, fmt.Errorf("%w: document block", errCorrupt)
+	}
+	rows := make([]docRow, n)
+	for i := range rows {
+		rows[i].ref = r.string()
+		rows[i].source = r.string()
+		rows[i].hash = r.uint64()
+		rows[i].textBytes = uint32(r.uvarint())
+		rows[i].untrusted = r.byte()&1 != 0
+	}
+	if r.err {
+		return nil, fmt.Errorf("%w: document block", errCorrupt)
+	}
+	return rows, nil
+}
+
+// row returns the document table row of doc.
+func (s *segment) row(src blockSource, doc uint32) (docRow, error) {
+	blk, err := src.get(s.owner, persistence.BlockDocs, s.hdr.seg, doc/docBlockDocs)
+	if err != nil {
+		return docRow{}, err
+	}
+	rows, err := decodeDocRows(blk)
+	if err != nil {
+		return docRow{}, err
+	}
+	i := int(doc % docBlockDocs)
+	if i >= len(rows) {
+		return docRow{}, fmt.Errorf("%w: segment %d has no row %d", errCorrupt, s.hdr.seg, doc)
+	}
+	return rows[i], nil
+}
+
+// taskDocs returns the documents of task in the segment, sorted.
+func (s *segment) taskDocs(src blockSource, task string) ([]uint32, error) {
+	s.mu.Lock()
+	if d, ok := s.tasks[task]; ok {
+		s.mu.Unlock()
+		return d, nil
+	}
+	s.mu.Unlock()
+	e, ok, err := s.lookup(src, taskTerm(task))
+	if err != nil || !ok {
+		return nil, err
+	}
+	var docs []uint32
+	if err := s.postings(src, e, func(doc, _ uint32) { docs = append(docs, doc) }); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if s.tasks == nil || len(s.tasks) > 256 {
+		s.tasks = make(map[string][]uint32)
+	}
+	s.tasks[task] = docs
+	s.mu.Unlock()
+	return docs, nil
+}
