@@ -4,52 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
 	"lemo/providers"
+	"lemo/providers/fake/tiny"
 	"lemo/providers/retry"
 )
 
 // tinyOllama starts the shared tiny-ollama kit (a real Ollama 0.17.4 with a
-// deterministic 5M-parameter model) and returns its base URL. It skips when
-// the kit is absent or its binary is not built.
+// deterministic 5M-parameter model) and returns its base URL.
 func tinyOllama(t *testing.T) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("starts a real Ollama server; skipped with -short")
-	}
-	kit, err := filepath.Abs(filepath.Join("..", "..", "..", "shared", "tools", "tiny-ollama"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(kit, "start.sh")); err != nil {
-		t.Skip("tiny-ollama kit not found beside the checkout")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	state := t.TempDir()
-	cmd := exec.Command(filepath.Join(kit, "start.sh"), strconv.Itoa(port), state)
-	cmd.Env = append(os.Environ(), "TINY_OLLAMA_NO_BUILD=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) && ee.ExitCode() == 3 {
-			t.Skip("tiny-ollama binary not built: run shared/tools/tiny-ollama/build.sh")
-		}
-		t.Fatalf("start.sh: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command(filepath.Join(kit, "stop.sh"), state).Run() })
-	return fmt.Sprintf("http://127.0.0.1:%d", port)
+	return tiny.Start(t, tiny.Options{}).URL
 }
 
 // TestTinyOllamaV1 runs the OpenAI-compatible core against a real server:

@@ -1,0 +1,160 @@
+// Package tiny starts the shared tiny-ollama kit for tests: a real Ollama
+// server (v0.17.4) with a tiny deterministic model, so the Ollama provider
+// and the OpenAI-compatible core are checked against the real wire format,
+// not only against our own fakes.
+//
+// Lifecycle:
+//  1. make test builds the kit once (../shared/tools/tiny-ollama/build.sh,
+//     cached in the user's cache folder).
+//  2. Start runs its start.sh on a free loopback port with a state folder of
+//     the test's own, and stops the server (and its runners) at cleanup.
+//  3. Server.URL is the native API's base URL (URL+"/v1" the
+//     OpenAI-compatible one); Server.Requests returns the request bodies a
+//     recording proxy in front of the server saw, when started with
+//     Record.
+//
+// Outside CI a test skips, saying why, when the kit or its binary is
+// missing; with CI=true it fails instead, so CI never passes without
+// running against the real server.
+//
+// Example:
+//
+//	srv := tiny.Start(t, tiny.Options{Record: true})
+//	p, _ := ollama.New(ollama.Config{BaseURL: srv.URL})
+package tiny
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+)
+
+// Options tune a server.
+type Options struct {
+	// Record puts a recording reverse proxy in front of the server; URL
+	// then points at the proxy.
+	Record bool
+	// Env adds OLLAMA_* variables for the server (for example
+	// OLLAMA_NUM_PARALLEL=1).
+	Env []string
+}
+
+// Request is one request the recording proxy forwarded.
+type Request struct {
+	Method, Path string
+	Body         []byte
+}
+
+// Server is a running tiny-ollama server.
+type Server struct {
+	// URL is the base URL of the native API (the proxy's when recording).
+	URL string
+	// Direct is the server's own base URL.
+	Direct string
+
+	mu       sync.Mutex
+	requests []Request
+}
+
+// Requests returns the requests the proxy saw so far.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+// Kit returns the kit's folder: $TINY_OLLAMA_KIT, else shared/tools/tiny-ollama
+// beside the repository's checkout.
+func Kit() (string, error) {
+	if k := os.Getenv("TINY_OLLAMA_KIT"); k != "" {
+		return k, nil
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(filepath.Dir(dir), "shared", "tools", "tiny-ollama"), nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working folder")
+		}
+		dir = parent
+	}
+}
+
+func unavailable(t testing.TB, why string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("tiny-ollama: %s; under CI=true these tests must run (make test builds the kit)", why)
+	}
+	t.Skipf("tiny-ollama: %s; run make test (it builds the kit) to run against a real Ollama", why)
+}
+
+// Start starts a server for the test and stops it at cleanup.
+func Start(t testing.TB, o Options) *Server {
+	t.Helper()
+	if testing.Short() {
+		unavailable(t, "skipped with -short")
+	}
+	kit, err := Kit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(kit, "start.sh")); err != nil {
+		unavailable(t, "kit not found at "+kit)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	state := t.TempDir()
+	cmd := exec.Command(filepath.Join(kit, "start.sh"), strconv.Itoa(port), state)
+	cmd.Env = append(append(os.Environ(), "TINY_OLLAMA_NO_BUILD=1"), o.Env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() == 3 {
+			unavailable(t, "its binary is not built (run "+filepath.Join(kit, "build.sh")+")")
+		}
+		t.Fatalf("tiny-ollama start.sh: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command(filepath.Join(kit, "stop.sh"), state).CombinedOutput(); err != nil {
+			t.Errorf("tiny-ollama stop.sh: %v\n%s", err, out)
+		}
+	})
+	s := &Server{Direct: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	s.URL = s.Direct
+	if o.Record {
+		target, _ := url.Parse(s.Direct)
+		proxy := httputil.NewSingleHostReverseProxy(target)
+		proxy.FlushInterval = -1 // stream every chunk at once
+		ps := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			s.mu.Lock()
+			s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Body: body})
+			s.mu.Unlock()
+			proxy.ServeHTTP(w, r)
+		}))
+		t.Cleanup(ps.Close)
+		s.URL = ps.URL
+	}
+	return s
+}
