@@ -322,6 +322,7 @@ func (g *guard) inspectBatch(b *remote.MessageBatch, address, key string, header
 		}
 	}
 	types, targets, senders := b.GetTypeNames(), b.GetTargets(), b.GetSenders()
+	kept := b.Envelopes[:0]
 	for _, env := range b.GetEnvelopes() {
 		if env == nil {
 			return fmt.Errorf("%w: an empty envelope", errRejected)
@@ -334,12 +335,24 @@ func (g *guard) inspectBatch(b *remote.MessageBatch, address, key string, header
 		}
 		typ, target := types[env.GetTypeId()], targets[env.GetTarget()]
 		if err := g.allowed(typ, target.GetId(), key, env.GetMessageData(), address); err != nil {
+			if errors.Is(err, errEnded) {
+				continue // to a session that ended: nothing to deliver to
+			}
 			return err
 		}
 		env.MessageHeader = &remote.MessageHeader{HeaderData: header}
+		kept = append(kept, env)
 	}
+	b.Envelopes = kept
 	return nil
 }
+
+// errEnded: a message to a session that no longer exists (or never did:
+// session names cannot be guessed). It is dropped, not answered with a
+// closed stream, because a client's last messages (acks, the end of a
+// watch) often race with its session's end, and the stream carries the
+// messages of the node's other sessions too.
+var errEnded = errors.New("gateway: no such session")
 
 // allowed checks one message's type and target.
 func (g *guard) allowed(typ, target, key string, data []byte, address string) error {
@@ -350,7 +363,10 @@ func (g *guard) allowed(typ, target, key string, data []byte, address string) er
 		return nil
 	}
 	owner, ok := g.sessionPeer(target)
-	if !ok || subtle.ConstantTimeCompare([]byte(owner), []byte(key)) != 1 {
+	if !ok {
+		return errEnded
+	}
+	if subtle.ConstantTimeCompare([]byte(owner), []byte(key)) != 1 {
 		return fmt.Errorf("%w: a message to an actor that is not this client's session", errRejected)
 	}
 	switch typ {
