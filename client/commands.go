@@ -1,0 +1,160 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+
+	"lemo/api"
+)
+
+// CreateTask is a new Task's input.
+type CreateTask struct {
+	// Request is the user's request (required).
+	Request string
+	// Model is "provider/model"; "" uses the daemon's default model.
+	Model string
+	// Tools, when ToolsRestricted, are the only tools the Task may use.
+	Tools           []string
+	ToolsRestricted bool
+	// Workspace is an existing absolute folder on the daemon's host; ""
+	// gives the Task a folder of its own.
+	Workspace string
+}
+
+func taskMeta(resp *api.Response, err error) (*api.TaskMeta, error) {
+	if err != nil {
+		return nil, err
+	}
+	m := resp.GetTask()
+	if m == nil {
+		return nil, unexpected(resp, "task")
+	}
+	return m, nil
+}
+
+// CreateTask creates a Task owned by the token's owner; it returns once the
+// creation is durable.
+func (c *Conn) CreateTask(ctx context.Context, in CreateTask) (*api.TaskMeta, error) {
+	return taskMeta(c.call(ctx, &api.Request{Command: &api.Request_CreateTask{CreateTask: &api.CreateTaskRequest{
+		Request: in.Request, Model: in.Model, Tools: in.Tools, ToolsRestricted: in.ToolsRestricted, Workspace: in.Workspace}}}))
+}
+
+// SendMessage sends a follow-up message; a finished Task is reopened.
+func (c *Conn) SendMessage(ctx context.Context, taskID, text string) (*api.TaskMeta, error) {
+	return taskMeta(c.call(ctx, &api.Request{Command: &api.Request_SendMessage{SendMessage: &api.SendMessageRequest{TaskId: taskID, Text: text}}}))
+}
+
+// Pause pauses a running Task.
+func (c *Conn) Pause(ctx context.Context, taskID string) (*api.TaskMeta, error) {
+	return taskMeta(c.call(ctx, &api.Request{Command: &api.Request_Pause{Pause: &api.TaskRef{TaskId: taskID}}}))
+}
+
+// Continue resumes a paused or failed Task, with another model when model
+// is not "".
+func (c *Conn) Continue(ctx context.Context, taskID, model string) (*api.TaskMeta, error) {
+	return taskMeta(c.call(ctx, &api.Request{Command: &api.Request_ContinueTask{ContinueTask: &api.ContinueRequest{TaskId: taskID, Model: model}}}))
+}
+
+// Cancel cancels a Task.
+func (c *Conn) Cancel(ctx context.Context, taskID string) (*api.TaskMeta, error) {
+	return taskMeta(c.call(ctx, &api.Request{Command: &api.Request_Cancel{Cancel: &api.TaskRef{TaskId: taskID}}}))
+}
+
+// Task returns a Task's metadata.
+func (c *Conn) Task(ctx context.Context, taskID string) (*api.TaskMeta, error) {
+	return taskMeta(c.call(ctx, &api.Request{Command: &api.Request_GetTask{GetTask: &api.TaskRef{TaskId: taskID}}}))
+}
+
+// ListTasks returns a page of the Tasks the token may see, newest first,
+// and the cursor of the next page ("" when this is the last). limit 0
+// means 100; at most 500.
+func (c *Conn) ListTasks(ctx context.Context, before string, limit int) ([]*api.TaskMeta, string, error) {
+	resp, err := c.call(ctx, &api.Request{Command: &api.Request_ListTasks{ListTasks: &api.ListTasksRequest{Before: before, Limit: uint32(max(limit, 0))}}})
+	if err != nil {
+		return nil, "", err
+	}
+	p := resp.GetTasks()
+	if p == nil {
+		return nil, "", unexpected(resp, "tasks")
+	}
+	return p.GetTasks(), p.GetNext(), nil
+}
+
+// History returns one page of a Task's events from seq from (at most limit,
+// 0: 500, and bounded in bytes); NextSeq is 0 at the end.
+func (c *Conn) History(ctx context.Context, taskID string, from uint64, limit int) (*api.HistoryPage, error) {
+	resp, err := c.call(ctx, &api.Request{Command: &api.Request_History{History: &api.HistoryRequest{TaskId: taskID, FromSeq: from, Limit: uint32(max(limit, 0))}}})
+	if err != nil {
+		return nil, err
+	}
+	p := resp.GetHistory()
+	if p == nil {
+		return nil, unexpected(resp, "history")
+	}
+	return p, nil
+}
+
+// ReadHistory reads a Task's events from seq from to the end, page by page.
+func (c *Conn) ReadHistory(ctx context.Context, taskID string, from uint64) ([]*api.Event, error) {
+	var out []*api.Event
+	for {
+		p, err := c.History(ctx, taskID, from, 0)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p.GetEvents()...)
+		if p.GetNextSeq() == 0 {
+			return out, nil
+		}
+		from = p.GetNextSeq()
+	}
+}
+
+// Tools returns the daemon's tool contracts.
+func (c *Conn) Tools(ctx context.Context) ([]*api.ToolInfo, error) {
+	resp, err := c.call(ctx, &api.Request{Command: &api.Request_ListTools{ListTools: &api.ListToolsRequest{}}})
+	if err != nil {
+		return nil, err
+	}
+	if resp.GetTools() == nil {
+		return nil, unexpected(resp, "tools")
+	}
+	return resp.GetTools().GetTools(), nil
+}
+
+// Models returns the models of every provider, and the providers that could
+// not list theirs.
+func (c *Conn) Models(ctx context.Context) (*api.ModelList, error) {
+	resp, err := c.call(ctx, &api.Request{Command: &api.Request_ListModels{ListModels: &api.ListModelsRequest{}}})
+	if err != nil {
+		return nil, err
+	}
+	if resp.GetModels() == nil {
+		return nil, unexpected(resp, "models")
+	}
+	return resp.GetModels(), nil
+}
+
+// Approvals returns the pending approval requests (ApprovalRequested
+// events) the token may see.
+func (c *Conn) Approvals(ctx context.Context) ([]*api.Event, error) {
+	resp, err := c.call(ctx, &api.Request{Command: &api.Request_ListApprovals{ListApprovals: &api.ListApprovalsRequest{}}})
+	if err != nil {
+		return nil, err
+	}
+	if resp.GetApprovals() == nil {
+		return nil, unexpected(resp, "approvals")
+	}
+	return resp.GetApprovals().GetApprovals(), nil
+}
+
+// Resolve approves or denies a pending approval.
+func (c *Conn) Resolve(ctx context.Context, approvalID string, approve bool, reason string) (*api.TaskMeta, error) {
+	return taskMeta(c.call(ctx, &api.Request{Command: &api.Request_ResolveApproval{ResolveApproval: &api.ResolveApprovalRequest{ApprovalId: approvalID, Approve: approve, Reason: reason}}}))
+}
+
+// Steer sends JSON input to a running tool call that accepts steering.
+func (c *Conn) Steer(ctx context.Context, taskID, callID string, input json.RawMessage) error {
+	_, err := c.call(ctx, &api.Request{Command: &api.Request_Steer{Steer: &api.SteerRequest{TaskId: taskID, CallId: callID, Input: input}}})
+	return err
+}

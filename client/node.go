@@ -1,0 +1,334 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"crypto/tls"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"lemo/api"
+)
+
+// Metadata keys shared with the daemon's gateway.
+const (
+	metadataToken    = "lemo-token"
+	metadataCallback = "lemo-callback"
+)
+
+// Bounds of the client's own messages and of gRPC on both directions.
+const (
+	// maxRequestBytes bounds one message to the daemon; with writerBatch
+	// messages per gRPC message it stays well under grpcMaxMessage.
+	maxRequestBytes = 2 << 20
+	writerBatch     = 8
+	grpcMaxMessage  = 32 << 20
+)
+
+// NodeOptions configure a Node.
+type NodeOptions struct {
+	// Host is the interface the node listens on for the daemon's replies
+	// (default 127.0.0.1). AdvertisedHost, when set, is the address the
+	// daemon dials instead (TLS setups; the daemon must reach it: clients
+	// behind NAT are not supported).
+	Host           string
+	AdvertisedHost string
+	// TLS, when set, makes the node dial the daemon over TLS and serve the
+	// daemon's dial-back over TLS with the same certificate: set
+	// Certificates (the node's certificate, valid for its advertised host)
+	// and RootCAs (the daemon's CA). Required with a TLS daemon.
+	TLS *tls.Config
+	// Log receives protoactor's logs (default: discarded).
+	Log zerolog.Logger
+}
+
+// Node is the process's endpoint for the remote API: protoactor remote
+// needs every client to listen, because the daemon dials its replies back.
+// One Node carries any number of Conns (each its own session), to one or
+// more daemons.
+//
+// Run at most one Node per process: protoactor's remote sets gRPC's global
+// logger when it starts, which races with a second node's gRPC goroutines.
+type Node struct {
+	system *actor.ActorSystem
+	remote *remote.Remote
+	secret []byte
+	tls    *tls.Config
+
+	mu        sync.Mutex
+	tokens    map[string]string // daemon address → token
+	receivers map[string]bool   // actor ids that may receive messages
+	conns     map[*Conn]bool
+	closed    bool
+}
+
+// NewNode starts a node listening on an ephemeral port.
+func NewNode(o NodeOptions) (*Node, error) {
+	if o.Host == "" {
+		o.Host = "127.0.0.1"
+	}
+	n := &Node{tls: o.TLS, tokens: make(map[string]string), receivers: make(map[string]bool), conns: make(map[*Conn]bool)}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return nil, fmt.Errorf("client: random secret: %w", err)
+	}
+	n.secret = []byte(base64.RawURLEncoding.EncodeToString(raw))
+	log := o.Log
+	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(zerolog.NewSlogHandler(log)).With("lib", "protoactor")
+	}), actor.WithDeadLetterRequestLogging(false))
+	serverOpts := []grpc.ServerOption{
+		grpc.ChainStreamInterceptor(n.guardStream),
+		grpc.ChainUnaryInterceptor(n.guardUnary),
+		grpc.MaxRecvMsgSize(grpcMaxMessage),
+		grpc.MaxSendMsgSize(grpcMaxMessage),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	}
+	creds := insecure.NewCredentials()
+	if o.TLS != nil {
+		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(o.TLS.Clone())))
+		creds = credentials.NewTLS(o.TLS.Clone())
+	}
+	opts := []remote.ConfigOption{
+		remote.WithServerOptions(serverOpts...),
+		remote.WithDialOptions(
+			grpc.WithTransportCredentials(creds),
+			grpc.WithChainStreamInterceptor(n.dialStream),
+			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(grpcMaxMessage), grpc.MaxCallRecvMsgSize(grpcMaxMessage)),
+			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 20 * time.Second, PermitWithoutStream: true}),
+		),
+		remote.WithEndpointWriterBatchSize(writerBatch),
+		remote.WithEndpointWriterQueueSize(1024),
+		remote.WithEndpointManagerQueueSize(1024),
+	}
+	if o.AdvertisedHost != "" {
+		opts = append(opts, remote.WithAdvertisedHost(o.AdvertisedHost))
+	}
+	rc := remote.Configure(o.Host, 0, opts...)
+	rc.MaxRetryCount = 1
+	n.remote = remote.NewRemote(n.system, rc)
+	if err := startRemote(n.remote); err != nil {
+		n.system.Shutdown()
+		return nil, err
+	}
+	return n, nil
+}
+
+func startRemote(r *remote.Remote) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("client: start remote: %v", v)
+		}
+	}()
+	r.Start()
+	return nil
+}
+
+// Addr is the address the daemon dials back to.
+func (n *Node) Addr() string { return n.system.Address() }
+
+// Close closes every Conn of the node and stops it.
+func (n *Node) Close() error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	conns := make([]*Conn, 0, len(n.conns))
+	for c := range n.conns {
+		conns = append(conns, c)
+	}
+	n.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	n.remote.Shutdown(true)
+	n.system.Shutdown()
+	return nil
+}
+
+var errNodeClosed = errors.New("client: node closed")
+
+func (n *Node) addConn(c *Conn, daemon, token string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return errNodeClosed
+	}
+	if t, ok := n.tokens[daemon]; ok && t != token {
+		return fmt.Errorf("client: this node already talks to %s with another token; use another process for another identity", daemon)
+	}
+	n.tokens[daemon] = token
+	n.conns[c] = true
+	return nil
+}
+
+func (n *Node) removeConn(c *Conn) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.conns, c)
+}
+
+func (n *Node) allowReceiver(id string, ok bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if ok {
+		n.receivers[id] = true
+	} else {
+		delete(n.receivers, id)
+	}
+}
+
+// dialStream presents the token of the daemon being dialed.
+func (n *Node) dialStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	n.mu.Lock()
+	token := n.tokens[cc.Target()]
+	n.mu.Unlock()
+	if token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, metadataToken, token)
+	}
+	return streamer(ctx, desc, cc, method, opts...)
+}
+
+// guardUnary refuses the unary remoting RPCs (protoactor panics on them).
+func (n *Node) guardUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	return nil, status.Errorf(codes.Unimplemented, "lemo client: %s is not offered", info.FullMethod)
+}
+
+// guardStream accepts only the daemon (which presents this node's
+// callback secret) and only the messages a client expects, addressed to
+// its receivers. Panics below it close the stream, not the process.
+func (n *Node) guardStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = status.Errorf(codes.Internal, "lemo client: internal error")
+		}
+	}()
+	md, _ := metadata.FromIncomingContext(ss.Context())
+	vals := md.Get(metadataCallback)
+	if len(vals) != 1 || subtle.ConstantTimeCompare([]byte(vals[0]), n.secret) != 1 {
+		return status.Error(codes.Unauthenticated, "lemo client: not the daemon this client attached to")
+	}
+	return handler(srv, &clientStream{ServerStream: ss, n: n})
+}
+
+type clientStream struct {
+	grpc.ServerStream
+	n *Node
+}
+
+var allowedTypes = map[string]bool{
+	string(proto.MessageName(&api.Response{})):     true,
+	string(proto.MessageName(&api.UpdateBatch{})):  true,
+	string(proto.MessageName(&api.ServiceCall{})):  true,
+	string(proto.MessageName(&api.Chunk{})):        true,
+	string(proto.MessageName(&actor.Watch{})):      true,
+	string(proto.MessageName(&actor.Unwatch{})):    true,
+	string(proto.MessageName(&actor.Terminated{})): true,
+}
+
+func (s *clientStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	msg, ok := m.(*remote.RemoteMessage)
+	if !ok {
+		return status.Error(codes.Internal, "lemo client: unexpected message")
+	}
+	b := msg.GetMessageBatch()
+	if b == nil {
+		if msg.GetConnectRequest() != nil {
+			return nil
+		}
+		return status.Error(codes.PermissionDenied, "lemo client: unexpected remote message")
+	}
+	types, targets, senders := b.GetTypeNames(), b.GetTargets(), b.GetSenders()
+	for _, p := range append(append([]*actor.PID(nil), targets...), senders...) {
+		if p == nil {
+			return status.Error(codes.PermissionDenied, "lemo client: empty pid")
+		}
+	}
+	kept := b.Envelopes[:0]
+	for _, env := range b.GetEnvelopes() {
+		if env == nil || env.GetTypeId() < 0 || int(env.GetTypeId()) >= len(types) ||
+			env.GetTarget() < 0 || int(env.GetTarget()) >= len(targets) ||
+			env.GetSender() < 0 || int(env.GetSender()) > len(senders) || env.GetSerializerId() != 0 {
+			return status.Error(codes.PermissionDenied, "lemo client: malformed envelope")
+		}
+		if !allowedTypes[types[env.GetTypeId()]] {
+			return status.Errorf(codes.PermissionDenied, "lemo client: message type %s refused", types[env.GetTypeId()])
+		}
+		s.n.mu.Lock()
+		ok := s.n.receivers[targets[env.GetTarget()].GetId()]
+		s.n.mu.Unlock()
+		if ok {
+			kept = append(kept, env)
+		}
+		// Else: to a Conn that closed, or to nothing this node hosts;
+		// dropped, as the stream carries other Conns' messages too.
+	}
+	b.Envelopes = kept
+	return nil
+}
+
+// probe checks that a daemon listens at addr and accepts token, with a
+// plain gRPC call that needs no session: it tells "not running" and "wrong
+// token" apart before any actor message is sent.
+func (n *Node) probe(ctx context.Context, addr, token string) error {
+	creds := insecure.NewCredentials()
+	if n.tls != nil {
+		creds = credentials.NewTLS(n.tls.Clone())
+	}
+	cc, err := grpc.DialContext(ctx, addr, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrNotRunning, addr, err)
+	}
+	defer cc.Close()
+	ctx = metadata.AppendToOutgoingContext(ctx, metadataToken, token)
+	err = cc.Invoke(ctx, "/remote.Remoting/ListProcesses", &remote.ListProcessesRequest{}, &remote.ListProcessesResponse{}, grpc.WaitForReady(false))
+	switch status.Code(err) {
+	case codes.Unimplemented:
+		return nil
+	case codes.Unauthenticated:
+		return fmt.Errorf("%w (daemon at %s)", ErrUnauthenticated, addr)
+	case codes.Unavailable:
+		if ctx.Err() == nil {
+			return fmt.Errorf("%w: nothing answers at %s", ErrNotRunning, addr)
+		}
+	case codes.DeadlineExceeded, codes.Canceled:
+		return fmt.Errorf("%w: %s did not answer in time", ErrNotRunning, addr)
+	}
+	return fmt.Errorf("%w: %s: %v", ErrNotRunning, addr, err)
+}
+
+// validAddr checks a daemon address.
+func validAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return fmt.Errorf("client: daemon address %q: want host:port", addr)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return fmt.Errorf("client: daemon address %q: bad port", addr)
+	}
+	return nil
+}
