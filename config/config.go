@@ -13,6 +13,7 @@ type Config struct {
 	// Listen is the remote API's address.
 	Listen    string    `yaml:"listen" env:"LEMO_LISTEN" flag:"listen" help:"address of the remote API (loopback unless TLS is configured)"`
 	TLS       TLS       `yaml:"tls"`
+	Auth      Auth      `yaml:"auth"`
 	Tasks     Tasks     `yaml:"tasks"`
 	Models    Models    `yaml:"models"`
 	Providers Providers `yaml:"providers"`
@@ -30,6 +31,14 @@ type TLS struct {
 	Cert     string `yaml:"cert" env:"LEMO_TLS_CERT" help:"server certificate (PEM); required to listen on a non-loopback address"`
 	Key      string `yaml:"key" env:"LEMO_TLS_KEY" help:"server private key (PEM)"`
 	ClientCA string `yaml:"client_ca" env:"LEMO_TLS_CLIENT_CA" help:"CA (PEM) that client certificates must chain to; empty: no client certificates"`
+}
+
+// Auth configures the tokens remote clients present. Each token stands for
+// one owner, or for an operator who sees every owner's Tasks.
+type Auth struct {
+	Token      string `yaml:"token" env:"LEMO_AUTH_TOKEN" help:"the operator token; empty: generated at first start into the data folder (file token, mode 0600); never logged"`
+	Owner      string `yaml:"owner" env:"LEMO_AUTH_OWNER" help:"owner of the Tasks created with an operator token"`
+	TokensFile string `yaml:"tokens_file" env:"LEMO_AUTH_TOKENS_FILE" help:"file of more tokens, one \"owner token\" per line (owner * for an operator); must be mode 0600"`
 }
 
 // Tasks configures how Tasks run.
@@ -106,6 +115,7 @@ func Default() *Config {
 		Data:   "lemo-data",
 		Log:    Log{Level: "info", Format: "auto"},
 		Listen: "127.0.0.1:7465",
+		Auth:   Auth{Owner: "local"},
 		Tasks: Tasks{
 			MaxCycles:        50,
 			MaxParallelTools: 4,

@@ -1,6 +1,9 @@
 // Command lemo is the Lemo daemon and its command-line client.
 //
 //	lemo serve [--config FILE] [--data DIR]   run the daemon
+//	lemo run "request" [--model M]            create a Task and stream it
+//	lemo tasks | attach | pause | continue | cancel | tools | models
+//	lemo approvals | approve | deny | steer
 //	lemo version                              print version information
 //
 // main only wires: configuration, the store, providers, tools and the actor
@@ -49,7 +52,20 @@ const usage = `Lemo runs LLM agents as a supervised actor tree.
 
 Usage:
   lemo serve [--config FILE] [--data DIR]   run the daemon
+  lemo run "request" [--model M]            create a Task and stream its progress
+  lemo tasks                                list Tasks
+  lemo attach <id> [--from SEQ]             show a Task's history and follow it
+  lemo pause|continue|cancel <id>           control a Task
+  lemo approvals                            list calls waiting for approval
+  lemo approve|deny <approval id>           decide one
+  lemo steer <id> <call id> <json>          steer a running tool call
+  lemo tools                                list the tools and their Views
+  lemo models                               list the models of every provider
   lemo version                              print version information
+
+Client commands find a local daemon through its data folder (--data, else
+$LEMO_DATA, else ./lemo-data); --addr and --token (or LEMO_ADDR, LEMO_TOKEN)
+override. Every client command takes --json.
 
 Run "lemo <command> -h" for a command's flags.
 `
@@ -65,6 +81,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return serve(ctx, args[1:], stdout, stderr)
 	case "version":
 		return version(args[1:], stdout)
+	case "run":
+		return runTask(ctx, args[1:], os.Stdin, stdout, stderr)
+	case "tasks":
+		return listTasks(ctx, args[1:], stdout, stderr)
+	case "attach":
+		return attach(ctx, args[1:], stdout, stderr)
+	case "pause", "continue", "cancel":
+		return control(ctx, args[0], args[1:], stdout, stderr)
+	case "tools":
+		return listTools(ctx, args[1:], stdout, stderr)
+	case "models":
+		return listModels(ctx, args[1:], stdout, stderr)
+	case "approvals":
+		return listApprovals(ctx, args[1:], stdout, stderr)
+	case "approve", "deny":
+		return resolve(ctx, args[0], args[1:], stdout, stderr)
+	case "steer":
+		return steer(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

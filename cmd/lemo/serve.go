@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"lemo/actors"
+	"lemo/actors/services"
 	"lemo/config"
 	"lemo/logging"
 	"lemo/persistence"
@@ -97,7 +98,8 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	reg, err := buildTools(cfg, log)
+	svcs := services.New(services.Options{})
+	reg, err := buildTools(cfg, log, svcs)
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
@@ -105,9 +107,15 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	if err != nil {
 		return err
 	}
-	log.Info().Str("data", dd.Path()).Strs("providers", provs.Names()).Int("tools", len(reg.List())).Msg("lemo is serving; Ctrl-C stops it")
+	remote, err := startRemoteAPI(cfg, dd, d, provs, reg, svcs, log)
+	if err != nil {
+		_ = d.Stop(context.Background())
+		return err
+	}
+	log.Info().Str("data", dd.Path()).Str("listen", remote.gw.Addr()).Strs("providers", provs.Names()).Int("tools", len(reg.List())).Msg("lemo is serving; Ctrl-C stops it")
 	<-ctx.Done()
 	log.Info().Msg("stopping: pausing running tasks")
+	remote.stop()
 	stopCtx, cancel := context.WithTimeout(context.Background(), cfg.Tasks.ShutdownTimeout+5*time.Second)
 	defer cancel()
 	if err := d.Stop(stopCtx); err != nil {

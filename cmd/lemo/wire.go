@@ -6,9 +6,9 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"lemo/actors/services"
 	"lemo/config"
 	"lemo/providers"
-	"lemo/providers/fake"
 	"lemo/providers/nvidia"
 	"lemo/providers/ollama"
 	"lemo/providers/openai"
@@ -18,6 +18,7 @@ import (
 	"lemo/tools"
 	"lemo/tools/files"
 	"lemo/tools/shell"
+	"lemo/tools/system"
 )
 
 // buildProviders registers every configured provider: local Ollama unless
@@ -63,7 +64,7 @@ func buildProviders(cfg *config.Config, log zerolog.Logger) (*providers.Registry
 		add(openai.New(openai.Config{BaseURL: c.BaseURL, APIKey: c.APIKey, Timeout: c.Timeout, Models: c.Models, CacheTTL: c.CacheTTL, Retry: policy(c), Log: plog("openai")}))
 	}
 	if p.Fake.Enabled {
-		add(fake.NewScripted("fake", fake.NewScriptedModel("echo", 8192, fake.Echo())), nil)
+		add(demoProvider(), nil)
 	}
 	if len(errs) > 0 {
 		return nil, config.Join(errs)
@@ -71,14 +72,18 @@ func buildProviders(cfg *config.Config, log zerolog.Logger) (*providers.Registry
 	return reg, nil
 }
 
-// buildTools registers the built-in tools.
-func buildTools(cfg *config.Config, log zerolog.Logger) (*tools.Registry, error) {
+// buildTools registers the built-in tools; system reaches the Services of
+// svcs.
+func buildTools(cfg *config.Config, log zerolog.Logger, svcs *services.Registry) (*tools.Registry, error) {
 	reg := tools.NewRegistry()
 	fileTools, err := files.New(files.Config{})
 	if err != nil {
 		return nil, err
 	}
-	all := fileTools
+	all := append(fileTools, system.New(svcs))
+	if cfg.Providers.Fake.Enabled {
+		all = append(all, tickTool{})
+	}
 	if s := cfg.Tools.Shell; s.Enabled {
 		sh, err := shell.New(shell.Config{
 			MaxTimeout: s.Timeout,

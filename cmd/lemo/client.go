@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"lemo/client"
+	"lemo/config"
+)
+
+// clientFlags are the flags every client command shares.
+type clientFlags struct {
+	data, addr, token  string
+	cert, key, ca      string
+	json               bool
+	explicitData       bool
+	stdout, stderr     io.Writer
+	fs                 *flag.FlagSet
+	cmd, usage, detail string
+}
+
+// newClientFlags declares the shared flags of command cmd.
+func newClientFlags(cmd, usage, detail string, stdout, stderr io.Writer) *clientFlags {
+	f := &clientFlags{stdout: stdout, stderr: stderr, cmd: cmd, usage: usage, detail: detail}
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.data, "data", "", "data folder of a local daemon (default $LEMO_DATA, else ./"+config.Default().Data+")")
+	fs.StringVar(&f.addr, "addr", "", "daemon address host:port (default $LEMO_ADDR, else the data folder's daemon.json)")
+	fs.StringVar(&f.token, "token", "", "token (default $LEMO_TOKEN, else the data folder's token file)")
+	fs.StringVar(&f.cert, "tls-cert", "", "this client's certificate (PEM) for a TLS daemon")
+	fs.StringVar(&f.key, "tls-key", "", "this client's private key (PEM)")
+	fs.StringVar(&f.ca, "tls-ca", "", "CA (PEM) of the daemon's certificate")
+	fs.BoolVar(&f.json, "json", false, "print JSON for scripts")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: lemo %s %s\n\n%s\n\nFlags:\n", cmd, usage, detail)
+		fs.PrintDefaults()
+	}
+	f.fs = fs
+	return f
+}
+
+// parse parses args (flags may follow positional arguments) and checks the
+// number of positional arguments.
+func (f *clientFlags) parse(args []string, minArgs, maxArgs int) ([]string, error) {
+	var pos []string
+	for {
+		if err := f.fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, flag.ErrHelp
+			}
+			return nil, usageError("%v", err)
+		}
+		args = f.fs.Args()
+		if len(args) == 0 {
+			break
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+	if len(pos) < minArgs || (maxArgs >= 0 && len(pos) > maxArgs) {
+		f.fs.Usage()
+		return nil, usageError("lemo %s %s", f.cmd, f.usage)
+	}
+	f.fs.Visit(func(fl *flag.Flag) {
+		if fl.Name == "data" {
+			f.explicitData = true
+		}
+	})
+	return pos, nil
+}
+
+// connect finds the daemon (flags, then LEMO_* variables, then the data
+// folder) and connects, with errors that say what to do.
+func (f *clientFlags) connect(ctx context.Context) (*client.Conn, error) {
+	addr := firstOf(f.addr, os.Getenv("LEMO_ADDR"))
+	token := firstOf(f.token, os.Getenv("LEMO_TOKEN"))
+	data := firstOf(f.data, os.Getenv("LEMO_DATA"), config.Default().Data)
+	if addr == "" || token == "" {
+		l, err := client.FindLocal(data)
+		if err != nil {
+			if addr == "" {
+				return nil, err
+			}
+			return nil, fmt.Errorf("no token: pass --token or set LEMO_TOKEN (%v)", err)
+		}
+		if addr == "" {
+			addr = l.Address
+		}
+		if token == "" {
+			if l.TokenErr != nil {
+				return nil, l.TokenErr
+			}
+			token = l.Token
+		}
+	}
+	o := client.Options{Addr: addr, Token: token, Name: "lemo-cli"}
+	if f.cert != "" || f.ca != "" {
+		cfg, err := f.tlsConfig()
+		if err != nil {
+			return nil, err
+		}
+		o.TLS = cfg
+	}
+	c, err := client.Connect(ctx, o)
+	if err != nil {
+		switch {
+		case errors.Is(err, client.ErrUnauthenticated):
+			return nil, fmt.Errorf("the daemon at %s refused the token: check --token, LEMO_TOKEN or the data folder's token file", addr)
+		case errors.Is(err, client.ErrNotRunning):
+			return nil, fmt.Errorf("%v; start it with: lemo serve --data %s", err, data)
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+func (f *clientFlags) tlsConfig() (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if f.cert != "" || f.key != "" {
+		cert, err := tls.LoadX509KeyPair(f.cert, f.key)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	if f.ca != "" {
+		pem, err := os.ReadFile(f.ca)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-ca: %s holds no PEM certificate", f.ca)
+		}
+		cfg.RootCAs, cfg.ClientCAs = pool, pool
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}
+
+func firstOf(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// describe turns a client error into what the user reads.
+func describe(err error, taskID string) error {
+	switch {
+	case errors.Is(err, client.ErrNotFound) && taskID != "":
+		return fmt.Errorf("unknown task %s (no such task, or not one this token may see)", taskID)
+	}
+	return err
+}
+
+var jsonOpts = protojson.MarshalOptions{UseProtoNames: true}
+
+// printJSON prints one message as a JSON line.
+func printJSON(w io.Writer, m proto.Message) {
+	b, err := jsonOpts.Marshal(m)
+	if err != nil {
+		fmt.Fprintf(w, "{\"error\": %q}\n", err.Error())
+		return
+	}
+	fmt.Fprintln(w, strings.TrimSpace(string(b)))
+}
+
+// printJSONList prints messages as one JSON array.
+func printJSONList[M proto.Message](w io.Writer, list []M) {
+	fmt.Fprint(w, "[")
+	for i, m := range list {
+		if i > 0 {
+			fmt.Fprint(w, ",")
+		}
+		b, _ := jsonOpts.Marshal(m)
+		fmt.Fprint(w, "\n  "+strings.TrimSpace(string(b)))
+	}
+	if len(list) > 0 {
+		fmt.Fprint(w, "\n")
+	}
+	fmt.Fprintln(w, "]")
+}

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"lemo/providers"
+	"lemo/providers/fake"
+	"lemo/tools"
+)
+
+// The scripted demo models, offered only with providers.fake.enabled (no
+// network). Tests and demos use them:
+//
+//	fake/echo    answers "echo: " and the request
+//	fake/loop    calls demo.tick forever (until the cycle limit): a Task that keeps appending
+//	fake/stream  streams "deltas=N rate=R" text deltas, each the time it was sent (benchmarks)
+//	fake/system  calls the system tool with the request as its input JSON, then reports the result
+//	fake/shell   runs the request as a shell command, then reports the result
+func demoProvider() providers.Provider {
+	scripted := fake.NewScripted("fake",
+		fake.NewScriptedModel("echo", 8192, fake.Echo()),
+		fake.NewScriptedModel("loop", 8192, loopPlan),
+		fake.NewScriptedModel("system", 8192, toolThenAnswer("system", func(req string) any { return json.RawMessage(req) })),
+		fake.NewScriptedModel("shell", 8192, toolThenAnswer("shell_run", func(req string) any { return map[string]string{"command": req} })),
+	)
+	return &demo{Scripted: scripted, stream: &streamModel{}}
+}
+
+// demo adds the streaming model to the scripted ones.
+type demo struct {
+	*fake.Scripted
+	stream *streamModel
+}
+
+func (d *demo) Models(ctx context.Context) ([]providers.ModelInfo, error) {
+	ms, err := d.Scripted.Models(ctx)
+	return append(ms, d.stream.Info()), err
+}
+
+func (d *demo) Model(ctx context.Context, name string) (providers.Model, error) {
+	if name == "stream" {
+		return d.stream, nil
+	}
+	return d.Scripted.Model(ctx, name)
+}
+
+func lastUser(req *providers.Request) string {
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		if req.Messages[i].Role == providers.RoleUser {
+			return req.Messages[i].Content
+		}
+	}
+	return ""
+}
+
+func toolMessages(req *providers.Request) int {
+	n := 0
+	for _, m := range req.Messages {
+		if m.Role == providers.RoleTool {
+			n++
+		}
+	}
+	return n
+}
+
+// loopPlan calls demo.tick again after every result.
+func loopPlan(_ int, req *providers.Request) fake.Turn {
+	n := toolMessages(req) + 1
+	return fake.Turn{Text: fmt.Sprintf("tick %d", n), ToolCalls: []providers.ToolCall{fake.ToolCall(fmt.Sprintf("t%d", n), "demo_tick", map[string]int{"n": n})}}
+}
+
+// toolThenAnswer calls tool with args(request) once, then answers with the
+// tool's result.
+func toolThenAnswer(tool string, args func(request string) any) fake.Plan {
+	return func(_ int, req *providers.Request) fake.Turn {
+		if last := req.Messages[len(req.Messages)-1]; last.Role == providers.RoleTool {
+			return fake.Turn{Text: "result: " + last.Content}
+		}
+		return fake.Turn{ToolCalls: []providers.ToolCall{fake.ToolCall("c1", tool, args(lastUser(req)))}}
+	}
+}
+
+// streamModel streams timestamped text deltas at a steady rate.
+type streamModel struct{}
+
+func (m *streamModel) Info() providers.ModelInfo {
+	return providers.ModelInfo{ID: "fake/stream", Provider: "fake", Name: "stream", Window: 1 << 20}
+}
+
+// Stream reads "deltas=N rate=R" (defaults 100 and 1000 per second) from
+// the request and sends N deltas "<unix nanoseconds> ", R per second.
+func (m *streamModel) Stream(ctx context.Context, req *providers.Request, emit func(providers.Delta)) (*providers.Response, error) {
+	n, rate := 100, 1000
+	for _, f := range strings.Fields(lastUser(req)) {
+		k, v, _ := strings.Cut(f, "=")
+		if x, err := strconv.Atoi(v); err == nil && x > 0 {
+			switch k {
+			case "deltas":
+				n = min(x, 100000)
+			case "rate":
+				rate = x
+			}
+		}
+	}
+	interval := time.Second / time.Duration(rate)
+	start := time.Now()
+	sent := 0
+	for i := 0; i < n; i++ {
+		if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return nil, providers.Cancelled("fake", ctx.Err())
+			}
+		}
+		emit(providers.Delta{Kind: providers.DeltaText, Text: strconv.FormatInt(time.Now().UnixNano(), 10) + " "})
+		sent++
+	}
+	return &providers.Response{Text: fmt.Sprintf("streamed %d deltas", sent), FinishReason: "stop"}, nil
+}
+
+// tickTool is the harmless tool fake/loop calls: it returns its input.
+type tickTool struct{}
+
+func (tickTool) Name() string { return "demo.tick" }
+func (tickTool) Description() string {
+	return "Demo tool (offered only with the fake provider): returns its input."
+}
+func (tickTool) InputSchema() json.RawMessage {
+	return json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`)
+}
+func (tickTool) StateSchema() json.RawMessage { return nil }
+func (tickTool) ResultSchema() json.RawMessage {
+	return json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`)
+}
+func (tickTool) Execute(ctx context.Context, call tools.Call, emit tools.Emit) (json.RawMessage, error) {
+	return call.Input, nil
+}
+func (tickTool) Retain(output, input json.RawMessage) json.RawMessage { return output }
+func (tickTool) View() string                                         { return "" }

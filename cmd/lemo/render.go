@@ -1,0 +1,129 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"lemo/actors/taskstate"
+	"lemo/api"
+	"lemo/client"
+)
+
+// renderer prints a Task's progress for people: streamed model text, tool
+// calls through their Views, approvals, statuses and failures.
+type renderer struct {
+	w         io.Writer
+	views     *client.Views
+	calls     map[string]string // call id → tool
+	streamed  map[uint32]bool   // cycles whose text was streamed
+	midLine   bool
+	reasoning bool
+}
+
+func newRenderer(w io.Writer, views *client.Views) *renderer {
+	return &renderer{w: w, views: views, calls: make(map[string]string), streamed: make(map[uint32]bool)}
+}
+
+func (r *renderer) line(format string, args ...any) {
+	if r.midLine {
+		fmt.Fprintln(r.w)
+		r.midLine = false
+	}
+	fmt.Fprintf(r.w, format+"\n", args...)
+}
+
+func (r *renderer) update(u *api.Update) {
+	switch b := u.GetBody().(type) {
+	case *api.Update_Delta:
+		r.delta(b.Delta)
+	case *api.Update_Event:
+		r.event(b.Event)
+	}
+}
+
+func (r *renderer) delta(d *api.Delta) {
+	switch d.GetKind() {
+	case api.DeltaKind_DELTA_KIND_TEXT:
+		fmt.Fprint(r.w, d.GetText())
+		r.midLine = !strings.HasSuffix(d.GetText(), "\n")
+		r.streamed[d.GetCycle()] = true
+	case api.DeltaKind_DELTA_KIND_REASONING:
+		if r.reasoning {
+			fmt.Fprint(r.w, d.GetText())
+			r.midLine = !strings.HasSuffix(d.GetText(), "\n")
+		}
+	case api.DeltaKind_DELTA_KIND_TOOL_STATE:
+		if tool := r.calls[d.GetCallId()]; tool != "" {
+			r.line("  … %s", r.views.For(tool).State(tool, d.GetData()))
+		}
+	}
+}
+
+func (r *renderer) event(ev *api.Event) {
+	switch b := ev.GetBody().(type) {
+	case *api.Event_TaskCreated:
+		r.line("task %s (%s)", ev.GetTaskId(), b.TaskCreated.GetModel())
+	case *api.Event_UserMessage:
+		r.line("> %s", b.UserMessage.GetText())
+	case *api.Event_AssistantMessage:
+		m := b.AssistantMessage
+		if r.streamed[m.GetCycle()] {
+			if r.midLine {
+				fmt.Fprintln(r.w)
+				r.midLine = false
+			}
+		} else if m.GetText() != "" {
+			r.line("%s", m.GetText())
+		}
+	case *api.Event_ToolCallRecorded:
+		c := b.ToolCallRecorded
+		r.calls[c.GetCallId()] = c.GetTool()
+		tool := c.GetTool()
+		if tool == "" {
+			tool = c.GetModelName()
+		}
+		r.line("→ %s", r.views.For(tool).Call(tool, c.GetArguments()))
+	case *api.Event_ToolResult:
+		res := b.ToolResult
+		tool := r.calls[res.GetCallId()]
+		switch {
+		case !res.GetRetained():
+			r.line("← %s: done (%d bytes, not retained)", tool, res.GetOutputBytes())
+		default:
+			mark := ""
+			if res.GetUntrusted() {
+				mark = " [untrusted]"
+			}
+			r.line("← %s%s", r.views.For(tool).Result(tool, res.GetRetainedOutput()), mark)
+		}
+	case *api.Event_ToolFailed:
+		f := b.ToolFailed
+		r.line("✗ %s failed (%s): %s", r.calls[f.GetCallId()], strings.ToLower(strings.TrimPrefix(f.GetKind().String(), "TOOL_FAILURE_KIND_")), f.GetMessage())
+	case *api.Event_ApprovalRequested:
+		a := b.ApprovalRequested
+		r.line("? approval needed for %s: %s\n  approve: lemo approve %s   deny: lemo deny %s", r.calls[a.GetCallId()], a.GetReason(), a.GetApprovalId(), a.GetApprovalId())
+	case *api.Event_ApprovalResolved:
+		a := b.ApprovalResolved
+		by := ""
+		if a.GetBy() != "" {
+			by = " by " + a.GetBy()
+		}
+		r.line("  approval %s: %s%s", a.GetApprovalId(), strings.ToLower(strings.TrimPrefix(a.GetOutcome().String(), "APPROVAL_OUTCOME_")), by)
+	case *api.Event_StatusChanged:
+		s := b.StatusChanged
+		r.line("[%s: %s]", taskstate.StatusName(s.GetStatus()), s.GetDetail())
+	case *api.Event_Failure:
+		f := b.Failure
+		r.line("! %s failure: %s", f.GetKind(), f.GetMessage())
+	}
+}
+
+// terminal reports whether a Task in status st has stopped for good.
+func terminal(st api.TaskStatus) bool {
+	switch st {
+	case api.TaskStatus_TASK_STATUS_FINISHED, api.TaskStatus_TASK_STATUS_FAILED, api.TaskStatus_TASK_STATUS_CANCELLED:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,328 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"lemo/api"
+	"lemo/client"
+)
+
+// listTasks implements lemo tasks.
+func listTasks(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newClientFlags("tasks", "[flags]", "List the Tasks this token may see, newest first.", stdout, stderr)
+	limit := f.fs.Int("limit", 50, "at most this many Tasks (0: all)")
+	if _, err := f.parse(args, 0, 0); err != nil {
+		return helpOK(err)
+	}
+	c, err := f.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var all []*api.TaskMeta
+	before := ""
+	for {
+		page := 500
+		if *limit > 0 {
+			page = min(page, *limit-len(all))
+		}
+		list, next, err := c.ListTasks(ctx, before, page)
+		if err != nil {
+			return err
+		}
+		all = append(all, list...)
+		if next == "" || (*limit > 0 && len(all) >= *limit) {
+			break
+		}
+		before = next
+	}
+	if f.json {
+		printJSONList(stdout, all)
+		return nil
+	}
+	if len(all) == 0 {
+		fmt.Fprintln(stdout, "no tasks")
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATUS\tMODEL\tCYCLES\tUPDATED\tOWNER\tTITLE")
+	for _, m := range all {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", m.GetTaskId(), statusWord(m.GetStatus()), m.GetModel(), m.GetCycles(),
+			m.GetUpdated().AsTime().Local().Format(time.DateTime), m.GetOwner(), clip(m.GetTitle(), 50))
+	}
+	return tw.Flush()
+}
+
+func clip(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// attach implements lemo attach.
+func attach(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newClientFlags("attach", "<task id> [flags]", "Show a Task's history from a seq and follow it live, until it finished, failed or\n"+
+		"was cancelled (Ctrl-C detaches earlier; the Task goes on).", stdout, stderr)
+	from := f.fs.Uint64("from", 1, "first seq to show")
+	noDeltas := f.fs.Bool("no-deltas", false, "leave out live deltas (committed events only)")
+	reasoning := f.fs.Bool("reasoning", false, "show the model's reasoning")
+	pos, err := f.parse(args, 1, 1)
+	if err != nil {
+		return helpOK(err)
+	}
+	c, err := f.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	id := pos[0]
+	if _, err := c.Task(ctx, id); err != nil {
+		return describe(err, id)
+	}
+	_, err = streamTask(ctx, c, stdout, stderr, streamOptions{taskID: id, from: max(*from, 1), json: f.json, noDeltas: *noDeltas, reasoning: *reasoning})
+	if ctx.Err() != nil {
+		return nil
+	}
+	return describe(err, id)
+}
+
+// control implements lemo pause, continue and cancel.
+func control(ctx context.Context, cmd string, args []string, stdout, stderr io.Writer) error {
+	detail := map[string]string{
+		"pause":    "Pause a running Task: its model call is cancelled; running tool calls finish.",
+		"continue": "Continue a paused or failed Task (with another model when --model is given).",
+		"cancel":   "Cancel a Task: its model call and tool calls are cancelled.",
+	}[cmd]
+	f := newClientFlags(cmd, "<task id> [flags]", detail, stdout, stderr)
+	var model *string
+	if cmd == "continue" {
+		model = f.fs.String("model", "", "continue with this model (provider/model)")
+	}
+	pos, err := f.parse(args, 1, 1)
+	if err != nil {
+		return helpOK(err)
+	}
+	c, err := f.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	id := pos[0]
+	var m *api.TaskMeta
+	switch cmd {
+	case "pause":
+		m, err = c.Pause(ctx, id)
+	case "continue":
+		m, err = c.Continue(ctx, id, *model)
+	default:
+		m, err = c.Cancel(ctx, id)
+	}
+	if err != nil {
+		return describe(err, id)
+	}
+	if f.json {
+		printJSON(stdout, m)
+		return nil
+	}
+	fmt.Fprintf(stdout, "task %s is %s\n", m.GetTaskId(), statusWord(m.GetStatus()))
+	return nil
+}
+
+// listTools implements lemo tools.
+func listTools(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newClientFlags("tools", "[flags]", "List the daemon's tools: their contracts (schemas with --json) and Views.", stdout, stderr)
+	if _, err := f.parse(args, 0, 0); err != nil {
+		return helpOK(err)
+	}
+	c, err := f.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	list, err := c.Tools(ctx)
+	if err != nil {
+		return err
+	}
+	if f.json {
+		printJSONList(stdout, list)
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tVIEW\tDESCRIPTION")
+	for _, t := range list {
+		view := t.GetView()
+		if view == "" {
+			view = "json"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", t.GetName(), view, clip(firstSentence(t.GetDescription()), 80))
+	}
+	return tw.Flush()
+}
+
+func firstSentence(s string) string {
+	if i := strings.Index(s, ". "); i >= 0 {
+		return s[:i+1]
+	}
+	return s
+}
+
+// listModels implements lemo models.
+func listModels(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newClientFlags("models", "[flags]", "List the models of every configured provider, and the providers that failed.", stdout, stderr)
+	if _, err := f.parse(args, 0, 0); err != nil {
+		return helpOK(err)
+	}
+	c, err := f.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	l, err := c.Models(ctx)
+	if err != nil {
+		return err
+	}
+	if f.json {
+		printJSON(stdout, l)
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MODEL\tWINDOW\tTOOLS\tREASONING")
+	for _, m := range l.GetModels() {
+		window := "unknown"
+		if m.GetWindow() > 0 {
+			window = strconv.FormatUint(m.GetWindow(), 10)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.GetId(), window, yes(m.GetTools()), yes(m.GetReasoning()))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, pf := range l.GetFailures() {
+		fmt.Fprintf(stderr, "provider %s: %s\n", pf.GetProvider(), pf.GetError())
+	}
+	if len(l.GetModels()) == 0 && len(l.GetFailures()) > 0 {
+		return fmt.Errorf("no provider could list its models")
+	}
+	return nil
+}
+
+func yes(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// listApprovals implements lemo approvals.
+func listApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newClientFlags("approvals", "[flags]", "List the tool calls waiting for a person's approval.", stdout, stderr)
+	if _, err := f.parse(args, 0, 0); err != nil {
+		return helpOK(err)
+	}
+	c, err := f.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	list, err := c.Approvals(ctx)
+	if err != nil {
+		return err
+	}
+	if f.json {
+		printJSONList(stdout, list)
+		return nil
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(stdout, "no pending approvals")
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "APPROVAL\tTASK\tDEADLINE\tREASON")
+	for _, ev := range list {
+		a := ev.GetApprovalRequested()
+		deadline := "none"
+		if a.GetDeadline() != nil {
+			deadline = a.GetDeadline().AsTime().Local().Format(time.DateTime)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", a.GetApprovalId(), ev.GetTaskId(), deadline, clip(a.GetReason(), 80))
+	}
+	return tw.Flush()
+}
+
+// resolve implements lemo approve and lemo deny.
+func resolve(ctx context.Context, cmd string, args []string, stdout, stderr io.Writer) error {
+	approve := cmd == "approve"
+	detail := "Approve a pending tool call; it then runs."
+	if !approve {
+		detail = "Deny a pending tool call; the model is told why."
+	}
+	f := newClientFlags(cmd, "<approval id> [flags]", detail, stdout, stderr)
+	reason := f.fs.String("reason", "", "why (shown to the model when denying)")
+	pos, err := f.parse(args, 1, 1)
+	if err != nil {
+		return helpOK(err)
+	}
+	c, err := f.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	m, err := c.Resolve(ctx, pos[0], approve, *reason)
+	if err != nil {
+		if errorsIsNotFound(err) {
+			return fmt.Errorf("unknown approval %s (answered, timed out, cancelled, or not one this token may see)", pos[0])
+		}
+		return err
+	}
+	if f.json {
+		printJSON(stdout, m)
+		return nil
+	}
+	word := "approved"
+	if !approve {
+		word = "denied"
+	}
+	fmt.Fprintf(stdout, "%s %s; task %s is %s\n", word, pos[0], m.GetTaskId(), statusWord(m.GetStatus()))
+	return nil
+}
+
+// steer implements lemo steer.
+func steer(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newClientFlags("steer", "<task id> <call id> <json input>", "Send steering input (JSON) to a running tool call that accepts it (the delegate).", stdout, stderr)
+	pos, err := f.parse(args, 3, 3)
+	if err != nil {
+		return helpOK(err)
+	}
+	if !json.Valid([]byte(pos[2])) {
+		return usageError("steer: the input is not JSON")
+	}
+	c, err := f.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.Steer(ctx, pos[0], pos[1], json.RawMessage(pos[2])); err != nil {
+		return describe(err, pos[0])
+	}
+	if f.json {
+		fmt.Fprintln(stdout, `{"steered": true}`)
+		return nil
+	}
+	fmt.Fprintf(stdout, "steered call %s of task %s\n", pos[1], pos[0])
+	return nil
+}
+
+func errorsIsNotFound(err error) bool {
+	var e *client.Error
+	return errors.As(err, &e) && e.Code == api.ErrorCode_ERROR_CODE_NOT_FOUND
+}
