@@ -396,6 +396,9 @@ func jsonExcerpt(raw json.RawMessage, max int) string {
 
 // tailExcerpt keeps the end of a growing output.
 func tailExcerpt(s string, max int) string {
+	if len(s) > 4*max+64 {
+		s = tailRunes(s, 2*max)
+	}
 	s = Clean(s)
 	if len(s) <= max {
 		return s

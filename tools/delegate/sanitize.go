@@ -109,21 +109,29 @@ func skipEscape(s string, i int) int {
 
 // Bound cleans s and keeps at most max bytes of it: the head and the tail
 // around a marker that states how many bytes were left out. It reports
-// whether anything was left out. Cuts fall on rune boundaries.
+// whether anything was left out. Cuts fall on rune boundaries. Of a text
+// much longer than max only the raw head and tail are cleaned.
 func Bound(s string, max int) (string, bool) {
+	if len(s) > 4*max+64 {
+		return cut(Clean(truncateRunes(s, 2*max)), Clean(tailRunes(s, 2*max)), max, len(s)), true
+	}
 	s = Clean(s)
 	if len(s) <= max {
 		return s, false
 	}
-	marker := fmt.Sprintf("\n[… %d of %d bytes omitted …]\n", 0, len(s))
-	room := max - len(marker) - 8 // the omitted count may grow by a few digits
+	return cut(s, s, max, len(s)), true
+}
+
+// cut joins the start of head and the end of tail around a marker, within
+// max bytes; total is the size the marker reports.
+func cut(head, tail string, max, total int) string {
+	room := max - len(fmt.Sprintf("\n[… %d of %d bytes omitted …]\n", total, total))
 	if room < 2 {
-		return truncateRunes(s, max), true
+		return truncateRunes(head, max)
 	}
-	head := truncateRunes(s, room/2)
-	tail := tailRunes(s, room-len(head))
-	omitted := len(s) - len(head) - len(tail)
-	return head + fmt.Sprintf("\n[… %d of %d bytes omitted …]\n", omitted, len(s)) + tail, true
+	h := truncateRunes(head, room/2)
+	t := tailRunes(tail, room-len(h))
+	return h + fmt.Sprintf("\n[… %d of %d bytes omitted …]\n", total-len(h)-len(t), total) + t
 }
 
 // truncateRunes returns the longest prefix of s of at most n bytes that ends
@@ -153,6 +161,9 @@ func tailRunes(s string, n int) string {
 
 // Short cleans s and keeps its first max bytes, marking a cut with "…".
 func Short(s string, max int) string {
+	if len(s) > 4*max+64 {
+		s = truncateRunes(s, 2*max)
+	}
 	s = Clean(s)
 	if len(s) <= max {
 		return s

@@ -459,6 +459,9 @@ func (r *runner) onLine(m lineMsg) {
 	default:
 		switch f.Type {
 		case "tool_execution_end":
+			if len(r.dialogs) == 0 {
+				break
+			}
 			var e struct {
 				ToolCallID string `json:"toolCallId"`
 			}
