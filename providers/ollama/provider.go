@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,11 +19,16 @@ import (
 	"lemo/providers/retry"
 )
 
-// Provider talks to an Ollama server through the ollama api client. It is
-// safe for concurrent use.
+// Provider talks to an Ollama server: discovery through the ollama api
+// client, chat through Lemo's own NDJSON reader. It is safe for concurrent
+// use.
 type Provider struct {
-	cfg    Config
-	client *api.Client
+	cfg Config
+	// client serves discovery (List, Show); chatOnce posts to chatURL
+	// through hc, the http.Client (and transport) client uses.
+	client  *api.Client
+	hc      *http.Client
+	chatURL string
 	// maxResponse is MaxResponseBytes (smaller in tests).
 	maxResponse int
 
@@ -66,9 +70,10 @@ func New(cfg Config) (*Provider, error) {
 	if rt == nil {
 		rt = http.DefaultTransport
 	}
-	hc := &http.Client{Transport: &transport{base: rt, target: target, key: cfg.APIKey, maxLine: cfg.MaxLineBytes},
+	hc := &http.Client{Transport: &transport{base: rt, target: target, key: cfg.APIKey},
 		Timeout: base.Timeout, Jar: base.Jar}
-	return &Provider{cfg: cfg, client: api.NewClient(alias, hc), maxResponse: MaxResponseBytes}, nil
+	return &Provider{cfg: cfg, client: api.NewClient(alias, hc), hc: hc, chatURL: alias.JoinPath("/api/chat").String(),
+		maxResponse: MaxResponseBytes}, nil
 }
 
 // Name returns the registry name.
@@ -98,7 +103,7 @@ func (p *Provider) discover(ctx context.Context) ([]providers.ModelInfo, error) 
 	ctx, c := withCapture(ctx)
 	list, err := p.client.List(ctx)
 	if err != nil {
-		e := p.classify(ctx, err, c, false, false)
+		e := p.classify(ctx, err, c)
 		e.Message = "listing models: " + e.Message
 		return nil, e
 	}
@@ -160,7 +165,7 @@ func (p *Provider) show(ctx context.Context, name string) (providers.ModelInfo, 
 		if errors.As(err, &se) && se.StatusCode == http.StatusNotFound {
 			return providers.ModelInfo{}, false, nil
 		}
-		e := p.classify(ctx, err, c, false, false)
+		e := p.classify(ctx, err, c)
 		e.Message = fmt.Sprintf("describing model %q: %s", name, e.Message)
 		return providers.ModelInfo{}, false, e
 	}
@@ -237,17 +242,13 @@ func (p *Provider) Model(ctx context.Context, name string) (providers.Model, err
 	return nil, notFound(fmt.Sprintf("model %q is not offered by %s (pull it first, or check the name)", name, p.cfg.Name))
 }
 
-// classify maps an api client error to a *providers.Error, recovering the
-// status and Retry-After the client drops from the call's capture.
-// inStream says err came from a chat stream (else from discovery).
-func (p *Provider) classify(ctx context.Context, err error, c *capture, output, inStream bool) *providers.Error {
+// classify maps an error of a discovery call to a *providers.Error,
+// recovering the Retry-After the api client drops from the call's capture.
+func (p *Provider) classify(ctx context.Context, err error, c *capture) *providers.Error {
 	if ctx.Err() != nil {
-		e := providers.Cancelled(p.cfg.Name, ctx.Err())
-		e.OutputStarted = output
-		return e
+		return providers.Cancelled(p.cfg.Name, ctx.Err())
 	}
-	status, header, _ := c.get()
-	e := &providers.Error{Provider: p.cfg.Name, OutputStarted: output}
+	e := &providers.Error{Provider: p.cfg.Name}
 	var ae api.AuthorizationError
 	var se api.StatusError
 	var ue *url.Error
@@ -259,27 +260,14 @@ func (p *Provider) classify(ctx context.Context, err error, c *capture, output, 
 		}
 	case errors.As(err, &se):
 		e.Status, e.Message = se.StatusCode, se.ErrorMessage
-		if e.Message == "" {
-			e.Message = http.StatusText(se.StatusCode)
-		}
 		e.Class = retry.ClassForStatus(se.StatusCode, se.ErrorMessage)
-		if header != nil && (e.Class == providers.ClassRateLimit || e.Class == providers.ClassTransient || e.Class == providers.ClassQuota) {
-			e.RetryAfter = retry.ParseRetryAfter(header, time.Now())
+		if h := c.get(); h != nil && (e.Class == providers.ClassRateLimit || e.Class == providers.ClassTransient || e.Class == providers.ClassQuota) {
+			e.RetryAfter = retry.ParseRetryAfter(h, time.Now())
 		}
 	case errors.As(err, &ue):
-		e.Class, e.Message, e.Err = providers.ClassTransient, "request failed", errors.Unwrap(ue)
-	case !inStream:
-		e.Class, e.Message, e.Err = providers.ClassTransient, "unexpected answer: "+err.Error(), err
+		e.Class, e.Message, e.Err = providers.ClassTransient, "request failed", ue.Err
 	default:
-		// An {"error":...} line inside a 200 stream (or a line that is not
-		// JSON): the answer is incomplete.
-		e.Class, e.Message = providers.ClassTransient, "mid-stream: "+err.Error()
-		e.Err = fmt.Errorf("%w: the server reported an error mid-stream", providers.ErrTruncated)
-		if status >= 400 {
-			e.Class = retry.ClassForStatus(status, err.Error())
-			e.Status = status
-			e.Err = nil
-		}
+		e.Class, e.Message, e.Err = providers.ClassTransient, "unexpected answer: "+err.Error(), err
 	}
 	e.Message = retry.CleanMessage(e.Message, p.cfg.APIKey)
 	if e.Message == "" && e.Status != 0 {
@@ -310,85 +298,13 @@ func (m *Model) Stream(ctx context.Context, req *providers.Request, emit func(pr
 	if err != nil {
 		return nil, &providers.Error{Provider: p.cfg.Name, Class: providers.ClassBadRequest, Message: retry.CleanMessage(err.Error(), ""), Err: err}
 	}
+	payload, err := json.Marshal(chat)
+	if err != nil {
+		return nil, &providers.Error{Provider: p.cfg.Name, Class: providers.ClassBadRequest, Message: "encode request", Err: err}
+	}
 	return p.cfg.Retry.Do(ctx, p.cfg.Log, p.cfg.Name, emit, func(ctx context.Context, emit func(providers.Delta)) (*providers.Response, error) {
-		return p.chatOnce(ctx, chat, emit)
+		return p.chatOnce(ctx, payload, emit)
 	})
-}
-
-// chatOnce is one attempt, fixing the client behaviours of notes §1.4: a
-// missing done line and a mid-stream cancel both return nil from Chat.
-func (p *Provider) chatOnce(ctx context.Context, chat *api.ChatRequest, emit func(providers.Delta)) (*providers.Response, error) {
-	cctx, c := withCapture(ctx)
-	var (
-		text, reasoning strings.Builder
-		calls           []providers.ToolCall
-		resp            providers.Response
-		done, output    bool
-	)
-	size := 0
-	err := p.client.Chat(cctx, chat, func(r api.ChatResponse) error {
-		if done {
-			return nil
-		}
-		size += len(r.Message.Thinking) + len(r.Message.Content)
-		if t := r.Message.Thinking; t != "" {
-			reasoning.WriteString(t)
-			output = true
-			emit(providers.Delta{Kind: providers.DeltaReasoning, Text: t})
-		}
-		if t := r.Message.Content; t != "" {
-			text.WriteString(t)
-			output = true
-			emit(providers.Delta{Kind: providers.DeltaText, Text: t})
-		}
-		for _, tc := range r.Message.ToolCalls {
-			output = true
-			id := tc.ID
-			if id == "" {
-				id = "call_" + strconv.Itoa(len(calls))
-			}
-			args := tc.Function.Arguments.String()
-			size += len(tc.Function.Name) + len(args)
-			calls = append(calls, providers.ToolCall{ID: id, Name: tc.Function.Name, Arguments: json.RawMessage(args)})
-		}
-		if size > p.maxResponse || len(calls) > MaxToolCalls {
-			return errResponseTooLarge
-		}
-		if r.Done {
-			done = true
-			resp.FinishReason = r.DoneReason
-			resp.Usage = providers.Usage{PromptTokens: r.PromptEvalCount, CompletionTokens: r.EvalCount}
-		}
-		return nil
-	})
-	_, _, bodyErr := c.get()
-	switch {
-	case ctx.Err() != nil:
-		e := providers.Cancelled(p.cfg.Name, ctx.Err())
-		e.OutputStarted = output
-		return nil, e
-	case errors.Is(err, errResponseTooLarge):
-		return nil, &providers.Error{Provider: p.cfg.Name, Class: providers.ClassTransient, OutputStarted: output,
-			Message: err.Error(), Err: fmt.Errorf("%w: %w", providers.ErrTruncated, err)}
-	case err != nil:
-		return nil, p.classify(ctx, err, c, output, true)
-	case !done:
-		msg := "stream ended without a done line"
-		cause := error(providers.ErrTruncated)
-		if bodyErr != nil {
-			msg += ": " + bodyErr.Error()
-			if errors.Is(bodyErr, errLineTooLong) {
-				msg = bodyErr.Error()
-			}
-			cause = fmt.Errorf("%w: %w", providers.ErrTruncated, bodyErr)
-		}
-		return nil, &providers.Error{Provider: p.cfg.Name, Class: providers.ClassTransient, Message: msg, OutputStarted: output, Err: cause}
-	}
-	resp.Text, resp.Reasoning, resp.ToolCalls = text.String(), reasoning.String(), calls
-	if len(calls) > 0 && (resp.FinishReason == "stop" || resp.FinishReason == "") {
-		resp.FinishReason = "tool_calls" // Ollama says stop even after tool calls
-	}
-	return &resp, nil
 }
 
 // buildChat turns a providers.Request into an api.ChatRequest that always

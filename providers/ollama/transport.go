@@ -2,7 +2,6 @@ package ollama
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,26 +9,24 @@ import (
 	"sync"
 )
 
-// aliasHost is the host the api client is given. It is never ollama.com,
-// so the client never tries to sign requests with ~/.ollama/id_ed25519;
-// transport rewrites every request to the real host (notes §1.5).
+// aliasHost is the host the api client (and the chat request) is given.
+// It is never ollama.com, so the client never tries to sign requests with
+// ~/.ollama/id_ed25519; transport rewrites every request to the real host
+// (notes §1.5).
 const aliasHost = "ollama.lemo.invalid"
 
-// errLineTooLong is recorded when an NDJSON line exceeds the cap.
-var errLineTooLong = errors.New("ollama: response line exceeds the size limit")
+// maxDiscoveryBytes bounds one discovery answer (/api/tags, /api/show),
+// which the api client reads whole.
+const maxDiscoveryBytes = 8 << 20
 
-// errResponseTooLarge aborts an answer past MaxResponseBytes or
-// MaxToolCalls.
-var errResponseTooLarge = fmt.Errorf("ollama: answer exceeds %d bytes or %d tool calls", MaxResponseBytes, MaxToolCalls)
-
-// transport sends the api client's requests to the real server, adds
-// Bearer auth, and records each response's status, headers and body read
-// errors in the call's capture (the client drops them).
+// transport sends every request to the real server and adds Bearer auth.
+// For discovery calls (those whose context carries a capture) it records
+// the response headers, which the api client drops on errors, and bounds
+// the body.
 type transport struct {
-	base    http.RoundTripper
-	target  *url.URL
-	key     string
-	maxLine int
+	base   http.RoundTripper
+	target *url.URL
+	key    string
 }
 
 func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -44,21 +41,20 @@ func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	if c, ok := r.Context().Value(captureKey{}).(*capture); ok {
 		c.mu.Lock()
-		c.status, c.header = resp.StatusCode, resp.Header.Clone()
+		c.header = resp.Header.Clone()
 		c.mu.Unlock()
-		resp.Body = &guardedBody{rc: resp.Body, c: c, max: t.maxLine}
+		resp.Body = &boundedBody{rc: resp.Body, max: maxDiscoveryBytes}
 	}
 	return resp, nil
 }
 
 type captureKey struct{}
 
-// capture holds what the api client does not report for one call.
+// capture holds the response headers of one discovery call, for
+// Retry-After.
 type capture struct {
-	mu      sync.Mutex
-	status  int
-	header  http.Header
-	bodyErr error
+	mu     sync.Mutex
+	header http.Header
 }
 
 func withCapture(ctx context.Context) (context.Context, *capture) {
@@ -66,49 +62,26 @@ func withCapture(ctx context.Context) (context.Context, *capture) {
 	return context.WithValue(ctx, captureKey{}, c), c
 }
 
-func (c *capture) get() (int, http.Header, error) {
+func (c *capture) get() http.Header {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.status, c.header, c.bodyErr
+	return c.header
 }
 
-// guardedBody bounds line length and records read errors, which the api
-// client's scanner swallows (it returns nil on a read error).
-type guardedBody struct {
+// boundedBody fails a body longer than max bytes.
+type boundedBody struct {
 	rc   io.ReadCloser
-	c    *capture
-	max  int
-	line int
-	err  error
+	max  int64
+	read int64
 }
 
-func (b *guardedBody) Read(p []byte) (int, error) {
-	if b.err != nil {
-		return 0, b.err
-	}
+func (b *boundedBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
-	for _, ch := range p[:n] {
-		if ch == '\n' {
-			b.line = 0
-			continue
-		}
-		b.line++
-		if b.line > b.max {
-			b.fail(fmt.Errorf("%w (%d bytes)", errLineTooLong, b.max))
-			return 0, b.err
-		}
-	}
-	if err != nil && err != io.EOF {
-		b.fail(err)
+	b.read += int64(n)
+	if b.read > b.max {
+		return 0, fmt.Errorf("ollama: answer exceeds %d bytes", b.max)
 	}
 	return n, err
 }
 
-func (b *guardedBody) fail(err error) {
-	b.err = err
-	b.c.mu.Lock()
-	b.c.bodyErr = err
-	b.c.mu.Unlock()
-}
-
-func (b *guardedBody) Close() error { return b.rc.Close() }
+func (b *boundedBody) Close() error { return b.rc.Close() }
