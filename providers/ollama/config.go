@@ -34,7 +34,8 @@ const (
 	// which includes loading a local model into memory.
 	DefaultTimeout  = 5 * time.Minute
 	DefaultCacheTTL = 5 * time.Minute
-	// MaxLineBytes is the api client's own NDJSON line limit (8 MB).
+	// MaxLineBytes is the default and largest NDJSON line limit (8 MB,
+	// the api client's own).
 	MaxLineBytes = 8 << 20
 	// MaxResponseBytes and MaxToolCalls bound what one answer may
 	// accumulate.
@@ -71,7 +72,7 @@ type Config struct {
 	// Retry is the retry policy.
 	Retry retry.Policy
 	// HTTPClient, when set, supplies the transport (tests); its requests
-	// still go through the wrapper that adds auth and captures headers.
+	// still go through the wrapper that rewrites the host and adds auth.
 	HTTPClient *http.Client
 	// Log receives retries (warn); the zero Logger logs nothing.
 	Log zerolog.Logger
