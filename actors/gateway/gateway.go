@@ -86,6 +86,9 @@ type Limits struct {
 	// HubBuffer is each subscription's queue at the daemon's hub (default
 	// 4096).
 	HubBuffer int
+	// SnapshotPage is how many events a subscription reads from history
+	// at a time while it replays (default 256).
+	SnapshotPage int
 }
 
 func (l *Limits) defaults() {
@@ -105,6 +108,7 @@ func (l *Limits) defaults() {
 	set(&l.MaxSubscriptions, 64)
 	set(&l.MaxSessions, 256)
 	set(&l.HubBuffer, 4096)
+	set(&l.SnapshotPage, 256)
 	if l.CommandTimeout <= 0 {
 		l.CommandTimeout = 2 * time.Minute
 	}
@@ -198,14 +202,7 @@ func Start(ctx context.Context, cfg Config) (*Gateway, error) {
 	} else {
 		_ = l.Close()
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Log.With().Str("component", "gateway").Logger()}
-	g.ctx, g.cancel = context.WithCancel(context.Background())
-	g.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return logging.Slog(cfg.Log, "protoactor-edge")
-	}), actor.WithDeadLetterRequestLogging(false))
-	g.guard = newGuard(cfg.Tokens, gatewayName, cfg.ServerTLS != nil, g.log)
-	g.out = &outbox{root: g.system.Root, max: cfg.Limits.MaxMessageBytes}
-
+	g := newGateway(cfg)
 	lim := cfg.Limits
 	serverOpts := []grpc.ServerOption{
 		grpc.ChainStreamInterceptor(g.guard.stream),
@@ -244,16 +241,36 @@ func Start(ctx context.Context, cfg Config) (*Gateway, error) {
 		return nil, fmt.Errorf("%w: %v", ErrAddressInUse, err)
 	}
 	g.addr = g.system.Address()
-	pid, err := g.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &gatewayActor{g: g} }), gatewayName)
-	if err != nil {
+	if err := g.spawn(); err != nil {
 		g.remote.Shutdown(false)
 		g.cancel()
 		g.system.Shutdown()
-		return nil, fmt.Errorf("gateway: spawn: %w", err)
+		return nil, err
 	}
-	g.pid = pid
 	g.log.Info().Str("address", g.addr).Bool("tls", cfg.ServerTLS != nil).Msg("remote API listening")
 	return g, nil
+}
+
+// newGateway builds the gateway's parts that do not touch the network.
+func newGateway(cfg Config) *Gateway {
+	g := &Gateway{cfg: cfg, log: cfg.Log.With().Str("component", "gateway").Logger()}
+	g.ctx, g.cancel = context.WithCancel(context.Background())
+	g.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return logging.Slog(cfg.Log, "protoactor-edge")
+	}), actor.WithDeadLetterRequestLogging(false))
+	g.guard = newGuard(cfg.Tokens, gatewayName, cfg.ServerTLS != nil, g.log)
+	g.out = &outbox{root: g.system.Root, max: cfg.Limits.MaxMessageBytes}
+	return g
+}
+
+// spawn starts the gateway actor.
+func (g *Gateway) spawn() error {
+	pid, err := g.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &gatewayActor{g: g} }), gatewayName)
+	if err != nil {
+		return fmt.Errorf("gateway: spawn: %w", err)
+	}
+	g.pid = pid
+	return nil
 }
 
 // startRemote starts remote, turning its panic (it cannot listen) into an
@@ -301,7 +318,9 @@ func (g *Gateway) Stop(ctx context.Context) error {
 				g.stopErr = fmt.Errorf("gateway: sessions did not stop in time: %w", ctx.Err())
 			}
 		}
-		g.remote.Shutdown(true)
+		if g.remote != nil {
+			g.remote.Shutdown(true)
+		}
 		g.system.Shutdown()
 	})
 	return g.stopErr

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 
 	"context"
@@ -364,7 +365,10 @@ func (g *guard) allowed(typ, target, key string, data []byte, address string) er
 	}
 	owner, ok := g.sessionPeer(target)
 	if !ok {
-		return errEnded
+		if strings.HasPrefix(target, g.gatewayID+"/") {
+			return errEnded
+		}
+		return fmt.Errorf("%w: a message to %q, which is neither the gateway nor a session", errRejected, target)
 	}
 	if subtle.ConstantTimeCompare([]byte(owner), []byte(key)) != 1 {
 		return fmt.Errorf("%w: a message to an actor that is not this client's session", errRejected)

@@ -11,10 +11,6 @@ import (
 	"lemo/api"
 )
 
-// snapshotPage is how many events a subscription reads from history at a
-// time.
-const snapshotPage = 256
-
 // pump streams one subscription to its client. It registers with the hub
 // first, then replays history from the requested seqs, then forwards live
 // updates, dropping events it already sent: the client sees every event
@@ -211,14 +207,14 @@ func (st *pumpState) fill() error {
 			return nil
 		}
 		t := &st.snap[0]
-		evs, err := d.History(st.ctx, st.caller, t.task, t.next, snapshotPage)
+		evs, err := d.History(st.ctx, st.caller, t.task, t.next, st.lim.SnapshotPage)
 		if err != nil {
 			return err
 		}
 		for _, ev := range evs {
 			st.queue(item{u: &api.Update{Body: &api.Update_Event{Event: ev}}, task: t.task, seq: ev.GetSeq()})
 		}
-		if len(evs) < snapshotPage {
+		if len(evs) < st.lim.SnapshotPage {
 			st.snap = st.snap[1:]
 		} else {
 			t.next = evs[len(evs)-1].GetSeq() + 1
