@@ -43,10 +43,30 @@ tiny-ollama: ## Build the tiny-ollama test kit (real Ollama) if needed
 		echo "tiny-ollama kit not found at $(TINY_OLLAMA_KIT): its tests will skip (and fail under CI=true)"; \
 	fi
 
+# The pi coding agent, at the version pinned by tools/delegate/testdata/pi
+# (package.json and its lock, without registry URLs), installed with npm
+# into the git-ignored .cache/npm/pi for the delegate's real-pi tests.
+# Without Node they skip.
+PI_DIR := $(CURDIR)/.cache/npm/pi
+PI_BIN := $(PI_DIR)/node_modules/.bin/pi
+
+.PHONY: delegate-deps
+delegate-deps: ## Install the pinned pi coding agent for the delegate tests (needs Node and npm)
+	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+		echo "delegate-deps: Node is not installed: the real-pi delegate tests will skip"; \
+	elif [ -x "$(PI_BIN)" ] && cmp -s tools/delegate/testdata/pi/package-lock.json "$(PI_DIR)/package-lock.json"; then \
+		echo "delegate-deps: pi $$(node -p 'require("$(PI_DIR)/node_modules/@mariozechner/pi-coding-agent/package.json").version') is installed"; \
+	else \
+		echo "delegate-deps: installing pi into $(PI_DIR)"; \
+		rm -rf "$(PI_DIR)" && mkdir -p "$(PI_DIR)" && \
+		cp tools/delegate/testdata/pi/package.json tools/delegate/testdata/pi/package-lock.json "$(PI_DIR)/" && \
+		cd "$(PI_DIR)" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error; \
+	fi
+
 .PHONY: test
-test: deps check-generate tiny-ollama ## Run every test (race detector on)
+test: deps check-generate tiny-ollama delegate-deps ## Run every test (race detector on)
 	$(GO) vet ./...
-	$(GO) test -race -timeout 20m ./...
+	DELEGATE_TEST_PI=$$([ -x "$(PI_BIN)" ] && echo "$(PI_BIN)") $(GO) test -race -timeout 20m ./...
 
 .PHONY: test-live
 test-live: deps ## Run the opt-in tests against real providers (needs their API keys)

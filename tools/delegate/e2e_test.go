@@ -132,7 +132,15 @@ func (h *daemon) waitStatus(id string, st api.TaskStatus, d time.Duration) []*ap
 func (h *daemon) pending(n int) []*api.Event {
 	h.t.Helper()
 	var got []*api.Event
-	eventually(h.t, 20*time.Second, fmt.Sprintf("%d pending approvals", n), func() error {
+	h.t.Cleanup(func() {
+		if h.t.Failed() {
+			ts, _, _ := h.d.ListTasks(context.Background(), actors.Operator, "", 0)
+			for _, m := range ts {
+				h.t.Logf("task %s:\n%s", m.GetTaskId(), dump(h.history(m.GetTaskId())))
+			}
+		}
+	})
+	eventually(h.t, 60*time.Second, fmt.Sprintf("%d pending approvals", n), func() error {
 		var err error
 		if got, err = h.d.PendingApprovals(context.Background(), actors.Operator); err != nil {
 			return err
