@@ -308,16 +308,17 @@ type runOpts struct {
 	ctx       context.Context
 }
 
-// run executes delegate.run like the runtime does.
+// run executes delegate.run like the runtime does. It may be called from
+// any goroutine: it reports problems with Errorf.
 func (r *rig) run(input any, o runOpts) (*Result, error) {
-	r.t.Helper()
 	in, err := json.Marshal(input)
 	if err != nil {
-		r.t.Fatal(err)
+		return nil, err
 	}
 	rt, _ := r.reg.Get(RunName)
 	if err := rt.ValidateInput(in); err != nil {
-		r.t.Fatalf("input %s: %v", in, err)
+		r.t.Errorf("input %s: %v", in, err)
+		return nil, err
 	}
 	if o.taskID == "" {
 		o.taskID = "task-1"
@@ -350,20 +351,47 @@ func (r *rig) run(input any, o runOpts) (*Result, error) {
 		return nil, err
 	}
 	if err := rt.ValidateOutput(out); err != nil {
-		r.t.Fatalf("output does not match the result schema: %v\n%.2000s", err, out)
+		r.t.Errorf("output does not match the result schema: %v\n%.2000s", err, out)
+		return nil, err
 	}
 	kept := rt.Tool.Retain(out, in)
 	if err := rt.ValidateOutput(kept); err != nil {
-		r.t.Fatalf("retained part does not match the result schema: %v", err)
+		r.t.Errorf("retained part does not match the result schema: %v", err)
+		return nil, err
 	}
 	if len(kept) > 64<<10 {
-		r.t.Fatalf("retained %d bytes; the result should be bounded", len(kept))
+		r.t.Errorf("retained %d bytes; the result should be bounded", len(kept))
+		return nil, errors.New("unbounded result")
 	}
 	var res Result
 	if err := json.Unmarshal(out, &res); err != nil {
-		r.t.Fatal(err)
+		return nil, err
 	}
 	return &res, nil
+}
+
+// async runs input on a goroutine; the channel yields its result, or nil
+// after reporting the error.
+func (r *rig) async(input any, o runOpts) <-chan *Result {
+	done := make(chan *Result, 1)
+	go func() {
+		res, err := r.run(input, o)
+		if err != nil {
+			r.t.Errorf("run %v: %v", input, err)
+		}
+		done <- res
+	}()
+	return done
+}
+
+// await waits for an async run.
+func await(t testing.TB, done <-chan *Result) *Result {
+	t.Helper()
+	res := <-done
+	if res == nil {
+		t.FailNow()
+	}
+	return res
 }
 
 func (r *rig) must(input any, o runOpts) *Result {

@@ -216,8 +216,7 @@ func TestAbandonedApprovalIsCancelled(t *testing.T) {
 				return tools.Decision{}, ctx.Err()
 			}}
 			steer := make(chan tools.Steering, 1)
-			done := make(chan *Result, 1)
-			go func() { done <- r.must(map[string]any{"prompt": "ABANDON the dialog"}, runOpts{approvals: ap, steer: steer}) }()
+			done := r.async(map[string]any{"prompt": "ABANDON the dialog"}, runOpts{approvals: ap, steer: steer})
 			<-asked
 			if err := waitAnswer(t, steerAsync(steer, `{"kind":"abort"}`), 10*time.Second); err != nil {
 				t.Fatalf("abort: %v", err)
@@ -225,7 +224,7 @@ func TestAbandonedApprovalIsCancelled(t *testing.T) {
 			if err := <-ended; !errors.Is(err, context.Canceled) {
 				t.Fatalf("the approval ended with %v, want cancelled", err)
 			}
-			res := <-done
+			res := await(t, done)
 			if res.Status != StatusAborted || res.Summary.Approvals.Abandoned != 1 || res.Summary.Approvals.Asked != 1 {
 				t.Fatalf("result = %+v", res)
 			}

@@ -102,9 +102,8 @@ func TestResumeOfASessionInUse(t *testing.T) {
 	r := newRig(t, nil)
 	first := r.must(map[string]any{"prompt": "hello"}, runOpts{})
 	steer := make(chan tools.Steering, 1)
-	done := make(chan *Result, 1)
 	r.reset()
-	go func() { done <- r.must(map[string]any{"prompt": "go SLOW", "resume": first.SessionID}, runOpts{steer: steer}) }()
+	done := r.async(map[string]any{"prompt": "go SLOW", "resume": first.SessionID}, runOpts{steer: steer})
 	eventually(t, 10*time.Second, "the resumed run", func() error {
 		if !hasEvent(r.events(), func(e LiveEvent) bool { return e.Type == "text" }) {
 			return errNotYet
@@ -117,7 +116,7 @@ func TestResumeOfASessionInUse(t *testing.T) {
 	if err := waitAnswer(t, steerAsync(steer, `{"kind":"abort"}`), 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if res := <-done; res.Status != StatusAborted {
+	if res := await(t, done); res.Status != StatusAborted {
 		t.Fatalf("result = %+v", res)
 	}
 	if _, err := r.dt.catalog.acquire(first.SessionID, "again"); err != nil {

@@ -133,8 +133,7 @@ func TestAgentEnvironmentIsScrubbed(t *testing.T) {
 func TestSteerFollowUpAndAbort(t *testing.T) {
 	r := newRig(t, nil)
 	steer := make(chan tools.Steering, 8)
-	done := make(chan *Result, 1)
-	go func() { done <- r.must(map[string]any{"prompt": "go SLOW"}, runOpts{steer: steer}) }()
+	done := r.async(map[string]any{"prompt": "go SLOW"}, runOpts{steer: steer})
 	eventually(t, 10*time.Second, "ticks", func() error {
 		if !hasEvent(r.events(), func(e LiveEvent) bool { return e.Type == "text" && strings.Contains(e.Text, "tick") }) {
 			return errNotYet
@@ -144,7 +143,7 @@ func TestSteerFollowUpAndAbort(t *testing.T) {
 	if err := waitAnswer(t, steerAsync(steer, `{"kind":"steer","message":"focus on tests"}`), 10*time.Second); err != nil {
 		t.Fatalf("steer: %v", err)
 	}
-	res := <-done
+	res := await(t, done)
 	if res.Status != StatusFinished || res.FinalAnswer != "steered: focus on tests" || res.Summary.Steers != 1 {
 		t.Fatalf("result = %+v", res)
 	}
@@ -155,11 +154,11 @@ func TestSteerFollowUpAndAbort(t *testing.T) {
 	// An abort sent while the agent starts waits for the prompt's
 	// acceptance, then stops the run.
 	r.reset()
-	go func() { done <- r.must(map[string]any{"prompt": "go SLOW"}, runOpts{steer: steer}) }()
+	done = r.async(map[string]any{"prompt": "go SLOW"}, runOpts{steer: steer})
 	if err := waitAnswer(t, steerAsync(steer, `{"kind":"abort"}`), 10*time.Second); err != nil {
 		t.Fatalf("abort: %v", err)
 	}
-	res = <-done
+	res = await(t, done)
 	if res.Status != StatusAborted || res.StopReason != "aborted" || res.Summary.Aborts != 1 {
 		t.Fatalf("aborted result = %+v", res)
 	}
@@ -168,8 +167,7 @@ func TestSteerFollowUpAndAbort(t *testing.T) {
 func TestSteeringRejectedSilentAndOutOfOrder(t *testing.T) {
 	r := newRig(t, func(c *Config) { c.CommandTimeout = 300 * time.Millisecond })
 	steer := make(chan tools.Steering, 8)
-	done := make(chan *Result, 1)
-	go func() { done <- r.must(map[string]any{"prompt": "collect STEERS 2"}, runOpts{steer: steer}) }()
+	done := r.async(map[string]any{"prompt": "collect STEERS 2"}, runOpts{steer: steer})
 
 	var ae *AgentError
 	if err := waitAnswer(t, steerAsync(steer, `{"kind":"steer","message":"please REJECT"}`), 10*time.Second); !errors.As(err, &ae) || ae.Message != "steering refused" {
@@ -191,7 +189,7 @@ func TestSteeringRejectedSilentAndOutOfOrder(t *testing.T) {
 	if err := waitAnswer(t, first, 10*time.Second); err != nil {
 		t.Fatalf("first: %v", err)
 	}
-	res := <-done
+	res := await(t, done)
 	if res.FinalAnswer != "got: HOLD one | RELEASE two" || res.Summary.Steers != 2 {
 		t.Fatalf("result = %+v", res)
 	}
