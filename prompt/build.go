@@ -143,8 +143,14 @@ func Build(in Input) (*providers.Request, *api.InputSummary, error) {
 		convTokens = fitted
 	}
 	// Recall only uses the room the whole conversation leaves: the Task's
-	// own records are never shortened to make room for other Tasks'.
-	recallMsg, recalled, recallTokens := recallMessage(in.Recall, ceiling-fixed-convTokens)
+	// own records are never shortened to make room for other Tasks', and
+	// nothing is recalled into the slack excerpting leaves.
+	var recallMsg *providers.Message
+	var recalled []*api.RecallItem
+	recallTokens := 0
+	if len(sum.Excerpts) == 0 {
+		recallMsg, recalled, recallTokens = recallMessage(in.Recall, ceiling-fixed-convTokens)
+	}
 	if recallMsg != nil {
 		conv = append(conv, *recallMsg)
 		sum.Recalled = recalled
@@ -187,7 +193,13 @@ func fit(conv []providers.Message, meta []msgMeta, msgTokens []int, task string,
 	maxTokens := 0
 	for i := range pieces {
 		p := &pieces[i]
-		p.tokens = Estimate(p.text)
+		if p.call < 0 {
+			// A tool message is its content and the overhead: already
+			// estimated.
+			p.tokens = msgTokens[p.msg] - MessageOverhead
+		} else {
+			p.tokens = Estimate(p.text)
+		}
 		// The label with the largest numbers it can carry, the line breaks
 		// or JSON around it.
 		p.label = Estimate(p.labelText(task, len(p.text), p.tokens)) + 8

@@ -364,9 +364,17 @@ func TestBuildRecall(t *testing.T) {
 	if n := len(sum.GetRecalled()); n == 0 || n >= 8 || sum.GetEstimatedTokens() > sum.GetCeilingTokens() {
 		t.Fatalf("small window: %d recalled, %d of %d tokens", n, sum.GetEstimatedTokens(), sum.GetCeilingTokens())
 	}
-	// None when the conversation needs excerpts.
-	h.call(1, "c1", `{}`, words(3000, "x"))
-	req, sum, _ = Build(Input{History: h.evs, Window: 4000, Recall: ev})
+	// None when the conversation needs excerpts, even into the room
+	// excerpting leaves (cuts fall short of the cap at line breaks).
+	for i := 0; i < 30; i++ {
+		h.call(uint32(i+1), fmt.Sprintf("c%d", i), `{}`, strings.Repeat("a line of output\n", 250))
+	}
+	small := []Evidence{{TaskID: "T2", Kind: "fact", Source: "fact F", Text: "tiny"}}
+	tiny := RecallOverhead + EvidenceTokens(&small[0])
+	req, sum, _ = Build(Input{History: h.evs, Window: 40000, Recall: append(ev, small...)})
+	if slack := int(sum.GetCeilingTokens()) - int(sum.GetEstimatedTokens()); slack < tiny {
+		t.Fatalf("the test needs %d tokens of slack after excerpting, has %d", tiny, slack)
+	}
 	if len(sum.GetExcerpts()) == 0 || len(sum.GetRecalled()) != 0 || sum.GetSections()[2].GetTokens() != 0 || req.Messages[len(req.Messages)-1].Role != providers.RoleTool {
 		t.Fatalf("under pressure: excerpts %v, recalled %v", sum.GetExcerpts(), sum.GetRecalled())
 	}

@@ -2,7 +2,7 @@ package prompt
 
 import (
 	"encoding/json"
-	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -15,9 +15,7 @@ const MinExcerptTokens = 128
 
 // Handle returns the tasks.read_block call that returns event seq of task
 // whole: the retrieval handle excerpt labels name.
-func Handle(task string, seq uint64) string {
-	return fmt.Sprintf(`tasks.read_block {"task":%q,"seq":%d}`, task, seq)
-}
+func Handle(task string, seq uint64) string { return string(appendHandle(nil, task, seq)) }
 
 // Excerpt returns text cut to about keep estimated tokens, the first two
 // thirds from its head and the rest from its tail, with label on a line of
@@ -44,6 +42,12 @@ func splitKeep(text string, keep int) (head, tail int) {
 		tail += i + 1
 	}
 	return head, tail
+}
+
+// omittedTokens estimates the tokens of text[head:tail] from the whole
+// text's estimate (about: the estimate is not exactly additive).
+func omittedTokens(text string, tokens, head, tail int) int {
+	return max(tokens-Estimate(text[:head])-Estimate(text[tail:]), 0)
 }
 
 // headCut returns the length of the longest prefix of s whose estimate is
@@ -117,30 +121,54 @@ func (p *excerptPiece) part() string {
 }
 
 // labelText says what an excerpt left out and where the whole record is.
+// (Built with appends: Build labels hundreds of pieces.)
 func (p *excerptPiece) labelText(task string, omittedBytes, omittedTokens int) string {
-	what := "this tool result"
+	b := make([]byte, 0, 200)
+	b = append(b, "[… excerpt: "...)
+	b = strconv.AppendInt(b, int64(omittedBytes), 10)
+	b = append(b, " of "...)
+	b = strconv.AppendInt(b, int64(len(p.text)), 10)
+	b = append(b, " bytes (about "...)
+	b = strconv.AppendInt(b, int64(omittedTokens), 10)
 	if p.call >= 0 {
-		what = "these arguments"
+		b = append(b, " tokens) of these arguments left out here"...)
+	} else {
+		b = append(b, " tokens) of this tool result left out here"...)
 	}
-	s := fmt.Sprintf("[… excerpt: %d of %d bytes (about %d tokens) of %s left out here", omittedBytes, len(p.text), omittedTokens, what)
 	m := p.meta
 	switch {
 	case p.seq == 0:
-		return s + "; no record holds the rest]"
+		b = append(b, "; no record holds the rest]"...)
 	case p.call >= 0 || !m.live || (m.retained && m.retainedBytes >= m.outputBytes):
-		return s + "; the whole record: " + Handle(task, p.seq) + "]"
+		b = append(b, "; the whole record: "...)
+		b = appendHandle(b, task, p.seq)
+		b = append(b, ']')
 	case m.retained:
-		return s + fmt.Sprintf("; %s returns the %d of %d bytes the tool retained]", Handle(task, p.seq), m.retainedBytes, m.outputBytes)
+		b = append(b, "; "...)
+		b = appendHandle(b, task, p.seq)
+		b = append(b, " returns the "...)
+		b = strconv.AppendInt(b, int64(m.retainedBytes), 10)
+		b = append(b, " of "...)
+		b = strconv.AppendInt(b, int64(m.outputBytes), 10)
+		b = append(b, " bytes the tool retained]"...)
 	default:
-		return s + "; the tool did not retain this output, so the rest cannot be read again]"
+		b = append(b, "; the tool did not retain this output, so the rest cannot be read again]"...)
 	}
+	return string(b)
+}
+
+func appendHandle(b []byte, task string, seq uint64) []byte {
+	b = append(b, `tasks.read_block {"task":`...)
+	b = strconv.AppendQuote(b, task)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendUint(b, seq, 10)
+	return append(b, '}')
 }
 
 // apply returns the piece excerpted to keep tokens.
 func (p *excerptPiece) apply(task string, keep int) string {
 	h, t := splitKeep(p.text, keep)
-	omitted := p.text[h:t]
-	label := p.labelText(task, len(omitted), Estimate(omitted))
+	label := p.labelText(task, t-h, omittedTokens(p.text, p.tokens, h, t))
 	if p.call < 0 {
 		return p.text[:h] + "\n" + label + "\n" + p.text[t:]
 	}
