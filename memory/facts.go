@@ -96,6 +96,7 @@ func (m *Memory) RecordFact(ctx context.Context, owner, taskID, callID string, i
 	if _, err := m.store.Append(ctx, persistence.Append{TaskID: taskID, Extra: extra}); err != nil {
 		return "", fmt.Errorf("memory: record fact: %w", err)
 	}
+	m.track.add(owner, string(extra[1].Key), d, now)
 	m.signal()
 	return f.ID, nil
 }

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"sync"
 	"testing"
@@ -21,7 +22,15 @@ func TestMain(m *testing.M) {
 		crashHelper()
 		return
 	}
-	goleak.VerifyTestMain(m)
+	code := m.Run()
+	closeBenchCorpora() // benchmarks share stores across runs
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)

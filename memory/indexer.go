@@ -14,8 +14,27 @@ import (
 // final commit deletes them all, in one transaction).
 const maxBuildDocs = 2048
 
-// owners returns the owners that have index records.
-func (m *Memory) owners() ([]string, error) {
+// owners returns the owners that have pending documents or segments.
+func (m *Memory) owners() []string {
+	set := make(map[string]bool)
+	for _, o := range m.track.ownerNames() {
+		set[o] = true
+	}
+	m.mu.Lock()
+	for o := range m.segOwners {
+		set[o] = true
+	}
+	m.mu.Unlock()
+	out := make([]string, 0, len(set))
+	for o := range set {
+		out = append(out, o)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// indexOwners returns the owners that have index records in the store.
+func (m *Memory) indexOwners() ([]string, error) {
 	var out []string
 	err := m.store.View(func(v *persistence.Snapshot) error {
 		return v.Children(persistence.IndexPrefix(), func(name string) error {
@@ -32,11 +51,7 @@ func (m *Memory) owners() ([]string, error) {
 func (m *Memory) maintain(ctx context.Context, force bool) error {
 	m.buildMu.Lock()
 	defer m.buildMu.Unlock()
-	owners, err := m.owners()
-	if err != nil {
-		return err
-	}
-	for _, owner := range owners {
+	for _, owner := range m.owners() {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -57,7 +72,7 @@ func (m *Memory) buildPending(ctx context.Context, owner string, force bool) err
 			return err
 		}
 		var docs []*pdoc
-		err := m.store.View(func(v *persistence.Snapshot) error {
+		err := m.view(func(v *persistence.Snapshot) error {
 			var err error
 			docs, err = m.pendingDocs(v, owner, maxBuildDocs)
 			return err
@@ -136,16 +151,22 @@ func (m *Memory) build(owner string, docs []*pdoc) error {
 	}
 	final := make([]persistence.KV, 0, len(docs)+1)
 	final = append(final, hdr)
-	for _, d := range docs {
-		final = append(final, persistence.KV{Key: persistence.PendingKey(owner, []byte(d.ref)), Delete: true})
+	keys := make([]string, len(docs))
+	for i, d := range docs {
+		key := persistence.PendingKey(owner, []byte(d.ref))
+		keys[i] = string(key)
+		final = append(final, persistence.KV{Key: key, Delete: true})
 	}
+	// The commit and the tracker's change are one step for queries: no
+	// snapshot sees the documents both pending and in the segment.
+	m.viewMu.Lock()
+	defer m.viewMu.Unlock()
 	if err := m.store.UpdateIndex(final); err != nil {
 		return err
 	}
+	m.track.drop(owner, keys...)
 	m.mu.Lock()
-	for _, d := range docs {
-		delete(m.pend, string(persistence.PendingKey(owner, []byte(d.ref))))
-	}
+	m.segOwners[owner] = true
 	m.mu.Unlock()
 	return nil
 }
@@ -393,7 +414,7 @@ func (m *Memory) deleteKeys(keys [][]byte) error {
 func (m *Memory) cleanup() error {
 	m.buildMu.Lock()
 	defer m.buildMu.Unlock()
-	owners, err := m.owners()
+	owners, err := m.indexOwners()
 	if err != nil {
 		return err
 	}
@@ -405,6 +426,9 @@ func (m *Memory) cleanup() error {
 				s := persistence.SegmentFromKey(k)
 				live[s] = true
 				m.nextSeg = max(m.nextSeg, s+1)
+				m.mu.Lock()
+				m.segOwners[owner] = true
+				m.mu.Unlock()
 				return nil
 			})
 			if err != nil {

@@ -3,7 +3,10 @@ package memory
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -132,4 +135,111 @@ func TestBackgroundIndexerBuildsSegments(t *testing.T) {
 	if err := e.mem.Flush(context.Background()); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Flush after Close: %v", err)
 	}
+}
+
+func TestPendingTrackerCountsEachDocumentOnce(t *testing.T) {
+	now := t0
+	var mu sync.Mutex
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	e := newEnv(t, Options{Now: clock})
+	task := e.task("o", t0)
+
+	// Postings whose append never commits: never counted, forgotten after
+	// the grace period.
+	lost := []*api.Event{api.NewEvent(task, 99, timestamppb.New(t0), user("never committed zulu"))}
+	e.mem.Postings("o", lost)
+	if hits := e.search(Query{Owner: "o", Text: "zulu"}); len(hits) != 0 {
+		t.Fatalf("an uncommitted document was found: %+v", hits)
+	}
+	mu.Lock()
+	now = now.Add(2 * pendingGrace)
+	mu.Unlock()
+	e.search(Query{Owner: "o", Text: "zulu"})
+	if n := e.mem.track.size(); n != 0 {
+		t.Fatalf("tracker holds %d entries after the grace period, want 0", n)
+	}
+
+	// A committed document the tracker missed is found by reconciliation.
+	missed := []*api.Event{api.NewEvent(task, 2, timestamppb.New(t0), user("missed yankee"))}
+	if _, err := e.st.Append(context.Background(), persistence.Append{TaskID: task, Events: missed, Extra: IndexEvents("o", missed)}); err != nil {
+		t.Fatal(err)
+	}
+	e.seqs[task] = 2
+	if hits := e.search(Query{Owner: "o", Text: "yankee"}); len(hits) != 0 {
+		t.Fatalf("found before reconciliation: %+v", hits)
+	}
+	if n, err := e.mem.loadPending(false); err != nil || n != 1 {
+		t.Fatalf("reconciliation added %d, %v; want 1", n, err)
+	}
+	if hits := e.search(Query{Owner: "o", Text: "yankee"}); len(hits) != 1 {
+		t.Fatalf("after reconciliation: %d hits", len(hits))
+	}
+
+	// Queries running while documents are added and builds and merges
+	// commit count every document exactly once, as pending or in a
+	// segment: never fewer than were committed when they began, never more
+	// than had been added when they ended.
+	e.mem.opt.SegmentDocs, e.mem.opt.MergeFactor = 4, 2
+	var committed, started atomic.Int64
+	committed.Store(1) // "missed yankee"
+	started.Store(1)
+	done := make(chan struct{})
+	errs := make(chan error, 1)
+	queries := 0
+	go func() {
+		defer close(errs)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			lo := committed.Load()
+			n := 0
+			err := e.mem.view(func(v *persistence.Snapshot) error {
+				segs, err := e.mem.liveSegments(v, "o")
+				if err != nil {
+					return err
+				}
+				pend, err := e.mem.pendingDocs(v, "o", 0)
+				if err != nil {
+					return err
+				}
+				n = len(pend)
+				for _, s := range segs {
+					n += int(s.hdr.docs)
+				}
+				return nil
+			})
+			if hi := started.Load(); err == nil && (int64(n) < lo || int64(n) > hi) {
+				err = fmt.Errorf("a query counted %d documents, want %d to %d", n, lo, hi)
+			}
+			if err != nil {
+				errs <- err
+				return
+			}
+			queries++
+		}
+	}()
+	for i := 0; i < 60; i++ {
+		started.Add(3)
+		e.add("o", task, t0, user(fmt.Sprintf("xray %d a", i)), user(fmt.Sprintf("xray %d b", i)), user(fmt.Sprintf("xray %d c", i)))
+		committed.Add(3)
+		if err := e.mem.maintain(context.Background(), i%7 == 6); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(done)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	e.flush()
+	if segs, pending := e.counts("o"); segs == 0 || pending != 0 || e.mem.nextSeg < 20 {
+		t.Fatalf("after the builds: %d segments, %d pending, %d segments written", segs, pending, e.mem.nextSeg)
+	}
+	t.Logf("%d concurrent queries, %d segments written", queries, e.mem.nextSeg)
 }

@@ -57,6 +57,9 @@ type Options struct {
 	IndexInterval time.Duration
 	// CacheBytes bounds the cache of segment blocks (default 32 MiB).
 	CacheBytes int
+	// ReconcileInterval is how often the indexer scans for committed
+	// pending documents the tracker missed (default 5m; see pending.go).
+	ReconcileInterval time.Duration
 
 	// manual disables the background indexer (tests build with Flush).
 	manual bool
@@ -90,6 +93,9 @@ func (o *Options) defaults() {
 	if o.CacheBytes <= 0 {
 		o.CacheBytes = 32 << 20
 	}
+	if o.ReconcileInterval <= 0 {
+		o.ReconcileInterval = 5 * time.Minute
+	}
 }
 
 // Memory is the daemon's memory over its store: the search index, facts
@@ -100,10 +106,15 @@ type Memory struct {
 	log   zerolog.Logger
 	cache *blockCache
 
-	mu   sync.Mutex
-	segs map[string]*segment // live segments by owner/seg, with their columns
-	pend map[string]*pdoc    // decoded pending documents by key
+	track *tracker
 
+	mu        sync.Mutex
+	segs      map[string]*segment // live segments by owner/seg, with their columns
+	segOwners map[string]bool     // owners that have segments
+
+	// viewMu orders queries' snapshots against builds' final commits
+	// (queries read, builds write; see pending.go).
+	viewMu sync.RWMutex
 	// buildMu serialises index maintenance (builds, merges, cleanup).
 	buildMu sync.Mutex
 	nextSeg uint64
@@ -128,16 +139,17 @@ func Open(ctx context.Context, store *persistence.Store, opt Options) (*Memory, 
 	}
 	opt.defaults()
 	m := &Memory{
-		store: store,
-		opt:   opt,
-		log:   opt.Log,
-		cache: newBlockCache(opt.CacheBytes),
-		segs:  make(map[string]*segment),
-		pend:  make(map[string]*pdoc),
-		seen:  make(map[string]time.Time),
-		kick:  make(chan struct{}, 1),
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
+		store:     store,
+		opt:       opt,
+		log:       opt.Log,
+		cache:     newBlockCache(opt.CacheBytes),
+		track:     newTracker(),
+		segs:      make(map[string]*segment),
+		segOwners: make(map[string]bool),
+		seen:      make(map[string]time.Time),
+		kick:      make(chan struct{}, 1),
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
 	}
 	if err := m.checkFormat(); err != nil {
 		return nil, err
@@ -151,6 +163,9 @@ func Open(ctx context.Context, store *persistence.Store, opt Options) (*Memory, 
 	}
 	if n > 0 {
 		m.log.Info().Int("events", n).Msg("memory: indexed history that was written without the memory")
+	}
+	if _, err := m.loadPending(true); err != nil {
+		return nil, fmt.Errorf("memory: load pending documents: %w", err)
 	}
 	go m.run()
 	return m, nil
@@ -214,12 +229,20 @@ func (m *Memory) run() {
 	}()
 	tick := time.NewTicker(m.opt.IndexInterval)
 	defer tick.Stop()
+	reconcile := time.NewTicker(m.opt.ReconcileInterval)
+	defer reconcile.Stop()
 	for {
 		select {
 		case <-m.stop:
 			return
 		case <-m.kick:
 		case <-tick.C:
+		case <-reconcile.C:
+			if n, err := m.loadPending(false); err != nil {
+				m.log.Warn().Err(err).Msg("memory: reconciliation scan failed")
+			} else if n > 0 {
+				m.log.Warn().Int("documents", n).Msg("memory: reconciliation found pending documents the tracker missed")
+			}
 		}
 		if m.opt.manual {
 			continue
@@ -243,10 +266,16 @@ func (m *Memory) Flush(ctx context.Context) error {
 
 // Postings implements actors.Memory: the pending index documents of the
 // indexable events among events, and the Task's index watermark, to be
-// committed with the events. It only computes (no I/O).
+// committed with the events. It does no I/O: besides computing them it
+// registers the documents' keys with the pending tracker (a map insert, see
+// pending.go) and wakes the indexer without blocking.
 func (m *Memory) Postings(owner string, events []*api.Event) []persistence.KV {
 	kvs := IndexEvents(owner, events)
 	if len(kvs) > 1 {
+		now := m.opt.Now()
+		for _, kv := range kvs[:len(kvs)-1] {
+			m.track.add(owner, string(kv.Key), nil, now)
+		}
 		m.signal()
 	}
 	return kvs
@@ -256,6 +285,9 @@ func (m *Memory) Postings(owner string, events []*api.Event) []persistence.KV {
 // a pending document for each indexable event (user and assistant
 // messages, retained tool results, tool failures and failures) and the
 // Task's index watermark (the last seq of events). It is a pure function.
+// Writers use Postings, which also tells the memory about the documents;
+// records of IndexEvents committed otherwise are found by the next
+// reconciliation scan or Open.
 func IndexEvents(owner string, events []*api.Event) []persistence.KV {
 	if len(events) == 0 {
 		return nil

@@ -89,7 +89,7 @@ func (m *Memory) Recall(ctx context.Context, q actors.RecallQuery) ([]prompt.Evi
 	}
 	conv := conversationTexts(q.History)
 	var out []prompt.Evidence
-	err := m.store.View(func(v *persistence.Snapshot) error {
+	err := m.view(func(v *persistence.Snapshot) error {
 		res, err := m.search(v, &sq, 4*m.opt.RecallItems, recallQueryTerms)
 		if err != nil {
 			return err

@@ -8,7 +8,6 @@ import (
 	"math"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -88,6 +87,14 @@ type Hit struct {
 
 func segID(owner string, seg uint64) string { return owner + "/" + strconv.FormatUint(seg, 10) }
 
+// view runs fn with a snapshot for a query: segments and pending documents
+// read through it agree (see pending.go).
+func (m *Memory) view(fn func(v *persistence.Snapshot) error) error {
+	m.viewMu.RLock()
+	defer m.viewMu.RUnlock()
+	return m.store.View(fn)
+}
+
 // liveSegments returns the owner's live segments as of v, oldest first.
 func (m *Memory) liveSegments(v *persistence.Snapshot, owner string) ([]*segment, error) {
 	var out []*segment
@@ -121,61 +128,23 @@ func (m *Memory) liveSegments(v *persistence.Snapshot, owner string) ([]*segment
 	return out, err
 }
 
-// pendingDocs returns up to limit (0: all) of the owner's pending
-// documents as of v, in ref order.
-func (m *Memory) pendingDocs(v *persistence.Snapshot, owner string, limit int) ([]*pdoc, error) {
-	var out []*pdoc
-	prefix := persistence.PendingPrefix(owner)
-	err := v.Scan(prefix, persistence.ScanOptions{KeysOnly: true}, func(k, _ []byte) error {
-		if limit > 0 && len(out) >= limit {
-			return persistence.ErrStopScan
-		}
-		key := string(k)
-		m.mu.Lock()
-		d := m.pend[key]
-		m.mu.Unlock()
-		if d == nil {
-			b, err := v.GetCopy(k)
-			if err != nil {
-				return err
-			}
-			if d, err = decodePending(key[len(prefix):], b); err != nil {
-				return err
-			}
-			m.mu.Lock()
-			m.pend[key] = d
-			m.mu.Unlock()
-		}
-		out = append(out, d)
-		return nil
-	})
-	return out, err
-}
-
-// pruneCaches drops cached segments that are no longer live and pending
-// documents that were built into segments.
+// pruneCaches drops cached segments that are no longer live.
 func (m *Memory) pruneCaches() {
 	live := make(map[string]bool)
-	pending := make(map[string]bool)
+	m.mu.Lock()
+	owners := make([]string, 0, len(m.segOwners))
+	for o := range m.segOwners {
+		owners = append(owners, o)
+	}
+	m.mu.Unlock()
 	_ = m.store.View(func(v *persistence.Snapshot) error {
-		owners := make(map[string]bool)
-		m.mu.Lock()
-		for _, s := range m.segs {
-			owners[s.owner] = true
-		}
-		m.mu.Unlock()
-		for o := range owners {
+		for _, o := range owners {
 			_ = v.Scan(persistence.SegmentPrefix(o), persistence.ScanOptions{KeysOnly: true}, func(k, _ []byte) error {
 				live[segID(o, persistence.SegmentFromKey(k))] = true
 				return nil
 			})
 		}
-		return v.Scan(persistence.IndexPrefix(), persistence.ScanOptions{KeysOnly: true}, func(k, _ []byte) error {
-			if isPendingKey(k) {
-				pending[string(k)] = true
-			}
-			return nil
-		})
+		return nil
 	})
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -184,22 +153,6 @@ func (m *Memory) pruneCaches() {
 			delete(m.segs, id)
 		}
 	}
-	for k := range m.pend {
-		if !pending[k] {
-			delete(m.pend, k)
-		}
-	}
-}
-
-// isPendingKey reports whether k is "i/<owner>/p/...".
-func isPendingKey(k []byte) bool {
-	s := string(k)
-	if !strings.HasPrefix(s, "i/") {
-		return false
-	}
-	rest := s[2:]
-	i := strings.IndexByte(rest, '/')
-	return i >= 0 && strings.HasPrefix(rest[i+1:], "p/")
 }
 
 // filter is a query's restrictions, checked for every posting.
@@ -580,7 +533,7 @@ func (m *Memory) Search(ctx context.Context, q Query) ([]Hit, error) {
 	}
 	q.Limit = min(q.Limit, MaxSearchLimit)
 	var out []Hit
-	err := m.store.View(func(v *persistence.Snapshot) error {
+	err := m.view(func(v *persistence.Snapshot) error {
 		res, err := m.search(v, &q, q.Limit, maxQueryTerms)
 		if err != nil {
 			return err

@@ -1,0 +1,211 @@
+package memory
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"lemo/persistence"
+)
+
+// Pending documents are found through a tracker, not by scanning their key
+// range: every segment build deletes the documents it holds, and Badger
+// keeps deletion markers until compaction reaches the last level, so after
+// a few hundred thousand documents a scan of the (nearly empty) range would
+// step over as many markers on every query.
+//
+// The tracker holds every key that may be a committed pending document:
+//   - Open loads all of them (one scan, before the daemon runs);
+//   - Postings adds the keys it returns, before their append commits;
+//   - RecordFact adds a fact's key after its commit;
+//   - a reconciliation scan in the background (Options.ReconcileInterval)
+//     adds any committed key the tracker lacks.
+//
+// A query reads the tracker's entries against its snapshot: a key not yet
+// seen committed is looked up (found: decoded once and kept; still absent
+// after pendingGrace: its append failed, and the entry is dropped). A
+// build's final commit and the removal of its documents from the tracker
+// happen together under Memory.viewMu, which every query holds for its
+// whole snapshot, so a query counts each document once: as pending before
+// the build, in the segment after it. A document committed after a query's
+// snapshot began may be counted by that query: it is committed, only later
+// than the snapshot.
+const pendingGrace = time.Minute
+
+type pendEntry struct {
+	key string
+	// doc is set once the key was seen committed.
+	doc   *pdoc
+	added time.Time
+}
+
+type tracker struct {
+	mu     sync.Mutex
+	owners map[string]map[string]*pendEntry
+}
+
+func newTracker() *tracker { return &tracker{owners: make(map[string]map[string]*pendEntry)} }
+
+// add registers key of owner; doc is nil when it is not known committed.
+// An entry already there is kept.
+func (t *tracker) add(owner, key string, doc *pdoc, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	es := t.owners[owner]
+	if es == nil {
+		es = make(map[string]*pendEntry)
+		t.owners[owner] = es
+	}
+	if e := es[key]; e != nil {
+		if e.doc == nil && doc != nil {
+			e.doc = doc
+		}
+		return
+	}
+	es[key] = &pendEntry{key: key, doc: doc, added: now}
+}
+
+// entries returns copies of owner's entries, in key order.
+func (t *tracker) entries(owner string) []pendEntry {
+	t.mu.Lock()
+	out := make([]pendEntry, 0, len(t.owners[owner]))
+	for _, e := range t.owners[owner] {
+		out = append(out, *e)
+	}
+	t.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
+	return out
+}
+
+func (t *tracker) ownerNames() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]string, 0, len(t.owners))
+	for o := range t.owners {
+		out = append(out, o)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (t *tracker) confirm(owner, key string, doc *pdoc) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e := t.owners[owner][key]; e != nil && e.doc == nil {
+		e.doc = doc
+	}
+}
+
+func (t *tracker) drop(owner string, keys ...string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	es := t.owners[owner]
+	for _, k := range keys {
+		delete(es, k)
+	}
+	if len(es) == 0 {
+		delete(t.owners, owner)
+	}
+}
+
+func (t *tracker) size() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, es := range t.owners {
+		n += len(es)
+	}
+	return n
+}
+
+// pendingDocs returns up to limit (0: all) of owner's pending documents as
+// of v, in ref order. The caller holds viewMu (read) around v.
+func (m *Memory) pendingDocs(v *persistence.Snapshot, owner string, limit int) ([]*pdoc, error) {
+	prefix := len(persistence.PendingPrefix(owner))
+	now := m.opt.Now()
+	var out []*pdoc
+	var gone []string
+	for _, e := range m.track.entries(owner) {
+		if limit > 0 && len(out) >= limit {
+			break
+		}
+		switch {
+		case e.doc != nil:
+			out = append(out, e.doc)
+		default:
+			b, err := v.GetCopy([]byte(e.key))
+			if errors.Is(err, persistence.ErrNotFound) {
+				if now.Sub(e.added) > pendingGrace {
+					gone = append(gone, e.key)
+				}
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			d, err := decodePending(e.key[prefix:], b)
+			if err != nil {
+				return nil, err
+			}
+			m.track.confirm(owner, e.key, d)
+			out = append(out, d)
+		}
+	}
+	if len(gone) > 0 {
+		m.track.drop(owner, gone...)
+	}
+	return out, nil
+}
+
+// loadPending adds every pending document of the store to the tracker:
+// with their documents when confirmed (at Open), as keys to look up
+// otherwise (a reconciliation while the daemon runs, whose scan may be
+// older than a build that since removed some of them: those are absent
+// from later snapshots and dropped after the grace period). It returns how
+// many keys the tracker did not have.
+func (m *Memory) loadPending(confirmed bool) (int, error) {
+	type found struct {
+		owner, key string
+		doc        *pdoc
+	}
+	var all []found
+	err := m.store.View(func(v *persistence.Snapshot) error {
+		var owners []string
+		if err := v.Children(persistence.IndexPrefix(), func(o string) error {
+			owners = append(owners, o)
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, o := range owners {
+			prefix := persistence.PendingPrefix(o)
+			err := v.Scan(prefix, persistence.ScanOptions{KeysOnly: !confirmed}, func(k, val []byte) error {
+				f := found{owner: o, key: string(k)}
+				if confirmed {
+					d, err := decodePending(string(k[len(prefix):]), val)
+					if err != nil {
+						return err
+					}
+					f.doc = d
+				}
+				all = append(all, f)
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("owner %s: %w", o, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	now := m.opt.Now()
+	before := m.track.size()
+	for _, f := range all {
+		m.track.add(f.owner, f.key, f.doc, now)
+	}
+	return m.track.size() - before, nil
+}
