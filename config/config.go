@@ -18,6 +18,7 @@ type Config struct {
 	Models    Models    `yaml:"models"`
 	Providers Providers `yaml:"providers"`
 	Tools     Tools     `yaml:"tools"`
+	Delegate  Delegate  `yaml:"delegate"`
 }
 
 // Log configures logging.

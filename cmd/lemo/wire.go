@@ -95,6 +95,9 @@ func buildTools(cfg *config.Config, log zerolog.Logger, svcs *services.Registry)
 		}
 		all = append(all, sh)
 	}
+	if all, err = appendDelegateTools(all, cfg, os.Environ(), log); err != nil {
+		return nil, err
+	}
 	for _, t := range all {
 		if err := reg.Register(t); err != nil {
 			return nil, err
