@@ -181,6 +181,11 @@ func corpusOf(b *testing.B, n int) *benchCorpus {
 					b.Fatal(err)
 				}
 				batch = nil
+				if (task*perTask+r+1)%20000 == 0 { // as the background indexer would
+					if err := c.mem.Flush(context.Background()); err != nil {
+						b.Fatal(err)
+					}
+				}
 			}
 		}
 	}

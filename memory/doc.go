@@ -26,20 +26,27 @@
 // in bounded commits, and makes a segment live in one final commit that
 // also deletes the pending documents it holds; segments of one size tier
 // are merged the same way. A crash between those commits leaves blocks of
-// a segment that never became live, which Open deletes. A search reads one
-// consistent snapshot of the segments and the pending documents together,
-// so where a record is stored never changes whether or how it matches.
+// a segment that never became live, which Open deletes. Pending documents
+// are found through an in-memory tracker of their keys, checked against
+// the query's snapshot, rather than by scanning a key range that Badger
+// fills with deletion markers (see pending.go). A search reads the
+// segments and the pending documents of one snapshot, so where a record is
+// stored never changes whether or how it matches.
 //
 // Ranking is Okapi BM25 with exact corpus statistics, ties broken by
-// recency (see search.go). Recall queries with the Task's request and latest
-// focus (its 16 most specific terms), drops everything from the Task
-// itself, keeps items whose relevance (the score over a perfect match's)
-// reaches Options.MinRelevance, recalls the same content once and nothing
-// already in the conversation, prefers the newest of superseding facts,
-// and fits Options.RecallTokens (at most 8,000) as the prompt renders the
-// items. Recall only reads: scores depend on nothing but the indexed
-// records, so recalling an item never raises its score, and recalled text
-// is never written back (the Cycle records only which items it was given).
+// recency (see search.go). Recall queries with the Task's request and
+// latest focus (its 16 most specific terms), drops everything from the Task
+// itself, keeps items whose relevance (the score over that of a perfect
+// match of the query's three most specific terms) reaches
+// Options.MinRelevance and that contain at least two of the query's terms
+// (one shared word is not relevance), recalls the same content once and
+// nothing already in the conversation, skips superseded facts, and fits
+// Options.RecallTokens (at most 8,000) as the prompt renders the items; a
+// record over 2,500 tokens is recalled as a labelled excerpt naming its
+// tasks.read_block handle. Recall only reads: scores depend on nothing but
+// the indexed records, so recalling an item never raises its score, and
+// recalled text is never written back (the Cycle records only which items
+// it was given, which is not indexed).
 //
 // Lifecycle:
 //  1. Open(ctx, store, Options{...}) after the store and before the daemon

@@ -120,8 +120,12 @@ type Memory struct {
 	nextSeg uint64
 	seen    map[string]time.Time // owner -> when pending documents were first seen
 
-	kick      chan struct{}
+	kick chan struct{}
+	// stop is closed by Close; ctx is cancelled with it, ending a build
+	// or merge in progress; done is closed when the indexer returned.
 	stop      chan struct{}
+	ctx       context.Context
+	cancel    context.CancelFunc
 	done      chan struct{}
 	closeOnce sync.Once
 }
@@ -151,21 +155,26 @@ func Open(ctx context.Context, store *persistence.Store, opt Options) (*Memory, 
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 	}
-	if err := m.checkFormat(); err != nil {
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	fail := func(err error) (*Memory, error) {
+		m.cancel()
 		return nil, err
 	}
+	if err := m.checkFormat(); err != nil {
+		return fail(err)
+	}
 	if err := m.cleanup(); err != nil {
-		return nil, fmt.Errorf("memory: clean up interrupted index builds: %w", err)
+		return fail(fmt.Errorf("memory: clean up interrupted index builds: %w", err))
 	}
 	n, err := m.catchUp(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("memory: index history written without the memory: %w", err)
+		return fail(fmt.Errorf("memory: index history written without the memory: %w", err))
 	}
 	if n > 0 {
 		m.log.Info().Int("events", n).Msg("memory: indexed history that was written without the memory")
 	}
 	if _, err := m.loadPending(true); err != nil {
-		return nil, fmt.Errorf("memory: load pending documents: %w", err)
+		return fail(fmt.Errorf("memory: load pending documents: %w", err))
 	}
 	go m.run()
 	return m, nil
@@ -195,6 +204,7 @@ func (m *Memory) checkFormat() error {
 func (m *Memory) Close() error {
 	m.closeOnce.Do(func() {
 		close(m.stop)
+		m.cancel()
 		<-m.done
 	})
 	return nil
@@ -221,12 +231,7 @@ func (m *Memory) signal() {
 // segments and merges segments, until Close.
 func (m *Memory) run() {
 	defer close(m.done)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-m.stop
-		cancel()
-	}()
+	ctx := m.ctx
 	tick := time.NewTicker(m.opt.IndexInterval)
 	defer tick.Stop()
 	reconcile := time.NewTicker(m.opt.ReconcileInterval)

@@ -67,15 +67,25 @@ func (t *tracker) add(owner, key string, doc *pdoc, now time.Time) {
 	es[key] = &pendEntry{key: key, doc: doc, added: now}
 }
 
-// entries returns copies of owner's entries, in key order.
-func (t *tracker) entries(owner string) []pendEntry {
+// entries returns copies of owner's entries: all of them in key order
+// when limit is 0, else at most limit of them in no particular order.
+func (t *tracker) entries(owner string, limit int) []pendEntry {
 	t.mu.Lock()
-	out := make([]pendEntry, 0, len(t.owners[owner]))
+	n := len(t.owners[owner])
+	if limit > 0 {
+		n = min(n, limit)
+	}
+	out := make([]pendEntry, 0, n)
 	for _, e := range t.owners[owner] {
+		if len(out) == n {
+			break
+		}
 		out = append(out, *e)
 	}
 	t.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
+	if limit == 0 {
+		sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
+	}
 	return out
 }
 
@@ -120,17 +130,15 @@ func (t *tracker) size() int {
 	return n
 }
 
-// pendingDocs returns up to limit (0: all) of owner's pending documents as
-// of v, in ref order. The caller holds viewMu (read) around v.
+// pendingDocs returns owner's pending documents as of v: all of them in
+// ref order when limit is 0, else at most limit of them (a build's batch)
+// in no particular order. The caller holds viewMu (read) around v.
 func (m *Memory) pendingDocs(v *persistence.Snapshot, owner string, limit int) ([]*pdoc, error) {
 	prefix := len(persistence.PendingPrefix(owner))
 	now := m.opt.Now()
 	var out []*pdoc
 	var gone []string
-	for _, e := range m.track.entries(owner) {
-		if limit > 0 && len(out) >= limit {
-			break
-		}
+	for _, e := range m.track.entries(owner, limit) {
 		switch {
 		case e.doc != nil:
 			out = append(out, e.doc)

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -72,12 +73,12 @@ func tail(s string, n int) string {
 
 // Recall implements actors.Memory: the evidence from the owner's other
 // Tasks most relevant to the Task's request and latest focus. Only items
-// whose relevance reaches Options.MinRelevance are considered; the same
-// content is recalled once, nothing already in the Task's conversation is
-// recalled, superseded facts are not recalled, and the items fit
-// Options.RecallTokens as the prompt renders them. It reads only: no score
-// or record changes because something was recalled, and nothing recalled is
-// indexed again.
+// whose relevance reaches Options.MinRelevance and that contain two of the
+// query's terms are considered; the same content is recalled once, nothing
+// already in the Task's conversation is recalled, superseded facts are not
+// recalled, and the items fit Options.RecallTokens as the prompt renders
+// them. It reads only: no score or record changes because something was
+// recalled, and nothing recalled is indexed again.
 func (m *Memory) Recall(ctx context.Context, q actors.RecallQuery) ([]prompt.Evidence, error) {
 	text := RecallText(q.History)
 	if strings.TrimSpace(text) == "" {
@@ -159,27 +160,42 @@ func excerptEvidence(h *Hit, text string, keep int) string {
 	return prompt.Excerpt(text, keep-prompt.Estimate(label)-2, label)
 }
 
-// convTexts indexes the texts of a Task's conversation by trimmed length,
-// so a candidate is compared only with texts of its own length.
-type convTexts map[int][]string
+// convTexts indexes the indexable records of a Task's conversation by the
+// length of their trimmed text, so a candidate is compared only with
+// records of its own length (and no text is copied to build it).
+type convTexts struct {
+	history []*api.Event
+	byLen   map[int][]int
+}
 
 func conversationTexts(history []*api.Event) convTexts {
-	c := make(convTexts)
-	for _, ev := range history {
-		_, text, _, _, _, ok := recordText(ev, nil)
-		if !ok {
-			continue
+	c := convTexts{history: history, byLen: make(map[int][]int)}
+	for i, ev := range history {
+		n := -1
+		switch b := ev.Body.(type) {
+		case *api.Event_UserMessage:
+			n = len(strings.TrimSpace(b.UserMessage.GetText()))
+		case *api.Event_AssistantMessage:
+			n = len(strings.TrimSpace(b.AssistantMessage.GetText()))
+		case *api.Event_ToolResult:
+			n = len(bytes.TrimSpace(b.ToolResult.GetRetainedOutput()))
+		case *api.Event_ToolFailed, *api.Event_Failure:
+			_, text, _, _, _, ok := recordText(ev, nil)
+			if ok {
+				n = len(strings.TrimSpace(text))
+			}
 		}
-		t := strings.TrimSpace(text)
-		c[len(t)] = append(c[len(t)], t)
+		if n > 0 {
+			c.byLen[n] = append(c.byLen[n], i)
+		}
 	}
 	return c
 }
 
 func (c convTexts) has(text string) bool {
 	t := strings.TrimSpace(text)
-	for _, s := range c[len(t)] {
-		if s == t {
+	for _, i := range c.byLen[len(t)] {
+		if _, s, _, _, _, ok := recordText(c.history[i], nil); ok && strings.TrimSpace(s) == t {
 			return true
 		}
 	}
