@@ -92,7 +92,16 @@ func (n *Node) Connect(ctx context.Context, o Options) (*Conn, error) {
 	c := &Conn{n: n, o: o, gateway: actor.NewPID(o.Addr, "gateway"),
 		pending: make(map[uint64]chan *api.Response), subs: make(map[uint64]*Subscription), services: make(map[string]*service)}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	// Tell "not running" and "wrong token" apart before anything else.
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err := n.probe(pctx, o.Addr, o.Token)
+	cancel()
+	if err != nil {
+		c.cancel()
+		return nil, err
+	}
 	if err := n.addConn(c, o.Addr, o.Token); err != nil {
+		c.cancel()
 		return nil, err
 	}
 	pid, err := n.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &receiver{c: c, chunks: make(map[uint64]*assembly)} }), "c"+randomName())

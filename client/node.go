@@ -74,11 +74,26 @@ type Node struct {
 	secret []byte
 	tls    *tls.Config
 
+	// gate orders message processing before Close: a stream holds it (read)
+	// while protoactor processes the message it received, and Close takes
+	// it (write) before shutting remote down, which otherwise races with
+	// the processing of a message in flight (protoactor's endpoint manager
+	// is not synchronised).
+	gate    sync.RWMutex
+	closing bool // guarded by gate
+
 	mu        sync.Mutex
-	tokens    map[string]string // daemon address → token
-	receivers map[string]bool   // actor ids that may receive messages
+	tokens    map[string]*daemonToken // daemon address → token
+	receivers map[string]bool         // actor ids that may receive messages
 	conns     map[*Conn]bool
 	closed    bool
+}
+
+// daemonToken is the token the node presents to one daemon, and how many
+// Conns use it.
+type daemonToken struct {
+	token string
+	users int
 }
 
 // NewNode starts a node listening on an ephemeral port.
@@ -86,7 +101,7 @@ func NewNode(o NodeOptions) (*Node, error) {
 	if o.Host == "" {
 		o.Host = "127.0.0.1"
 	}
-	n := &Node{tls: o.TLS, tokens: make(map[string]string), receivers: make(map[string]bool), conns: make(map[*Conn]bool)}
+	n := &Node{tls: o.TLS, tokens: make(map[string]*daemonToken), receivers: make(map[string]bool), conns: make(map[*Conn]bool)}
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {
 		return nil, fmt.Errorf("client: random secret: %w", err)
@@ -162,6 +177,9 @@ func (n *Node) Close() error {
 	for _, c := range conns {
 		_ = c.Close()
 	}
+	n.gate.Lock()
+	n.closing = true
+	n.gate.Unlock()
 	n.remote.Shutdown(true)
 	n.system.Shutdown()
 	return nil
@@ -175,10 +193,15 @@ func (n *Node) addConn(c *Conn, daemon, token string) error {
 	if n.closed {
 		return errNodeClosed
 	}
-	if t, ok := n.tokens[daemon]; ok && t != token {
-		return fmt.Errorf("client: this node already talks to %s with another token; use another process for another identity", daemon)
+	dt := n.tokens[daemon]
+	if dt != nil && dt.token != token {
+		return fmt.Errorf("client: this node already talks to %s with another token (the connection carries one); use another process for another identity", daemon)
 	}
-	n.tokens[daemon] = token
+	if dt == nil {
+		dt = &daemonToken{token: token}
+		n.tokens[daemon] = dt
+	}
+	dt.users++
 	n.conns[c] = true
 	return nil
 }
@@ -186,7 +209,15 @@ func (n *Node) addConn(c *Conn, daemon, token string) error {
 func (n *Node) removeConn(c *Conn) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if !n.conns[c] {
+		return
+	}
 	delete(n.conns, c)
+	if dt := n.tokens[c.o.Addr]; dt != nil {
+		if dt.users--; dt.users <= 0 {
+			delete(n.tokens, c.o.Addr)
+		}
+	}
 }
 
 func (n *Node) allowReceiver(id string, ok bool) {
@@ -202,10 +233,10 @@ func (n *Node) allowReceiver(id string, ok bool) {
 // dialStream presents the token of the daemon being dialed.
 func (n *Node) dialStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	n.mu.Lock()
-	token := n.tokens[cc.Target()]
+	dt := n.tokens[cc.Target()]
 	n.mu.Unlock()
-	if token != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, metadataToken, token)
+	if dt != nil {
+		ctx = metadata.AppendToOutgoingContext(ctx, metadataToken, dt.token)
 	}
 	return streamer(ctx, desc, cc, method, opts...)
 }
@@ -229,12 +260,22 @@ func (n *Node) guardStream(srv any, ss grpc.ServerStream, info *grpc.StreamServe
 	if len(vals) != 1 || subtle.ConstantTimeCompare([]byte(vals[0]), n.secret) != 1 {
 		return status.Error(codes.Unauthenticated, "lemo client: not the daemon this client attached to")
 	}
-	return handler(srv, &clientStream{ServerStream: ss, n: n})
+	cs := &clientStream{ServerStream: ss, n: n}
+	defer cs.release()
+	return handler(srv, cs)
 }
 
 type clientStream struct {
 	grpc.ServerStream
-	n *Node
+	n       *Node
+	holding bool // holds n.gate while protoactor processes a message
+}
+
+func (s *clientStream) release() {
+	if s.holding {
+		s.holding = false
+		s.n.gate.RUnlock()
+	}
 }
 
 var allowedTypes = map[string]bool{
@@ -248,9 +289,23 @@ var allowedTypes = map[string]bool{
 }
 
 func (s *clientStream) RecvMsg(m any) error {
+	s.release()
 	if err := s.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
+	if err := s.check(m); err != nil {
+		return err
+	}
+	s.n.gate.RLock()
+	if s.n.closing {
+		s.n.gate.RUnlock()
+		return status.Error(codes.Unavailable, "lemo client: closing")
+	}
+	s.holding = true
+	return nil
+}
+
+func (s *clientStream) check(m any) error {
 	msg, ok := m.(*remote.RemoteMessage)
 	if !ok {
 		return status.Error(codes.Internal, "lemo client: unexpected message")

@@ -318,6 +318,7 @@ func (g *Gateway) Stop(ctx context.Context) error {
 				g.stopErr = fmt.Errorf("gateway: sessions did not stop in time: %w", ctx.Err())
 			}
 		}
+		g.guard.close()
 		if g.remote != nil {
 			g.remote.Shutdown(true)
 		}

@@ -73,6 +73,14 @@ type guard struct {
 	anyHost bool
 	log     zerolog.Logger
 
+	// gate orders message processing before Stop: a stream holds it (read)
+	// while protoactor processes the message it received; close takes it
+	// (write) before remote shuts down, which otherwise races with a
+	// message in flight (protoactor's endpoint manager is not
+	// synchronised).
+	gate    sync.RWMutex
+	closing bool // guarded by gate
+
 	mu sync.Mutex
 	// sessions maps a session actor's id to its peer key.
 	sessions map[string]string
@@ -137,7 +145,16 @@ func (g *guard) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInf
 		return status.Error(codes.Unauthenticated, "lemo: missing or wrong token")
 	}
 	gs := &guardedStream{ServerStream: ss, g: g, principal: p, digest: digest, source: peerIP(ss.Context())}
+	defer gs.release()
 	return handler(srv, gs)
+}
+
+// close makes every stream stop delivering messages, after those being
+// processed.
+func (g *guard) close() {
+	g.gate.Lock()
+	g.closing = true
+	g.gate.Unlock()
 }
 
 func peerAddr(ctx context.Context) string {
@@ -227,11 +244,20 @@ type guardedStream struct {
 	address string
 	key     string
 	header  map[string]string
+	holding bool // holds g.gate while protoactor processes a message
+}
+
+func (s *guardedStream) release() {
+	if s.holding {
+		s.holding = false
+		s.g.gate.RUnlock()
+	}
 }
 
 // RecvMsg receives the next message and lets it through only if it is
 // allowed; anything else ends the stream with an error.
 func (s *guardedStream) RecvMsg(m any) error {
+	s.release()
 	if err := s.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
@@ -243,6 +269,12 @@ func (s *guardedStream) RecvMsg(m any) error {
 		s.g.log.Warn().Err(err).Str("peer", peerAddr(s.Context())).Str("owner", s.principal.Owner).Msg("remote stream closed")
 		return status.Error(codes.PermissionDenied, err.Error())
 	}
+	s.g.gate.RLock()
+	if s.g.closing {
+		s.g.gate.RUnlock()
+		return status.Error(codes.Unavailable, "lemo: the daemon is stopping")
+	}
+	s.holding = true
 	return nil
 }
 
