@@ -102,6 +102,25 @@ check-generate: protoc ## Check that the generated code matches api/*.proto
 	PATH=$(BIN):$$PATH protoc -I api --go_out=$$tmp --go_opt=paths=source_relative api/*.proto && \
 	for f in $$tmp/*.pb.go; do cmp -s $$f api/$$(basename $$f) || { echo "api/$$(basename $$f) is stale: run make generate"; exit 1; }; done
 
+# Release archives: static binaries (no cgo) for each platform, stamped with
+# the version and commit, packed with the README, LICENSE and the example
+# production files, and a SHA-256 checksum file.
+DIST_PLATFORMS := linux/amd64 linux/arm64
+
+.PHONY: dist
+dist: deps ## Build release archives and checksums into dist/
+	rm -rf dist && mkdir -p dist
+	@set -e; for p in $(DIST_PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; name=lemo-$(VERSION)-$$os-$$arch; stage=dist/$$name; \
+		mkdir -p $$stage; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS) -s -w' -o $$stage/lemo ./cmd/lemo; \
+		cp README.md LICENSE deploy/lemo.yaml deploy/lemo.service $$stage/; \
+		tar -C dist -czf dist/$$name.tar.gz --owner=0 --group=0 --mtime='2000-01-01' $$name; \
+		rm -rf $$stage; \
+		echo "dist/$$name.tar.gz"; \
+	done
+	cd dist && sha256sum *.tar.gz > SHA256SUMS && cat SHA256SUMS
+
 .PHONY: clean
 clean: ## Remove build outputs (not the data folder)
 	rm -rf bin dist

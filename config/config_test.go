@@ -147,3 +147,17 @@ func TestReadmeTable(t *testing.T) {
 		t.Fatalf("README configuration table is stale; run go test ./config -update\n got:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// The example production configuration shipped in release archives stays
+// valid.
+func TestDeployExampleIsValid(t *testing.T) {
+	c := Default()
+	errs := c.LoadFile("../deploy/lemo.yaml")
+	errs = append(errs, c.Validate()...)
+	if len(errs) > 0 {
+		t.Fatal(Join(errs))
+	}
+	if c.Data != "/var/lib/lemo" || c.Log.Format != "json" {
+		t.Fatalf("example config = %+v", c)
+	}
+}
