@@ -39,6 +39,9 @@ var (
 	// ErrInterrupted: the Task crashed while handling the command; it was
 	// restarted from its history.
 	ErrInterrupted = errors.New("task: interrupted while handling the command")
+	// ErrNoSpace: the data folder's filesystem is below its free-space
+	// floor; new work is refused until space is freed.
+	ErrNoSpace = persistence.ErrNoSpace
 )
 
 // Caller is who issues a command: an owner, or an operator who sees every
@@ -247,6 +250,9 @@ func (d *Daemon) CreateTask(ctx context.Context, c Caller, in CreateTask) (*api.
 	if err := persistence.ValidOwner(c.Owner); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
+	if err := d.env.deps.Store.CheckSpace(); err != nil {
+		return nil, err
+	}
 	if err := d.validText("request", in.Request); err != nil {
 		return nil, err
 	}
@@ -316,6 +322,9 @@ func (d *Daemon) SendMessage(ctx context.Context, c Caller, taskID, text string)
 	if err := d.validText("message", text); err != nil {
 		return nil, err
 	}
+	if err := d.env.deps.Store.CheckSpace(); err != nil {
+		return nil, err
+	}
 	return d.taskCmd(ctx, c, taskID, &cmdMessage{text: text})
 }
 
@@ -328,6 +337,9 @@ func (d *Daemon) Pause(ctx context.Context, c Caller, taskID string) (*api.TaskM
 // Continue resumes a paused or failed Task, with another model when model
 // is not "".
 func (d *Daemon) Continue(ctx context.Context, c Caller, taskID, model string) (*api.TaskMeta, error) {
+	if err := d.env.deps.Store.CheckSpace(); err != nil {
+		return nil, err
+	}
 	if model != "" {
 		if err := providers.ValidateModelID(model); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)

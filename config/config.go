@@ -19,6 +19,7 @@ type Config struct {
 	Providers Providers `yaml:"providers"`
 	Tools     Tools     `yaml:"tools"`
 	Delegate  Delegate  `yaml:"delegate"`
+	Storage   Storage   `yaml:"storage"`
 }
 
 // Log configures logging.
@@ -113,10 +114,11 @@ func Default() *Config {
 	ollama := Provider{Timeout: 30 * time.Second, CacheTTL: time.Minute, NumCtx: 32768, MaxRetries: 3, MaxRetryWait: 30 * time.Second}
 	remote := Provider{Timeout: 30 * time.Second, CacheTTL: 10 * time.Minute, MaxRetries: 3, MaxRetryWait: 30 * time.Second}
 	return &Config{
-		Data:   "lemo-data",
-		Log:    Log{Level: "info", Format: "auto"},
-		Listen: "127.0.0.1:7465",
-		Auth:   Auth{Owner: "local"},
+		Storage: Storage{MinFreeMiB: 512},
+		Data:    "lemo-data",
+		Log:     Log{Level: "info", Format: "auto"},
+		Listen:  "127.0.0.1:7465",
+		Auth:    Auth{Owner: "local"},
 		Tasks: Tasks{
 			MaxCycles:        50,
 			MaxParallelTools: 4,

@@ -43,6 +43,9 @@ func (c *Config) Validate() []error {
 			add(where, "must be at least 1 (got %d)", n)
 		}
 	}
+	if c.Storage.MinFreeMiB < 0 {
+		add("storage.min_free_mib", "must not be negative (got %d)", c.Storage.MinFreeMiB)
+	}
 	positive("tasks.max_cycles", c.Tasks.MaxCycles)
 	positive("tasks.max_parallel_tools", c.Tasks.MaxParallelTools)
 	positive("tasks.max_request_bytes", c.Tasks.MaxRequestBytes)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/rs/zerolog"
@@ -158,6 +159,9 @@ type Options struct {
 	MetaCacheSize int
 	// ReadOnly opens the store for inspection only (no writer).
 	ReadOnly bool
+	// MinFreeBytes is the free-space floor CheckSpace enforces; 0 disables
+	// it.
+	MinFreeBytes int64
 }
 
 // MaxEventBytes is the largest encoded event the store accepts. It keeps
@@ -167,9 +171,10 @@ const MaxEventBytes = 768 << 10
 
 // Store is the daemon's embedded store.
 type Store struct {
-	db  *badger.DB
-	log zerolog.Logger
-	w   *writer
+	db    *badger.DB
+	log   zerolog.Logger
+	w     *writer
+	space *spaceGuard
 
 	closeOnce sync.Once
 	closeErr  error
@@ -216,7 +221,7 @@ func Open(dd *DataDir, opt Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
-	s := &Store{db: db, log: opt.Log}
+	s := &Store{db: db, log: opt.Log, space: &spaceGuard{dir: dir, floor: opt.MinFreeBytes, interval: time.Second}}
 	if err := s.checkFormat(fresh, opt.ReadOnly); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store %s: %w", dir, err)

@@ -172,3 +172,6 @@ func snapshot(t testing.TB, dir string) string {
 	}
 	return b.String()
 }
+
+// waitABit pauses between polls of a condition with a deadline.
+func waitABit() { time.Sleep(10 * time.Millisecond) }

@@ -89,7 +89,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		return err
 	}
 	defer dd.Close()
-	store, err := persistence.Open(dd, persistence.Options{Log: log})
+	store, err := persistence.Open(dd, persistence.Options{Log: log, MinFreeBytes: int64(cfg.Storage.MinFreeMiB) << 20})
 	if err != nil {
 		return err
 	}
