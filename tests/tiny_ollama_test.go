@@ -30,8 +30,10 @@ func (weatherTool) Description() string { return "the weather in a city" }
 func (weatherTool) InputSchema() json.RawMessage {
 	return json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`)
 }
-func (weatherTool) StateSchema() json.RawMessage  { return nil }
-func (weatherTool) ResultSchema() json.RawMessage { return json.RawMessage(`{"type":"object","required":["forecast"]}`) }
+func (weatherTool) StateSchema() json.RawMessage { return nil }
+func (weatherTool) ResultSchema() json.RawMessage {
+	return json.RawMessage(`{"type":"object","required":["forecast"]}`)
+}
 func (weatherTool) Execute(ctx context.Context, c tools.Call, emit tools.Emit) (json.RawMessage, error) {
 	var in struct{ City string }
 	_ = json.Unmarshal(c.Input, &in)
