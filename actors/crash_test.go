@@ -82,6 +82,9 @@ func TestTaskActorCrashRestartsFromHistory(t *testing.T) {
 		t.Fatalf("task failure not recorded:\n%s", dump(evs))
 	}
 	checkContiguous(t, evs)
+	if _, _, crashed := h.obs.snapshot(); crashed["restart"] != 3 || crashed["stop"] != 1 {
+		t.Fatalf("observed crashes %v, want 3 restarts and 1 stop", crashed)
+	}
 	// The failed Task still answers commands (a fresh activation).
 	if _, err := h.d.Cancel(context.Background(), actors.Operator, id); err != nil {
 		t.Fatalf("Cancel after failure: %v", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -53,10 +54,12 @@ func (c *cycleActor) Receive(ctx actor.Context) {
 // run performs the call; it recovers its own panics.
 func (c *cycleActor) run(ctx context.Context, sys *actor.ActorSystem) (res *cycleResult) {
 	res = &cycleResult{cycle: c.n}
+	start := time.Now()
 	defer func() {
 		if v := recover(); v != nil {
 			res.err = supervision.Recovered(v)
 		}
+		res.took = time.Since(start)
 	}()
 	var history []*api.Event
 	if err := c.env.deps.Store.Events(c.task, 1, 0, func(ev *api.Event) error {

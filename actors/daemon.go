@@ -79,6 +79,20 @@ type RecallQuery struct {
 	History []*api.Event
 }
 
+// Observer receives the tree's measurements (for metrics). Its methods are
+// called on actor goroutines: they must be cheap and never block.
+type Observer interface {
+	// CycleDone reports a model call: outcome is "completed" or the failure
+	// kind ("transient", "rate_limit", "cancelled", "overflow", ...).
+	CycleDone(provider, model, outcome string, took time.Duration)
+	// ToolDone reports a tool call: outcome is "ok" or the failure kind
+	// ("error", "panic", "cancelled", ...).
+	ToolDone(tool, outcome string, took time.Duration)
+	// TaskCrashed reports a Task actor crash and what supervision did
+	// ("restart" or "stop").
+	TaskCrashed(directive string)
+}
+
 // Deps are the parts the daemon is built from.
 type Deps struct {
 	Store     *persistence.Store
@@ -86,7 +100,9 @@ type Deps struct {
 	Tools     *tools.Registry
 	// Memory is optional: nil runs without indexing and recall.
 	Memory Memory
-	Log    zerolog.Logger
+	// Observer is optional: nil measures nothing.
+	Observer Observer
+	Log      zerolog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -194,6 +210,9 @@ func Start(ctx context.Context, deps Deps, opts Options) (*Daemon, error) {
 	}
 	if deps.Now == nil {
 		deps.Now = time.Now
+	}
+	if deps.Observer == nil {
+		deps.Observer = nopObserver{}
 	}
 	opts.defaults()
 	e := &env{deps: deps, opts: opts, log: deps.Log}
@@ -525,3 +544,9 @@ func (r *rootActor) Receive(ctx actor.Context) {
 		}
 	}
 }
+
+type nopObserver struct{}
+
+func (nopObserver) CycleDone(provider, model, outcome string, took time.Duration) {}
+func (nopObserver) ToolDone(tool, outcome string, took time.Duration)             {}
+func (nopObserver) TaskCrashed(directive string)                                  {}

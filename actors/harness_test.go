@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 	"sync"
@@ -41,6 +42,43 @@ type harness struct {
 	tools  *tools.Registry
 	opts   actors.Options
 	blocks *blockRegistry
+	obs    *countingObserver
+}
+
+// countingObserver counts what the tree reports, by outcome.
+type countingObserver struct {
+	mu      sync.Mutex
+	cycles  map[string]int
+	tools   map[string]int
+	crashes map[string]int
+}
+
+func newCountingObserver() *countingObserver {
+	return &countingObserver{cycles: map[string]int{}, tools: map[string]int{}, crashes: map[string]int{}}
+}
+
+func (o *countingObserver) CycleDone(provider, model, outcome string, took time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.cycles[provider+" "+outcome]++
+}
+
+func (o *countingObserver) ToolDone(tool, outcome string, took time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.tools[tool+" "+outcome]++
+}
+
+func (o *countingObserver) TaskCrashed(directive string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.crashes[directive]++
+}
+
+func (o *countingObserver) snapshot() (cycles, tools, crashes map[string]int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return maps.Clone(o.cycles), maps.Clone(o.tools), maps.Clone(o.crashes)
 }
 
 func newHarness(t testing.TB, plan fake.Plan, extra ...tools.Tool) *harness {
@@ -51,7 +89,7 @@ func newHarness(t testing.TB, plan fake.Plan, extra ...tools.Tool) *harness {
 // newHarnessWith lets the test change the daemon's options.
 func newHarnessWith(t testing.TB, plan fake.Plan, opts func(*actors.Options), extra ...tools.Tool) *harness {
 	t.Helper()
-	h := &harness{t: t, dir: t.TempDir(), blocks: newBlockRegistry()}
+	h := &harness{t: t, dir: t.TempDir(), blocks: newBlockRegistry(), obs: newCountingObserver()}
 	h.model = fake.NewScriptedModel("m", 8192, plan)
 	h.tools = tools.NewRegistry()
 	for _, tl := range append([]tools.Tool{echoTool{}, liveTool{}, &blockTool{reg: h.blocks}, panicTool{}, badOutputTool{}}, extra...) {
@@ -81,7 +119,7 @@ func (h *harness) start() {
 	if err := reg.Register(fake.NewScripted("fake", h.model, fake.NewScriptedModel("healthy", 8192, fake.Echo()))); err != nil {
 		h.t.Fatal(err)
 	}
-	if h.d, err = actors.Start(context.Background(), actors.Deps{Store: h.store, Providers: reg, Tools: h.tools, Log: testLog(h.t)}, h.opts); err != nil {
+	if h.d, err = actors.Start(context.Background(), actors.Deps{Store: h.store, Providers: reg, Tools: h.tools, Log: testLog(h.t), Observer: h.obs}, h.opts); err != nil {
 		h.t.Fatal(err)
 	}
 }

@@ -65,6 +65,7 @@ func (m *manager) HandleFailure(system *actor.ActorSystem, sup actor.Supervisor,
 func (m *manager) onFailure(pid *actor.PID, reason any, message any, d supervision.Directive) {
 	id := taskIDOf(pid)
 	m.env.log.Error().Str("task", id).Str("directive", d.String()).Interface("reason", reason).Msg("task actor crashed")
+	m.env.deps.Observer.TaskCrashed(d.String())
 	if tc, ok := message.(*taskCommand); ok {
 		replyTo(tc.reply, reply{err: ErrInterrupted})
 	}

@@ -93,6 +93,7 @@ type appended struct {
 // cycleResult is a Cycle's outcome, sent by the Cycle actor to its Task.
 type cycleResult struct {
 	cycle   uint32
+	took    time.Duration
 	resp    *providers.Response
 	summary *api.InputSummary
 	err     error
@@ -108,6 +109,7 @@ type toolResult struct {
 	retained  json.RawMessage
 	untrusted bool
 	err       error
+	took      time.Duration
 }
 
 // cancelTool asks a Tool actor to cancel its call.

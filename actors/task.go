@@ -457,8 +457,11 @@ func (t *task) onCycleResult(ctx actor.Context, m *cycleResult) {
 	if m.cycle == t.cycleNum {
 		t.cycle = nil
 	}
+	provider, _, _ := strings.Cut(t.st.Model, "/")
 	if m.err != nil {
-		f := taskstate.CycleFailure{Cycle: m.cycle, Kind: supervision.CycleFailureKind(m.err), Message: capText(m.err.Error(), 4096), Input: m.summary}
+		kind := supervision.CycleFailureKind(m.err)
+		t.env.deps.Observer.CycleDone(provider, t.st.Model, kind, m.took)
+		f := taskstate.CycleFailure{Cycle: m.cycle, Kind: kind, Message: capText(m.err.Error(), 4096), Input: m.summary}
 		var oe *prompt.OverflowError
 		if errors.As(m.err, &oe) {
 			f.Overflow = oe.Overflow()
@@ -466,6 +469,7 @@ func (t *task) onCycleResult(ctx actor.Context, m *cycleResult) {
 		t.persist(ctx, t.st.CycleFailed(f), nil, nil)
 		return
 	}
+	t.env.deps.Observer.CycleDone(provider, t.st.Model, "completed", m.took)
 	r := m.resp
 	out := taskstate.CycleOutput{
 		Cycle:     m.cycle,
@@ -567,14 +571,20 @@ func (t *task) startTool(ctx actor.Context, call *taskstate.Call) {
 func (t *task) onToolResult(ctx actor.Context, m *toolResult) {
 	delete(t.tools, m.callID)
 	o := taskstate.ToolOutcome{CallID: m.callID}
+	tool := ""
+	if c := t.st.Calls[m.callID]; c != nil {
+		tool = c.Tool
+	}
 	if m.err != nil {
 		o.Failed = true
 		o.Kind = supervision.ToolFailureKind(m.err)
+		t.env.deps.Observer.ToolDone(tool, strings.ToLower(strings.TrimPrefix(o.Kind.String(), "TOOL_FAILURE_KIND_")), m.took)
 		o.Message = capText(m.err.Error(), 4096)
 		if t.stopping != nil && o.Kind == api.ToolFailureKind_TOOL_FAILURE_KIND_CANCELLED {
 			o.Message = "interrupted: the daemon stopped while the tool ran; it may have had partial effects"
 		}
 	} else {
+		t.env.deps.Observer.ToolDone(tool, "ok", m.took)
 		o.Retained = capRetained(m.retained)
 		o.OutputBytes = len(m.output)
 		o.Untrusted = m.untrusted

@@ -38,6 +38,10 @@ func TestTaskTwoToolsThreeCycles(t *testing.T) {
 	if got, _ := toolMessage(reqs[2], "call-2-1"); got != `{"echo":"second"}` {
 		t.Fatalf("third request's live result of call-2-1 = %q", got)
 	}
+	cycles, tls, _ := h.obs.snapshot()
+	if cycles["fake completed"] != 3 || tls["test.echo ok"] != 1 || tls["test.live ok"] != 1 {
+		t.Fatalf("observed cycles %v, tools %v", cycles, tls)
+	}
 
 	h.restart()
 	evs := h.history(id)

@@ -100,10 +100,12 @@ func (a *toolActor) finish(ctx actor.Context, r *toolResult) {
 // run executes the call; it recovers its own panics (and those of Retain).
 func (a *toolActor) run(ctx context.Context, sys *actor.ActorSystem) (res *toolResult) {
 	res = &toolResult{callID: a.call.CallID}
+	start := time.Now()
 	defer func() {
 		if v := recover(); v != nil {
 			res.output, res.retained, res.err = nil, nil, supervision.Recovered(v)
 		}
+		res.took = time.Since(start)
 	}()
 	var mu sync.Mutex
 	var stateErr error

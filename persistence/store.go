@@ -162,6 +162,10 @@ type Options struct {
 	// MinFreeBytes is the free-space floor CheckSpace enforces; 0 disables
 	// it.
 	MinFreeBytes int64
+	// OnCommit, when set, is called after every commit with the number of
+	// appends and events it acknowledged and how long the oldest waited;
+	// it must be cheap (it runs on the writer's goroutine).
+	OnCommit func(appends, events int, wait time.Duration)
 }
 
 // MaxEventBytes is the largest encoded event the store accepts. It keeps
@@ -175,6 +179,8 @@ type Store struct {
 	log   zerolog.Logger
 	w     *writer
 	space *spaceGuard
+	// statuses counts Tasks by status, kept by the writer.
+	statuses statusCounts
 
 	closeOnce sync.Once
 	closeErr  error
@@ -232,8 +238,12 @@ func Open(dd *DataDir, opt Options) (*Store, error) {
 			return nil, fmt.Errorf("store %s: %w", dir, err)
 		}
 	}
+	if err := s.countStatuses(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("store %s: count tasks by status: %w", dir, err)
+	}
 	if !opt.ReadOnly {
-		s.w = newWriter(db, opt)
+		s.w = newWriter(db, opt, &s.statuses)
 	}
 	return s, nil
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -432,5 +434,38 @@ func TestPendingApprovalsIndex(t *testing.T) {
 	bobs, _ := st.PendingApprovals("bob")
 	if len(bobs) != 1 || bobs[0].GetApprovalRequested().GetApprovalId() != b+".call-1-2" || bobs[0].GetSeq() != 3 {
 		t.Fatalf("bob's pending = %v", bobs)
+	}
+}
+
+func TestStatusCountsAndCommitObserver(t *testing.T) {
+	dir := t.TempDir()
+	var commits, events atomic.Int64
+	dd, err := OpenDataDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := Open(dd, Options{Log: zerolog.Nop(), MemTableSize: 8 << 20, OnCommit: func(a, e int, wait time.Duration) {
+		commits.Add(int64(a))
+		events.Add(int64(e))
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testStore{Store: st, dd: dd}
+	a, b := NewTaskID(t0), NewTaskID(t0.Add(time.Millisecond))
+	mustAppend(t, ts, a, created(a, "o"), status(a, 2, api.TaskStatus_TASK_STATUS_RUNNING))
+	mustAppend(t, ts, b, created(b, "o"), status(b, 2, api.TaskStatus_TASK_STATUS_RUNNING))
+	mustAppend(t, ts, a, status(a, 3, api.TaskStatus_TASK_STATUS_FINISHED))
+	want := map[api.TaskStatus]int64{api.TaskStatus_TASK_STATUS_RUNNING: 1, api.TaskStatus_TASK_STATUS_FINISHED: 1}
+	if got := st.StatusCounts(); !maps.Equal(got, want) {
+		t.Fatalf("StatusCounts() = %v, want %v", got, want)
+	}
+	if commits.Load() != 3 || events.Load() != 5 {
+		t.Fatalf("observed %d appends, %d events; want 3, 5", commits.Load(), events.Load())
+	}
+	closeTest(t, ts)
+	ts = openTest(t, dir)
+	if got := ts.StatusCounts(); !maps.Equal(got, want) {
+		t.Fatalf("after reopening StatusCounts() = %v, want %v", got, want)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"google.golang.org/protobuf/proto"
@@ -50,6 +51,7 @@ func (s *Store) Append(ctx context.Context, a Append) (*api.TaskMeta, error) {
 }
 
 type request struct {
+	queued time.Time
 	task   string
 	events []*api.Event
 	raw    [][]byte
@@ -72,7 +74,7 @@ func prepare(a Append) (*request, error) {
 	if len(a.Events) == 0 && len(a.Extra) == 0 {
 		return nil, fmt.Errorf("%w: empty append for task %s", ErrInvalid, a.TaskID)
 	}
-	req := &request{task: a.TaskID, events: a.Events, extra: a.Extra, raw: make([][]byte, len(a.Events)), done: make(chan result, 1)}
+	req := &request{queued: time.Now(), task: a.TaskID, events: a.Events, extra: a.Extra, raw: make([][]byte, len(a.Events)), done: make(chan result, 1)}
 	for i, ev := range a.Events {
 		if ev.GetTaskId() != a.TaskID {
 			return nil, fmt.Errorf("%w: event for task %q in an append to %q", ErrInvalid, ev.GetTaskId(), a.TaskID)
@@ -118,6 +120,8 @@ type writer struct {
 	pending  map[string]*api.TaskMeta
 	inflight int
 	done     chan commitDone
+	statuses *statusCounts
+	onCommit func(appends, events int, wait time.Duration)
 
 	// splits counts transactions committed early because a batch did not
 	// fit in one (observed by tests).
@@ -128,8 +132,10 @@ type writer struct {
 	stopped chan struct{}
 }
 
-func newWriter(db *badger.DB, opt Options) *writer {
+func newWriter(db *badger.DB, opt Options, statuses *statusCounts) *writer {
 	w := &writer{
+		statuses: statuses,
+		onCommit: opt.OnCommit,
 		db:       db,
 		in:       make(chan *request, 1024),
 		maxBatch: opt.MaxBatch,
@@ -222,6 +228,20 @@ func (w *writer) run() {
 // complete answers the requests of a finished commit.
 func (w *writer) complete(d commitDone) {
 	w.inflight--
+	if d.err == nil && len(d.group) > 0 {
+		events := 0
+		oldest := d.group[0].req.queued
+		for _, st := range d.group {
+			events += len(st.req.events)
+			w.statuses.move(st.prev, st.meta)
+			if st.req.queued.Before(oldest) {
+				oldest = st.req.queued
+			}
+		}
+		if w.onCommit != nil {
+			w.onCommit(len(d.group), events, time.Since(oldest))
+		}
+	}
 	for _, st := range d.group {
 		task := st.req.task
 		if d.err != nil {
