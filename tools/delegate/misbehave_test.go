@@ -204,9 +204,13 @@ func TestCancelledCall(t *testing.T) {
 // A pending approval the agent abandons (the turn was aborted) is
 // cancelled; for omp the agent says so with a "cancel" request.
 func TestAbandonedApprovalIsCancelled(t *testing.T) {
-	for _, kind := range []string{KindPi, KindOmp} {
-		t.Run(kind, func(t *testing.T) {
-			r := newRig(t, nil, "--fake-kind", kind)
+	for _, c := range []struct{ kind, prompt string }{
+		{KindPi, "ABANDON the dialog"},
+		{KindOmp, "ABANDON the dialog"},
+		{KindOmp, "ABANDON the dialog NOCALL"}, // only agent_end tells
+	} {
+		t.Run(c.kind+" "+c.prompt, func(t *testing.T) {
+			r := newRig(t, nil, "--fake-kind", c.kind)
 			asked := make(chan struct{}, 1)
 			ended := make(chan error, 1)
 			ap := &fakeApprovals{decide: func(ctx context.Context, _ string, _ time.Duration) (tools.Decision, error) {
@@ -216,7 +220,7 @@ func TestAbandonedApprovalIsCancelled(t *testing.T) {
 				return tools.Decision{}, ctx.Err()
 			}}
 			steer := make(chan tools.Steering, 1)
-			done := r.async(map[string]any{"prompt": "ABANDON the dialog"}, runOpts{approvals: ap, steer: steer})
+			done := r.async(map[string]any{"prompt": c.prompt}, runOpts{approvals: ap, steer: steer})
 			<-asked
 			if err := waitAnswer(t, steerAsync(steer, `{"kind":"abort"}`), 10*time.Second); err != nil {
 				t.Fatalf("abort: %v", err)
@@ -226,6 +230,49 @@ func TestAbandonedApprovalIsCancelled(t *testing.T) {
 			}
 			res := await(t, done)
 			if res.Status != StatusAborted || res.Summary.Approvals.Abandoned != 1 || res.Summary.Approvals.Asked != 1 {
+				t.Fatalf("result = %+v", res)
+			}
+		})
+	}
+}
+
+// A dialog the agent gives up on by itself while its run goes on (pi: the
+// dialog's own timeout, which is also the approval's deadline; omp: a
+// "cancel" request) cancels the pending approval at once.
+func TestDialogGivenUpByTheAgent(t *testing.T) {
+	for _, kind := range []string{KindPi, KindOmp} {
+		t.Run(kind, func(t *testing.T) {
+			r := newRig(t, nil, "--fake-kind", kind)
+			deadlines := make(chan time.Duration, 1)
+			ended := make(chan error, 1)
+			ap := &fakeApprovals{decide: func(ctx context.Context, _ string, d time.Duration) (tools.Decision, error) {
+				deadlines <- d
+				<-ctx.Done()
+				ended <- ctx.Err()
+				return tools.Decision{}, ctx.Err()
+			}}
+			steer := make(chan tools.Steering, 1)
+			done := r.async(map[string]any{"prompt": "EXPIRE"}, runOpts{approvals: ap, steer: steer})
+			want := time.Duration(0)
+			if kind == KindPi {
+				want = 100 * time.Millisecond
+			}
+			if d := <-deadlines; d != want {
+				t.Fatalf("approval deadline = %v, want %v", d, want)
+			}
+			select {
+			case err := <-ended:
+				if !errors.Is(err, context.Canceled) {
+					t.Fatalf("the approval ended with %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the approval the agent gave up on is still pending")
+			}
+			if err := waitAnswer(t, steerAsync(steer, `{"kind":"steer","message":"go on"}`), 10*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			res := await(t, done)
+			if res.FinalAnswer != "expired, then: go on" || res.Summary.Approvals.Abandoned != 1 {
 				t.Fatalf("result = %+v", res)
 			}
 		})

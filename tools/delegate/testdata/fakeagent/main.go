@@ -392,8 +392,10 @@ func (a *agent) play(p string) (string, string) {
 		return "", "error"
 	case strings.Contains(p, "UI"):
 		return a.ui(), "stop"
+	case strings.Contains(p, "EXPIRE"):
+		return a.expire(), "stop"
 	case strings.Contains(p, "ABANDON"):
-		answer := a.approval("bash", "echo abandoned", true)
+		answer := a.approval("bash", "echo abandoned", !strings.Contains(p, "NOCALL"))
 		if answer == "aborted" {
 			return "", "aborted"
 		}
@@ -464,8 +466,12 @@ func (a *agent) ask(tool, callID, command string) bool {
 
 // approval shows an approval dialog that the agent may abandon: on abort
 // it ends the tool call without waiting for the answer.
-func (a *agent) approval(tool, command string, abandonOnAbort bool) string {
+func (a *agent) approval(tool, command string, withCallID bool) string {
 	uid, callID := newID(), "call_"+newID()[:6]
+	marked := callID
+	if !withCallID {
+		marked = "" // only the run's end tells that the dialog is gone
+	}
 	ch := make(chan map[string]any, 1)
 	a.mu.Lock()
 	a.uiAnswers[uid] = ch
@@ -475,19 +481,38 @@ func (a *agent) approval(tool, command string, abandonOnAbort bool) string {
 		a.emit(map[string]any{"type": "extension_ui_request", "id": uid, "method": "select", "title": "Allow tool: " + tool, "options": []string{"Approve", "Deny"}})
 	} else {
 		a.emit(map[string]any{"type": "extension_ui_request", "id": uid, "method": "confirm", "title": "Allow tool: " + tool,
-			"message": "Command: " + command + "\n\n[lemo-approval tool=" + tool + " call=" + callID + "]"})
+			"message": "Command: " + command + "\n\n[lemo-approval tool=" + tool + " call=" + marked + "]"})
 	}
 	select {
 	case r := <-ch:
 		return fmt.Sprintf("answered %v", r)
 	case id := <-a.aborts:
-		if a.kind == "omp" {
+		if a.kind == "omp" && withCallID {
 			a.emit(map[string]any{"type": "extension_ui_request", "id": newID(), "method": "cancel", "targetId": uid})
 		}
 		a.emit(map[string]any{"type": "tool_execution_end", "toolCallId": callID, "toolName": tool, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": "aborted"}}}, "isError": true})
 		a.aborts <- id
 		return "aborted"
 	}
+}
+
+// expire shows an approval dialog that the agent gives up on by itself
+// (pi: its timeout passes; omp: it sends "cancel"), ends the tool call,
+// and goes on once a steer arrives.
+func (a *agent) expire() string {
+	uid, callID := newID(), "call_"+newID()[:6]
+	a.emit(map[string]any{"type": "tool_execution_start", "toolCallId": callID, "toolName": "bash", "args": map[string]any{"command": "sleep 1"}})
+	if a.kind == "omp" {
+		a.emit(map[string]any{"type": "extension_ui_request", "id": uid, "method": "select", "title": "Allow tool: bash", "options": []string{"Approve", "Deny"}})
+		time.Sleep(100 * time.Millisecond)
+		a.emit(map[string]any{"type": "extension_ui_request", "id": newID(), "method": "cancel", "targetId": uid})
+	} else {
+		a.emit(map[string]any{"type": "extension_ui_request", "id": uid, "method": "confirm", "title": "Allow tool: bash", "timeout": 100,
+			"message": "Command: sleep 1\n\n[lemo-approval tool=bash call=" + callID + "]"})
+		time.Sleep(100 * time.Millisecond)
+	}
+	a.emit(map[string]any{"type": "tool_execution_end", "toolCallId": callID, "toolName": "bash", "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": "no answer"}}}, "isError": true})
+	return "expired, then: " + <-a.steers
 }
 
 // ui sends every kind of UI and host request and reports the answers.
