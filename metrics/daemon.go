@@ -1,0 +1,73 @@
+package metrics
+
+import (
+	"time"
+)
+
+// Bucket bounds (seconds) for model calls, tool calls and appends.
+var (
+	cycleBuckets  = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+	toolBuckets   = []float64{0.001, 0.01, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800}
+	appendBuckets = []float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1}
+	batchBuckets  = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256}
+)
+
+// providerClasses are the cycle outcomes that are provider errors.
+var providerClasses = map[string]bool{
+	"transient": true, "rate_limit": true, "quota": true, "auth": true,
+	"model_not_found": true, "context_overflow": true, "bad_request": true,
+}
+
+// Daemon collects the daemon's own measurements. It implements
+// actors.Observer, and its Commit method is the store's OnCommit.
+type Daemon struct {
+	cycles         *CounterVec
+	cycleSeconds   *HistogramVec
+	toolCalls      *CounterVec
+	toolSeconds    *HistogramVec
+	providerErrors *CounterVec
+	restarts       *CounterVec
+	appendSeconds  *HistogramVec
+	batchSize      *HistogramVec
+	appended       *CounterVec
+}
+
+// NewDaemon registers the daemon's families on r.
+func NewDaemon(r *Registry) *Daemon {
+	return &Daemon{
+		cycles:         r.NewCounter("lemo_cycles_total", "Model calls (Cycles) by provider and outcome.", "provider", "outcome"),
+		cycleSeconds:   r.NewHistogram("lemo_cycle_duration_seconds", "Duration of model calls by provider.", cycleBuckets, "provider"),
+		toolCalls:      r.NewCounter("lemo_tool_calls_total", "Tool calls by tool and outcome.", "tool", "outcome"),
+		toolSeconds:    r.NewHistogram("lemo_tool_call_duration_seconds", "Duration of tool calls by tool.", toolBuckets, "tool"),
+		providerErrors: r.NewCounter("lemo_provider_errors_total", "Failed model calls by provider and error class.", "provider", "class"),
+		restarts:       r.NewCounter("lemo_actor_restarts_total", "Task actor crashes by supervision decision (restart or stop).", "directive"),
+		appendSeconds:  r.NewHistogram("lemo_append_latency_seconds", "Time from an append's submission to its durable acknowledgement (oldest of each commit).", appendBuckets),
+		batchSize:      r.NewHistogram("lemo_append_batch_size", "Appends acknowledged by one commit.", batchBuckets),
+		appended:       r.NewCounter("lemo_events_appended_total", "Events durably appended."),
+	}
+}
+
+// CycleDone implements actors.Observer.
+func (d *Daemon) CycleDone(provider, model, outcome string, took time.Duration) {
+	d.cycles.With(provider, outcome).Inc()
+	d.cycleSeconds.With(provider).Observe(took.Seconds())
+	if providerClasses[outcome] {
+		d.providerErrors.With(provider, outcome).Inc()
+	}
+}
+
+// ToolDone implements actors.Observer.
+func (d *Daemon) ToolDone(tool, outcome string, took time.Duration) {
+	d.toolCalls.With(tool, outcome).Inc()
+	d.toolSeconds.With(tool).Observe(took.Seconds())
+}
+
+// TaskCrashed implements actors.Observer.
+func (d *Daemon) TaskCrashed(directive string) { d.restarts.With(directive).Inc() }
+
+// Commit records one commit of the store (persistence.Options.OnCommit).
+func (d *Daemon) Commit(appends, events int, wait time.Duration) {
+	d.appendSeconds.With().Observe(wait.Seconds())
+	d.batchSize.With().Observe(float64(appends))
+	d.appended.With().Add(uint64(events))
+}
