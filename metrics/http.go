@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -38,6 +39,9 @@ type Server struct {
 	srv  *http.Server
 	ln   net.Listener
 	done chan error
+
+	once sync.Once
+	err  error
 }
 
 // Serve listens on addr and serves Handler until Close.
@@ -60,13 +64,16 @@ func Serve(addr string, reg *Registry, ready func() bool) (*Server, error) {
 // Addr is the address the server listens on.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
-// Close stops the server and waits for it.
+// Close stops the server and waits for it; later calls return the same
+// result.
 func (s *Server) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := s.srv.Shutdown(ctx)
-	if serr := <-s.done; err == nil {
-		err = serr
-	}
-	return err
+	s.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.err = s.srv.Shutdown(ctx)
+		if serr := <-s.done; s.err == nil {
+			s.err = serr
+		}
+	})
+	return s.err
 }
