@@ -28,6 +28,10 @@ import (
 var fakeAgentBin string
 
 func TestMain(m *testing.M) {
+	if bin := os.Getenv(envDaemonHelper); bin != "" {
+		runDaemonHelper(bin)
+		return
+	}
 	dir, err := os.MkdirTemp("", "delegate-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
