@@ -85,6 +85,7 @@ func (f *clientFlags) connect(ctx context.Context) (*client.Conn, error) {
 	addr := firstOf(f.addr, os.Getenv("LEMO_ADDR"))
 	token := firstOf(f.token, os.Getenv("LEMO_TOKEN"))
 	data := firstOf(f.data, os.Getenv("LEMO_DATA"), config.Default().Data)
+	needTLS := false
 	if addr == "" || token == "" {
 		l, err := client.FindLocal(data)
 		if err != nil {
@@ -94,7 +95,7 @@ func (f *clientFlags) connect(ctx context.Context) (*client.Conn, error) {
 			return nil, fmt.Errorf("no token: pass --token or set LEMO_TOKEN (%v)", err)
 		}
 		if addr == "" {
-			addr = l.Address
+			addr, needTLS = l.Address, l.TLS
 		}
 		if token == "" {
 			if l.TokenErr != nil {
@@ -104,6 +105,9 @@ func (f *clientFlags) connect(ctx context.Context) (*client.Conn, error) {
 		}
 	}
 	o := client.Options{Addr: addr, Token: token, Name: "lemo-cli"}
+	if needTLS && f.cert == "" {
+		return nil, fmt.Errorf("the daemon at %s requires TLS: pass --tls-cert, --tls-key and --tls-ca (a certificate its client CA signed)", addr)
+	}
 	if f.cert != "" || f.ca != "" {
 		cfg, err := f.tlsConfig()
 		if err != nil {
