@@ -29,6 +29,7 @@ import (
 //
 //	go test ./memory/ -run '^$' -bench . -benchtime 2000x -timeout 60m
 //
+// Set LEMO_MEMORY_BENCH_DIR to a folder to keep the corpora between runs.
 // The corpora are built once per process (1,000,000 records take minutes):
 // records of 20 to 80 words drawn from a 30,000-word vocabulary with a
 // Zipf distribution (s = 1.07), as user and assistant messages, JSON tool
@@ -108,6 +109,8 @@ type benchCorpus struct {
 	sstBytes int64 // on disk after the build, without the index (separate store)
 	// samples are texts of records of the corpus, for queries that match.
 	samples []string
+	// keep: the corpus is kept for later runs.
+	keep bool
 }
 
 var (
@@ -136,17 +139,35 @@ func corpusOf(b *testing.B, n int) *benchCorpus {
 	if c := corpora[n]; c != nil {
 		return c
 	}
-	dir, err := os.MkdirTemp("", "lemo-memory-bench-")
+	// LEMO_MEMORY_BENCH_DIR keeps corpora between runs (they are reused
+	// when found there); otherwise they live in a temporary folder.
+	keep := os.Getenv("LEMO_MEMORY_BENCH_DIR")
+	var dir string
+	var err error
+	if keep != "" {
+		dir = filepath.Join(keep, fmt.Sprint(n))
+		err = os.MkdirAll(dir, 0o700)
+	} else {
+		dir, err = os.MkdirTemp("", "lemo-memory-bench-")
+	}
 	if err != nil {
 		b.Fatal(err)
 	}
-	c := &benchCorpus{dir: dir, gen: newWordGen(1), records: n}
+	c := &benchCorpus{dir: dir, gen: newWordGen(1), records: n, keep: keep != ""}
 	corpora[n] = c
 	if c.dd, c.st, err = openBenchStore(filepath.Join(dir, "indexed")); err != nil {
 		b.Fatal(err)
 	}
 	if c.mem, err = Open(context.Background(), c.st, Options{IndexInterval: time.Hour, manual: true}); err != nil {
 		b.Fatal(err)
+	}
+	if saved, err := os.ReadFile(filepath.Join(dir, "corpus.json")); err == nil {
+		var st corpusStats
+		if err := json.Unmarshal(saved, &st); err != nil {
+			b.Fatal(err)
+		}
+		c.rawBytes, c.rawText, c.sstBytes, c.samples, c.build, c.flush = st.RawBytes, st.RawText, st.SSTBytes, st.Samples, st.Build, st.Flush
+		return c
 	}
 	// The same events without the index, to measure the index on disk.
 	rawDD, rawSt, err := openBenchStore(filepath.Join(dir, "raw"))
@@ -198,7 +219,20 @@ func corpusOf(b *testing.B, n int) *benchCorpus {
 	_ = rawSt.Close()
 	_ = rawDD.Close()
 	c.sstBytes = dirSize(filepath.Join(dir, "raw"))
+	if c.keep {
+		saved, _ := json.Marshal(corpusStats{c.rawBytes, c.rawText, c.sstBytes, c.samples, c.build, c.flush})
+		if err := os.WriteFile(filepath.Join(dir, "corpus.json"), saved, 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
 	return c
+}
+
+// corpusStats is what a kept corpus remembers of its build.
+type corpusStats struct {
+	RawBytes, RawText, SSTBytes int64
+	Samples                     []string
+	Build, Flush                time.Duration
 }
 
 // dirSize is the size of the store's table files (every record of these
@@ -229,7 +263,9 @@ func closeBenchCorpora() {
 		if c.dd != nil {
 			_ = c.dd.Close()
 		}
-		_ = os.RemoveAll(c.dir)
+		if !c.keep {
+			_ = os.RemoveAll(c.dir)
+		}
 		delete(corpora, n)
 	}
 }
@@ -468,19 +504,22 @@ func BenchmarkRecall100K(b *testing.B) {
 // BenchmarkReadHistory2000 is the Cycle's read of a 2,000-event history
 // from the store (decoding included), for comparison.
 func BenchmarkReadHistory2000(b *testing.B) {
-	c := corpusOf(b, 100_000)
-	h := cycleHistory(newWordGen(2), "the request")
-	id := persistence.NewTaskID(time.Now())
-	for i, ev := range h {
-		ev = proto.Clone(ev).(*api.Event)
-		ev.TaskId = id
-		h[i] = ev
+	dd, st, err := openBenchStore(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
 	}
+	defer func() {
+		_ = st.Close()
+		_ = dd.Close()
+	}()
+	h := cycleHistory(newWordGen(2), "the request")
+	id := h[0].GetTaskId()
 	for i := 0; i < len(h); i += 200 {
-		if _, err := c.st.Append(context.Background(), persistence.Append{TaskID: id, Events: h[i:min(i+200, len(h))]}); err != nil {
+		if _, err := st.Append(context.Background(), persistence.Append{TaskID: id, Events: h[i:min(i+200, len(h))]}); err != nil {
 			b.Fatal(err)
 		}
 	}
+	c := struct{ st *persistence.Store }{st}
 	lat := make(latencies, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

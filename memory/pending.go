@@ -43,40 +43,66 @@ type pendEntry struct {
 
 type tracker struct {
 	mu     sync.Mutex
-	owners map[string]map[string]*pendEntry
+	owners map[string]*ownerPending
 }
 
-func newTracker() *tracker { return &tracker{owners: make(map[string]map[string]*pendEntry)} }
+// ownerPending is one owner's tracked keys and, cached, the set queries
+// read (rebuilt when the confirmed documents change).
+type ownerPending struct {
+	entries     map[string]*pendEntry
+	unconfirmed int
+	gen         uint64 // changes of the confirmed documents
+	set         *pendingSet
+	setGen      uint64
+}
+
+func newTracker() *tracker { return &tracker{owners: make(map[string]*ownerPending)} }
+
+func (t *tracker) owner(owner string) *ownerPending {
+	op := t.owners[owner]
+	if op == nil {
+		op = &ownerPending{entries: make(map[string]*pendEntry)}
+		t.owners[owner] = op
+	}
+	return op
+}
 
 // add registers key of owner; doc is nil when it is not known committed.
-// An entry already there is kept.
+// An entry already there is kept (and confirmed when doc is given).
 func (t *tracker) add(owner, key string, doc *pdoc, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	es := t.owners[owner]
-	if es == nil {
-		es = make(map[string]*pendEntry)
-		t.owners[owner] = es
-	}
-	if e := es[key]; e != nil {
+	op := t.owner(owner)
+	if e := op.entries[key]; e != nil {
 		if e.doc == nil && doc != nil {
 			e.doc = doc
+			op.unconfirmed--
+			op.gen++
 		}
 		return
 	}
-	es[key] = &pendEntry{key: key, doc: doc, added: now}
+	op.entries[key] = &pendEntry{key: key, doc: doc, added: now}
+	if doc == nil {
+		op.unconfirmed++
+	} else {
+		op.gen++
+	}
 }
 
 // entries returns copies of owner's entries: all of them in key order
 // when limit is 0, else at most limit of them in no particular order.
 func (t *tracker) entries(owner string, limit int) []pendEntry {
 	t.mu.Lock()
-	n := len(t.owners[owner])
+	var es map[string]*pendEntry
+	if op := t.owners[owner]; op != nil {
+		es = op.entries
+	}
+	n := len(es)
 	if limit > 0 {
 		n = min(n, limit)
 	}
 	out := make([]pendEntry, 0, n)
-	for _, e := range t.owners[owner] {
+	for _, e := range es {
 		if len(out) == n {
 			break
 		}
@@ -93,8 +119,10 @@ func (t *tracker) ownerNames() []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := make([]string, 0, len(t.owners))
-	for o := range t.owners {
-		out = append(out, o)
+	for o, op := range t.owners {
+		if len(op.entries) > 0 {
+			out = append(out, o)
+		}
 	}
 	sort.Strings(out)
 	return out
@@ -103,20 +131,61 @@ func (t *tracker) ownerNames() []string {
 func (t *tracker) confirm(owner, key string, doc *pdoc) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if e := t.owners[owner][key]; e != nil && e.doc == nil {
-		e.doc = doc
+	if op := t.owners[owner]; op != nil {
+		if e := op.entries[key]; e != nil && e.doc == nil {
+			e.doc = doc
+			op.unconfirmed--
+			op.gen++
+		}
 	}
 }
 
 func (t *tracker) drop(owner string, keys ...string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	es := t.owners[owner]
-	for _, k := range keys {
-		delete(es, k)
+	op := t.owners[owner]
+	if op == nil {
+		return
 	}
-	if len(es) == 0 {
+	for _, k := range keys {
+		e := op.entries[k]
+		if e == nil {
+			continue
+		}
+		delete(op.entries, k)
+		if e.doc == nil {
+			op.unconfirmed--
+		} else {
+			op.gen++
+		}
+	}
+	if len(op.entries) == 0 {
 		delete(t.owners, owner)
+	}
+}
+
+// cachedSet returns owner's cached pending set when it is current and no
+// key waits to be looked up, with the generation it answers for.
+func (t *tracker) cachedSet(owner string) (*pendingSet, uint64, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	op := t.owners[owner]
+	if op == nil {
+		return &pendingSet{}, 0, true
+	}
+	if op.unconfirmed == 0 && op.set != nil && op.setGen == op.gen {
+		return op.set, op.gen, true
+	}
+	return nil, op.gen, false
+}
+
+// storeSet caches set as owner's set of generation gen, unless the
+// documents changed since.
+func (t *tracker) storeSet(owner string, set *pendingSet, gen uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if op := t.owners[owner]; op != nil && op.gen == gen {
+		op.set, op.setGen = set, gen
 	}
 }
 
@@ -124,10 +193,55 @@ func (t *tracker) size() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := 0
-	for _, es := range t.owners {
-		n += len(es)
+	for _, op := range t.owners {
+		n += len(op.entries)
 	}
 	return n
+}
+
+// pendingSet is an owner's pending documents as queries score them: the
+// documents and, for each term, which of them hold it (immutable).
+type pendingSet struct {
+	docs   []*pdoc
+	byTerm map[string][]pendPosting
+	sumLen uint64
+}
+
+type pendPosting struct {
+	doc int32
+	tf  uint32
+}
+
+func newPendingSet(docs []*pdoc) *pendingSet {
+	s := &pendingSet{docs: docs, byTerm: make(map[string][]pendPosting)}
+	for i, d := range docs {
+		s.sumLen += uint64(d.length)
+		for _, t := range d.terms {
+			s.byTerm[t.term] = append(s.byTerm[t.term], pendPosting{int32(i), t.tf})
+		}
+	}
+	return s
+}
+
+// pendingSet returns owner's pending documents as of v, through the
+// tracker's cached set when nothing changed. The caller holds viewMu
+// (read) around v.
+func (m *Memory) pendingSet(v *persistence.Snapshot, owner string) (*pendingSet, error) {
+	set, gen, ok := m.track.cachedSet(owner)
+	if ok {
+		return set, nil
+	}
+	docs, err := m.pendingDocs(v, owner, 0)
+	if err != nil {
+		return nil, err
+	}
+	set = newPendingSet(docs)
+	// The set of the generation read before the look-ups may miss what
+	// they confirmed: cache it only if nothing changed meanwhile.
+	if _, now, _ := m.track.cachedSet(owner); now == gen {
+		m.track.storeSet(owner, set, gen)
+	}
+	return set, nil
 }
 
 // pendingDocs returns owner's pending documents as of v: all of them in

@@ -3,6 +3,7 @@ package memory
 import (
 	"container/heap"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -164,6 +165,15 @@ type filter struct {
 	excludeTask string
 }
 
+func (f *filter) allKinds() bool {
+	for _, k := range f.kinds[1:6] {
+		if !k {
+			return false
+		}
+	}
+	return true
+}
+
 func newFilter(q *Query) filter {
 	f := filter{since: math.MinInt64, until: math.MaxInt64, task: q.Task, excludeTask: q.ExcludeTask}
 	if len(q.Kinds) == 0 {
@@ -241,6 +251,7 @@ func (h *topK) offer(s scored) {
 type accumulator struct {
 	score   []float64
 	matched []uint8
+	touched []uint32
 }
 
 var accPool = sync.Pool{New: func() any { return new(accumulator) }}
@@ -265,18 +276,14 @@ func (m *Memory) search(v *persistence.Snapshot, q *Query, k, maxTerms int) (*se
 	if err != nil {
 		return nil, err
 	}
-	pend, err := m.pendingDocs(v, q.Owner, 0)
+	pend, err := m.pendingSet(v, q.Owner)
 	if err != nil {
 		return nil, err
 	}
-	var n, sumLen uint64
+	n, sumLen := uint64(len(pend.docs)), pend.sumLen
 	for _, s := range segs {
 		n += uint64(s.hdr.docs)
 		sumLen += s.hdr.sumLen
-	}
-	for _, p := range pend {
-		n++
-		sumLen += uint64(p.length)
 	}
 	if n == 0 {
 		return &searchResult{}, nil
@@ -295,11 +302,7 @@ func (m *Memory) search(v *persistence.Snapshot, q *Query, k, maxTerms int) (*se
 				qt.df += uint64(e.df)
 			}
 		}
-		for _, p := range pend {
-			if p.tf(t) > 0 {
-				qt.df++
-			}
-		}
+		qt.df += uint64(len(pend.byTerm[t]))
 		qt.idf = math.Log(1 + (float64(n)-float64(qt.df)+0.5)/(float64(qt.df)+0.5))
 		qts[i] = qt
 	}
@@ -334,29 +337,7 @@ func (m *Memory) search(v *persistence.Snapshot, q *Query, k, maxTerms int) (*se
 			return nil, err
 		}
 	}
-	for _, p := range pend {
-		if !f.kinds[p.kind&7] || p.time < f.since || p.time > f.until {
-			continue
-		}
-		if f.task != "" || f.excludeTask != "" {
-			task, _, _, _ := persistence.ParseRef([]byte(p.ref))
-			if (f.task != "" && task != f.task) || (f.excludeTask != "" && task == f.excludeTask) {
-				continue
-			}
-		}
-		var score float64
-		var matched uint8
-		for _, qt := range qts {
-			if tf := p.tf(qt.term); tf > 0 {
-				ft := float64(tf)
-				score += qt.idf * (bm25K1 + 1) * ft / (ft + kNorm[p.norm])
-				matched++
-			}
-		}
-		if score > 0 {
-			top.offer(scored{score: score, time: p.time, kind: p.kind, matched: matched, p: p})
-		}
-	}
+	m.scorePending(pend, qts, &f, &kNorm, top)
 	res.cands = top.items
 	sort.Slice(res.cands, func(i, j int) bool {
 		a, b := res.cands[i], res.cands[j]
@@ -408,44 +389,138 @@ func (m *Memory) scoreSegment(src blockSource, s *segment, si int, qts []qterm, 
 		ap.matched = make([]uint8, s.hdr.docs)
 	}
 	acc, matched := ap.score[:s.hdr.docs], ap.matched[:s.hdr.docs]
-	var touched []uint32
+	touched := ap.touched[:0]
+	defer func() {
+		for _, d := range touched {
+			acc[d], matched[d] = 0, 0
+		}
+		ap.touched = touched[:0]
+	}()
+	plain := f.allKinds() && f.since == math.MinInt64 && f.until == math.MaxInt64 && allow == nil && deny == nil
 	for _, qt := range qts {
 		if !qt.has[si] {
 			continue
 		}
+		// frac[tf][norm] = tf / (tf + K(norm)) for the common small tf.
 		w := qt.idf * (bm25K1 + 1)
-		err := s.postings(src, qt.entries[si], func(doc, tf uint32) {
-			if int(doc) >= len(acc) || !f.kinds[cols.kinds[doc]&7] {
-				return
+		var frac [8][256]float64
+		for tf := 1; tf < len(frac); tf++ {
+			for n := range frac[tf] {
+				frac[tf][n] = w * float64(tf) / (float64(tf) + kNorm[n])
 			}
-			if t := cols.times[doc]; t < f.since || t > f.until {
-				return
+		}
+		// The loop below is the search's hot path: postings are decoded
+		// inline (one-byte varints first) rather than through a callback.
+		err := s.chunks(src, qt.entries[si], func(b []byte) {
+			var doc uint32
+			for i := 0; i < len(b); {
+				var d, tf uint32
+				if c := b[i]; c < 0x80 {
+					d = uint32(c)
+					i++
+				} else {
+					v, n := binary.Uvarint(b[i:])
+					if n <= 0 {
+						return
+					}
+					d = uint32(v)
+					i += n
+				}
+				if i >= len(b) {
+					return
+				}
+				if c := b[i]; c < 0x80 {
+					tf = uint32(c)
+					i++
+				} else {
+					v, n := binary.Uvarint(b[i:])
+					if n <= 0 {
+						return
+					}
+					tf = uint32(v)
+					i += n
+				}
+				doc += d
+				if int(doc) >= len(acc) {
+					return
+				}
+				if !plain {
+					if !f.kinds[cols.kinds[doc]&7] {
+						continue
+					}
+					if t := cols.times[doc]; t < f.since || t > f.until {
+						continue
+					}
+					if allow != nil && !containsDoc(allow, doc) {
+						continue
+					}
+					if deny != nil && containsDoc(deny, doc) {
+						continue
+					}
+				}
+				if acc[doc] == 0 {
+					touched = append(touched, doc)
+				}
+				if tf < uint32(len(frac)) {
+					acc[doc] += frac[tf][cols.norms[doc]]
+				} else {
+					ft := float64(tf)
+					acc[doc] += w * ft / (ft + kNorm[cols.norms[doc]])
+				}
+				matched[doc]++
 			}
-			if allow != nil && !containsDoc(allow, doc) {
-				return
-			}
-			if deny != nil && containsDoc(deny, doc) {
-				return
-			}
-			if acc[doc] == 0 {
-				touched = append(touched, doc)
-			}
-			ft := float64(tf)
-			acc[doc] += w * ft / (ft + kNorm[cols.norms[doc]])
-			matched[doc]++
 		})
 		if err != nil {
-			for _, d := range touched {
-				acc[d], matched[d] = 0, 0
-			}
 			return err
 		}
 	}
 	for _, d := range touched {
-		top.offer(scored{score: acc[d], time: cols.times[d], kind: Kind(cols.kinds[d]), matched: matched[d], seg: s, doc: d})
-		acc[d], matched[d] = 0, 0
+		sc := acc[d]
+		if len(top.items) == top.k {
+			if low := top.items[0]; sc < low.score || (sc == low.score && cols.times[d] <= low.time) {
+				continue
+			}
+		}
+		top.offer(scored{score: sc, time: cols.times[d], kind: Kind(cols.kinds[d]), matched: matched[d], seg: s, doc: d})
 	}
 	return nil
+}
+
+// scorePending scores the pending documents, term at a time like a
+// segment (the same arithmetic, so a document scores the same wherever it
+// is stored).
+func (m *Memory) scorePending(pend *pendingSet, qts []qterm, f *filter, kNorm *[256]float64, top *topK) {
+	if len(pend.docs) == 0 {
+		return
+	}
+	acc := make([]float64, len(pend.docs))
+	matched := make([]uint8, len(pend.docs))
+	var touched []int32
+	for _, qt := range qts {
+		w := qt.idf * (bm25K1 + 1)
+		for _, pp := range pend.byTerm[qt.term] {
+			p := pend.docs[pp.doc]
+			if !f.kinds[p.kind&7] || p.time < f.since || p.time > f.until {
+				continue
+			}
+			if f.task != "" || f.excludeTask != "" {
+				task, _, _, _ := persistence.ParseRef([]byte(p.ref))
+				if (f.task != "" && task != f.task) || (f.excludeTask != "" && task == f.excludeTask) {
+					continue
+				}
+			}
+			if acc[pp.doc] == 0 {
+				touched = append(touched, pp.doc)
+			}
+			ft := float64(pp.tf)
+			acc[pp.doc] += w * ft / (ft + kNorm[p.norm])
+			matched[pp.doc]++
+		}
+	}
+	for _, i := range touched {
+		p := pend.docs[i]
+		top.offer(scored{score: acc[i], time: p.time, kind: p.kind, matched: matched[i], p: p})
+	}
 }
 
 func containsDoc(sorted []uint32, doc uint32) bool {

@@ -109,7 +109,17 @@ type segment struct {
 	mu    sync.Mutex
 	cols  *columns
 	tasks map[string][]uint32 // memoised task posting lists
+	// terms memoises lookups (a Task's Cycles recall with much the same
+	// terms); cleared when it reaches maxMemoTerms.
+	terms map[string]lookupResult
 }
+
+type lookupResult struct {
+	e  entry
+	ok bool
+}
+
+const maxMemoTerms = 8192
 
 type columns struct {
 	kinds []byte
@@ -122,7 +132,12 @@ type entry struct {
 	df         uint32
 	chunks     uint32 // 0: postings inline
 	firstChunk uint32
-	inline     []byte
+	// inline is the postings when chunks is 0; nil when the entry came
+	// from the lookup memo, which keeps where they are instead: bytes
+	// lo..hi of term block blk.
+	inline []byte
+	blk    uint32
+	lo, hi uint32
 }
 
 // blockSource fetches segment blocks, through the cache.
@@ -146,17 +161,31 @@ func (s blockSource) get(owner string, fam byte, seg uint64, n uint32) ([]byte, 
 
 // lookup finds term in the segment.
 func (s *segment) lookup(src blockSource, term string) (entry, bool, error) {
+	s.mu.Lock()
+	r, hit := s.terms[term]
+	s.mu.Unlock()
+	if hit {
+		return r.e, r.ok, nil
+	}
 	ft := s.hdr.firstTerms
 	i := sort.Search(len(ft), func(i int) bool { return ft[i] > term }) - 1
-	if i < 0 {
-		return entry{}, false, nil
+	if i >= 0 {
+		blk, err := src.get(s.owner, persistence.BlockTerms, s.hdr.seg, uint32(i))
+		if err != nil {
+			return entry{}, false, err
+		}
+		r.e, r.ok = findInBlock(blk, term)
+		r.e.blk = uint32(i)
 	}
-	blk, err := src.get(s.owner, persistence.BlockTerms, s.hdr.seg, uint32(i))
-	if err != nil {
-		return entry{}, false, err
+	memo := r
+	memo.e.inline = nil // the memo must not pin the block
+	s.mu.Lock()
+	if s.terms == nil || len(s.terms) >= maxMemoTerms {
+		s.terms = make(map[string]lookupResult)
 	}
-	e, ok := findInBlock(blk, term)
-	return e, ok, nil
+	s.terms[term] = memo
+	s.mu.Unlock()
+	return r.e, r.ok, nil
 }
 
 // A term block is: count (uvarint), count big-endian uint32 offsets of the
@@ -176,7 +205,20 @@ func findInBlock(blk []byte, term string) (entry, bool) {
 	if i == int(count) || !bytes.Equal(entryTerm(body, offs, i), tb) {
 		return entry{}, false
 	}
-	_, e := decodeEntry(body[binary.BigEndian.Uint32(offs[i*4:]):])
+	rest := body[binary.BigEndian.Uint32(offs[i*4:]):]
+	_, e := decodeEntry(rest)
+	if e.chunks == 0 {
+		// Where the inline postings are in blk: they end where the rest
+		// of the block after them begins.
+		start := len(blk) - len(rest)
+		r := reader{b: rest}
+		r.bytes() // term
+		r.uvarint()
+		r.uvarint()
+		n := r.uvarint()
+		e.lo = uint32(start + (len(rest) - len(r.b)))
+		e.hi = e.lo + uint32(n)
+	}
 	return e, true
 }
 
@@ -231,7 +273,11 @@ func eachEntry(blk []byte, fn func(term string, e entry) error) error {
 // document order.
 func (s *segment) postings(src blockSource, e entry, fn func(doc, tf uint32)) error {
 	if e.chunks == 0 {
-		decodePostings(e.inline, fn)
+		b, err := s.inline(src, e)
+		if err != nil {
+			return err
+		}
+		decodePostings(b, fn)
 		return nil
 	}
 	for c := uint32(0); c < e.chunks; c++ {
@@ -242,6 +288,43 @@ func (s *segment) postings(src blockSource, e entry, fn func(doc, tf uint32)) er
 		decodePostings(b, fn)
 	}
 	return nil
+}
+
+// chunks calls fn with the encoded postings of an entry, one inline list
+// or overflow chunk at a time, in document order.
+func (s *segment) chunks(src blockSource, e entry, fn func(b []byte)) error {
+	if e.chunks == 0 {
+		b, err := s.inline(src, e)
+		if err != nil {
+			return err
+		}
+		fn(b)
+		return nil
+	}
+	for c := uint32(0); c < e.chunks; c++ {
+		b, err := src.get(s.owner, persistence.BlockOverflow, s.hdr.seg, e.firstChunk+c)
+		if err != nil {
+			return err
+		}
+		fn(b)
+	}
+	return nil
+}
+
+// inline returns an entry's inline postings, reading its block when the
+// entry came from the memo.
+func (s *segment) inline(src blockSource, e entry) ([]byte, error) {
+	if e.inline != nil || e.hi == e.lo {
+		return e.inline, nil
+	}
+	blk, err := src.get(s.owner, persistence.BlockTerms, s.hdr.seg, e.blk)
+	if err != nil {
+		return nil, err
+	}
+	if int(e.hi) > len(blk) {
+		return nil, fmt.Errorf("%w: segment %d term block %d", errCorrupt, s.hdr.seg, e.blk)
+	}
+	return blk[e.lo:e.hi], nil
 }
 
 // Postings are (delta, tf) uvarint pairs; the first delta of a list or of
@@ -364,21 +447,35 @@ func decodeDocRows(b []byte) ([]docRow, error) {
 	return rows, nil
 }
 
-// row returns the document table row of doc.
+// row returns the document table row of doc (decoding only that row).
 func (s *segment) row(src blockSource, doc uint32) (docRow, error) {
 	blk, err := src.get(s.owner, persistence.BlockDocs, s.hdr.seg, doc/docBlockDocs)
 	if err != nil {
 		return docRow{}, err
 	}
-	rows, err := decodeDocRows(blk)
-	if err != nil {
-		return docRow{}, err
-	}
-	i := int(doc % docBlockDocs)
-	if i >= len(rows) {
+	r := reader{b: blk}
+	n := r.uvarint()
+	i := uint64(doc % docBlockDocs)
+	if i >= n {
 		return docRow{}, fmt.Errorf("%w: segment %d has no row %d", errCorrupt, s.hdr.seg, doc)
 	}
-	return rows[i], nil
+	for j := uint64(0); j < i && !r.err; j++ { // skip the rows before it
+		r.bytes()
+		r.bytes()
+		r.uint64()
+		r.uvarint()
+		r.byte()
+	}
+	var row docRow
+	row.ref = r.string()
+	row.source = r.string()
+	row.hash = r.uint64()
+	row.textBytes = uint32(r.uvarint())
+	row.untrusted = r.byte()&1 != 0
+	if r.err {
+		return docRow{}, fmt.Errorf("%w: segment %d row %d", errCorrupt, s.hdr.seg, doc)
+	}
+	return row, nil
 }
 
 // taskDocs returns the documents of task in the segment, sorted.
