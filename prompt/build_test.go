@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 
@@ -421,4 +422,36 @@ func runeLen(s string) int {
 		}
 	}
 	return len(s)
+}
+
+// TestEstimateMatchesTheRule checks the 8-bytes-at-a-time counting against
+// the rule applied one rune at a time, with non-ASCII text at every offset
+// of a word.
+func TestEstimateMatchesTheRule(t *testing.T) {
+	naive := func(s string) int {
+		ascii, other := 0, 0
+		for i := 0; i < len(s); {
+			if s[i] < 0x80 {
+				ascii++
+				i++
+				continue
+			}
+			_, size := utf8.DecodeRuneInString(s[i:])
+			other++
+			i += size
+		}
+		return (ascii+3)/4 + other
+	}
+	base := "0123456789abcdefghijklmnopqrstuv"
+	for _, ins := range []string{"é", "日本", "\xff", "\xe6\x97", "🙂"} {
+		for at := 0; at <= len(base); at++ {
+			s := base[:at] + ins + base[at:] + base
+			if got, want := Estimate(s), naive(s); got != want {
+				t.Fatalf("Estimate(%q) = %d, want %d", s, got, want)
+			}
+			if got, want := EstimateBytes([]byte(s)), naive(s); got != want {
+				t.Fatalf("EstimateBytes(%q) = %d, want %d", s, got, want)
+			}
+		}
+	}
 }
