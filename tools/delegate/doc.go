@@ -55,10 +55,14 @@
 //
 // Control. Clients steer a running call through the daemon's generic steer
 // command (SteerSchema: {"kind": "steer"|"follow_up"|"abort", "message"}).
-// Each is acknowledged only after the agent's correlated success response;
-// an agent error is a rejection (*AgentError); no answer within
+// Steering addresses the run, so it waits until the agent accepted the
+// prompt (an abort sent while the agent starts aborts the run, not
+// nothing). Each is acknowledged only after the agent's correlated success
+// response; an agent error is a rejection (*AgentError); no answer within
 // Config.CommandTimeout is ErrOutcomeUnknown and is never retried; a
-// closed or crashed session answers ErrClosed.
+// closed or crashed session answers ErrClosed. A cancelled call returns at
+// once and its session closes the agent's stdin: pi drops a turn in flight
+// on EOF (omp aborts and saves it).
 //
 // Approvals and the UI sub-protocol. With Config.Approval "ask", pi loads
 // Lemo's extension (extension/lemo-approvals.js, written into
@@ -77,6 +81,13 @@
 // no terminal escapes, control or bidi characters, valid UTF-8) and bounded
 // (Bound: head and tail) before they enter a state update or the result,
 // and the tool is tools.Untrusted, so the model sees its output marked.
+//
+// Failures. An agent that cannot start, does not answer get_state within
+// Config.StartTimeout, or ends before a session exists makes the call fail
+// (with its exit status and the end of its stderr). Once a session exists
+// the call returns a result: status failed (the agent crashed, refused the
+// prompt, or its model failed), aborted, timed_out or finished, so the
+// model always learns the session id it can resume.
 //
 // Live state and result. Agent events (messages and streamed text, tool
 // executions, compaction, retries, queue changes, approvals, usage) are
