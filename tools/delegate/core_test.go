@@ -144,7 +144,7 @@ func TestProjectorBounds(t *testing.T) {
 	}
 	big, _ := json.Marshal(strings.Repeat("z", 1<<20))
 	p.apply(frame(t, `{"type":"message_update","assistantMessageEvent":{"type":"text_delta","delta":`+string(big)+`}}`))
-	if len(p.sum.Tools) != maxToolRuns || p.sum.ToolsOmitted != 180 || len(p.sum.Tools[0].Args) > maxToolText {
+	if len(p.sum.Tools) != maxToolRuns || p.sum.ToolsOmitted != 180 || len(p.sum.Tools[0].Args) > maxToolArgs {
 		t.Fatalf("tools kept %d, omitted %d, args %d bytes", len(p.sum.Tools), p.sum.ToolsOmitted, len(p.sum.Tools[0].Args))
 	}
 	evs, dropped := p.take()
@@ -180,4 +180,28 @@ func TestConfigValidation(t *testing.T) {
 	if _, err := New(Config{Dir: t.TempDir()}); err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
+}
+
+// The retained result stays bounded even when every text is as long as
+// allowed and made of characters JSON escapes.
+func TestResultIsBounded(t *testing.T) {
+	var p projector
+	worst := strings.Repeat("<\"\\\n", 1<<14)
+	w, _ := json.Marshal(worst[:4<<10])
+	for i := 0; i < 25; i++ {
+		id := strings.Repeat("i", 200) + string(rune('a'+i%26))
+		p.apply(frame(t, `{"type":"tool_execution_start","toolCallId":"`+id+`","toolName":"`+strings.Repeat("n", 300)+`","args":{"command":`+string(w)+`}}`))
+		p.apply(frame(t, `{"type":"tool_execution_end","toolCallId":"`+id+`","result":{"content":[{"type":"text","text":`+string(w)+`}]},"isError":true}`))
+	}
+	res := Result{Invocation: "dlg-x", SessionID: "s", Kind: KindPi, Status: StatusFailed, Summary: p.sum}
+	res.FinalAnswer, _ = Bound(worst, 16<<10)
+	res.Error, _ = Bound(worst, maxErrorText)
+	b, err := marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > 72<<10 {
+		t.Fatalf("worst-case result: %d bytes", len(b))
+	}
+	t.Logf("worst-case result: %d bytes", len(b))
 }

@@ -82,7 +82,8 @@ const (
 	maxLiveEvents  = 64       // events in one state update
 	maxLiveText    = 4 << 10  // text of one live event
 	maxToolRuns    = 20       // tool executions kept in the summary
-	maxToolText    = 1 << 10  // args and output of one kept tool execution
+	maxToolArgs    = 256      // args of one kept tool execution
+	maxToolText    = 512      // output of one kept tool execution
 	maxErrorText   = 2 << 10  // an error message
 	maxPendingText = 64 << 10 // streamed text buffered between two updates
 )
@@ -228,7 +229,7 @@ func (p *projector) apply(fr *Frame) {
 		p.messageEnd(e.obj("message"))
 	case "tool_execution_start":
 		p.sum.ToolExecutions++
-		run := ToolRun{CallID: Short(e.str("toolCallId"), 128), Tool: Short(e.str("toolName"), 128), Args: jsonExcerpt(e["args"], maxToolText)}
+		run := ToolRun{CallID: Short(e.str("toolCallId"), 128), Tool: Short(e.str("toolName"), 128), Args: jsonExcerpt(e["args"], maxToolArgs)}
 		p.sum.Tools = append(p.sum.Tools, run)
 		if len(p.sum.Tools) > maxToolRuns {
 			p.sum.Tools = p.sum.Tools[1:]

@@ -1,6 +1,7 @@
 package delegate
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -507,7 +508,7 @@ func (r *run) flush(force bool) error {
 	}
 	st := State{Phase: r.phase, Invocation: r.inv, SessionID: r.sessionID, Resumed: r.entry != nil, PID: r.pid,
 		ElapsedMS: time.Since(r.begin).Milliseconds(), Events: events, DroppedEvents: dropped, Usage: r.proj.sum.Usage}
-	b, err := json.Marshal(st)
+	b, err := marshal(st)
 	if err != nil {
 		return fmt.Errorf("delegate: state: %w", err)
 	}
@@ -596,7 +597,19 @@ func (r *run) finish(status, answer string, runErr error) (json.RawMessage, erro
 		}
 		return nil, fmt.Errorf("delegate: %s", msg)
 	}
-	return json.Marshal(res)
+	return marshal(res)
+}
+
+// marshal encodes without escaping <, > and &: the texts are data, and
+// escaping would let them grow sixfold.
+func marshal(v any) (json.RawMessage, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // samePath reports whether a and b name the same folder (symlinks
