@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,7 +37,8 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	fakeAgentBin = filepath.Join(dir, "fakeagent")
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	// The go command that runs the tests is on PATH, or in $GOROOT/bin.
+	goBin := filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 	if p, err := exec.LookPath("go"); err == nil {
 		goBin = p
 	}
