@@ -37,6 +37,7 @@ func (c *cycleActor) Receive(ctx actor.Context) {
 		runCtx, cancel := context.WithCancel(context.Background())
 		c.cancel = cancel
 		self, sys := ctx.Self(), ctx.ActorSystem()
+		c.env.inspector.setState(self.Id, "calling "+c.model, c.env.now())
 		c.env.goroutine(func() {
 			sys.Root.Send(self, c.run(runCtx, sys))
 		})

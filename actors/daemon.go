@@ -181,6 +181,7 @@ type env struct {
 	gor sync.WaitGroup
 	// incarnations numbers Task actor instances.
 	incarnations atomic.Uint64
+	inspector    *inspector
 }
 
 func (e *env) now() time.Time { return e.deps.Now() }
@@ -215,7 +216,7 @@ func Start(ctx context.Context, deps Deps, opts Options) (*Daemon, error) {
 		deps.Observer = nopObserver{}
 	}
 	opts.defaults()
-	e := &env{deps: deps, opts: opts, log: deps.Log}
+	e := &env{deps: deps, opts: opts, log: deps.Log, inspector: newInspector()}
 	n, err := recoverStore(ctx, deps.Store, deps.Now())
 	if err != nil {
 		return nil, fmt.Errorf("recover store: %w", err)
@@ -228,7 +229,7 @@ func Start(ctx context.Context, deps Deps, opts Options) (*Daemon, error) {
 	}), actor.WithDeadLetterRequestLogging(false))
 	d := &Daemon{env: e}
 	ready := make(chan struct{})
-	rootProps := actor.PropsFromProducer(func() actor.Actor { return &rootActor{env: e, ready: ready} })
+	rootProps := e.props("daemon", func() actor.Actor { return &rootActor{env: e, ready: ready} })
 	root, err := e.system.Root.SpawnNamed(rootProps, "daemon")
 	if err != nil {
 		return nil, fmt.Errorf("spawn daemon root: %w", err)
@@ -529,11 +530,11 @@ type rootActor struct {
 func (r *rootActor) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *actor.Started:
-		hub, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newHub(r.env) }), "hub")
+		hub, err := ctx.SpawnNamed(r.env.props("hub", func() actor.Actor { return newHub(r.env) }), "hub")
 		if err != nil {
 			panic(fmt.Sprintf("spawn hub: %v", err))
 		}
-		tasks, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newManager(r.env) }), "tasks")
+		tasks, err := ctx.SpawnNamed(r.env.props("tasks", func() actor.Actor { return newManager(r.env) }), "tasks")
 		if err != nil {
 			panic(fmt.Sprintf("spawn task manager: %v", err))
 		}

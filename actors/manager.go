@@ -66,6 +66,7 @@ func (m *manager) onFailure(pid *actor.PID, reason any, message any, d supervisi
 	id := taskIDOf(pid)
 	m.env.log.Error().Str("task", id).Str("directive", d.String()).Interface("reason", reason).Msg("task actor crashed")
 	m.env.deps.Observer.TaskCrashed(d.String())
+	m.env.inspector.failed(pid.Id, fmt.Sprint(reason))
 	if tc, ok := message.(*taskCommand); ok {
 		replyTo(tc.reply, reply{err: ErrInterrupted})
 	}
@@ -124,7 +125,7 @@ func (m *manager) route(ctx actor.Context, cmd *taskCommand) {
 	if c == nil {
 		id := cmd.taskID
 		received := new(atomic.Uint64)
-		props := actor.PropsFromProducer(func() actor.Actor { return newTask(m.env, id, received) })
+		props := m.env.props("task", func() actor.Actor { return newTask(m.env, id, received) })
 		pid, err := ctx.SpawnNamed(props, id)
 		if err != nil {
 			replyTo(cmd.reply, reply{err: fmt.Errorf("activate task %s: %w", id, err)})

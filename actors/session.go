@@ -134,7 +134,7 @@ func (sh *sessionHost) Start(name string, s tools.Session) (tools.SessionHandle,
 func spawnSession(ctx actor.Context, e *env, m *startSession) {
 	h := &sessionHandle{sys: ctx.ActorSystem(), inbox: make(chan any, sessionInbox), done: make(chan struct{})}
 	sa := &sessionActor{env: e, h: h, s: m.s}
-	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return sa }), "session-"+m.name)
+	pid, err := ctx.SpawnNamed(e.props("session", func() actor.Actor { return sa }), "session-"+m.name)
 	if err != nil {
 		m.reply <- startSessionReply{err: fmt.Errorf("start session %s: %w", m.name, err)}
 		return

@@ -117,3 +117,43 @@ func TestModelSeesThePresentedLiveResult(t *testing.T) {
 		t.Fatalf("the model saw %q, want the presented view", got)
 	}
 }
+
+func TestInspectShowsTheLiveTree(t *testing.T) {
+	h := newHarness(t, fake.Sequence(
+		fake.Turn{ToolCalls: []providers.ToolCall{call("p", "test_block", "inspect")}},
+		fake.Turn{Text: "done"},
+	))
+	id := h.create("inspect")
+	eventually(t, "tool running", func() error {
+		if !h.blocks.isRunning("inspect") {
+			return errNotYet
+		}
+		return nil
+	})
+	byID := map[string]actors.ActorInfo{}
+	var order []string
+	for _, a := range h.d.Inspect() {
+		byID[a.ID] = a
+		order = append(order, a.ID)
+	}
+	taskPath := "daemon/tasks/" + id
+	toolPath := taskPath + "/tool-call-1-1"
+	for path, kind := range map[string]string{"daemon": "daemon", "daemon/hub": "hub", "daemon/tasks": "tasks", taskPath: "task", toolPath: "tool"} {
+		if byID[path].Kind != kind {
+			t.Fatalf("actor %s = %+v, want kind %s; tree %v", path, byID[path], kind, order)
+		}
+	}
+	if byID[taskPath].State != "running" || byID[toolPath].State != "running test.block" || byID[taskPath].Processed == 0 {
+		t.Fatalf("task %+v, tool %+v", byID[taskPath], byID[toolPath])
+	}
+	h.blocks.release("inspect")
+	h.waitStatus(id, api.TaskStatus_TASK_STATUS_FINISHED)
+	eventually(t, "tool actor gone", func() error {
+		for _, a := range h.d.Inspect() {
+			if a.ID == toolPath {
+				return errNotYet
+			}
+		}
+		return nil
+	})
+}

@@ -90,6 +90,7 @@ var _ actor.SupervisorStrategy = (*task)(nil)
 
 // HandleFailure turns a crashed Cycle or Tool actor into a recorded failure.
 func (t *task) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason interface{}, message interface{}) {
+	t.env.inspector.failed(child.Id, fmt.Sprint(reason))
 	sup.StopChildren(child)
 	sys.Root.Send(t.self, &childCrashed{pid: child, reason: fmt.Sprint(reason)})
 }
@@ -240,6 +241,7 @@ func (t *task) onLoaded(ctx actor.Context, m *loaded) {
 	}
 	t.st = m.state
 	if t.st.Exists() {
+		t.env.inspector.setState(t.self.Id, taskstate.StatusName(t.st.Status), t.env.now())
 		t.meta, _ = t.env.deps.Store.Meta(t.id)
 		if bodies := t.st.Recover(t.env.now()); len(bodies) > 0 {
 			t.persist(ctx, bodies, nil, nil)
@@ -298,6 +300,7 @@ func (t *task) onAppended(ctx actor.Context, m *appended) {
 		}
 	}
 	t.meta = m.meta
+	t.env.inspector.setState(t.self.Id, taskstate.StatusName(t.st.Status), t.env.now())
 	ctx.Send(t.env.hub, &hubEvents{owner: t.st.Owner, events: inf.events})
 	for _, r := range inf.replies {
 		replyTo(r, reply{meta: m.meta})
@@ -427,7 +430,7 @@ func (t *task) startCycle(ctx actor.Context, n uint32) {
 		live[k] = v.presented
 	}
 	c := &cycleActor{env: t.env, task: t.id, owner: t.st.Owner, n: n, model: t.st.Model, specs: specs, live: live}
-	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return c }), fmt.Sprintf("cycle-%d", n))
+	pid, err := ctx.SpawnNamed(t.env.props("cycle", func() actor.Actor { return c }), fmt.Sprintf("cycle-%d", n))
 	if err != nil {
 		ctx.Send(ctx.Self(), &cycleResult{cycle: n, err: fmt.Errorf("start cycle: %w", err)})
 		return
@@ -560,7 +563,7 @@ func (t *task) startTool(ctx actor.Context, call *taskstate.Call) {
 		tc.Memory = m.Recorder(t.st.Owner, t.id, call.ID)
 	}
 	ta := &toolActor{env: t.env, reg: reg, call: tc}
-	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return ta }), "tool-"+call.ID)
+	pid, err := ctx.SpawnNamed(t.env.props("tool", func() actor.Actor { return ta }), "tool-"+call.ID)
 	if err != nil {
 		ctx.Send(ctx.Self(), &toolResult{callID: call.ID, err: fmt.Errorf("start tool: %w", err)})
 		return

@@ -47,6 +47,7 @@ func (a *toolActor) Receive(ctx actor.Context) {
 			a.call.Steer = a.steer
 		}
 		a.call.Sessions = &sessionHost{sys: ctx.ActorSystem(), tool: ctx.Self()}
+		a.env.inspector.setState(ctx.Self().Id, "running "+a.reg.Tool.Name(), a.env.now())
 		self, sys := ctx.Self(), ctx.ActorSystem()
 		a.env.goroutine(func() {
 			sys.Root.Send(self, a.run(runCtx, sys))
@@ -85,6 +86,7 @@ var _ actor.SupervisorStrategy = (*toolActor)(nil)
 // HandleFailure stops a session that crashed; sessions are never restarted.
 func (a *toolActor) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason interface{}, message interface{}) {
 	a.env.log.Error().Str("session", child.Id).Interface("reason", reason).Msg("tool session crashed; stopped")
+	a.env.inspector.failed(child.Id, fmt.Sprint(reason))
 	sup.StopChildren(child)
 }
 

@@ -89,6 +89,10 @@ type Limits struct {
 	// SnapshotPage is how many events a subscription reads from history
 	// at a time while it replays (default 256).
 	SnapshotPage int
+	// Linger is the least time between two batches of live updates of one
+	// subscription (default 4ms; negative: none): an update after a quiet
+	// spell leaves at once, a stream leaves in batches.
+	Linger time.Duration
 }
 
 func (l *Limits) defaults() {
@@ -109,6 +113,9 @@ func (l *Limits) defaults() {
 	set(&l.MaxSessions, 256)
 	set(&l.HubBuffer, 4096)
 	set(&l.SnapshotPage, 256)
+	if l.Linger == 0 {
+		l.Linger = 4 * time.Millisecond
+	}
 	if l.CommandTimeout <= 0 {
 		l.CommandTimeout = 2 * time.Minute
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -76,6 +77,9 @@ type pumpState struct {
 	held     []item // live updates that arrived during the replay
 	inflight []int  // sizes of sent updates not yet acknowledged
 	inBytes  int
+	// nextSend is when live updates may leave next (Limits.Linger after
+	// the last batch).
+	nextSend time.Time
 }
 
 func (p *pump) run(ctx context.Context) {
@@ -110,6 +114,13 @@ func (p *pump) run(ctx context.Context) {
 	}
 	p.s.reply(p.reqID, &api.Response{Result: &api.Response_Subscribed{Subscribed: &api.Subscribed{Subscription: p.req.GetSubscription(), Task: meta}}})
 
+	// Live updates leave at most every Linger: a lone update goes at once,
+	// a steady stream (deltas) in batches, which costs far less per update
+	// on both sides than a message each.
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
+	defer linger.Stop()
+	lingering := false
 	for {
 		if n := p.acked.Swap(0); n > 0 {
 			st.release(int(n))
@@ -119,7 +130,15 @@ func (p *pump) run(ctx context.Context) {
 				st.final(&api.Update{Body: &api.Update_Ended{Ended: &api.Ended{Reason: "read history: " + err.Error()}}})
 				return
 			}
-			st.flush()
+			if st.snapDone && len(st.out) > 0 && !lingering {
+				if wait := time.Until(st.nextSend); wait > 0 {
+					linger.Reset(wait)
+					lingering = true
+				}
+			}
+			if !lingering {
+				st.flush()
+			}
 			if st.snapDone || len(st.out) >= lim.CreditWindow || !st.credit() {
 				break
 			}
@@ -128,8 +147,19 @@ func (p *pump) run(ctx context.Context) {
 			st.fellBehind()
 			return
 		}
+		// While lingering the pump does not wake for each update: they
+		// wait in the hub's queue and are taken together when it ends.
+		updates := sub.C
+		if lingering {
+			updates = nil
+		}
 		select {
-		case u, ok := <-sub.C:
+		case <-linger.C:
+			lingering = false
+			if !st.drain(sub.C, lim.MaxQueue) {
+				return
+			}
+		case u, ok := <-updates:
 			if !st.receive(u, ok) {
 				return
 			}
@@ -152,6 +182,22 @@ func (p *pump) run(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// drain queues what the hub has ready, up to max updates; false ends the
+// pump.
+func (st *pumpState) drain(c <-chan actors.Update, max int) bool {
+	for i := 0; i < max; i++ {
+		select {
+		case u, ok := <-c:
+			if !st.receive(u, ok) {
+				return false
+			}
+		default:
+			return true
+		}
+	}
+	return true
 }
 
 // receive queues one update from the hub; false ends the pump.
@@ -260,6 +306,9 @@ func (st *pumpState) flush() {
 			st.out = st.out[1:]
 		}
 		st.p.g.out.send(st.p.s.client, batch)
+		if st.snapDone {
+			st.nextSend = time.Now().Add(st.lim.Linger)
+		}
 	}
 }
 
