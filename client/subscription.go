@@ -46,8 +46,13 @@ type Subscription struct {
 	done   chan struct{}
 }
 
+const outBuffer = 64
+
 func newSubscription(c *Conn, id uint64, window int) *Subscription {
-	s := &Subscription{c: c, id: id, window: window, out: make(chan *api.Update), inbox: make(chan *api.Update, window+64),
+	// out's buffer lets the reader take updates without a handoff each;
+	// an update counts as read (and is acknowledged) once it is in out,
+	// so a reader that stops holds at most window+outBuffer of them.
+	s := &Subscription{c: c, id: id, window: window, out: make(chan *api.Update, outBuffer), inbox: make(chan *api.Update, window+64),
 		last: make(chan *api.Update, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	s.C = s.out
 	return s
@@ -88,8 +93,10 @@ func (s *Subscription) run() {
 			if !give(u) {
 				return
 			}
+			// Acknowledging every window/4 keeps the daemon in credit as
+			// long as updates are read, at a fraction of the messages.
 			consumed++
-			if consumed >= every || (len(s.inbox) == 0 && consumed > 0) {
+			if consumed >= every {
 				s.c.tell(&api.Request{Command: &api.Request_Ack{Ack: &api.Ack{Subscription: s.id, Count: uint32(consumed)}}})
 				consumed = 0
 			}

@@ -1,0 +1,194 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"lemo/api"
+	"lemo/client"
+)
+
+// percentile returns the p-th percentile of sorted durations.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted)-1) * p)
+	return sorted[i]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// BenchmarkRemoteListTasks measures a command's round trip on loopback:
+// list tasks, from this process to lemo serve and back (the daemon dials
+// the answer back).
+func BenchmarkRemoteListTasks(b *testing.B) {
+	data := filepath.Join(b.TempDir(), "data")
+	d := serveRemote(b, data)
+	c := d.connect(b, "")
+	ctx := context.Background()
+	for i := 0; i < 10; i++ {
+		if _, err := c.CreateTask(ctx, client.CreateTask{Request: fmt.Sprint("task ", i), Model: "fake/echo"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		list, _, err := c.ListTasks(ctx, "", 10)
+		if err != nil || len(list) != 10 {
+			b.Fatalf("ListTasks: %d, %v", len(list), err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(ms(percentile(lat, 0.5)), "p50-ms")
+	b.ReportMetric(ms(percentile(lat, 0.99)), "p99-ms")
+}
+
+// BenchmarkRemoteFanout: 100 clients (sessions on one node in this
+// process) subscribed to one Task that streams 1,000 deltas a second, and
+// one more client that never reads. It reports the delivery lag of every
+// delta (received − sent, both on this machine's clock), whether the
+// stalled client was told it fell behind, and how long the Task took to
+// stream (not slowed by anyone).
+func BenchmarkRemoteFanout(b *testing.B) {
+	const clients, deltas, rate = 100, 5000, 1000
+	data := filepath.Join(b.TempDir(), "data")
+	d := serveRemote(b, data)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for n := 0; n < b.N; n++ {
+		conns := make([]*client.Conn, clients+1)
+		subs := make([]*client.Subscription, clients+1)
+		for i := range conns {
+			conns[i] = d.connect(b, "")
+			s, err := conns[i].Subscribe(ctx, client.SubscribeOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			subs[i] = s
+		}
+		stalled := subs[clients]
+		var mu sync.Mutex
+		var lags []time.Duration
+		var first, last int64
+		var wg sync.WaitGroup
+		for i := 0; i < clients; i++ {
+			wg.Add(1)
+			go func(s *client.Subscription) {
+				defer wg.Done()
+				got := 0
+				local := make([]time.Duration, 0, deltas)
+				for u := range s.C {
+					now := time.Now().UnixNano()
+					if dl := u.GetDelta(); dl != nil && dl.GetKind() == api.DeltaKind_DELTA_KIND_TEXT {
+						sent, err := strconv.ParseInt(strings.TrimSpace(dl.GetText()), 10, 64)
+						if err != nil {
+							continue
+						}
+						local = append(local, time.Duration(now-sent))
+						mu.Lock()
+						if first == 0 || sent < first {
+							first = sent
+						}
+						if sent > last {
+							last = sent
+						}
+						mu.Unlock()
+						if got++; got == deltas {
+							break
+						}
+					}
+					if u.GetFellBehind() != nil {
+						b.Errorf("a reading client fell behind")
+						return
+					}
+				}
+				mu.Lock()
+				lags = append(lags, local...)
+				mu.Unlock()
+			}(subs[i])
+		}
+		b.ResetTimer()
+		daemonCPU, selfCPU := processCPU(d.cmd.Process.Pid), selfCPUTime()
+		if _, err := conns[0].CreateTask(ctx, client.CreateTask{Request: fmt.Sprintf("deltas=%d rate=%d", deltas, rate), Model: "fake/stream"}); err != nil {
+			b.Fatal(err)
+		}
+		wg.Wait()
+		b.StopTimer()
+		b.ReportMetric((processCPU(d.cmd.Process.Pid) - daemonCPU).Seconds(), "daemon-cpu-s")
+		b.ReportMetric((selfCPUTime() - selfCPU).Seconds(), "clients-cpu-s")
+		// The stalled client was told it fell behind once it read.
+		fell := false
+		deadline := time.After(30 * time.Second)
+	drain:
+		for {
+			select {
+			case u, ok := <-stalled.C:
+				if !ok {
+					break drain
+				}
+				if u.GetFellBehind() != nil {
+					fell = true
+					break drain
+				}
+			case <-deadline:
+				break drain
+			}
+		}
+		sort.Slice(lags, func(i, j int) bool { return lags[i] < lags[j] })
+		if len(lags) != clients*deltas {
+			b.Errorf("%d deltas delivered, want %d", len(lags), clients*deltas)
+		}
+		b.ReportMetric(ms(percentile(lags, 0.5)), "p50-lag-ms")
+		b.ReportMetric(ms(percentile(lags, 0.99)), "p99-lag-ms")
+		b.ReportMetric(ms(lags[len(lags)-1]), "max-lag-ms")
+		b.ReportMetric(float64(last-first)/1e9, "stream-s")
+		b.ReportMetric(float64(len(lags)), "deltas")
+		if fell {
+			b.ReportMetric(1, "stalled-fell-behind")
+		} else {
+			b.ReportMetric(0, "stalled-fell-behind")
+		}
+		for i := range conns {
+			subs[i].Close()
+			_ = conns[i].Close()
+		}
+	}
+}
+
+// processCPU returns the user+system CPU time of process pid (Linux).
+func processCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which may hold spaces) in ")".
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / 100 // clock ticks (USER_HZ 100)
+}
+
+func selfCPUTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
