@@ -356,3 +356,47 @@ func TestServeAddressErrors(t *testing.T) {
 	// The folder is not left locked.
 	serveRemote(t, data).stop()
 }
+
+// Events larger than a remote message may be (512 KiB) arrive whole, in
+// chunks, through history reads and subscriptions alike.
+func TestLargeEventsAreChunked(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	d := serveRemote(t, data, "--config", writeConfig(t, "tasks:\n  max_request_bytes: 700000\n"))
+	c := d.connect(t, "")
+	ctx := context.Background()
+	text := strings.Repeat("large é ", 600<<10/9)
+	sub, err := c.Subscribe(ctx, client.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	meta, err := c.CreateTask(ctx, client.CreateTask{Request: text, Model: "fake/echo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := ""
+	for live == "" {
+		select {
+		case u, ok := <-sub.C:
+			if !ok {
+				t.Fatal("the subscription ended")
+			}
+			live = u.GetEvent().GetUserMessage().GetText()
+		case <-time.After(30 * time.Second):
+			t.Fatal("the large event did not arrive")
+		}
+	}
+	if live != text {
+		t.Fatalf("live event: %d bytes, want %d", len(live), len(text))
+	}
+	// The request is far beyond the demo model's window: the Task fails
+	// with an overflow, which is not what this test is about.
+	waitTask(t, c, meta.GetTaskId(), "failed", statusIs(api.TaskStatus_TASK_STATUS_FAILED))
+	evs, err := c.ReadHistory(ctx, meta.GetTaskId(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := evs[1].GetUserMessage().GetText(); got != text {
+		t.Fatalf("history: %d bytes, want %d", len(got), len(text))
+	}
+}

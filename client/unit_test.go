@@ -1,0 +1,135 @@
+package client_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"lemo/api"
+	"lemo/client"
+	"lemo/persistence"
+)
+
+func ev(seq uint64, body proto.Message) *api.Event {
+	return api.NewEvent("T1", seq, timestamppb.Now(), body)
+}
+
+func TestFoldMetaMatchesTheStore(t *testing.T) {
+	evs := []*api.Event{
+		ev(1, &api.TaskCreated{Owner: "alice", Model: "fake/a", Title: "t", Workspace: "/w"}),
+		ev(2, &api.UserMessage{Text: "hi"}),
+		ev(3, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_RUNNING}),
+		ev(4, &api.CycleStarted{Cycle: 1}),
+		ev(5, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_PAUSED, PauseReason: api.PauseReason_PAUSE_REASON_USER, Detail: "paused"}),
+		ev(6, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_RUNNING, Model: "fake/b"}),
+		ev(7, &api.CycleStarted{Cycle: 2}),
+	}
+	var mine, store *api.TaskMeta
+	for _, e := range evs {
+		mine, store = client.FoldMeta(mine, e), persistence.FoldMeta(store, e)
+		if !proto.Equal(mine, store) {
+			t.Fatalf("after seq %d: client %v, store %v", e.GetSeq(), mine, store)
+		}
+	}
+}
+
+func TestProjectionApply(t *testing.T) {
+	p := client.NewProjection()
+	delta := func(kind api.DeltaKind, cycle uint32, text, call string, data string) *api.Update {
+		return &api.Update{Body: &api.Update_Delta{Delta: &api.Delta{TaskId: "T1", Cycle: cycle, Kind: kind, Text: text, CallId: call, Data: []byte(data)}}}
+	}
+	event := func(e *api.Event) *api.Update { return &api.Update{Body: &api.Update_Event{Event: e}} }
+	p.Apply(event(ev(1, &api.TaskCreated{Owner: "alice"})))
+	p.Apply(delta(api.DeltaKind_DELTA_KIND_TEXT, 1, "hel", "", ""))
+	p.Apply(delta(api.DeltaKind_DELTA_KIND_TEXT, 1, "lo", "", ""))
+	p.Apply(delta(api.DeltaKind_DELTA_KIND_REASONING, 1, "hmm", "", ""))
+	p.Apply(delta(api.DeltaKind_DELTA_KIND_TOOL_STATE, 1, "", "c1", `{"n":1}`))
+	v, ok := p.Task("T1")
+	if !ok || v.Text != "hello" || v.Reasoning != "hmm" || string(v.ToolState["c1"]) != `{"n":1}` {
+		t.Fatalf("in flight: %+v", v)
+	}
+	select {
+	case <-p.Changed():
+	default:
+		t.Fatal("no change signalled")
+	}
+	p.Apply(event(ev(2, &api.AssistantMessage{Cycle: 1, Text: "hello"})))
+	p.Apply(event(ev(2, &api.AssistantMessage{Cycle: 1, Text: "duplicate"}))) // already held
+	p.Apply(event(ev(3, &api.ToolResult{CallId: "c1"})))
+	v, _ = p.Task("T1")
+	if v.Text != "" || v.Reasoning != "" || len(v.ToolState) != 0 || len(v.Events) != 3 || v.Meta.GetLastSeq() != 3 {
+		t.Fatalf("after the answer: %+v", v)
+	}
+	p.SetMeta(&api.TaskMeta{TaskId: "T2", LastSeq: 9, Status: api.TaskStatus_TASK_STATUS_FINISHED})
+	if got := p.LastSeqs(); got["T1"] != 3 || len(got) != 1 {
+		t.Errorf("LastSeqs = %v (a listed Task without events holds none)", got)
+	}
+	if all := p.Tasks(); len(all) != 2 || all[0].Meta.GetTaskId() != "T2" {
+		t.Errorf("Tasks = %v", all)
+	}
+}
+
+func TestViews(t *testing.T) {
+	views := client.NewViews([]*api.ToolInfo{
+		{Name: "files.read", View: "files"}, {Name: "files.edit", View: "files"}, {Name: "shell.run", View: "shell"},
+		{Name: "system", View: "system"}, {Name: "custom", View: "mine"}, {Name: "plain"},
+	})
+	cases := []struct {
+		tool, part, in, want string
+	}{
+		{"files.read", "call", `{"path":"a.go","offset":10}`, "read a.go from line 10"},
+		{"files.read", "result", `{"path":"a.go","start_line":1,"end_line":20,"total_lines":99}`, "a.go lines 1-20 of 99"},
+		{"files.edit", "call", `{"path":"a.go","old_text":"x","new_text":"y"}`, `edit a.go: "x" → "y"`},
+		{"shell.run", "call", `{"command":"ls -la\nrm x"}`, "$ ls -la …"},
+		{"shell.run", "state", `{"phase":"running","elapsed_ms":1500,"stdout_bytes":10,"last_line":"ok"}`, "running 1.5s, 10 bytes out: ok"},
+		{"shell.run", "result", `{"exit_code":1,"stdout":"out\n","stderr":"bad"}`, "exit 1\n  out\n  stderr: bad"},
+		{"system", "call", `{"action":"execute","service":"kv","operation":"get","input":{"k":"a"}}`, `kv.get {"k":"a"}`},
+		{"system", "call", `{"action":"list"}`, "list the attached Services"},
+		{"system", "result", `{"services":[{"name":"b"},{"name":"a"}]}`, "Services: a, b"},
+		{"system", "result", `{"service":"kv","operation":"get","output":{"v":1}}`, `(untrusted) {"v":1}`},
+		{"custom", "call", `{"a": 1}`, `custom {"a":1}`},
+		{"plain", "result", `[1, 2]`, `[1,2]`},
+		{"unknown.tool", "call", `{}`, `unknown.tool {}`},
+		{"files.read", "call", `not json`, `files.read not json`},
+	}
+	for _, tc := range cases {
+		v := views.For(tc.tool)
+		var got string
+		switch tc.part {
+		case "call":
+			got = v.Call(tc.tool, json.RawMessage(tc.in))
+		case "state":
+			got = v.State(tc.tool, json.RawMessage(tc.in))
+		default:
+			got = v.Result(tc.tool, json.RawMessage(tc.in))
+		}
+		if got != tc.want {
+			t.Errorf("%s %s(%s) = %q, want %q", tc.tool, tc.part, tc.in, got, tc.want)
+		}
+	}
+	views.Register("mine", client.JSONView{})
+	if got := views.For("custom").Result("custom", json.RawMessage(strings.Repeat(`"x"`, 1))); got != `"x"` {
+		t.Errorf("a registered View: %q", got)
+	}
+}
+
+func TestErrorCodes(t *testing.T) {
+	for code, want := range map[api.ErrorCode]error{
+		api.ErrorCode_ERROR_CODE_NOT_FOUND: client.ErrNotFound, api.ErrorCode_ERROR_CODE_INVALID: client.ErrInvalid,
+		api.ErrorCode_ERROR_CODE_CONFLICT: client.ErrConflict, api.ErrorCode_ERROR_CODE_BUSY: client.ErrBusy,
+		api.ErrorCode_ERROR_CODE_UNAVAILABLE: client.ErrUnavailable, api.ErrorCode_ERROR_CODE_TIMEOUT: client.ErrTimeout,
+		api.ErrorCode_ERROR_CODE_TOO_LARGE: client.ErrTooLarge, api.ErrorCode_ERROR_CODE_UNAUTHENTICATED: client.ErrUnauthenticated,
+	} {
+		err := error(&client.Error{Code: code, Message: "m"})
+		if !errors.Is(err, want) || errors.Is(err, client.ErrClosed) {
+			t.Errorf("code %v does not match %v alone", code, want)
+		}
+	}
+	if client.CodeName(api.ErrorCode_ERROR_CODE_NOT_FOUND) != "not_found" {
+		t.Error("CodeName")
+	}
+}
