@@ -84,7 +84,7 @@ type Limits struct {
 	// CommandTimeout bounds one command (default 2m).
 	CommandTimeout time.Duration
 	// HubBuffer is each subscription's queue at the daemon's hub (default
-	// 4096).
+	// 1024); the subscription drains it continuously.
 	HubBuffer int
 	// SnapshotPage is how many events a subscription reads from history
 	// at a time while it replays (default 256).
@@ -111,7 +111,7 @@ func (l *Limits) defaults() {
 	set(&l.MaxInflight, 64)
 	set(&l.MaxSubscriptions, 64)
 	set(&l.MaxSessions, 256)
-	set(&l.HubBuffer, 4096)
+	set(&l.HubBuffer, 1024)
 	set(&l.SnapshotPage, 256)
 	if l.Linger == 0 {
 		l.Linger = 4 * time.Millisecond
