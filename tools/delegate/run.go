@@ -102,6 +102,7 @@ type run struct {
 	begin time.Time
 
 	entry   *Entry // the session being continued, if any
+	release func() // frees the continued session for other invocations
 	sess    *agentSession
 	h       tools.SessionHandle
 	proj    projector
@@ -150,7 +151,14 @@ func (r *run) execute(ctx context.Context) (json.RawMessage, error) {
 		if err != nil {
 			return nil, err
 		}
-		defer release()
+		// The session releases it once the agent is gone (a cancelled
+		// call returns before that); until the session starts, we do.
+		r.release = release
+		defer func() {
+			if r.release != nil {
+				r.release()
+			}
+		}()
 		r.entry = &e
 		// The folder comes from the discovered file, never from the caller
 		// or from a path inside the session.
@@ -174,10 +182,12 @@ func (r *run) execute(ctx context.Context) (json.RawMessage, error) {
 	limits := sessionLimits{exitGrace: cfg.ExitGrace, killGrace: cfg.KillGrace, maxLine: cfg.MaxLineBytes}
 	log := cfg.Log.With().Str("task", r.call.TaskID).Str("call", r.call.CallID).Str("invocation", r.inv).Logger()
 	r.sess = newAgentSession(spec, cfg.Kind, limits, r.call.Approvals, log)
+	r.sess.release = r.release
 	r.h, err = r.call.Sessions.Start("agent", r.sess)
 	if err != nil {
 		return nil, fmt.Errorf("delegate: %w", err)
 	}
+	r.release = nil // the session's now
 	defer r.replyAll(fmt.Errorf("%w: the run has ended", ErrClosed))
 	return r.loop(ctx)
 }

@@ -103,6 +103,9 @@ type agentSession struct {
 	log       zerolog.Logger
 	events    chan sessionEvent
 
+	// release, if set, is called when Run returns: the agent is gone.
+	release func()
+
 	// Set before Run returns (read after the handle's Done).
 	exit       exitReport
 	exited     bool
@@ -119,6 +122,9 @@ func newAgentSession(spec procSpec, kind string, limits sessionLimits, approvals
 // session; either way it stops the agent and everything it started before
 // returning. It returns nil when the agent exited cleanly on EOF.
 func (s *agentSession) Run(ctx context.Context, inbox <-chan any) error {
+	if s.release != nil {
+		defer s.release()
+	}
 	p, err := startProcess(s.spec)
 	if err != nil {
 		return err
