@@ -334,11 +334,21 @@ func (g *Gateway) Stop(ctx context.Context) error {
 	return g.stopErr
 }
 
-// goroutine runs f on a goroutine Stop waits for.
-func (g *Gateway) goroutine(f func()) {
+// goroutine runs f on a goroutine Stop waits for. A panic in f is
+// logged and handed to recovered (which answers the client), never the
+// end of the daemon.
+func (g *Gateway) goroutine(f func(), recovered func(v any)) {
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
+		defer func() {
+			if v := recover(); v != nil {
+				g.log.Error().Interface("panic", v).Msg("a session goroutine panicked")
+				if recovered != nil {
+					recovered(v)
+				}
+			}
+		}()
 		f()
 	}()
 }

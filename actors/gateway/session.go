@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -152,6 +153,8 @@ func (s *session) handle(ctx actor.Context, req *api.Request) {
 			cctx, cancel := context.WithTimeout(sctx, s.g.cfg.Limits.CommandTimeout)
 			defer cancel()
 			s.reply(id, s.g.execute(cctx, caller, req))
+		}, func(v any) {
+			s.reply(id, errorResponse(&cmdError{code: api.ErrorCode_ERROR_CODE_INTERNAL, msg: fmt.Sprintf("the daemon failed on this command: %v", v)}))
 		})
 	}
 }
@@ -174,6 +177,9 @@ func (s *session) subscribe(id uint64, req *api.SubscribeRequest) {
 	s.g.goroutine(func() {
 		defer root.Send(self, &pumpEnded{id: req.GetSubscription(), p: p})
 		p.run(sctx)
+	}, func(v any) {
+		s.g.out.send(s.client, &api.UpdateBatch{Subscription: req.GetSubscription(), Updates: []*api.Update{
+			{Body: &api.Update_Ended{Ended: &api.Ended{Reason: fmt.Sprintf("the daemon failed on this subscription: %v", v)}}}}})
 	})
 }
 

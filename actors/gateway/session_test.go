@@ -456,3 +456,21 @@ func TestLargeAnswersAreChunked(t *testing.T) {
 		}
 	}
 }
+
+type panickingModels struct{}
+
+func (panickingModels) Models(ctx context.Context) providers.Listing { panic("provider bug") }
+
+// A command that panics inside the daemon is answered with an error; the
+// session goes on.
+func TestPanickingCommandIsAnswered(t *testing.T) {
+	h := newHarness(t, Limits{}, panickingModels{})
+	c := h.connect(alice)
+	r := c.call(&api.Request{Command: &api.Request_ListModels{ListModels: &api.ListModelsRequest{}}})
+	if errCode(r) != api.ErrorCode_ERROR_CODE_INTERNAL || !strings.Contains(r.GetError().GetMessage(), "provider bug") {
+		t.Fatalf("answer = %v", r)
+	}
+	if got := errCode(c.call(taskRef("get", "NOSUCH"))); got != api.ErrorCode_ERROR_CODE_NOT_FOUND {
+		t.Fatalf("the next command: %v", got)
+	}
+}
