@@ -43,6 +43,12 @@ func TestCLI(t *testing.T) {
 	if code != 0 || parseUpdate(t, lines[0]).GetEvent().GetSeq() != 5 {
 		t.Fatalf("lemo attach --from 5: exit %d\n%s", code, out)
 	}
+	if out, code := cli(t, data, "send", id, "and again"); code != 0 || !strings.Contains(out, "is running") {
+		t.Fatalf("lemo send: exit %d\n%s", code, out)
+	}
+	if out, code := cli(t, data, "attach", "--from", "8", id); code != 0 || !strings.Contains(out, "echo: and again") {
+		t.Fatalf("attach after send: exit %d\n%s", code, out)
+	}
 	out, code = cli(t, data, "tools", "--json")
 	var tl []map[string]any
 	mustJSON(t, out, &tl)

@@ -2,7 +2,7 @@
 //
 //	lemo serve [--config FILE] [--data DIR]   run the daemon
 //	lemo run "request" [--model M]            create a Task and stream it
-//	lemo tasks | attach | pause | continue | cancel | tools | models
+//	lemo tasks | attach | send | pause | continue | cancel | tools | models
 //	lemo approvals | approve | deny | steer
 //	lemo version                              print version information
 //
@@ -55,6 +55,7 @@ Usage:
   lemo run "request" [--model M]            create a Task and stream its progress
   lemo tasks                                list Tasks
   lemo attach <id> [--from SEQ]             show a Task's history and follow it
+  lemo send <id> "message"                  send a follow-up message
   lemo pause|continue|cancel <id>           control a Task
   lemo approvals                            list calls waiting for approval
   lemo approve|deny <approval id>           decide one
@@ -89,6 +90,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return attach(ctx, args[1:], stdout, stderr)
 	case "pause", "continue", "cancel":
 		return control(ctx, args[0], args[1:], stdout, stderr)
+	case "send":
+		return send(ctx, args[1:], stdout, stderr)
 	case "tools":
 		return listTools(ctx, args[1:], stdout, stderr)
 	case "models":

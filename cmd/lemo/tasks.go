@@ -326,3 +326,27 @@ func errorsIsNotFound(err error) bool {
 	var e *client.Error
 	return errors.As(err, &e) && e.Code == api.ErrorCode_ERROR_CODE_NOT_FOUND
 }
+
+// send implements lemo send: a follow-up message (a finished Task reopens).
+func send(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newClientFlags("send", `<task id> "message"`, "Send a follow-up message to a Task; a finished, failed or cancelled Task reopens.", stdout, stderr)
+	pos, err := f.parse(args, 2, 2)
+	if err != nil {
+		return helpOK(err)
+	}
+	c, err := f.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	m, err := c.SendMessage(ctx, pos[0], pos[1])
+	if err != nil {
+		return describe(err, pos[0])
+	}
+	if f.json {
+		printJSON(stdout, m)
+		return nil
+	}
+	fmt.Fprintf(stdout, "task %s is %s (lemo attach %s --from %d)\n", m.GetTaskId(), statusWord(m.GetStatus()), m.GetTaskId(), m.GetLastSeq())
+	return nil
+}
