@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unsafe"
 
 	"lemo/api"
 	"lemo/providers"
@@ -15,6 +16,10 @@ import (
 // A user message recorded while a Cycle ran, or while the calls of the
 // previous answer were still open, is placed after that answer's results, so
 // a call and its result stay together.
+//
+// Tool messages share the bytes of the retained outputs and live results
+// they show (no copy): callers must not modify those bytes while the
+// messages are in use (records and live results are immutable anyway).
 func Conversation(history []*api.Event, live map[string]json.RawMessage, modelName func(string) string) ([]providers.Message, bool) {
 	msgs, _, has := conversation(history, live, modelName)
 	return msgs, has
@@ -154,9 +159,9 @@ func resultText(res *api.ToolResult, failed *api.ToolFailed, liveOut json.RawMes
 	var text string
 	switch {
 	case liveOut != nil:
-		text = string(liveOut)
+		text = alias(liveOut)
 	case res.GetRetained() && uint64(len(res.GetRetainedOutput())) >= res.GetOutputBytes():
-		text = string(res.GetRetainedOutput())
+		text = alias(res.GetRetainedOutput())
 	case res.GetRetained():
 		text = fmt.Sprintf("[only the retained part of this result is available (%d of %d bytes); the live result was released]\n%s",
 			len(res.GetRetainedOutput()), res.GetOutputBytes(), res.GetRetainedOutput())
@@ -168,6 +173,12 @@ func resultText(res *api.ToolResult, failed *api.ToolFailed, liveOut json.RawMes
 	}
 	return text
 }
+
+// alias returns b as a string without copying it. Tool outputs are the
+// bulk of a long Task's conversation (megabytes, assembled every Cycle);
+// they are immutable (a stored record is never rewritten, a live result
+// never changes once produced), so the messages may share their bytes.
+func alias(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 func failureName(k api.ToolFailureKind) string {
 	return strings.ToLower(strings.TrimPrefix(k.String(), "TOOL_FAILURE_KIND_"))

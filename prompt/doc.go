@@ -36,6 +36,9 @@
 //     conversation needs excerpts, nothing is recalled. Placing it last keeps
 //     the conversation a stable prefix from one Cycle to the next (providers'
 //     prompt caches).
+//   - The request shares the bytes of the tool outputs it shows with the
+//     history and live results it was built from (they are immutable); it
+//     copies nothing else of size.
 //   - The InputSummary records the estimated tokens per section
 //     (instructions, tools, recall, conversation), every excerpt (record seq,
 //     call id, part, original and kept tokens) and every recalled item, so
