@@ -140,17 +140,6 @@ func (d *helperDaemon) kill() {
 	<-d.done
 }
 
-// stop asks for a clean stop and waits.
-func (d *helperDaemon) stop() {
-	_ = d.in.Close()
-	select {
-	case <-d.done:
-	case <-time.After(30 * time.Second):
-		d.kill()
-		d.t.Fatal("helper daemon did not stop")
-	}
-}
-
 func (d *helperDaemon) connect(t testing.TB, token string) *client.Conn {
 	t.Helper()
 	c, err := testNode(t).Connect(context.Background(), client.Options{Addr: d.addr, Token: token, Name: "test"})

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -396,5 +395,3 @@ func contiguous(evs []*api.Event, from uint64) error {
 	}
 	return nil
 }
-
-var errNotYet = errors.New("not yet")
