@@ -119,7 +119,9 @@ func main() {
 		}
 	}
 	if ignoreEOF {
-		select {} // until a signal ends it
+		for { // until a signal ends it (a bare select{} could be a deadlock)
+			time.Sleep(time.Hour)
+		}
 	}
 	a.flush()
 	os.Exit(0)
