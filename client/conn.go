@@ -355,26 +355,24 @@ func (c *Conn) deliverUpdates(b *api.UpdateBatch) {
 	if s == nil {
 		return // closed meanwhile
 	}
-	for _, u := range b.GetUpdates() {
-		if final(u) {
-			c.mu.Lock()
-			if c.subs[s.id] == s {
-				delete(c.subs, s.id)
-			}
-			c.mu.Unlock()
-			s.end(u)
-			return
-		}
-		if !s.push(u) {
-			// The daemon sent beyond the credit it was given: end the
-			// subscription as fallen behind; the reader resumes.
-			c.mu.Lock()
+	us := b.GetUpdates()
+	var last *api.Update
+	if n := len(us); n > 0 && final(us[n-1]) {
+		us, last = us[:n-1], us[n-1]
+	}
+	if len(us) > 0 && !s.push(us) {
+		// The daemon sent beyond the credit it was given: end the
+		// subscription as fallen behind; the reader resumes.
+		last = &api.Update{Body: &api.Update_FellBehind{FellBehind: &api.FellBehind{}}}
+		c.tell(&api.Request{Command: &api.Request_Unsubscribe{Unsubscribe: &api.UnsubscribeRequest{Subscription: s.id}}})
+	}
+	if last != nil {
+		c.mu.Lock()
+		if c.subs[s.id] == s {
 			delete(c.subs, s.id)
-			c.mu.Unlock()
-			s.end(&api.Update{Body: &api.Update_FellBehind{FellBehind: &api.FellBehind{}}})
-			c.tell(&api.Request{Command: &api.Request_Unsubscribe{Unsubscribe: &api.UnsubscribeRequest{Subscription: s.id}}})
-			return
 		}
+		c.mu.Unlock()
+		s.end(last)
 	}
 }
 

@@ -38,7 +38,7 @@ type Subscription struct {
 	id     uint64
 	window int
 	out    chan *api.Update
-	inbox  chan *api.Update
+	inbox  chan []*api.Update // batches as they arrived
 	last   chan *api.Update // the final update, once
 	once   sync.Once
 	stop   chan struct{}
@@ -52,16 +52,18 @@ func newSubscription(c *Conn, id uint64, window int) *Subscription {
 	// out's buffer lets the reader take updates without a handoff each;
 	// an update counts as read (and is acknowledged) once it is in out,
 	// so a reader that stops holds at most window+outBuffer of them.
-	s := &Subscription{c: c, id: id, window: window, out: make(chan *api.Update, outBuffer), inbox: make(chan *api.Update, window+64),
+	s := &Subscription{c: c, id: id, window: window, out: make(chan *api.Update, outBuffer), inbox: make(chan []*api.Update, window+64),
 		last: make(chan *api.Update, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	s.C = s.out
 	return s
 }
 
-// push queues u for the reader; false when the queue is full.
-func (s *Subscription) push(u *api.Update) bool {
+// push queues a batch for the reader; false when the queue is full (each
+// batch holds at least one update, and the daemon sends at most the credit
+// window unacknowledged, so a full queue means it broke its window).
+func (s *Subscription) push(us []*api.Update) bool {
 	select {
-	case s.inbox <- u:
+	case s.inbox <- us:
 		return true
 	default:
 		return false
@@ -89,21 +91,26 @@ func (s *Subscription) run() {
 	}
 	for {
 		select {
-		case u := <-s.inbox:
-			if !give(u) {
-				return
-			}
-			// Acknowledging every window/4 keeps the daemon in credit as
-			// long as updates are read, at a fraction of the messages.
-			consumed++
-			if consumed >= every {
-				s.c.tell(&api.Request{Command: &api.Request_Ack{Ack: &api.Ack{Subscription: s.id, Count: uint32(consumed)}}})
-				consumed = 0
+		case batch := <-s.inbox:
+			for _, u := range batch {
+				if !give(u) {
+					return
+				}
+				// Acknowledging every window/4 keeps the daemon in credit
+				// as long as updates are read, at a fraction of the
+				// messages.
+				consumed++
+				if consumed >= every {
+					s.c.tell(&api.Request{Command: &api.Request_Ack{Ack: &api.Ack{Subscription: s.id, Count: uint32(consumed)}}})
+					consumed = 0
+				}
 			}
 		case u := <-s.last:
 			for len(s.inbox) > 0 { // what arrived before the end
-				if !give(<-s.inbox) {
-					return
+				for _, v := range <-s.inbox {
+					if !give(v) {
+						return
+					}
 				}
 			}
 			give(u)
