@@ -39,7 +39,7 @@ type Subscription struct {
 	window int
 	out    chan *api.Update
 	inbox  chan []*api.Update // batches as they arrived
-	last   chan *api.Update // the final update, once
+	last   chan *api.Update   // the final update, once
 	once   sync.Once
 	stop   chan struct{}
 	stopOn sync.Once
