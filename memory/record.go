@@ -227,17 +227,6 @@ func (r *reader) uint64() uint64 {
 	return v
 }
 
-func (r *reader) uint32() uint32 {
-	if len(r.b) < 4 {
-		r.err = true
-		r.b = nil
-		return 0
-	}
-	v := binary.BigEndian.Uint32(r.b)
-	r.b = r.b[4:]
-	return v
-}
-
 func (r *reader) bytes() []byte {
 	n := r.uvarint()
 	if n > uint64(len(r.b)) {
