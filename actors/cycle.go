@@ -3,12 +3,12 @@ package actors
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"lemo/api"
+	"lemo/memory"
 	"lemo/prompt"
 	"lemo/providers"
 	"lemo/supervision"
@@ -26,6 +26,9 @@ type cycleActor struct {
 	model string
 	specs []providers.ToolSpec
 	live  map[string]json.RawMessage
+	// history is the Task's history when the Task holds it, nil when the
+	// Cycle must read it from the store.
+	history []*api.Event
 
 	cancel context.CancelFunc
 	done   bool
@@ -62,13 +65,17 @@ func (c *cycleActor) run(ctx context.Context, sys *actor.ActorSystem) (res *cycl
 		}
 		res.took = time.Since(start)
 	}()
-	var history []*api.Event
-	if err := c.env.deps.Store.Events(c.task, 1, 0, func(ev *api.Event) error {
-		history = append(history, ev)
-		return nil
-	}); err != nil {
-		res.err = err
-		return res
+	history := c.history
+	if history == nil {
+		if err := c.env.deps.Store.Events(c.task, 1, 0, func(ev *api.Event) error {
+			history = append(history, ev)
+			return nil
+		}); err != nil {
+			res.err = err
+			return res
+		}
+		// The Task adopts what was read, so later Cycles need no read.
+		res.history = history
 	}
 	var after uint64
 	if len(history) > 0 {
@@ -82,10 +89,16 @@ func (c *cycleActor) run(ctx context.Context, sys *actor.ActorSystem) (res *cycl
 	info := model.Info()
 	var recall []prompt.Evidence
 	if m := c.env.deps.Memory; m != nil {
-		recall, err = m.Recall(ctx, RecallQuery{Owner: c.owner, TaskID: c.task, History: history})
+		recall, err = m.Recall(ctx, memory.RecallQuery{Owner: c.owner, TaskID: c.task, History: history})
 		if err != nil {
-			res.err = fmt.Errorf("recall: %w", err)
-			return res
+			// Recall is help, not a requirement: the Cycle goes on without
+			// it (the input summary then lists nothing recalled).
+			if ctx.Err() != nil {
+				res.err = ctx.Err()
+				return res
+			}
+			c.env.log.Warn().Err(err).Str("task", c.task).Msg("recall failed; the model call goes on without recalled evidence")
+			recall = nil
 		}
 	}
 	req, sum, err := prompt.Build(prompt.Input{

@@ -20,6 +20,7 @@ import (
 	"lemo/actors/taskstate"
 	"lemo/api"
 	"lemo/logging"
+	"lemo/memory"
 	"lemo/persistence"
 	"lemo/prompt"
 	"lemo/providers"
@@ -65,18 +66,10 @@ type Memory interface {
 	// Recall returns relevant evidence from other Tasks of the same owner
 	// for a Cycle, within the recall budget; nothing when nothing is
 	// relevant. It must not change the memory.
-	Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, error)
+	Recall(ctx context.Context, q memory.RecallQuery) ([]prompt.Evidence, error)
 	// Recorder returns what a tool call uses to record explicit facts with
 	// itself as their source.
 	Recorder(owner, taskID, callID string) tools.MemoryRecorder
-}
-
-// RecallQuery is what a Cycle recalls for.
-type RecallQuery struct {
-	Owner  string
-	TaskID string
-	// History is the Task's history; recall excludes what is already in it.
-	History []*api.Event
 }
 
 // Observer receives the tree's measurements (for metrics). Its methods are

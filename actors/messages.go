@@ -92,8 +92,11 @@ type appended struct {
 
 // cycleResult is a Cycle's outcome, sent by the Cycle actor to its Task.
 type cycleResult struct {
-	cycle   uint32
-	took    time.Duration
+	cycle uint32
+	took  time.Duration
+	// history is the history the Cycle read from the store (nil when the
+	// Task gave it one).
+	history []*api.Event
 	resp    *providers.Response
 	summary *api.InputSummary
 	err     error

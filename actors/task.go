@@ -68,6 +68,13 @@ type task struct {
 	// manager it is done.
 	stopping *shutdown
 	answered bool
+
+	// history is the Task's decoded history while it runs, so Cycles need
+	// not read and decode the store; nil when not held (it is dropped when
+	// the Task stops running). tail collects the events appended while it
+	// is not held, so a Cycle's read can be adopted.
+	history []*api.Event
+	tail    []*api.Event
 }
 
 // liveResult is a call's full output and the model's view of it.
@@ -240,6 +247,9 @@ func (t *task) onLoaded(ctx actor.Context, m *loaded) {
 		panic(fmt.Errorf("load task %s: %w", t.id, m.err))
 	}
 	t.st = m.state
+	if !t.st.Exists() {
+		t.history = []*api.Event{} // a new Task: everything it records is kept
+	}
 	if t.st.Exists() {
 		t.env.inspector.setState(t.self.Id, taskstate.StatusName(t.st.Status), t.env.now())
 		t.meta, _ = t.env.deps.Store.Meta(t.id)
@@ -299,6 +309,7 @@ func (t *task) onAppended(ctx actor.Context, m *appended) {
 			t.approvalResolved(ar)
 		}
 	}
+	t.keepHistory(inf.events)
 	t.meta = m.meta
 	t.env.inspector.setState(t.self.Id, taskstate.StatusName(t.st.Status), t.env.now())
 	ctx.Send(t.env.hub, &hubEvents{owner: t.st.Owner, events: inf.events})
@@ -429,7 +440,7 @@ func (t *task) startCycle(ctx actor.Context, n uint32) {
 	for k, v := range t.live {
 		live[k] = v.presented
 	}
-	c := &cycleActor{env: t.env, task: t.id, owner: t.st.Owner, n: n, model: t.st.Model, specs: specs, live: live}
+	c := &cycleActor{env: t.env, task: t.id, owner: t.st.Owner, n: n, model: t.st.Model, specs: specs, live: live, history: t.history[:len(t.history):len(t.history)]}
 	pid, err := ctx.SpawnNamed(t.env.props("cycle", func() actor.Actor { return c }), fmt.Sprintf("cycle-%d", n))
 	if err != nil {
 		ctx.Send(ctx.Self(), &cycleResult{cycle: n, err: fmt.Errorf("start cycle: %w", err)})
@@ -460,6 +471,7 @@ func (t *task) onCycleResult(ctx actor.Context, m *cycleResult) {
 	if m.cycle == t.cycleNum {
 		t.cycle = nil
 	}
+	t.adoptHistory(m.history)
 	provider, _, _ := strings.Cut(t.st.Model, "/")
 	if m.err != nil {
 		kind := supervision.CycleFailureKind(m.err)
@@ -770,4 +782,42 @@ func capRetained(b json.RawMessage) json.RawMessage {
 		"note":             "the tool retained more than the record limit; only this excerpt was kept",
 	})
 	return excerpt
+}
+
+// keepHistory extends the held history with appended events, or drops it
+// when the Task stops running (an idle Task holds no history).
+func (t *task) keepHistory(evs []*api.Event) {
+	if !t.st.Running() {
+		t.history, t.tail = nil, nil
+		return
+	}
+	if t.history != nil {
+		t.history = append(t.history, evs...)
+		return
+	}
+	t.tail = append(t.tail, evs...)
+}
+
+// adoptHistory takes a history a Cycle read from the store, completed with
+// the events appended since, when the result is contiguous up to the last
+// seq.
+func (t *task) adoptHistory(read []*api.Event) {
+	if read == nil || t.history != nil || !t.st.Running() {
+		return
+	}
+	h := read[:len(read):len(read)]
+	last := uint64(0)
+	if len(h) > 0 {
+		last = h[len(h)-1].GetSeq()
+	}
+	for _, ev := range t.tail {
+		if ev.GetSeq() == last+1 {
+			h = append(h, ev)
+			last++
+		}
+	}
+	t.tail = nil
+	if last == t.st.LastSeq && len(h) == int(last) {
+		t.history = h
+	}
 }

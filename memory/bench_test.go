@@ -18,7 +18,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"lemo/actors"
 	"lemo/api"
 	"lemo/persistence"
 	"lemo/prompt"
@@ -441,7 +440,7 @@ func benchAssemble(b *testing.B, window int, withRecall bool) {
 		size += proto.Size(ev)
 	}
 	specs := benchSpecs()
-	q := actors.RecallQuery{Owner: "o", TaskID: h[0].GetTaskId(), History: h}
+	q := RecallQuery{Owner: "o", TaskID: h[0].GetTaskId(), History: h}
 	var sum *api.InputSummary
 	lat := make(latencies, 0, b.N)
 	recalled := 0
@@ -483,7 +482,7 @@ func BenchmarkAssemble2000Events256KWindow(b *testing.B) { benchAssemble(b, 1<<1
 func BenchmarkRecall100K(b *testing.B) {
 	c := corpusOf(b, 100_000)
 	h := cycleHistory(newWordGen(2), c.samples[42])
-	q := actors.RecallQuery{Owner: "o", TaskID: h[0].GetTaskId(), History: h}
+	q := RecallQuery{Owner: "o", TaskID: h[0].GetTaskId(), History: h}
 	lat := make(latencies, 0, b.N)
 	items := 0
 	b.ResetTimer()

@@ -9,7 +9,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"lemo/actors"
 	"lemo/api"
 	"lemo/persistence"
 	"lemo/prompt"
@@ -129,8 +128,6 @@ type Memory struct {
 	done      chan struct{}
 	closeOnce sync.Once
 }
-
-var _ actors.Memory = (*Memory)(nil)
 
 // Open opens the memory of store: it checks the memory format, removes
 // what an interrupted index build left behind, indexes history that was

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 
-	"lemo/actors"
 	"lemo/api"
 	"lemo/persistence"
 	"lemo/prompt"
@@ -71,6 +70,14 @@ func tail(s string, n int) string {
 	return s[i:]
 }
 
+// RecallQuery is what a Cycle recalls for.
+type RecallQuery struct {
+	Owner  string
+	TaskID string
+	// History is the Task's history; recall excludes what is already in it.
+	History []*api.Event
+}
+
 // Recall implements actors.Memory: the evidence from the owner's other
 // Tasks most relevant to the Task's request and latest focus. Only items
 // whose relevance reaches Options.MinRelevance and that contain two of the
@@ -79,7 +86,7 @@ func tail(s string, n int) string {
 // recalled, and the items fit Options.RecallTokens as the prompt renders
 // them. It reads only: no score or record changes because something was
 // recalled, and nothing recalled is indexed again.
-func (m *Memory) Recall(ctx context.Context, q actors.RecallQuery) ([]prompt.Evidence, error) {
+func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, error) {
 	text := RecallText(q.History)
 	if strings.TrimSpace(text) == "" {
 		return nil, nil

@@ -11,7 +11,6 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"lemo/actors"
 	"lemo/api"
 	"lemo/persistence"
 	"lemo/prompt"
@@ -29,7 +28,7 @@ func history(task string, bodies ...proto.Message) []*api.Event {
 
 func (e *env) recall(owner, task string, h []*api.Event) []prompt.Evidence {
 	e.t.Helper()
-	ev, err := e.mem.Recall(context.Background(), actors.RecallQuery{Owner: owner, TaskID: task, History: h})
+	ev, err := e.mem.Recall(context.Background(), RecallQuery{Owner: owner, TaskID: task, History: h})
 	if err != nil {
 		e.t.Fatalf("Recall: %v", err)
 	}
