@@ -22,14 +22,19 @@ import (
 //	fake/system  calls the system tool with the request as its input JSON, then reports the result
 //	fake/shell   runs the request as a shell command, then reports the result
 func demoProvider() providers.Provider {
+	// A window large enough that every built-in tool's schema fits the
+	// first Cycle's budget (35% of it).
 	scripted := fake.NewScripted("fake",
-		fake.NewScriptedModel("echo", 8192, fake.Echo()),
-		fake.NewScriptedModel("loop", 8192, loopPlan),
-		fake.NewScriptedModel("system", 8192, toolThenAnswer("system", func(req string) any { return json.RawMessage(req) })),
-		fake.NewScriptedModel("shell", 8192, toolThenAnswer("shell_run", func(req string) any { return map[string]string{"command": req} })),
+		fake.NewScriptedModel("echo", demoWindow, fake.Echo()),
+		fake.NewScriptedModel("loop", demoWindow, loopPlan),
+		fake.NewScriptedModel("system", demoWindow, toolThenAnswer("system", func(req string) any { return json.RawMessage(req) })),
+		fake.NewScriptedModel("shell", demoWindow, toolThenAnswer("shell_run", func(req string) any { return map[string]string{"command": req} })),
 	)
 	return &demo{Scripted: scripted, stream: &streamModel{}}
 }
+
+// demoWindow is the demo models' context window in tokens.
+const demoWindow = 131072
 
 // demo adds the streaming model to the scripted ones.
 type demo struct {
