@@ -171,6 +171,7 @@ type Gateway struct {
 	remote *remote.Remote
 	guard  *guard
 	out    *outbox
+	feeds  *feeds
 	pid    *actor.PID
 	addr   string
 
@@ -267,6 +268,7 @@ func newGateway(cfg Config) *Gateway {
 	}), actor.WithDeadLetterRequestLogging(false))
 	g.guard = newGuard(cfg.Tokens, gatewayName, cfg.ServerTLS != nil, g.log)
 	g.out = &outbox{root: g.system.Root, max: cfg.Limits.MaxMessageBytes}
+	g.feeds = newFeeds(g)
 	return g
 }
 

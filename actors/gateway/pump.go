@@ -86,12 +86,19 @@ func (p *pump) run(ctx context.Context) {
 	caller := p.s.caller()
 	d := p.g.cfg.Daemon
 	lim := p.g.cfg.Limits
-	sub, err := d.Subscribe(ctx, caller, actors.SubscribeOptions{TaskID: p.req.GetTaskId(), Buffer: lim.HubBuffer})
+	if task := p.req.GetTaskId(); task != "" {
+		// Unknown or foreign Tasks read as not found before anything else.
+		if _, err := d.Task(ctx, caller, task); err != nil {
+			p.s.reply(p.reqID, errorResponse(toError(err)))
+			return
+		}
+	}
+	l, err := p.g.feeds.join(ctx, caller, p.req.GetTaskId())
 	if err != nil {
 		p.s.reply(p.reqID, errorResponse(toError(err)))
 		return
 	}
-	defer sub.Close()
+	defer l.leave()
 	st := &pumpState{p: p, ctx: ctx, caller: caller, lim: lim, seen: make(map[string]uint64), sentLast: make(map[string]uint64)}
 	var meta *api.TaskMeta
 	if task := p.req.GetTaskId(); task != "" {
@@ -148,32 +155,20 @@ func (p *pump) run(ctx context.Context) {
 			return
 		}
 		// While lingering the pump does not wake for each update: they
-		// wait in the hub's queue and are taken together when it ends.
-		updates := sub.C
+		// wait in its queue and are taken together when it ends.
+		updates := l.notify
 		if lingering {
 			updates = nil
 		}
 		select {
 		case <-linger.C:
 			lingering = false
-			if !st.drain(sub.C, lim.MaxQueue) {
+			if !st.take(l) {
 				return
 			}
-		case u, ok := <-updates:
-			if !st.receive(u, ok) {
+		case <-updates:
+			if !st.take(l) {
 				return
-			}
-			// Take what else is ready, so it leaves in one batch.
-		drain:
-			for i := 0; i < lim.CreditWindow; i++ {
-				select {
-				case u, ok := <-sub.C:
-					if !st.receive(u, ok) {
-						return
-					}
-				default:
-					break drain
-				}
 			}
 		case <-p.kick:
 		case <-p.stop:
@@ -184,18 +179,21 @@ func (p *pump) run(ctx context.Context) {
 	}
 }
 
-// drain queues what the hub has ready, up to max updates; false ends the
-// pump.
-func (st *pumpState) drain(c <-chan actors.Update, max int) bool {
-	for i := 0; i < max; i++ {
-		select {
-		case u, ok := <-c:
-			if !st.receive(u, ok) {
-				return false
-			}
-		default:
-			return true
+// take queues what the feed holds for the pump; false ends the pump.
+func (st *pumpState) take(l *listener) bool {
+	us, over, ended, behind := l.take()
+	for _, u := range us {
+		if !st.receive(u, true) {
+			return false
 		}
+	}
+	switch {
+	case over || behind:
+		st.fellBehind()
+		return false
+	case ended != "":
+		st.final(&api.Update{Body: &api.Update_Ended{Ended: &api.Ended{Reason: ended}}})
+		return false
 	}
 	return true
 }
