@@ -40,6 +40,8 @@
 // client that stops acknowledging has its updates queued up to MaxQueue,
 // then gets FellBehind (with the last seqs sent) and the subscription ends;
 // it resumes from its last seq. The hub and the Task are never slowed.
+// Subscriptions of the same principal and scope share one hub subscription
+// (feed); live updates leave in batches at most every 4 ms (Linger).
 //
 // Owner scoping: every command runs as the session's principal; a Task of
 // another owner reads as not found. Operator tokens see every owner.

@@ -474,3 +474,47 @@ func TestPanickingCommandIsAnswered(t *testing.T) {
 		t.Fatalf("the next command: %v", got)
 	}
 }
+
+// Subscriptions of one principal share a hub subscription; each still gets
+// every update; the last to leave closes it.
+func TestFeedsAreShared(t *testing.T) {
+	h := newHarness(t, Limits{}, nil)
+	a1, a2, b := h.connect(alice), h.connect(alice), h.connect(bob)
+	for i, c := range []*testClient{a1, a2, b} {
+		if r := c.call(subscribe(1, "", 0)); r.GetSubscribed() == nil {
+			t.Fatalf("client %d: %v", i, r)
+		}
+	}
+	h.g.feeds.mu.Lock()
+	n := len(h.g.feeds.m)
+	h.g.feeds.mu.Unlock()
+	if n != 2 {
+		t.Fatalf("%d feeds for two principals, want 2", n)
+	}
+	id := mustTask(t, a1.call(create("fake/echo", "shared"))).GetTaskId()
+	for _, c := range []*testClient{a1, a2} {
+		us := c.waitUpdates(1, "the task's end", func(us []*api.Update) bool { return hasStatus(us, api.TaskStatus_TASK_STATUS_FINISHED) })
+		if err := contiguous(events(us), 1); err != nil || events(us)[0].GetTaskId() != id {
+			t.Fatalf("a listener of the shared feed: %v", err)
+		}
+	}
+	if len(b.updatesOf(1)) != 1 { // only its CaughtUp
+		t.Fatalf("bob got %d updates of alice's task", len(b.updatesOf(1))-1)
+	}
+	for _, c := range []*testClient{a1, a2, b} {
+		c.call(&api.Request{Command: &api.Request_Unsubscribe{Unsubscribe: &api.UnsubscribeRequest{Subscription: 1}}})
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		h.g.feeds.mu.Lock()
+		n = len(h.g.feeds.m)
+		h.g.feeds.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d feeds left after every subscription ended", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
