@@ -25,7 +25,7 @@ func demoProvider() providers.Provider {
 	// A window large enough that every built-in tool's schema fits the
 	// first Cycle's budget (35% of it).
 	scripted := fake.NewScripted("fake",
-		fake.NewScriptedModel("echo", demoWindow, fake.Echo()),
+		fake.NewScriptedModel("echo", demoWindow, echoPlan),
 		fake.NewScriptedModel("loop", demoWindow, loopPlan),
 		fake.NewScriptedModel("system", demoWindow, toolThenAnswer("system", func(req string) any { return json.RawMessage(req) })),
 		fake.NewScriptedModel("shell", demoWindow, toolThenAnswer("shell_run", func(req string) any { return map[string]string{"command": req} })),
@@ -54,13 +54,32 @@ func (d *demo) Model(ctx context.Context, name string) (providers.Model, error) 
 	return d.Scripted.Model(ctx, name)
 }
 
+// conversation is the request's messages without recalled evidence (a user
+// message the daemon adds after the conversation).
+func conversation(req *providers.Request) []providers.Message {
+	out := make([]providers.Message, 0, len(req.Messages))
+	for _, m := range req.Messages {
+		if m.Role == providers.RoleUser && strings.HasPrefix(m.Content, "[Recalled evidence") {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
 func lastUser(req *providers.Request) string {
-	for i := len(req.Messages) - 1; i >= 0; i-- {
-		if req.Messages[i].Role == providers.RoleUser {
-			return req.Messages[i].Content
+	msgs := conversation(req)
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == providers.RoleUser {
+			return msgs[i].Content
 		}
 	}
 	return ""
+}
+
+// echoPlan answers "echo: " and the last user message.
+func echoPlan(_ int, req *providers.Request) fake.Turn {
+	return fake.Turn{Text: "echo: " + lastUser(req)}
 }
 
 func toolMessages(req *providers.Request) int {
@@ -83,7 +102,8 @@ func loopPlan(_ int, req *providers.Request) fake.Turn {
 // tool's result.
 func toolThenAnswer(tool string, args func(request string) any) fake.Plan {
 	return func(_ int, req *providers.Request) fake.Turn {
-		if last := req.Messages[len(req.Messages)-1]; last.Role == providers.RoleTool {
+		msgs := conversation(req)
+		if last := msgs[len(msgs)-1]; last.Role == providers.RoleTool {
 			return fake.Turn{Text: "result: " + last.Content}
 		}
 		return fake.Turn{ToolCalls: []providers.ToolCall{fake.ToolCall("c1", tool, args(lastUser(req)))}}
