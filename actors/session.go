@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"sync"
@@ -115,6 +116,9 @@ type startSessionReply struct {
 type sessionHost struct {
 	sys  *actor.ActorSystem
 	tool *actor.PID
+	// done ends with the call: a Start racing the call's end must not wait
+	// for an answer its stopped Tool actor will never give.
+	done <-chan struct{}
 }
 
 func (sh *sessionHost) Start(name string, s tools.Session) (tools.SessionHandle, error) {
@@ -123,11 +127,15 @@ func (sh *sessionHost) Start(name string, s tools.Session) (tools.SessionHandle,
 	}
 	m := &startSession{name: name, s: s, reply: make(chan startSessionReply, 1)}
 	sh.sys.Root.Send(sh.tool, m)
-	r := <-m.reply
-	if r.err != nil {
-		return nil, r.err
+	select {
+	case r := <-m.reply:
+		if r.err != nil {
+			return nil, r.err
+		}
+		return r.h, nil
+	case <-sh.done:
+		return nil, errors.New("start session: the call has ended")
 	}
-	return r.h, nil
 }
 
 // spawnSession runs in the Tool actor.

@@ -46,7 +46,7 @@ func (a *toolActor) Receive(ctx actor.Context) {
 			a.steer = make(chan tools.Steering, 8)
 			a.call.Steer = a.steer
 		}
-		a.call.Sessions = &sessionHost{sys: ctx.ActorSystem(), tool: ctx.Self()}
+		a.call.Sessions = &sessionHost{sys: ctx.ActorSystem(), tool: ctx.Self(), done: runCtx.Done()}
 		a.env.inspector.setState(ctx.Self().Id, "running "+a.reg.Tool.Name(), a.env.now())
 		self, sys := ctx.Self(), ctx.ActorSystem()
 		a.env.goroutine(func() {

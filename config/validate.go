@@ -91,6 +91,7 @@ func (c *Config) Validate() []error {
 			add(where+".max_retry_wait", "must not be negative")
 		}
 	}
+	ps = append(ps, c.Delegate.Problems()...)
 	if !oneOf(c.Tools.Shell.Approval, "ask", "allow", "deny") {
 		add("tools.shell.approval", "%q: want ask, allow or deny", c.Tools.Shell.Approval)
 	}

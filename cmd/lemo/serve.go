@@ -15,6 +15,7 @@ import (
 	"lemo/actors/services"
 	"lemo/config"
 	"lemo/logging"
+	"lemo/memory"
 	"lemo/persistence"
 )
 
@@ -94,6 +95,11 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		return err
 	}
 	defer store.Close()
+	mem, err := memory.Open(context.Background(), store, memory.Options{Log: log.With().Str("component", "memory").Logger()})
+	if err != nil {
+		return err
+	}
+	defer mem.Close()
 	provs, err := buildProviders(cfg, log)
 	if err != nil {
 		return &exitError{code: 2, err: err}
@@ -103,7 +109,12 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	d, err := actors.Start(context.Background(), actors.Deps{Store: store, Providers: provs, Tools: reg, Log: log}, actorOptions(cfg, dd))
+	for _, t := range memoryTools(mem, store) {
+		if err := reg.Register(t); err != nil {
+			return err
+		}
+	}
+	d, err := actors.Start(context.Background(), actors.Deps{Store: store, Providers: provs, Tools: reg, Memory: mem, Log: log}, actorOptions(cfg, dd))
 	if err != nil {
 		return err
 	}
@@ -122,6 +133,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		log.Error().Err(err).Msg("stop")
 		return err
 	}
+	_ = mem.Close()
 	if err := store.Close(); err != nil {
 		return fmt.Errorf("close store: %w", err)
 	}

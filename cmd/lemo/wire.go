@@ -76,7 +76,7 @@ func buildProviders(cfg *config.Config, log zerolog.Logger) (*providers.Registry
 // svcs.
 func buildTools(cfg *config.Config, log zerolog.Logger, svcs *services.Registry) (*tools.Registry, error) {
 	reg := tools.NewRegistry()
-	fileTools, err := files.New(files.Config{})
+	fileTools, err := files.New(files.DefaultConfig())
 	if err != nil {
 		return nil, err
 	}

@@ -184,8 +184,10 @@ func (s *Server) writeFlavorError(w http.ResponseWriter, sc Scenario, model stri
 type openaiChatReq struct {
 	Model    string `json:"model"`
 	Messages []struct {
-		Role    string  `json:"role"`
-		Content *string `json:"content"`
+		Role string `json:"role"`
+		// Content is a string, null, or an array of parts
+		// ({"type":"text","text":...}), as OpenAI accepts.
+		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
@@ -233,9 +235,7 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request, body []byte)
 	if n := len(req.Messages); n > 0 {
 		m := req.Messages[n-1]
 		last.role = m.Role
-		if m.Content != nil {
-			last.content = *m.Content
-		}
+		last.content = contentText(m.Content)
 	}
 	sc := s.pick(last)
 	if sc.Status >= 400 {
@@ -480,4 +480,27 @@ func (s *Server) openaiStream(w http.ResponseWriter, r *http.Request, req openai
 	if s.flavor == FlavorZen {
 		e.data([]byte(`{"id":"","object":"chat.completion.chunk","created":0,"model":"","choices":[],"cost":"0.0012"}`))
 	}
+}
+
+// contentText returns the text of a message's content: the string itself,
+// or the text parts joined, or "" for null and other parts.
+func contentText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &parts) != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Type == "text" {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
 }
