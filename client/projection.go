@@ -6,8 +6,6 @@ import (
 	"sort"
 	"sync"
 
-	"google.golang.org/protobuf/proto"
-
 	"lemo/api"
 )
 
@@ -86,7 +84,7 @@ func (p *Projection) Apply(u *api.Update) {
 			return
 		}
 		v.Events = append(v.Events, ev)
-		v.Meta = FoldMeta(v.Meta, ev)
+		v.Meta = api.FoldMeta(v.Meta, ev)
 		switch e := ev.GetBody().(type) {
 		case *api.Event_AssistantMessage:
 			if e.AssistantMessage.GetCycle() == v.Cycle {
@@ -213,39 +211,4 @@ func (p *Projection) Run(ctx context.Context, c *Conn, o FollowOptions) error {
 		p.Apply(u)
 		return nil
 	})
-}
-
-// FoldMeta returns a Task's metadata after ev given its metadata before
-// (nil before its first event); it never modifies meta. It matches the
-// daemon's own summary of the log.
-func FoldMeta(meta *api.TaskMeta, ev *api.Event) *api.TaskMeta {
-	var m *api.TaskMeta
-	if meta == nil {
-		m = &api.TaskMeta{TaskId: ev.GetTaskId(), Status: api.TaskStatus_TASK_STATUS_CREATED, Created: ev.GetTime()}
-	} else {
-		m = proto.Clone(meta).(*api.TaskMeta)
-	}
-	m.LastSeq = ev.GetSeq()
-	m.Updated = ev.GetTime()
-	switch b := ev.GetBody().(type) {
-	case *api.Event_TaskCreated:
-		m.Owner = b.TaskCreated.GetOwner()
-		m.Model = b.TaskCreated.GetModel()
-		m.Title = b.TaskCreated.GetTitle()
-		m.Workspace = b.TaskCreated.GetWorkspace()
-		m.Created = ev.GetTime()
-	case *api.Event_StatusChanged:
-		sc := b.StatusChanged
-		m.Status = sc.GetStatus()
-		m.PauseReason = sc.GetPauseReason()
-		m.StatusDetail = sc.GetDetail()
-		if sc.GetModel() != "" {
-			m.Model = sc.GetModel()
-		}
-	case *api.Event_CycleStarted:
-		if c := b.CycleStarted.GetCycle(); c > m.Cycles {
-			m.Cycles = c
-		}
-	}
-	return m
 }

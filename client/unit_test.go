@@ -11,30 +11,10 @@ import (
 
 	"lemo/api"
 	"lemo/client"
-	"lemo/persistence"
 )
 
 func ev(seq uint64, body proto.Message) *api.Event {
 	return api.NewEvent("T1", seq, timestamppb.Now(), body)
-}
-
-func TestFoldMetaMatchesTheStore(t *testing.T) {
-	evs := []*api.Event{
-		ev(1, &api.TaskCreated{Owner: "alice", Model: "fake/a", Title: "t", Workspace: "/w"}),
-		ev(2, &api.UserMessage{Text: "hi"}),
-		ev(3, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_RUNNING}),
-		ev(4, &api.CycleStarted{Cycle: 1}),
-		ev(5, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_PAUSED, PauseReason: api.PauseReason_PAUSE_REASON_USER, Detail: "paused"}),
-		ev(6, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_RUNNING, Model: "fake/b"}),
-		ev(7, &api.CycleStarted{Cycle: 2}),
-	}
-	var mine, store *api.TaskMeta
-	for _, e := range evs {
-		mine, store = client.FoldMeta(mine, e), persistence.FoldMeta(store, e)
-		if !proto.Equal(mine, store) {
-			t.Fatalf("after seq %d: client %v, store %v", e.GetSeq(), mine, store)
-		}
-	}
 }
 
 func TestProjectionApply(t *testing.T) {

@@ -419,7 +419,7 @@ func checkAndFold(req *request, prev *api.TaskMeta) (*api.TaskMeta, error) {
 		if ev.GetTaskCreated() != nil && ev.GetSeq() != 1 {
 			return nil, fmt.Errorf("%w: task %s: task_created at seq %d", ErrInvalid, req.task, ev.GetSeq())
 		}
-		meta = FoldMeta(meta, ev)
+		meta = api.FoldMeta(meta, ev)
 	}
 	return meta, nil
 }

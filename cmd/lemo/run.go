@@ -151,7 +151,7 @@ func streamTask(ctx context.Context, c *client.Conn, stdout, stderr io.Writer, o
 		switch b := u.GetBody().(type) {
 		case *api.Update_Event:
 			if meta == nil || b.Event.GetSeq() > meta.GetLastSeq() {
-				meta = client.FoldMeta(meta, b.Event)
+				meta = api.FoldMeta(meta, b.Event)
 			}
 			if a := b.Event.GetApprovalRequested(); a != nil && o.prompt != nil && caughtUp {
 				ask(ctx, c, o.prompt, stdout, a)
