@@ -417,6 +417,19 @@ func (d *Daemon) Steer(ctx context.Context, c Caller, taskID, callID string, inp
 	return err
 }
 
+// StopCall stops one running tool call of a Task, the way Cancel stops
+// all of them, and leaves the Task running: the call's context is
+// cancelled (its process group killed) and it is recorded as a cancelled
+// failure, or as outcome unknown when it does not stop within the tool
+// grace period; the model then sees that failure. It returns once the
+// cancellation was delivered, not when the call has ended.
+func (d *Daemon) StopCall(ctx context.Context, c Caller, taskID, callID string) (*api.TaskMeta, error) {
+	if callID == "" {
+		return nil, fmt.Errorf("%w: call id is empty", ErrInvalid)
+	}
+	return d.taskCmd(ctx, c, taskID, &cmdStopCall{callID: callID, by: c.Owner})
+}
+
 func (d *Daemon) taskCmd(ctx context.Context, c Caller, taskID string, cmd any) (*api.TaskMeta, error) {
 	if err := validTaskID(taskID); err != nil {
 		return nil, err

@@ -30,8 +30,9 @@
 //  1. Start recovers the store (every Task found running is durably paused
 //     as interrupted, open Cycles and calls are closed) before it accepts
 //     any command, then starts the actor system.
-//  2. CreateTask, SendMessage, Pause, Continue, Cancel, Resolve and Subscribe
-//     serve callers (the gateway, tests, cmd/lemo).
+//  2. CreateTask, SendMessage, Pause, Continue, Cancel, Resolve, StopCall
+//     (stop one running tool call) and Subscribe serve callers (the
+//     gateway, tests, cmd/lemo); Inspect reports the live tree.
 //  3. Stop durably pauses running Tasks as interrupted, stops the tree and
 //     waits for every goroutine it started.
 //

@@ -126,6 +126,13 @@ type cmdSteer struct {
 	input  json.RawMessage
 }
 
+// cmdStopCall cancels one running tool call, the way Cancel cancels every
+// call of a Task; the Task goes on.
+type cmdStopCall struct {
+	callID string
+	by     string
+}
+
 // askApproval is sent by a running call's approval bridge to its Task.
 type askApproval struct {
 	callID   string

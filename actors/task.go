@@ -63,6 +63,9 @@ type task struct {
 	// waiters are running calls waiting for the decision of an approval
 	// they asked for.
 	waiters map[string]chan tools.Decision
+	// stopped names who stopped a running call (StopCall), so its
+	// cancellation is recorded as theirs.
+	stopped map[string]string
 
 	// stopping is set when the daemon stops; answered once the Task told the
 	// manager it is done.
@@ -90,7 +93,7 @@ type childCrashed struct {
 
 func newTask(e *env, id string, received *atomic.Uint64) *task {
 	return &task{env: e, id: id, received: received, tools: make(map[string]*actor.PID), live: make(map[string]liveResult),
-		timers: make(map[string]*time.Timer), waiters: make(map[string]chan tools.Decision)}
+		timers: make(map[string]*time.Timer), waiters: make(map[string]chan tools.Decision), stopped: make(map[string]string)}
 }
 
 var _ actor.SupervisorStrategy = (*task)(nil)
@@ -361,6 +364,9 @@ func (t *task) command(ctx actor.Context, tc *taskCommand) {
 	case *cmdSteer:
 		t.steer(ctx, c, tc.reply)
 		return
+	case *cmdStopCall:
+		t.stopCall(ctx, c, tc.reply)
+		return
 	default:
 		err = fmt.Errorf("%w: unknown command %T", ErrInvalid, tc.cmd)
 	}
@@ -585,6 +591,8 @@ func (t *task) startTool(ctx actor.Context, call *taskstate.Call) {
 
 func (t *task) onToolResult(ctx actor.Context, m *toolResult) {
 	delete(t.tools, m.callID)
+	stoppedBy, stopped := t.stopped[m.callID]
+	delete(t.stopped, m.callID)
 	o := taskstate.ToolOutcome{CallID: m.callID}
 	tool := ""
 	if c := t.st.Calls[m.callID]; c != nil {
@@ -595,8 +603,11 @@ func (t *task) onToolResult(ctx actor.Context, m *toolResult) {
 		o.Kind = supervision.ToolFailureKind(m.err)
 		t.env.deps.Observer.ToolDone(tool, strings.ToLower(strings.TrimPrefix(o.Kind.String(), "TOOL_FAILURE_KIND_")), m.took)
 		o.Message = capText(m.err.Error(), 4096)
-		if t.stopping != nil && o.Kind == api.ToolFailureKind_TOOL_FAILURE_KIND_CANCELLED {
+		switch {
+		case t.stopping != nil && o.Kind == api.ToolFailureKind_TOOL_FAILURE_KIND_CANCELLED:
 			o.Message = "interrupted: the daemon stopped while the tool ran; it may have had partial effects"
+		case stopped && o.Kind == api.ToolFailureKind_TOOL_FAILURE_KIND_CANCELLED:
+			o.Message = capText("stopped by "+stoppedBy+" while it ran; it may have had partial effects ("+m.err.Error()+")", 4096)
 		}
 	} else {
 		t.env.deps.Observer.ToolDone(tool, "ok", m.took)
@@ -702,6 +713,23 @@ func (t *task) steer(ctx actor.Context, c *cmdSteer, r chan reply) {
 		return
 	}
 	ctx.Send(pid, &steerCall{input: c.input, reply: r})
+}
+
+// stopCall cancels one running call (its context dies, its processes are
+// killed); the call reports back and is recorded as cancelled, or as
+// outcome unknown when it does not stop within the grace period. The
+// caller is answered once the cancellation is sent.
+func (t *task) stopCall(ctx actor.Context, c *cmdStopCall, r chan reply) {
+	pid := t.tools[c.callID]
+	if pid == nil {
+		replyTo(r, reply{err: fmt.Errorf("%w: call %s is not running", ErrNotFound, c.callID)})
+		return
+	}
+	if _, already := t.stopped[c.callID]; !already {
+		t.stopped[c.callID] = c.by
+		ctx.Send(pid, &cancelTool{})
+	}
+	replyTo(r, reply{meta: t.meta})
 }
 
 func (t *task) onApprovalTimeout(ctx actor.Context, m *approvalTimeout) {
