@@ -20,6 +20,7 @@ type Config struct {
 	Tools     Tools     `yaml:"tools"`
 	Delegate  Delegate  `yaml:"delegate"`
 	Storage   Storage   `yaml:"storage"`
+	HTTP      HTTP      `yaml:"http"`
 }
 
 // Log configures logging.
