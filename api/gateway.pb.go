@@ -157,6 +157,8 @@ type Request struct {
 	//	*Request_UnregisterService
 	//	*Request_ServiceResult
 	//	*Request_Goodbye
+	//	*Request_Inspect
+	//	*Request_StopCall
 	Command       isRequest_Command `protobuf_oneof:"command"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -395,6 +397,24 @@ func (x *Request) GetGoodbye() *Goodbye {
 	return nil
 }
 
+func (x *Request) GetInspect() *InspectRequest {
+	if x != nil {
+		if x, ok := x.Command.(*Request_Inspect); ok {
+			return x.Inspect
+		}
+	}
+	return nil
+}
+
+func (x *Request) GetStopCall() *StopCallRequest {
+	if x != nil {
+		if x, ok := x.Command.(*Request_StopCall); ok {
+			return x.StopCall
+		}
+	}
+	return nil
+}
+
 type isRequest_Command interface {
 	isRequest_Command()
 }
@@ -483,6 +503,15 @@ type Request_Goodbye struct {
 	Goodbye *Goodbye `protobuf:"bytes,30,opt,name=goodbye,proto3,oneof"`
 }
 
+type Request_Inspect struct {
+	// Operator tokens only (else ERROR_CODE_PERMISSION_DENIED).
+	Inspect *InspectRequest `protobuf:"bytes,31,opt,name=inspect,proto3,oneof"`
+}
+
+type Request_StopCall struct {
+	StopCall *StopCallRequest `protobuf:"bytes,32,opt,name=stop_call,json=stopCall,proto3,oneof"`
+}
+
 func (*Request_Hello) isRequest_Command() {}
 
 func (*Request_CreateTask) isRequest_Command() {}
@@ -524,6 +553,10 @@ func (*Request_UnregisterService) isRequest_Command() {}
 func (*Request_ServiceResult) isRequest_Command() {}
 
 func (*Request_Goodbye) isRequest_Command() {}
+
+func (*Request_Inspect) isRequest_Command() {}
+
+func (*Request_StopCall) isRequest_Command() {}
 
 // Hello opens a session. The token travels in the gRPC metadata of the
 // connection ("lemo-token"), never in a message.
@@ -2416,6 +2449,271 @@ func (x *SteerRequest) GetInput() []byte {
 	return nil
 }
 
+// InspectRequest asks for the daemon's live internal actor tree, for the
+// inspection console. Operator tokens only.
+type InspectRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InspectRequest) Reset() {
+	*x = InspectRequest{}
+	mi := &file_gateway_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InspectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InspectRequest) ProtoMessage() {}
+
+func (x *InspectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InspectRequest.ProtoReflect.Descriptor instead.
+func (*InspectRequest) Descriptor() ([]byte, []int) {
+	return file_gateway_proto_rawDescGZIP(), []int{33}
+}
+
+// ActorInfo describes one live actor of the daemon's internal tree.
+type ActorInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The actor's path; its parent's path is the part before the last "/"
+	// ("daemon/tasks/<task id>/tool-<call id>").
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// daemon, hub, tasks, task, cycle, tool or session.
+	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// What the actor says it is doing (a Task's status, "calling <model>",
+	// "running <tool>"), and since when; empty when it says nothing.
+	State      string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	StateSince *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=state_since,json=stateSince,proto3" json:"state_since,omitempty"`
+	Started    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=started,proto3" json:"started,omitempty"`
+	// User messages waiting in its mailbox.
+	Mailbox uint64 `protobuf:"varint,6,opt,name=mailbox,proto3" json:"mailbox,omitempty"`
+	// Messages it handled, times it was restarted, and the last failure its
+	// supervisor recorded for it.
+	Processed     uint64 `protobuf:"varint,7,opt,name=processed,proto3" json:"processed,omitempty"`
+	Restarts      uint32 `protobuf:"varint,8,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	LastFailure   string `protobuf:"bytes,9,opt,name=last_failure,json=lastFailure,proto3" json:"last_failure,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActorInfo) Reset() {
+	*x = ActorInfo{}
+	mi := &file_gateway_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActorInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActorInfo) ProtoMessage() {}
+
+func (x *ActorInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActorInfo.ProtoReflect.Descriptor instead.
+func (*ActorInfo) Descriptor() ([]byte, []int) {
+	return file_gateway_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ActorInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ActorInfo) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ActorInfo) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *ActorInfo) GetStateSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StateSince
+	}
+	return nil
+}
+
+func (x *ActorInfo) GetStarted() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Started
+	}
+	return nil
+}
+
+func (x *ActorInfo) GetMailbox() uint64 {
+	if x != nil {
+		return x.Mailbox
+	}
+	return 0
+}
+
+func (x *ActorInfo) GetProcessed() uint64 {
+	if x != nil {
+		return x.Processed
+	}
+	return 0
+}
+
+func (x *ActorInfo) GetRestarts() uint32 {
+	if x != nil {
+		return x.Restarts
+	}
+	return 0
+}
+
+func (x *ActorInfo) GetLastFailure() string {
+	if x != nil {
+		return x.LastFailure
+	}
+	return ""
+}
+
+// ActorTree is the live tree, parents before their children.
+type ActorTree struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Actors []*ActorInfo           `protobuf:"bytes,1,rep,name=actors,proto3" json:"actors,omitempty"`
+	// When the daemon read it.
+	Time          *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActorTree) Reset() {
+	*x = ActorTree{}
+	mi := &file_gateway_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActorTree) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActorTree) ProtoMessage() {}
+
+func (x *ActorTree) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActorTree.ProtoReflect.Descriptor instead.
+func (*ActorTree) Descriptor() ([]byte, []int) {
+	return file_gateway_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ActorTree) GetActors() []*ActorInfo {
+	if x != nil {
+		return x.Actors
+	}
+	return nil
+}
+
+func (x *ActorTree) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+// StopCallRequest stops one running tool call (its Tool actor) of a Task:
+// it is recorded as a cancelled failure (outcome unknown when it does not
+// stop within the grace period) and the Task goes on. Operator tokens
+// only. Answered with the Task's metadata once the stop was delivered.
+type StopCallRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	CallId        string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StopCallRequest) Reset() {
+	*x = StopCallRequest{}
+	mi := &file_gateway_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StopCallRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StopCallRequest) ProtoMessage() {}
+
+func (x *StopCallRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StopCallRequest.ProtoReflect.Descriptor instead.
+func (*StopCallRequest) Descriptor() ([]byte, []int) {
+	return file_gateway_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *StopCallRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *StopCallRequest) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
 // ServiceOperation is one operation of a Program Service.
 type ServiceOperation struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -2431,7 +2729,7 @@ type ServiceOperation struct {
 
 func (x *ServiceOperation) Reset() {
 	*x = ServiceOperation{}
-	mi := &file_gateway_proto_msgTypes[33]
+	mi := &file_gateway_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2443,7 +2741,7 @@ func (x *ServiceOperation) String() string {
 func (*ServiceOperation) ProtoMessage() {}
 
 func (x *ServiceOperation) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[33]
+	mi := &file_gateway_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2456,7 +2754,7 @@ func (x *ServiceOperation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceOperation.ProtoReflect.Descriptor instead.
 func (*ServiceOperation) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{33}
+	return file_gateway_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ServiceOperation) GetName() string {
@@ -2501,7 +2799,7 @@ type ServiceSpec struct {
 
 func (x *ServiceSpec) Reset() {
 	*x = ServiceSpec{}
-	mi := &file_gateway_proto_msgTypes[34]
+	mi := &file_gateway_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2513,7 +2811,7 @@ func (x *ServiceSpec) String() string {
 func (*ServiceSpec) ProtoMessage() {}
 
 func (x *ServiceSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[34]
+	mi := &file_gateway_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2526,7 +2824,7 @@ func (x *ServiceSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceSpec.ProtoReflect.Descriptor instead.
 func (*ServiceSpec) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{34}
+	return file_gateway_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ServiceSpec) GetName() string {
@@ -2559,7 +2857,7 @@ type RegisterServiceRequest struct {
 
 func (x *RegisterServiceRequest) Reset() {
 	*x = RegisterServiceRequest{}
-	mi := &file_gateway_proto_msgTypes[35]
+	mi := &file_gateway_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2571,7 +2869,7 @@ func (x *RegisterServiceRequest) String() string {
 func (*RegisterServiceRequest) ProtoMessage() {}
 
 func (x *RegisterServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[35]
+	mi := &file_gateway_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2584,7 +2882,7 @@ func (x *RegisterServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterServiceRequest.ProtoReflect.Descriptor instead.
 func (*RegisterServiceRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{35}
+	return file_gateway_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RegisterServiceRequest) GetService() *ServiceSpec {
@@ -2603,7 +2901,7 @@ type UnregisterServiceRequest struct {
 
 func (x *UnregisterServiceRequest) Reset() {
 	*x = UnregisterServiceRequest{}
-	mi := &file_gateway_proto_msgTypes[36]
+	mi := &file_gateway_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2615,7 +2913,7 @@ func (x *UnregisterServiceRequest) String() string {
 func (*UnregisterServiceRequest) ProtoMessage() {}
 
 func (x *UnregisterServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[36]
+	mi := &file_gateway_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2628,7 +2926,7 @@ func (x *UnregisterServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterServiceRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterServiceRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{36}
+	return file_gateway_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *UnregisterServiceRequest) GetName() string {
@@ -2658,7 +2956,7 @@ type ServiceCall struct {
 
 func (x *ServiceCall) Reset() {
 	*x = ServiceCall{}
-	mi := &file_gateway_proto_msgTypes[37]
+	mi := &file_gateway_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2670,7 +2968,7 @@ func (x *ServiceCall) String() string {
 func (*ServiceCall) ProtoMessage() {}
 
 func (x *ServiceCall) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[37]
+	mi := &file_gateway_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2683,7 +2981,7 @@ func (x *ServiceCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceCall.ProtoReflect.Descriptor instead.
 func (*ServiceCall) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{37}
+	return file_gateway_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ServiceCall) GetCall() uint64 {
@@ -2754,7 +3052,7 @@ type ServiceResult struct {
 
 func (x *ServiceResult) Reset() {
 	*x = ServiceResult{}
-	mi := &file_gateway_proto_msgTypes[38]
+	mi := &file_gateway_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2766,7 +3064,7 @@ func (x *ServiceResult) String() string {
 func (*ServiceResult) ProtoMessage() {}
 
 func (x *ServiceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[38]
+	mi := &file_gateway_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2779,7 +3077,7 @@ func (x *ServiceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceResult.ProtoReflect.Descriptor instead.
 func (*ServiceResult) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{38}
+	return file_gateway_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ServiceResult) GetCall() uint64 {
@@ -2813,7 +3111,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_gateway_proto_msgTypes[39]
+	mi := &file_gateway_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2825,7 +3123,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[39]
+	mi := &file_gateway_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2838,7 +3136,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{39}
+	return file_gateway_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Error) GetCode() ErrorCode {
@@ -2864,7 +3162,7 @@ type Done struct {
 
 func (x *Done) Reset() {
 	*x = Done{}
-	mi := &file_gateway_proto_msgTypes[40]
+	mi := &file_gateway_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2876,7 +3174,7 @@ func (x *Done) String() string {
 func (*Done) ProtoMessage() {}
 
 func (x *Done) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[40]
+	mi := &file_gateway_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2889,7 +3187,7 @@ func (x *Done) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Done.ProtoReflect.Descriptor instead.
 func (*Done) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{40}
+	return file_gateway_proto_rawDescGZIP(), []int{44}
 }
 
 // Response answers one Request.
@@ -2908,6 +3206,7 @@ type Response struct {
 	//	*Response_Subscribed
 	//	*Response_Approvals
 	//	*Response_Done
+	//	*Response_Actors
 	Result        isResponse_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2915,7 +3214,7 @@ type Response struct {
 
 func (x *Response) Reset() {
 	*x = Response{}
-	mi := &file_gateway_proto_msgTypes[41]
+	mi := &file_gateway_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2927,7 +3226,7 @@ func (x *Response) String() string {
 func (*Response) ProtoMessage() {}
 
 func (x *Response) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[41]
+	mi := &file_gateway_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2940,7 +3239,7 @@ func (x *Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Response.ProtoReflect.Descriptor instead.
 func (*Response) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{41}
+	return file_gateway_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Response) GetId() uint64 {
@@ -3047,6 +3346,15 @@ func (x *Response) GetDone() *Done {
 	return nil
 }
 
+func (x *Response) GetActors() *ActorTree {
+	if x != nil {
+		if x, ok := x.Result.(*Response_Actors); ok {
+			return x.Actors
+		}
+	}
+	return nil
+}
+
 type isResponse_Result interface {
 	isResponse_Result()
 }
@@ -3091,6 +3399,10 @@ type Response_Done struct {
 	Done *Done `protobuf:"bytes,19,opt,name=done,proto3,oneof"`
 }
 
+type Response_Actors struct {
+	Actors *ActorTree `protobuf:"bytes,20,opt,name=actors,proto3,oneof"`
+}
+
 func (*Response_Error) isResponse_Result() {}
 
 func (*Response_Welcome) isResponse_Result() {}
@@ -3111,6 +3423,8 @@ func (*Response_Approvals) isResponse_Result() {}
 
 func (*Response_Done) isResponse_Result() {}
 
+func (*Response_Actors) isResponse_Result() {}
+
 // ToClient is what a sequence of Chunks carries.
 type ToClient struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3126,7 +3440,7 @@ type ToClient struct {
 
 func (x *ToClient) Reset() {
 	*x = ToClient{}
-	mi := &file_gateway_proto_msgTypes[42]
+	mi := &file_gateway_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3138,7 +3452,7 @@ func (x *ToClient) String() string {
 func (*ToClient) ProtoMessage() {}
 
 func (x *ToClient) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[42]
+	mi := &file_gateway_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3151,7 +3465,7 @@ func (x *ToClient) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToClient.ProtoReflect.Descriptor instead.
 func (*ToClient) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{42}
+	return file_gateway_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ToClient) GetBody() isToClient_Body {
@@ -3224,7 +3538,7 @@ type Chunk struct {
 
 func (x *Chunk) Reset() {
 	*x = Chunk{}
-	mi := &file_gateway_proto_msgTypes[43]
+	mi := &file_gateway_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3236,7 +3550,7 @@ func (x *Chunk) String() string {
 func (*Chunk) ProtoMessage() {}
 
 func (x *Chunk) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[43]
+	mi := &file_gateway_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3249,7 +3563,7 @@ func (x *Chunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Chunk.ProtoReflect.Descriptor instead.
 func (*Chunk) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{43}
+	return file_gateway_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Chunk) GetId() uint64 {
@@ -3285,7 +3599,8 @@ var File_gateway_proto protoreflect.FileDescriptor
 const file_gateway_proto_rawDesc = "" +
 	"\n" +
 	"\rgateway.proto\x12\alemo.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\n" +
-	"lemo.proto\"\xf3\t\n" +
+	"lemo.proto\"\xe1\n" +
+	"\n" +
 	"\aRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12&\n" +
 	"\x05hello\x18\n" +
@@ -3313,7 +3628,9 @@ const file_gateway_proto_rawDesc = "" +
 	"\x10register_service\x18\x1b \x01(\v2\x1f.lemo.v1.RegisterServiceRequestH\x00R\x0fregisterService\x12R\n" +
 	"\x12unregister_service\x18\x1c \x01(\v2!.lemo.v1.UnregisterServiceRequestH\x00R\x11unregisterService\x12?\n" +
 	"\x0eservice_result\x18\x1d \x01(\v2\x16.lemo.v1.ServiceResultH\x00R\rserviceResult\x12,\n" +
-	"\agoodbye\x18\x1e \x01(\v2\x10.lemo.v1.GoodbyeH\x00R\agoodbyeB\t\n" +
+	"\agoodbye\x18\x1e \x01(\v2\x10.lemo.v1.GoodbyeH\x00R\agoodbye\x123\n" +
+	"\ainspect\x18\x1f \x01(\v2\x17.lemo.v1.InspectRequestH\x00R\ainspect\x127\n" +
+	"\tstop_call\x18  \x01(\v2\x18.lemo.v1.StopCallRequestH\x00R\bstopCallB\t\n" +
 	"\acommand\"s\n" +
 	"\x05Hello\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x16\n" +
@@ -3432,7 +3749,25 @@ const file_gateway_proto_rawDesc = "" +
 	"\fSteerRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x14\n" +
-	"\x05input\x18\x03 \x01(\fR\x05input\"\x90\x01\n" +
+	"\x05input\x18\x03 \x01(\fR\x05input\"\x10\n" +
+	"\x0eInspectRequest\"\xaf\x02\n" +
+	"\tActorInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12;\n" +
+	"\vstate_since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"stateSince\x124\n" +
+	"\astarted\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\astarted\x12\x18\n" +
+	"\amailbox\x18\x06 \x01(\x04R\amailbox\x12\x1c\n" +
+	"\tprocessed\x18\a \x01(\x04R\tprocessed\x12\x1a\n" +
+	"\brestarts\x18\b \x01(\rR\brestarts\x12!\n" +
+	"\flast_failure\x18\t \x01(\tR\vlastFailure\"g\n" +
+	"\tActorTree\x12*\n" +
+	"\x06actors\x18\x01 \x03(\v2\x12.lemo.v1.ActorInfoR\x06actors\x12.\n" +
+	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"C\n" +
+	"\x0fStopCallRequest\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\"\x90\x01\n" +
 	"\x10ServiceOperation\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12!\n" +
@@ -3464,7 +3799,7 @@ const file_gateway_proto_rawDesc = "" +
 	"\x05Error\x12&\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x12.lemo.v1.ErrorCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"\x06\n" +
-	"\x04Done\"\xec\x03\n" +
+	"\x04Done\"\x9a\x04\n" +
 	"\bResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12&\n" +
 	"\x05error\x18\n" +
@@ -3479,7 +3814,8 @@ const file_gateway_proto_rawDesc = "" +
 	"subscribed\x18\x11 \x01(\v2\x13.lemo.v1.SubscribedH\x00R\n" +
 	"subscribed\x125\n" +
 	"\tapprovals\x18\x12 \x01(\v2\x15.lemo.v1.ApprovalListH\x00R\tapprovals\x12#\n" +
-	"\x04done\x18\x13 \x01(\v2\r.lemo.v1.DoneH\x00R\x04doneB\b\n" +
+	"\x04done\x18\x13 \x01(\v2\r.lemo.v1.DoneH\x00R\x04done\x12,\n" +
+	"\x06actors\x18\x14 \x01(\v2\x12.lemo.v1.ActorTreeH\x00R\x06actorsB\b\n" +
 	"\x06result\"\xb0\x01\n" +
 	"\bToClient\x12/\n" +
 	"\bresponse\x18\x01 \x01(\v2\x11.lemo.v1.ResponseH\x00R\bresponse\x120\n" +
@@ -3519,7 +3855,7 @@ func file_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_gateway_proto_goTypes = []any{
 	(ErrorCode)(0),                   // 0: lemo.v1.ErrorCode
 	(*Request)(nil),                  // 1: lemo.v1.Request
@@ -3555,21 +3891,25 @@ var file_gateway_proto_goTypes = []any{
 	(*ApprovalList)(nil),             // 31: lemo.v1.ApprovalList
 	(*ResolveApprovalRequest)(nil),   // 32: lemo.v1.ResolveApprovalRequest
 	(*SteerRequest)(nil),             // 33: lemo.v1.SteerRequest
-	(*ServiceOperation)(nil),         // 34: lemo.v1.ServiceOperation
-	(*ServiceSpec)(nil),              // 35: lemo.v1.ServiceSpec
-	(*RegisterServiceRequest)(nil),   // 36: lemo.v1.RegisterServiceRequest
-	(*UnregisterServiceRequest)(nil), // 37: lemo.v1.UnregisterServiceRequest
-	(*ServiceCall)(nil),              // 38: lemo.v1.ServiceCall
-	(*ServiceResult)(nil),            // 39: lemo.v1.ServiceResult
-	(*Error)(nil),                    // 40: lemo.v1.Error
-	(*Done)(nil),                     // 41: lemo.v1.Done
-	(*Response)(nil),                 // 42: lemo.v1.Response
-	(*ToClient)(nil),                 // 43: lemo.v1.ToClient
-	(*Chunk)(nil),                    // 44: lemo.v1.Chunk
-	(*TaskMeta)(nil),                 // 45: lemo.v1.TaskMeta
-	(*Event)(nil),                    // 46: lemo.v1.Event
-	(*Delta)(nil),                    // 47: lemo.v1.Delta
-	(*timestamppb.Timestamp)(nil),    // 48: google.protobuf.Timestamp
+	(*InspectRequest)(nil),           // 34: lemo.v1.InspectRequest
+	(*ActorInfo)(nil),                // 35: lemo.v1.ActorInfo
+	(*ActorTree)(nil),                // 36: lemo.v1.ActorTree
+	(*StopCallRequest)(nil),          // 37: lemo.v1.StopCallRequest
+	(*ServiceOperation)(nil),         // 38: lemo.v1.ServiceOperation
+	(*ServiceSpec)(nil),              // 39: lemo.v1.ServiceSpec
+	(*RegisterServiceRequest)(nil),   // 40: lemo.v1.RegisterServiceRequest
+	(*UnregisterServiceRequest)(nil), // 41: lemo.v1.UnregisterServiceRequest
+	(*ServiceCall)(nil),              // 42: lemo.v1.ServiceCall
+	(*ServiceResult)(nil),            // 43: lemo.v1.ServiceResult
+	(*Error)(nil),                    // 44: lemo.v1.Error
+	(*Done)(nil),                     // 45: lemo.v1.Done
+	(*Response)(nil),                 // 46: lemo.v1.Response
+	(*ToClient)(nil),                 // 47: lemo.v1.ToClient
+	(*Chunk)(nil),                    // 48: lemo.v1.Chunk
+	(*TaskMeta)(nil),                 // 49: lemo.v1.TaskMeta
+	(*Event)(nil),                    // 50: lemo.v1.Event
+	(*Delta)(nil),                    // 51: lemo.v1.Delta
+	(*timestamppb.Timestamp)(nil),    // 52: google.protobuf.Timestamp
 }
 var file_gateway_proto_depIdxs = []int32{
 	2,  // 0: lemo.v1.Request.hello:type_name -> lemo.v1.Hello
@@ -3589,47 +3929,54 @@ var file_gateway_proto_depIdxs = []int32{
 	30, // 14: lemo.v1.Request.list_approvals:type_name -> lemo.v1.ListApprovalsRequest
 	32, // 15: lemo.v1.Request.resolve_approval:type_name -> lemo.v1.ResolveApprovalRequest
 	33, // 16: lemo.v1.Request.steer:type_name -> lemo.v1.SteerRequest
-	36, // 17: lemo.v1.Request.register_service:type_name -> lemo.v1.RegisterServiceRequest
-	37, // 18: lemo.v1.Request.unregister_service:type_name -> lemo.v1.UnregisterServiceRequest
-	39, // 19: lemo.v1.Request.service_result:type_name -> lemo.v1.ServiceResult
+	40, // 17: lemo.v1.Request.register_service:type_name -> lemo.v1.RegisterServiceRequest
+	41, // 18: lemo.v1.Request.unregister_service:type_name -> lemo.v1.UnregisterServiceRequest
+	43, // 19: lemo.v1.Request.service_result:type_name -> lemo.v1.ServiceResult
 	4,  // 20: lemo.v1.Request.goodbye:type_name -> lemo.v1.Goodbye
-	45, // 21: lemo.v1.TaskPage.tasks:type_name -> lemo.v1.TaskMeta
-	46, // 22: lemo.v1.HistoryPage.events:type_name -> lemo.v1.Event
-	14, // 23: lemo.v1.ToolList.tools:type_name -> lemo.v1.ToolInfo
-	17, // 24: lemo.v1.ModelList.models:type_name -> lemo.v1.ModelInfo
-	18, // 25: lemo.v1.ModelList.failures:type_name -> lemo.v1.ProviderFailure
-	20, // 26: lemo.v1.SubscribeRequest.resume:type_name -> lemo.v1.TaskSeq
-	45, // 27: lemo.v1.Subscribed.task:type_name -> lemo.v1.TaskMeta
-	26, // 28: lemo.v1.UpdateBatch.updates:type_name -> lemo.v1.Update
-	46, // 29: lemo.v1.Update.event:type_name -> lemo.v1.Event
-	47, // 30: lemo.v1.Update.delta:type_name -> lemo.v1.Delta
-	27, // 31: lemo.v1.Update.caught_up:type_name -> lemo.v1.CaughtUp
-	28, // 32: lemo.v1.Update.fell_behind:type_name -> lemo.v1.FellBehind
-	29, // 33: lemo.v1.Update.ended:type_name -> lemo.v1.Ended
-	20, // 34: lemo.v1.FellBehind.last:type_name -> lemo.v1.TaskSeq
-	46, // 35: lemo.v1.ApprovalList.approvals:type_name -> lemo.v1.Event
-	34, // 36: lemo.v1.ServiceSpec.operations:type_name -> lemo.v1.ServiceOperation
-	35, // 37: lemo.v1.RegisterServiceRequest.service:type_name -> lemo.v1.ServiceSpec
-	48, // 38: lemo.v1.ServiceCall.deadline:type_name -> google.protobuf.Timestamp
-	0,  // 39: lemo.v1.Error.code:type_name -> lemo.v1.ErrorCode
-	40, // 40: lemo.v1.Response.error:type_name -> lemo.v1.Error
-	3,  // 41: lemo.v1.Response.welcome:type_name -> lemo.v1.Welcome
-	45, // 42: lemo.v1.Response.task:type_name -> lemo.v1.TaskMeta
-	10, // 43: lemo.v1.Response.tasks:type_name -> lemo.v1.TaskPage
-	12, // 44: lemo.v1.Response.history:type_name -> lemo.v1.HistoryPage
-	15, // 45: lemo.v1.Response.tools:type_name -> lemo.v1.ToolList
-	19, // 46: lemo.v1.Response.models:type_name -> lemo.v1.ModelList
-	22, // 47: lemo.v1.Response.subscribed:type_name -> lemo.v1.Subscribed
-	31, // 48: lemo.v1.Response.approvals:type_name -> lemo.v1.ApprovalList
-	41, // 49: lemo.v1.Response.done:type_name -> lemo.v1.Done
-	42, // 50: lemo.v1.ToClient.response:type_name -> lemo.v1.Response
-	25, // 51: lemo.v1.ToClient.updates:type_name -> lemo.v1.UpdateBatch
-	38, // 52: lemo.v1.ToClient.service_call:type_name -> lemo.v1.ServiceCall
-	53, // [53:53] is the sub-list for method output_type
-	53, // [53:53] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	34, // 21: lemo.v1.Request.inspect:type_name -> lemo.v1.InspectRequest
+	37, // 22: lemo.v1.Request.stop_call:type_name -> lemo.v1.StopCallRequest
+	49, // 23: lemo.v1.TaskPage.tasks:type_name -> lemo.v1.TaskMeta
+	50, // 24: lemo.v1.HistoryPage.events:type_name -> lemo.v1.Event
+	14, // 25: lemo.v1.ToolList.tools:type_name -> lemo.v1.ToolInfo
+	17, // 26: lemo.v1.ModelList.models:type_name -> lemo.v1.ModelInfo
+	18, // 27: lemo.v1.ModelList.failures:type_name -> lemo.v1.ProviderFailure
+	20, // 28: lemo.v1.SubscribeRequest.resume:type_name -> lemo.v1.TaskSeq
+	49, // 29: lemo.v1.Subscribed.task:type_name -> lemo.v1.TaskMeta
+	26, // 30: lemo.v1.UpdateBatch.updates:type_name -> lemo.v1.Update
+	50, // 31: lemo.v1.Update.event:type_name -> lemo.v1.Event
+	51, // 32: lemo.v1.Update.delta:type_name -> lemo.v1.Delta
+	27, // 33: lemo.v1.Update.caught_up:type_name -> lemo.v1.CaughtUp
+	28, // 34: lemo.v1.Update.fell_behind:type_name -> lemo.v1.FellBehind
+	29, // 35: lemo.v1.Update.ended:type_name -> lemo.v1.Ended
+	20, // 36: lemo.v1.FellBehind.last:type_name -> lemo.v1.TaskSeq
+	50, // 37: lemo.v1.ApprovalList.approvals:type_name -> lemo.v1.Event
+	52, // 38: lemo.v1.ActorInfo.state_since:type_name -> google.protobuf.Timestamp
+	52, // 39: lemo.v1.ActorInfo.started:type_name -> google.protobuf.Timestamp
+	35, // 40: lemo.v1.ActorTree.actors:type_name -> lemo.v1.ActorInfo
+	52, // 41: lemo.v1.ActorTree.time:type_name -> google.protobuf.Timestamp
+	38, // 42: lemo.v1.ServiceSpec.operations:type_name -> lemo.v1.ServiceOperation
+	39, // 43: lemo.v1.RegisterServiceRequest.service:type_name -> lemo.v1.ServiceSpec
+	52, // 44: lemo.v1.ServiceCall.deadline:type_name -> google.protobuf.Timestamp
+	0,  // 45: lemo.v1.Error.code:type_name -> lemo.v1.ErrorCode
+	44, // 46: lemo.v1.Response.error:type_name -> lemo.v1.Error
+	3,  // 47: lemo.v1.Response.welcome:type_name -> lemo.v1.Welcome
+	49, // 48: lemo.v1.Response.task:type_name -> lemo.v1.TaskMeta
+	10, // 49: lemo.v1.Response.tasks:type_name -> lemo.v1.TaskPage
+	12, // 50: lemo.v1.Response.history:type_name -> lemo.v1.HistoryPage
+	15, // 51: lemo.v1.Response.tools:type_name -> lemo.v1.ToolList
+	19, // 52: lemo.v1.Response.models:type_name -> lemo.v1.ModelList
+	22, // 53: lemo.v1.Response.subscribed:type_name -> lemo.v1.Subscribed
+	31, // 54: lemo.v1.Response.approvals:type_name -> lemo.v1.ApprovalList
+	45, // 55: lemo.v1.Response.done:type_name -> lemo.v1.Done
+	36, // 56: lemo.v1.Response.actors:type_name -> lemo.v1.ActorTree
+	46, // 57: lemo.v1.ToClient.response:type_name -> lemo.v1.Response
+	25, // 58: lemo.v1.ToClient.updates:type_name -> lemo.v1.UpdateBatch
+	42, // 59: lemo.v1.ToClient.service_call:type_name -> lemo.v1.ServiceCall
+	60, // [60:60] is the sub-list for method output_type
+	60, // [60:60] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_gateway_proto_init() }
@@ -3660,6 +4007,8 @@ func file_gateway_proto_init() {
 		(*Request_UnregisterService)(nil),
 		(*Request_ServiceResult)(nil),
 		(*Request_Goodbye)(nil),
+		(*Request_Inspect)(nil),
+		(*Request_StopCall)(nil),
 	}
 	file_gateway_proto_msgTypes[25].OneofWrappers = []any{
 		(*Update_Event)(nil),
@@ -3668,7 +4017,7 @@ func file_gateway_proto_init() {
 		(*Update_FellBehind)(nil),
 		(*Update_Ended)(nil),
 	}
-	file_gateway_proto_msgTypes[41].OneofWrappers = []any{
+	file_gateway_proto_msgTypes[45].OneofWrappers = []any{
 		(*Response_Error)(nil),
 		(*Response_Welcome)(nil),
 		(*Response_Task)(nil),
@@ -3679,8 +4028,9 @@ func file_gateway_proto_init() {
 		(*Response_Subscribed)(nil),
 		(*Response_Approvals)(nil),
 		(*Response_Done)(nil),
+		(*Response_Actors)(nil),
 	}
-	file_gateway_proto_msgTypes[42].OneofWrappers = []any{
+	file_gateway_proto_msgTypes[46].OneofWrappers = []any{
 		(*ToClient_Response)(nil),
 		(*ToClient_Updates)(nil),
 		(*ToClient_ServiceCall)(nil),
@@ -3691,7 +4041,7 @@ func file_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gateway_proto_rawDesc), len(file_gateway_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   44,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -86,6 +86,10 @@ func (g *Gateway) execute(ctx context.Context, caller actors.Caller, req *api.Re
 		}
 		m := c.Steer
 		return result(done(), g.cfg.Approvals.Steer(ctx, caller, m.GetTaskId(), m.GetCallId(), m.GetInput()))
+	case *api.Request_Inspect:
+		return g.inspect(caller)
+	case *api.Request_StopCall:
+		return g.stopCall(ctx, caller, c.StopCall)
 	}
 	return errorResponse(invalid("unknown command"))
 }

@@ -44,7 +44,10 @@
 // (feed); live updates leave in batches at most every 4 ms (Linger).
 //
 // Owner scoping: every command runs as the session's principal; a Task of
-// another owner reads as not found. Operator tokens see every owner.
+// another owner reads as not found. Operator tokens see every owner. The
+// inspection commands (inspect: the live internal actor tree with mailbox
+// statistics; stop_call: stop one running tool call) are for operator
+// tokens only; others get ERROR_CODE_PERMISSION_DENIED.
 //
 // Lifecycle:
 //  1. cmd/lemo builds Tokens (the data folder's token, generated at first

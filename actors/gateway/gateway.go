@@ -141,6 +141,10 @@ type Config struct {
 	// Approvals answers the approval and steering commands; nil refuses
 	// them.
 	Approvals Approvals
+	// Inspector answers the operators' inspection commands (the actor
+	// tree, stopping one tool call); nil takes Daemon when it is one, else
+	// they are refused.
+	Inspector Inspector
 	// DefaultModel is used when a create names no model.
 	DefaultModel string
 	// Version is the daemon's version, told to clients.
@@ -261,6 +265,9 @@ func Start(ctx context.Context, cfg Config) (*Gateway, error) {
 
 // newGateway builds the gateway's parts that do not touch the network.
 func newGateway(cfg Config) *Gateway {
+	if cfg.Inspector == nil {
+		cfg.Inspector, _ = cfg.Daemon.(Inspector)
+	}
 	g := &Gateway{cfg: cfg, log: cfg.Log.With().Str("component", "gateway").Logger()}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {

@@ -125,7 +125,7 @@ func validate(r *api.Request) *cmdError {
 		if c.History.GetLimit() > maxHistoryLimit {
 			return invalid("history: limit %d exceeds %d", c.History.GetLimit(), maxHistoryLimit)
 		}
-	case *api.Request_ListTools, *api.Request_ListModels, *api.Request_ListApprovals, *api.Request_Goodbye:
+	case *api.Request_ListTools, *api.Request_ListModels, *api.Request_ListApprovals, *api.Request_Goodbye, *api.Request_Inspect:
 	case *api.Request_Subscribe:
 		return validSubscribe(c.Subscribe)
 	case *api.Request_Unsubscribe:
@@ -158,6 +158,13 @@ func validate(r *api.Request) *cmdError {
 		}
 		if !json.Valid(m.GetInput()) {
 			return invalid("steer: input is not JSON")
+		}
+	case *api.Request_StopCall:
+		if err := taskID(c.StopCall.GetTaskId()); err != nil {
+			return err
+		}
+		if id := c.StopCall.GetCallId(); id == "" || len(id) > maxIDBytes {
+			return invalid("stop_call: call id must be 1 to %d bytes", maxIDBytes)
 		}
 	case *api.Request_RegisterService:
 		return validService(c.RegisterService.GetService())
