@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -14,8 +15,9 @@ var ErrNoSpace = errors.New("persistence: not enough free space")
 // spaceGuard reads the free space of the store's filesystem at most once per
 // interval.
 type spaceGuard struct {
-	dir      string
-	floor    int64
+	dir string
+	// floor may change while the daemon runs (SetMinFreeBytes).
+	floor    atomic.Int64
 	interval time.Duration
 
 	mu      sync.Mutex
@@ -54,16 +56,21 @@ func (s *Store) FreeSpace() (int64, error) { return s.space.check() }
 // it is above or no floor is set. New work is refused on it; appends of
 // running work are not, so nothing acknowledged is lost.
 func (s *Store) CheckSpace() error {
-	if s.space.floor <= 0 {
+	floor := s.space.floor.Load()
+	if floor <= 0 {
 		return nil
 	}
 	free, err := s.space.check()
 	if err != nil {
 		return err
 	}
-	if free < s.space.floor {
+	if free < floor {
 		return fmt.Errorf("%w: the data folder's filesystem has %d MiB free, below the floor of %d MiB (free space, or lower storage.min_free_mib)",
-			ErrNoSpace, free>>20, s.space.floor>>20)
+			ErrNoSpace, free>>20, floor>>20)
 	}
 	return nil
 }
+
+// SetMinFreeBytes changes the free-space floor CheckSpace enforces (0
+// disables it); safe while the store is in use.
+func (s *Store) SetMinFreeBytes(n int64) { s.space.floor.Store(n) }

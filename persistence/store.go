@@ -227,7 +227,8 @@ func Open(dd *DataDir, opt Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
-	s := &Store{db: db, log: opt.Log, space: &spaceGuard{dir: dir, floor: opt.MinFreeBytes, interval: time.Second}}
+	s := &Store{db: db, log: opt.Log, space: &spaceGuard{dir: dir, interval: time.Second}}
+	s.space.floor.Store(opt.MinFreeBytes)
 	if err := s.checkFormat(fresh, opt.ReadOnly); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store %s: %w", dir, err)
