@@ -23,8 +23,9 @@
 //     a session.
 //  3. Commands (CreateTask, SendMessage, Pause, Continue, Cancel, Task,
 //     ListTasks, History, Tools, Models, Approvals, Resolve, Steer,
-//     RegisterService) return typed errors: *Error values that match
-//     ErrNotFound, ErrInvalid, ... with errors.Is.
+//     RegisterService; for operators Inspect and StopCall) return typed
+//     errors: *Error values that match ErrNotFound, ErrInvalid,
+//     ErrPermissionDenied, ... with errors.Is.
 //  4. Subscribe streams updates; Follow resubscribes after the reader fell
 //     behind or the daemon restarted, from the last seq delivered, so each
 //     event arrives once and in order; Projection.Run folds them into a

@@ -26,6 +26,9 @@ var (
 	ErrBusy = errors.New("busy")
 	// ErrTooLarge: a message exceeds a bound.
 	ErrTooLarge = errors.New("too large")
+	// ErrPermissionDenied: the token may not do this (an operator's
+	// command, such as Inspect or StopCall).
+	ErrPermissionDenied = errors.New("permission denied")
 	// ErrUnavailable: the daemon is stopping, or does not offer this.
 	ErrUnavailable = errors.New("unavailable")
 	// ErrTimeout: no answer in time.
@@ -64,6 +67,8 @@ func sentinel(c api.ErrorCode) error {
 		return ErrBusy
 	case api.ErrorCode_ERROR_CODE_TOO_LARGE:
 		return ErrTooLarge
+	case api.ErrorCode_ERROR_CODE_PERMISSION_DENIED:
+		return ErrPermissionDenied
 	case api.ErrorCode_ERROR_CODE_UNAVAILABLE:
 		return ErrUnavailable
 	case api.ErrorCode_ERROR_CODE_TIMEOUT:
