@@ -175,6 +175,8 @@ type env struct {
 	// incarnations numbers Task actor instances.
 	incarnations atomic.Uint64
 	inspector    *inspector
+	// limits are the part of opts that may change (SetLimits).
+	limits atomic.Pointer[Limits]
 }
 
 func (e *env) now() time.Time { return e.deps.Now() }
@@ -210,6 +212,7 @@ func Start(ctx context.Context, deps Deps, opts Options) (*Daemon, error) {
 	}
 	opts.defaults()
 	e := &env{deps: deps, opts: opts, log: deps.Log, inspector: newInspector()}
+	e.limits.Store(limitsOf(opts))
 	n, err := recoverStore(ctx, deps.Store, deps.Now())
 	if err != nil {
 		return nil, fmt.Errorf("recover store: %w", err)
@@ -311,11 +314,12 @@ func (d *Daemon) workspace(id, ws string) (string, error) {
 }
 
 func (d *Daemon) validText(what, s string) error {
+	limit := d.Limits().MaxRequestBytes
 	switch {
 	case strings.TrimSpace(s) == "":
 		return fmt.Errorf("%w: %s is empty", ErrInvalid, what)
-	case len(s) > d.env.opts.MaxRequestBytes:
-		return fmt.Errorf("%w: %s of %d bytes exceeds the limit of %d bytes", ErrInvalid, what, len(s), d.env.opts.MaxRequestBytes)
+	case len(s) > limit:
+		return fmt.Errorf("%w: %s of %d bytes exceeds the limit of %d bytes", ErrInvalid, what, len(s), limit)
 	case !utf8.ValidString(s):
 		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalid, what)
 	}

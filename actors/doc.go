@@ -33,6 +33,8 @@
 //  2. CreateTask, SendMessage, Pause, Continue, Cancel, Resolve, StopCall
 //     (stop one running tool call) and Subscribe serve callers (the
 //     gateway, tests, cmd/lemo); Inspect reports the live tree.
+//     SetLimits changes the limits a reload may change (cycles, parallel
+//     tools, request size) while Tasks run.
 //  3. Stop durably pauses running Tasks as interrupted, stops the tree and
 //     waits for every goroutine it started.
 //

@@ -382,7 +382,7 @@ func (t *task) reconcile(ctx actor.Context) {
 	if t.busy() || t.stopping != nil || t.st == nil || !t.st.Exists() {
 		return
 	}
-	o := t.env.opts
+	o := t.env.limits.Load()
 	step := t.st.Next(taskstate.NextOptions{Now: t.env.now(), MaxCycles: o.MaxCycles, MaxParallelTools: o.MaxParallelTools, Approval: t.approvalNeed})
 	switch step.Kind {
 	case taskstate.StepWait:
