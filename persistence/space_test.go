@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 
@@ -46,5 +47,23 @@ func TestSetMinFreeBytes(t *testing.T) {
 	s.SetMinFreeBytes(0)
 	if err := s.CheckSpace(); err != nil {
 		t.Fatalf("CheckSpace after the floor was lifted: %v", err)
+	}
+}
+
+// Size reports the disk space the store takes, and it grows with appends.
+func TestSize(t *testing.T) {
+	st := openTest(t, t.TempDir())
+	before := st.Size()
+	if before <= 0 {
+		t.Fatalf("Size() of a new store = %d, want > 0", before)
+	}
+	task := NewTaskID(t0)
+	mustAppend(t, st, task, created(task, "alice"))
+	text := strings.Repeat("0123456789abcdef", 4<<10) // 64 KiB
+	for seq := uint64(2); seq <= 33; seq++ {
+		mustAppend(t, st, task, msg(task, seq, text))
+	}
+	if after := st.Size(); after < before+1<<20 {
+		t.Fatalf("Size() after appending 2 MiB = %d, before %d: want at least 1 MiB more", after, before)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -306,8 +307,24 @@ func (s *Store) Close() error {
 	return s.closeErr
 }
 
-// Size returns the store's size on disk in bytes (LSM and value log).
+// Size returns the disk space the store's files take, in bytes (allocated
+// blocks: Badger preallocates its value log and memtable files sparsely).
+// Badger's own DB.Size is kept by its metrics, which Lemo turns off, and is
+// refreshed only once a minute.
 func (s *Store) Size() int64 {
-	lsm, vlog := s.db.Size()
-	return lsm + vlog
+	var n int64
+	_ = filepath.WalkDir(s.space.dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		if fi, err := d.Info(); err == nil {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				n += st.Blocks * 512
+			} else {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }
