@@ -24,6 +24,9 @@ func TestExposition(t *testing.T) {
 	r.NewGaugeFunc("lemo_tasks", "Tasks by status.", "status", func() map[string]float64 {
 		return map[string]float64{"running": 2, "finished": 7}
 	})
+	r.NewGaugeFunc("lemo_store_free_bytes", "Free.", "", func() map[string]float64 {
+		return map[string]float64{"": 78303649792}
+	})
 	var b strings.Builder
 	r.WriteText(&b)
 	out := b.String()
@@ -39,6 +42,7 @@ func TestExposition(t *testing.T) {
 		"lemo_events_appended_total 5\n",
 		`lemo_append_batch_size_bucket{le="4"} 1` + "\n",
 		`lemo_tasks{status="finished"} 7` + "\n",
+		"lemo_store_free_bytes 78303649792\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("exposition lacks %q:\n%s", want, out)

@@ -79,6 +79,9 @@ func formatFloat(f float64) string {
 		return "+Inf"
 	case math.IsInf(f, -1):
 		return "-Inf"
+	case f == math.Trunc(f) && math.Abs(f) < 1<<53:
+		// Whole numbers (bytes, counts) without an exponent.
+		return strconv.FormatFloat(f, 'f', -1, 64)
 	}
 	return strconv.FormatFloat(f, 'g', -1, 64)
 }
