@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -19,12 +21,9 @@ import (
 	"lemo/persistence"
 )
 
-// loadConfig builds the configuration: defaults, then the file (--config,
-// else LEMO_CONFIG, else ./lemo.yaml when it exists), then the environment,
-// then the flags that were set; every problem is reported at once.
-func loadConfig(fs *flag.FlagSet, configPath string, environ []string, flagKeys map[string]string) (*config.Config, error) {
-	cfg := config.Default()
-	var problems []error
+// configFile returns the configuration file to read: --config, else
+// LEMO_CONFIG, else ./lemo.yaml when it exists; "" for none.
+func configFile(configPath string) string {
 	if configPath == "" {
 		configPath = os.Getenv("LEMO_CONFIG")
 	}
@@ -33,6 +32,16 @@ func loadConfig(fs *flag.FlagSet, configPath string, environ []string, flagKeys 
 			configPath = "lemo.yaml"
 		}
 	}
+	return configPath
+}
+
+// loadConfig builds the configuration: defaults, then the file (see
+// configFile), then the environment, then the flags that were set; every
+// problem is reported at once.
+func loadConfig(fs *flag.FlagSet, configPath string, environ []string, flagKeys map[string]string) (*config.Config, error) {
+	cfg := config.Default()
+	var problems []error
+	configPath = configFile(configPath)
 	if configPath != "" {
 		problems = append(problems, cfg.LoadFile(configPath)...)
 	}
@@ -51,17 +60,29 @@ func loadConfig(fs *flag.FlagSet, configPath string, environ []string, flagKeys 
 	return cfg, nil
 }
 
-func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	configPath := fs.String("config", "", "configuration file (default: $LEMO_CONFIG, else ./lemo.yaml if present)")
-	flagKeys := map[string]string{}
+// configFlags declares --config and the flags of the configuration keys
+// on fs; it returns --config and the key of each flag.
+func configFlags(fs *flag.FlagSet) (configPath *string, flagKeys map[string]string) {
+	configPath = fs.String("config", "", "configuration file (default: $LEMO_CONFIG, else ./lemo.yaml if present)")
+	flagKeys = map[string]string{}
 	for _, k := range config.Keys() {
 		if k.Flag != "" {
 			fs.String(k.Flag, "", fmt.Sprintf("%s (%s; default %q)", k.Help, k.Path, k.Default))
 			flagKeys[k.Flag] = k.Path
 		}
 	}
+	return configPath, flagKeys
+}
+
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	// SIGHUP re-reads the configuration; caught from here on (Go's default
+	// would end the process).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath, flagKeys := configFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -75,26 +96,42 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log, err := logging.New(stderr, cfg.Log.Level, cfg.Log.Format)
+	// The logger passes every level; zerolog's global level filters, so
+	// that SIGHUP can change it (setLogLevel).
+	log, err := logging.New(stderr, "trace", cfg.Log.Format)
+	if err == nil {
+		err = setLogLevel(cfg.Log.Level)
+	}
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	return runDaemon(ctx, cfg, log)
+	reload := func() (*config.Config, error) { return loadConfig(fs, *configPath, os.Environ(), flagKeys) }
+	return runDaemon(ctx, cfg, log, hup, reload)
 }
 
 // runDaemon runs the daemon until ctx ends, then stops it cleanly: running
-// Tasks are durably paused as interrupted.
-func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
+// Tasks are durably paused as interrupted. Each signal on hup re-reads the
+// configuration with reload and applies what can change live.
+func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, hup <-chan os.Signal, reload func() (*config.Config, error)) error {
 	dd, err := persistence.OpenDataDir(cfg.Data)
 	if err != nil {
 		return err
 	}
 	defer dd.Close()
-	store, err := persistence.Open(dd, persistence.Options{Log: log, MinFreeBytes: int64(cfg.Storage.MinFreeMiB) << 20})
+	o := newOps()
+	o.floor.Store(int64(cfg.Storage.MinFreeMiB) << 20)
+	if cfg.HTTP.Listen != "" {
+		if err := o.serve(cfg.HTTP.Listen, log); err != nil {
+			return fmt.Errorf("http.listen: %w (is another program using it?)", err)
+		}
+		defer o.close(log)
+	}
+	store, err := persistence.Open(dd, persistence.Options{Log: log, MinFreeBytes: int64(cfg.Storage.MinFreeMiB) << 20, OnCommit: o.daemon.Commit})
 	if err != nil {
 		return err
 	}
 	defer store.Close()
+	o.store.Store(store)
 	mem, err := memory.Open(context.Background(), store, memory.Options{Log: log.With().Str("component", "memory").Logger()})
 	if err != nil {
 		return err
@@ -114,7 +151,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 			return err
 		}
 	}
-	d, err := actors.Start(context.Background(), actors.Deps{Store: store, Providers: provs, Tools: reg, Memory: mem, Log: log}, actorOptions(cfg, dd))
+	d, err := actors.Start(context.Background(), actors.Deps{Store: store, Providers: provs, Tools: reg, Memory: mem, Observer: o.daemon, Log: log}, actorOptions(cfg, dd))
 	if err != nil {
 		return err
 	}
@@ -123,16 +160,28 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		_ = d.Stop(context.Background())
 		return err
 	}
+	o.gw.Store(remote.gw)
+	o.ready.Store(true)
 	log.Info().Str("data", dd.Path()).Str("listen", remote.gw.Addr()).Strs("providers", provs.Names()).Int("tools", len(reg.List())).Msg("lemo is serving; Ctrl-C stops it")
-	<-ctx.Done()
+	r := newReloader(cfg, reload, store, d, o, log)
+	for ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-hup:
+			r.reload()
+		}
+	}
+	o.ready.Store(false)
 	log.Info().Msg("stopping: pausing running tasks")
 	remote.stop()
+	o.gw.Store(nil)
 	stopCtx, cancel := context.WithTimeout(context.Background(), cfg.Tasks.ShutdownTimeout+5*time.Second)
 	defer cancel()
 	if err := d.Stop(stopCtx); err != nil {
 		log.Error().Err(err).Msg("stop")
 		return err
 	}
+	o.close(log)
 	_ = mem.Close()
 	if err := store.Close(); err != nil {
 		return fmt.Errorf("close store: %w", err)

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"sync/atomic"
+
+	"github.com/rs/zerolog"
+
+	"lemo/actors/gateway"
+	"lemo/actors/taskstate"
+	"lemo/api"
+	"lemo/metrics"
+	"lemo/persistence"
+)
+
+// ops is lemo serve's operational surface: the metrics registry, the
+// collector the actor tree (Observer) and the store (OnCommit) report to,
+// the gauges read at each scrape, the readiness flag and the optional HTTP
+// listener (http.listen).
+//
+// The listener starts right after the data folder is locked, before the
+// store opens and recovery runs, so /readyz answers 503 until the daemon
+// serves and again once it starts stopping. The gauges read parts that come
+// and go (store, gateway) through atomic pointers; none of them calls into
+// Badger, so a scrape is cheap and safe at any time.
+type ops struct {
+	reg    *metrics.Registry
+	daemon *metrics.Daemon
+	ready  atomic.Bool
+	store  atomic.Pointer[persistence.Store]
+	gw     atomic.Pointer[gateway.Gateway]
+	// floor is the free-space floor in force, in bytes (a reload changes
+	// it).
+	floor atomic.Int64
+	srv   *metrics.Server
+}
+
+func newOps() *ops {
+	o := &ops{reg: metrics.NewRegistry()}
+	o.daemon = metrics.NewDaemon(o.reg)
+	o.reg.NewGaugeFunc("lemo_build_info", "The running binary: its version (value 1).", "version", func() map[string]float64 {
+		return map[string]float64{buildVersion: 1}
+	})
+	o.reg.NewGaugeFunc("lemo_ready", "1 when the store is open, recovery is done and the remote API serves; 0 while starting or stopping.", "", func() map[string]float64 {
+		return map[string]float64{"": b2f(o.ready.Load())}
+	})
+	o.reg.NewGaugeFunc("lemo_tasks", "Tasks by status.", "status", o.tasks)
+	o.reg.NewGaugeFunc("lemo_store_size_bytes", "Disk space the store takes.", "", o.storeGauge(func(s *persistence.Store) float64 {
+		return float64(s.Size())
+	}))
+	o.reg.NewGaugeFunc("lemo_store_free_bytes", "Free space on the data folder's filesystem (read at most once a second).", "", o.storeGauge(func(s *persistence.Store) float64 {
+		free, err := s.FreeSpace()
+		if err != nil {
+			return -1
+		}
+		return float64(free)
+	}))
+	o.reg.NewGaugeFunc("lemo_store_min_free_bytes", "The free-space floor (storage.min_free_mib): below it new work is refused.", "", func() map[string]float64 {
+		return map[string]float64{"": float64(o.floor.Load())}
+	})
+	o.reg.NewGaugeFunc("lemo_clients", "Client sessions attached to the remote API.", "", func() map[string]float64 {
+		n := 0
+		if g := o.gw.Load(); g != nil {
+			n = g.Sessions()
+		}
+		return map[string]float64{"": float64(n)}
+	})
+	return o
+}
+
+// tasks counts Tasks by status; every status is present, zero or not.
+func (o *ops) tasks() map[string]float64 {
+	out := make(map[string]float64, len(api.TaskStatus_name))
+	for n := range api.TaskStatus_name {
+		if st := api.TaskStatus(n); st != api.TaskStatus_TASK_STATUS_UNSPECIFIED {
+			out[taskstate.StatusName(st)] = 0
+		}
+	}
+	if s := o.store.Load(); s != nil {
+		for st, n := range s.StatusCounts() {
+			out[taskstate.StatusName(st)] = float64(n)
+		}
+	}
+	return out
+}
+
+// storeGauge reads f of the store once it is open; nothing before.
+func (o *ops) storeGauge(f func(*persistence.Store) float64) func() map[string]float64 {
+	return func() map[string]float64 {
+		s := o.store.Load()
+		if s == nil {
+			return nil
+		}
+		return map[string]float64{"": f(s)}
+	}
+}
+
+// serve starts the HTTP listener on addr.
+func (o *ops) serve(addr string, log zerolog.Logger) error {
+	srv, err := metrics.Serve(addr, o.reg, o.ready.Load)
+	if err != nil {
+		return err
+	}
+	o.srv = srv
+	log.Info().Str("address", srv.Addr()).Msg("health and metrics listening (/healthz, /readyz, /metrics)")
+	return nil
+}
+
+// close stops the HTTP listener, if any; it is safe to call more than once.
+func (o *ops) close(log zerolog.Logger) {
+	if o.srv == nil {
+		return
+	}
+	if err := o.srv.Close(); err != nil {
+		log.Warn().Err(err).Msg("stop the health and metrics listener")
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
