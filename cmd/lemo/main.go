@@ -1,6 +1,7 @@
 // Command lemo is the Lemo daemon and its command-line client.
 //
-//	lemo serve [--config FILE] [--data DIR]   run the daemon
+//	lemo serve [--config FILE] [--data DIR]   run the daemon (SIGHUP re-reads the configuration)
+//	lemo doctor [--config FILE] [--data DIR]  check what the daemon needs and say how to fix it
 //	lemo run "request" [--model M]            create a Task and stream it
 //	lemo tasks | attach | send | pause | continue | cancel | tools | models
 //	lemo approvals | approve | deny | steer
@@ -51,7 +52,8 @@ func main() {
 const usage = `Lemo runs LLM agents as a supervised actor tree.
 
 Usage:
-  lemo serve [--config FILE] [--data DIR]   run the daemon
+  lemo serve [--config FILE] [--data DIR]   run the daemon (SIGTERM stops it, SIGHUP reloads)
+  lemo doctor [--config FILE] [--data DIR]  check the data folder, tokens, providers, delegate
   lemo run "request" [--model M]            create a Task and stream its progress
   lemo tasks                                list Tasks
   lemo attach <id> [--from SEQ]             show a Task's history and follow it
@@ -82,6 +84,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return serve(ctx, args[1:], stdout, stderr)
 	case "version":
 		return version(args[1:], stdout)
+	case "doctor":
+		return doctor(ctx, args[1:], stdout, stderr)
 	case "run":
 		return runTask(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "tasks":

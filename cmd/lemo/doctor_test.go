@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"lemo/config"
+	"lemo/persistence"
+)
+
+// doctorConfig is a configuration with no network provider but the fake
+// one, on data.
+func doctorConfig(data string) *config.Config {
+	cfg := config.Default()
+	cfg.Data = data
+	cfg.Providers.Ollama.Disabled = true
+	cfg.Providers.Fake.Enabled = true
+	cfg.Storage.MinFreeMiB = 1
+	return cfg
+}
+
+func runDoctor(t *testing.T, cfg *config.Config, mod func(*doctorEnv)) map[string][]checkResult {
+	t.Helper()
+	e := &doctorEnv{cfg: cfg, timeout: 5 * time.Second, lookPath: func(string) (string, error) { return "", errors.New("not found") }}
+	if mod != nil {
+		mod(e)
+	}
+	out := map[string][]checkResult{}
+	for _, r := range e.run(context.Background()) {
+		out[r.Check] = append(out[r.Check], r)
+	}
+	return out
+}
+
+// expect checks that check has a result with status whose detail (and
+// fix) contain the words.
+func expect(t *testing.T, got map[string][]checkResult, check, status string, words ...string) {
+	t.Helper()
+	for _, r := range got[check] {
+		if r.Status != status {
+			continue
+		}
+		ok := true
+		for _, w := range words {
+			ok = ok && strings.Contains(r.Detail+" fix: "+r.Fix, w)
+		}
+		if ok {
+			return
+		}
+	}
+	t.Errorf("no %s %q result containing %q; got %+v", status, check, words, got[check])
+}
+
+func TestDoctorFreshFolder(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	got := runDoctor(t, doctorConfig(data), nil)
+	expect(t, got, "config", checkOK, "built-in defaults")
+	expect(t, got, "data folder", checkInfo, "does not exist yet")
+	expect(t, got, "store", checkInfo, "no store yet")
+	expect(t, got, "token file", checkInfo, "does not exist yet")
+	expect(t, got, "free space", checkOK, "MiB free")
+	expect(t, got, "provider fake", checkOK, "fake/echo")
+	for check, rs := range got {
+		for _, r := range rs {
+			if r.Status == checkFail {
+				t.Errorf("%s: %+v", check, r)
+			}
+		}
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Fatalf("doctor created the data folder: %v", err)
+	}
+}
+
+// A stopped daemon's folder: the store opens read-only and its Tasks are
+// counted; loose permissions are reported with the command that fixes them.
+func TestDoctorStoppedDaemonFolder(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	dd, err := persistence.OpenDataDir(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := persistence.Open(dd, persistence.Options{Log: zerolog.Nop(), MemTableSize: 4 << 20, BlockCacheSize: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = st.Close()
+	_ = dd.Close()
+	token := filepath.Join(data, "token")
+	if err := os.WriteFile(token, []byte("t0123456789abcdef0123456789\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got := runDoctor(t, doctorConfig(data), nil)
+	expect(t, got, "daemon", checkInfo, "not running")
+	expect(t, got, "store", checkOK, "opens read-only: 0 Tasks")
+	expect(t, got, "token file", checkFail, "mode 0644", "refuses to start", "chmod 600 "+token)
+	if os.Getuid() != 0 {
+		expect(t, got, "data folder", checkWarn, "mode 0755", "chmod 700 "+data)
+	}
+
+	if err := os.Chmod(token, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got = runDoctor(t, doctorConfig(data), nil)
+	expect(t, got, "token file", checkOK, "mode 0600")
+}
+
+func TestDoctorRefusesAForeignFolder(t *testing.T) {
+	data := t.TempDir()
+	if err := os.WriteFile(filepath.Join(data, "notes.txt"), []byte("mine"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := runDoctor(t, doctorConfig(data), nil)
+	expect(t, got, "data folder", checkFail, "no FORMAT marker")
+}
+
+func TestDoctorFreeSpace(t *testing.T) {
+	cfg := doctorConfig(t.TempDir())
+	cfg.Storage.MinFreeMiB = 1 << 30 // 1 PiB
+	expect(t, runDoctor(t, cfg, nil), "free space", checkFail, "below the floor", "lower storage.min_free_mib")
+	cfg.Storage.MinFreeMiB = 0
+	expect(t, runDoctor(t, cfg, nil), "free space", checkWarn, "guard is off")
+}
+
+// Each provider is asked for its models: refused credentials and an
+// unreachable server are told apart, with what to do.
+func TestDoctorProviders(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer right" {
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write([]byte(`{"error":{"message":"invalid api key"}}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"object":"list","data":[{"id":"tiny","object":"model"}]}`))
+	}))
+	defer srv.Close()
+	cfg := doctorConfig(t.TempDir())
+	cfg.Providers.Fake.Enabled = false
+	cfg.Providers.OpenAI.BaseURL = srv.URL
+	cfg.Providers.OpenAI.APIKey = "wrong"
+	expect(t, runDoctor(t, cfg, nil), "provider openai", checkFail, "authentication refused", "LEMO_OPENAI_API_KEY")
+	cfg.Providers.OpenAI.APIKey = "right"
+	expect(t, runDoctor(t, cfg, nil), "provider openai", checkOK, "1 models", "openai/tiny")
+	cfg.Providers.OpenAI.BaseURL = "http://127.0.0.1:1"
+	expect(t, runDoctor(t, cfg, nil), "provider openai", checkFail, "unreachable", "providers.openai.base_url")
+	cfg.Providers.OpenAI.Disabled = true
+	expect(t, runDoctor(t, cfg, nil), "providers", checkFail, "no provider is configured")
+}
+
+func TestDoctorDelegate(t *testing.T) {
+	cfg := doctorConfig(t.TempDir())
+	cfg.Delegate.Enabled = true
+	expect(t, runDoctor(t, cfg, nil), "delegate", checkFail, `"pi" is not found`, "npm install -g @mariozechner/pi-coding-agent")
+	agent := filepath.Join(t.TempDir(), "pi")
+	if err := os.WriteFile(agent, []byte("#!/bin/sh\necho 0.42.0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got := runDoctor(t, cfg, func(e *doctorEnv) {
+		e.lookPath = func(name string) (string, error) {
+			if name != "pi" {
+				return "", errors.New("not found")
+			}
+			return agent, nil
+		}
+	})
+	expect(t, got, "delegate", checkOK, "pi 0.42.0", agent)
+}
