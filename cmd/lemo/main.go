@@ -5,6 +5,7 @@
 //	lemo run "request" [--model M]            create a Task and stream it
 //	lemo tasks | attach | send | pause | continue | cancel | tools | models
 //	lemo approvals | approve | deny | steer
+//	lemo console                              the live inspection console
 //	lemo version                              print version information
 //
 // main only wires: configuration, the store, providers, tools and the actor
@@ -62,6 +63,7 @@ Usage:
   lemo approvals                            list calls waiting for approval
   lemo approve|deny <approval id>           decide one
   lemo steer <id> <call id> <json>          steer a running tool call
+  lemo console                              live actor tree and Tasks, with actions
   lemo tools                                list the tools and their Views
   lemo models                               list the models of every provider
   lemo version                              print version information
@@ -106,6 +108,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return resolve(ctx, args[0], args[1:], stdout, stderr)
 	case "steer":
 		return steer(ctx, args[1:], stdout, stderr)
+	case "console":
+		return consoleCmd(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

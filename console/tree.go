@@ -1,0 +1,138 @@
+package console
+
+import (
+	"sort"
+	"strings"
+
+	"lemo/api"
+)
+
+// row is one line of the tree pane: a live actor, or a dormant Task (one
+// with no actor now: it costs storage, not memory).
+type row struct {
+	// key identifies the row across refreshes: the actor's path, or
+	// "dormant/<task id>".
+	key    string
+	prefix string // tree drawing before the label
+	label  string
+	kind   string
+	actor  *api.ActorInfo // nil for a dormant Task
+	taskID string         // the Task the row belongs to ("" for daemon, hub, tasks)
+	callID string         // a tool row's call
+	tool   string         // a tool row's tool, from its state
+}
+
+// Well-known actor paths (actors package doc).
+const (
+	tasksPath  = "daemon/tasks"
+	tasksDepth = 2 // segments of tasksPath
+)
+
+// rowPath splits an actor path into the Task and call it belongs to:
+// daemon/tasks/<task>/tool-<call>/session-<name>.
+func rowPath(id string) (taskID, callID string) {
+	parts := strings.Split(id, "/")
+	if len(parts) <= tasksDepth || strings.Join(parts[:tasksDepth], "/") != tasksPath {
+		return "", ""
+	}
+	taskID = parts[tasksDepth]
+	if len(parts) > tasksDepth+1 {
+		callID, _ = strings.CutPrefix(parts[tasksDepth+1], "tool-")
+		if callID == parts[tasksDepth+1] {
+			callID = ""
+		}
+	}
+	return taskID, callID
+}
+
+// buildRows lays out the tree: the live actors as the daemon reported
+// them (parents first), with the dormant Tasks under the task manager
+// after the live ones, newest first. Without a tree (a token that may not
+// inspect) the rows are the Tasks alone.
+func buildRows(tree *api.ActorTree, tasks map[string]*taskState) []row {
+	type node struct {
+		row
+		children []*node
+	}
+	byID := map[string]*node{}
+	var roots []*node
+	live := map[string]bool{}
+	for _, a := range tree.GetActors() {
+		n := &node{row: row{key: a.GetId(), kind: a.GetKind(), actor: a}}
+		n.taskID, n.callID = rowPath(a.GetId())
+		n.label = a.GetId()[strings.LastIndex(a.GetId(), "/")+1:]
+		if a.GetKind() == "tool" {
+			n.tool, _ = strings.CutPrefix(a.GetState(), "running ")
+		}
+		if a.GetKind() == "task" && n.taskID != "" {
+			live[n.taskID] = true
+			n.label = taskLabel(n.taskID, tasks[n.taskID])
+		}
+		byID[a.GetId()] = n
+		if i := strings.LastIndex(a.GetId(), "/"); i > 0 && byID[a.GetId()[:i]] != nil {
+			p := byID[a.GetId()[:i]]
+			p.children = append(p.children, n)
+		} else {
+			roots = append(roots, n)
+		}
+	}
+	if p := byID[tasksPath]; p != nil {
+		// Newest Task first, as everywhere else.
+		sort.SliceStable(p.children, func(i, j int) bool { return p.children[i].taskID > p.children[j].taskID })
+	}
+	var dormant []string
+	for id := range tasks {
+		if !live[id] {
+			dormant = append(dormant, id)
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(dormant)))
+	parent := byID[tasksPath]
+	for _, id := range dormant {
+		n := &node{row: row{key: "dormant/" + id, kind: "task", taskID: id, label: taskLabel(id, tasks[id])}}
+		if parent != nil {
+			parent.children = append(parent.children, n)
+		} else {
+			roots = append(roots, n)
+		}
+	}
+	var out []row
+	var walk func(n *node, lead string, last, root bool)
+	walk = func(n *node, lead string, last, root bool) {
+		r := n.row
+		next := lead
+		switch {
+		case root:
+		case last:
+			r.prefix, next = lead+"└ ", lead+"  "
+		default:
+			r.prefix, next = lead+"├ ", lead+"│ "
+		}
+		out = append(out, r)
+		for i, c := range n.children {
+			walk(c, next, i == len(n.children)-1, false)
+		}
+	}
+	for _, r := range roots {
+		walk(r, "", true, true)
+	}
+	return out
+}
+
+// taskLabel names a Task in the tree: the end of its id (ids are
+// time-ordered, so their starts look alike) and its title.
+func taskLabel(id string, t *taskState) string {
+	s := shortID(id)
+	if t != nil && t.meta.GetTitle() != "" {
+		s += " " + t.meta.GetTitle()
+	}
+	return s
+}
+
+// shortID is the distinctive end of a Task id.
+func shortID(id string) string {
+	if len(id) <= 8 {
+		return id
+	}
+	return "…" + id[len(id)-6:]
+}
