@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -51,6 +52,8 @@ type daemon struct {
 	log  bytes.Buffer
 	done chan struct{}
 	err  error
+	// ready is closed when the daemon logs that it serves.
+	ready chan struct{}
 }
 
 // cleanEnv is the environment of the processes under test: the test's own
@@ -67,11 +70,32 @@ func cleanEnv(extra ...string) []string {
 	return append(env, extra...)
 }
 
-// startDaemon runs lemo serve on data and waits until it serves.
+// startDaemon runs lemo serve on data and waits until it serves. The
+// remote API listens on a free port (127.0.0.1:0) unless args name
+// --listen, so that daemons of concurrent tests never collide; clients find
+// it through the data folder's daemon.json.
 func startDaemon(t testing.TB, data string, args ...string) *daemon {
 	t.Helper()
-	d := &daemon{t: t, data: data, done: make(chan struct{})}
-	d.cmd = exec.Command(lemoBin, append([]string{"serve", "--data", data}, args...)...)
+	d := launchDaemon(t, lemoBin, data, args...)
+	select {
+	case <-d.ready:
+	case <-d.done:
+		t.Fatalf("lemo serve exited before serving: %v\n%s", d.err, d.logs())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("lemo serve did not start within 30s:\n%s", d.logs())
+	}
+	return d
+}
+
+// launchDaemon starts bin serve on data without waiting for it; ready is
+// closed once it serves.
+func launchDaemon(t testing.TB, bin, data string, args ...string) *daemon {
+	t.Helper()
+	d := &daemon{t: t, data: data, done: make(chan struct{}), ready: make(chan struct{})}
+	if !slices.Contains(args, "--listen") {
+		args = append([]string{"--listen", "127.0.0.1:0"}, args...)
+	}
+	d.cmd = exec.Command(bin, append([]string{"serve", "--data", data}, args...)...)
 	d.cmd.Env = cleanEnv("LEMO_LOG_FORMAT=json", "LEMO_FAKE_ENABLED=true", "LEMO_OLLAMA_DISABLED=true")
 	stderr, err := d.cmd.StderrPipe()
 	if err != nil {
@@ -80,7 +104,6 @@ func startDaemon(t testing.TB, data string, args ...string) *daemon {
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	ready := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -91,7 +114,7 @@ func startDaemon(t testing.TB, data string, args ...string) *daemon {
 			d.log.WriteString(line + "\n")
 			d.mu.Unlock()
 			if strings.Contains(line, "lemo is serving") {
-				once.Do(func() { close(ready) })
+				once.Do(func() { close(d.ready) })
 			}
 		}
 		_, _ = io.Copy(io.Discard, stderr)
@@ -99,13 +122,6 @@ func startDaemon(t testing.TB, data string, args ...string) *daemon {
 		close(d.done)
 	}()
 	t.Cleanup(func() { d.kill() })
-	select {
-	case <-ready:
-	case <-d.done:
-		t.Fatalf("lemo serve exited before serving: %v\n%s", d.err, d.logs())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("lemo serve did not start within 30s:\n%s", d.logs())
-	}
 	return d
 }
 
@@ -118,7 +134,14 @@ func (d *daemon) logs() string {
 // stop sends SIGINT and waits for a clean exit.
 func (d *daemon) stop() {
 	d.t.Helper()
-	_ = d.cmd.Process.Signal(syscall.SIGINT)
+	d.stopWith(syscall.SIGINT)
+}
+
+// stopWith sends sig (SIGINT or SIGTERM) and waits for an exit with status
+// 0.
+func (d *daemon) stopWith(sig syscall.Signal) {
+	d.t.Helper()
+	_ = d.cmd.Process.Signal(sig)
 	select {
 	case <-d.done:
 	case <-time.After(60 * time.Second):
