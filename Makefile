@@ -104,22 +104,24 @@ check-generate: protoc ## Check that the generated code matches api/*.proto
 
 # Release archives: static binaries (no cgo) for each platform, stamped with
 # the version and commit, packed with the README, LICENSE and the example
-# production files, and a SHA-256 checksum file.
+# production files, and a SHA-256 checksum file. DIST is the output folder
+# (the artifact test builds into a temporary one).
 DIST_PLATFORMS := linux/amd64 linux/arm64
+DIST ?= dist
 
 .PHONY: dist
 dist: deps ## Build release archives and checksums into dist/
-	rm -rf dist && mkdir -p dist
+	rm -rf '$(DIST)' && mkdir -p '$(DIST)'
 	@set -e; for p in $(DIST_PLATFORMS); do \
-		os=$${p%/*}; arch=$${p#*/}; name=lemo-$(VERSION)-$$os-$$arch; stage=dist/$$name; \
+		os=$${p%/*}; arch=$${p#*/}; name=lemo-$(VERSION)-$$os-$$arch; stage='$(DIST)'/$$name; \
 		mkdir -p $$stage; \
 		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS) -s -w' -o $$stage/lemo ./cmd/lemo; \
 		cp README.md LICENSE deploy/lemo.yaml deploy/lemo.service $$stage/; \
-		tar -C dist -czf dist/$$name.tar.gz --owner=0 --group=0 --mtime='2000-01-01' $$name; \
+		tar -C '$(DIST)' -czf '$(DIST)'/$$name.tar.gz --owner=0 --group=0 --mtime='2000-01-01' $$name; \
 		rm -rf $$stage; \
-		echo "dist/$$name.tar.gz"; \
+		echo "$(DIST)/$$name.tar.gz"; \
 	done
-	cd dist && sha256sum *.tar.gz > SHA256SUMS && cat SHA256SUMS
+	cd '$(DIST)' && sha256sum *.tar.gz > SHA256SUMS && cat SHA256SUMS
 
 .PHONY: clean
 clean: ## Remove build outputs (not the data folder)
