@@ -18,4 +18,7 @@ var (
 	ErrLocked = errors.New("persistence: data folder in use")
 	// ErrInvalid: an append or id is malformed.
 	ErrInvalid = errors.New("persistence: invalid")
+	// ErrNeedsRecovery: a read-only open found a store that was not closed
+	// cleanly (its process was killed); a read-write open recovers it.
+	ErrNeedsRecovery = errors.New("persistence: the store was not closed cleanly; opening it read-write (lemo serve) recovers it")
 )

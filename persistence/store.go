@@ -226,6 +226,11 @@ func Open(dd *DataDir, opt Options) (*Store, error) {
 		WithNumVersionsToKeep(1)
 	db, err := badger.Open(bo)
 	if err != nil {
+		// Badger flattens the chain of this error (y.Wrapf), so its text
+		// is what tells.
+		if opt.ReadOnly && strings.Contains(err.Error(), badger.ErrTruncateNeeded.Error()) {
+			return nil, fmt.Errorf("open store %s: %w (%v)", dir, ErrNeedsRecovery, err)
+		}
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
 	s := &Store{db: db, log: opt.Log, space: &spaceGuard{dir: dir, interval: time.Second}}
