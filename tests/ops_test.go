@@ -361,6 +361,15 @@ func TestDoctor(t *testing.T) {
 		t.Fatalf("doctor --json with the daemon stopped: exit %d\n%s", code, out)
 	}
 
+	// After a kill -9 the store cannot be opened read-only until lemo
+	// serve recovers it: a warning, not a failure.
+	d = serveRemote(t, data)
+	d.kill()
+	out, code = lemo(t, env, "doctor", "--data", data)
+	if code != 0 || !strings.Contains(out, "warn  store") || !strings.Contains(out, "was not closed cleanly") || !strings.Contains(out, "fix: start lemo serve") {
+		t.Fatalf("doctor after a kill -9: exit %d\n%s", code, out)
+	}
+
 	token := filepath.Join(data, "token")
 	if err := os.Chmod(token, 0o644); err != nil {
 		t.Fatal(err)

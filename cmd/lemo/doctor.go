@@ -327,6 +327,10 @@ func openStoreReadOnly(dir string) checkResult {
 		return checkResult{Check: "store", Status: checkInfo, Detail: "no store yet: lemo serve creates it"}
 	}
 	st, err := persistence.Open(dd, persistence.Options{Log: zerolog.Nop(), ReadOnly: true, MemTableSize: 8 << 20, BlockCacheSize: 8 << 20})
+	if errors.Is(err, persistence.ErrNeedsRecovery) {
+		return checkResult{Check: "store", Status: checkWarn, Detail: "was not closed cleanly (its daemon was killed or crashed), so it cannot be opened read-only",
+			Fix: "start lemo serve: it recovers the store (nothing acknowledged is lost) and pauses the Tasks that were running"}
+	}
 	if err != nil {
 		return checkResult{Check: "store", Status: checkFail, Detail: "cannot be opened read-only: " + err.Error(),
 			Fix: "start lemo serve, which recovers a store that was not closed cleanly; if it refuses too, restore the data folder from a backup"}
