@@ -509,18 +509,23 @@ func (e *doctorEnv) provider(ctx context.Context, name string, p providers.Provi
 	ms, err := p.Models(ctx)
 	hint := providerHints[name]
 	if err != nil {
-		r.Status, r.Detail = checkFail, err.Error()
+		why := err.Error()
+		var pe *providers.Error
+		if errors.As(err, &pe) && pe.Err != nil && !strings.Contains(why, pe.Err.Error()) {
+			why += " (" + pe.Err.Error() + ")"
+		}
+		r.Status, r.Detail = checkFail, why
 		switch providers.ClassOf(err) {
 		case providers.ClassAuth:
-			r.Detail = "authentication refused: " + err.Error()
+			r.Detail = "authentication refused: " + why
 			r.Fix = "check the API key (" + hint[1] + ", or " + hint[0] + ".api_key)"
 		case providers.ClassQuota:
 			r.Fix = "the account's credits or quota are exhausted"
 		case providers.ClassCancelled:
-			r.Detail = fmt.Sprintf("no answer within %s: %v", e.timeout, err)
+			r.Detail = fmt.Sprintf("no answer within %s: %s", e.timeout, why)
 			r.Fix = "check that it runs and is reachable (" + hint[0] + ".base_url), or disable it with " + hint[0] + ".disabled"
 		default:
-			r.Detail = "unreachable or failing: " + err.Error()
+			r.Detail = "unreachable or failing: " + why
 			r.Fix = "check that it runs and is reachable (" + hint[0] + ".base_url), or disable it with " + hint[0] + ".disabled"
 		}
 		if hint[0] == "" {
