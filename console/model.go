@@ -406,6 +406,9 @@ func (m *Model) key(k string) tea.Cmd {
 		}
 		m.pane = paneTree
 	case "esc":
+		if m.pane == paneTask {
+			m.status = ""
+		}
 		m.pane = paneTree
 	case "enter":
 		if m.pane == paneTree {
@@ -427,6 +430,9 @@ func (m *Model) openTask(id string) tea.Cmd {
 	if id == "" {
 		m.setStatus(true, "select a Task first")
 		return nil
+	}
+	if m.pane != paneTask || m.open != id {
+		m.status = "" // about what was on screen before
 	}
 	m.pane, m.open, m.follow = paneTask, id, true
 	return m.loadHistory(id)
