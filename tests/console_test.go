@@ -251,3 +251,36 @@ func waitHistory(t *testing.T, c *client.Conn, id string, cond func(*api.Event) 
 		waitABit()
 	}
 }
+
+// lemo console --json prints the actor tree for an operator; another
+// token gets a permission error; without a terminal the console says it
+// needs one.
+func TestConsoleJSONAndPermissions(t *testing.T) {
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens")
+	const aliceToken = "alice-token-0123456789"
+	if err := os.WriteFile(tokens, []byte("alice "+aliceToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	serveRemote(t, data, "--config", writeConfig(t, "auth:\n  tokens_file: "+tokens+"\n"))
+	out, code := cli(t, data, "console", "--json")
+	var tree struct {
+		Actors []struct{ ID, Kind string }
+	}
+	mustJSON(t, out, &tree)
+	kinds := map[string]string{}
+	for _, a := range tree.Actors {
+		kinds[a.ID] = a.Kind
+	}
+	if code != 0 || kinds["daemon/tasks"] != "tasks" || kinds["daemon/hub"] != "hub" {
+		t.Fatalf("lemo console --json: exit %d\n%s", code, out)
+	}
+	out, code = lemo(t, cleanEnv("LEMO_DATA="+data, "LEMO_TOKEN="+aliceToken), "console", "--json")
+	if code == 0 || !strings.Contains(out, "operator tokens only") {
+		t.Fatalf("alice's lemo console --json: exit %d\n%s", code, out)
+	}
+	if out, code = cli(t, data, "console"); code != 2 || !strings.Contains(out, "needs a terminal") {
+		t.Fatalf("lemo console without a terminal: exit %d\n%s", code, out)
+	}
+}
