@@ -1,0 +1,82 @@
+package proc
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+	"testing"
+)
+
+func TestParseStat(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		want Stat
+		ok   bool
+	}{
+		{"42 (sleep) S 7 42 42 0 -1 4194304 ...", Stat{Pid: 42, PPid: 7, Pgrp: 42, State: 'S'}, true},
+		{"9 (a) b) (c S 1 2 ...) Z 3 4 5", Stat{Pid: 9, PPid: 3, Pgrp: 4, State: 'Z'}, true},
+		{"9 (with space) R 3 4", Stat{Pid: 9, PPid: 3, Pgrp: 4, State: 'R'}, true},
+		{"9 () X 0 0", Stat{Pid: 9, State: 'X'}, true},
+		{"9 (x) S 3", Stat{}, false},
+		{"9 (x) SS 3 4", Stat{}, false},
+		{"9 (x) S three 4", Stat{}, false},
+		{"9 (x) S 3 four", Stat{}, false},
+		{"nine (x) S 3 4", Stat{}, false},
+		{"9 x S 3 4", Stat{}, false},
+		{"9 (x S 3 4", Stat{}, false},
+		{"(x) S 3 4", Stat{}, false},
+		{"", Stat{}, false},
+		{"9 )( S 3 4", Stat{}, false},
+		{"9 (x) ) 3 4", Stat{}, false},
+		{"9 (x) \x00 3 4", Stat{}, false},
+	} {
+		got, ok := ParseStat([]byte(c.line))
+		if got != c.want || ok != c.ok {
+			t.Errorf("ParseStat(%q) = %+v, %v; want %+v, %v", c.line, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+func FuzzParseStat(f *testing.F) {
+	f.Add("42 (sleep) S 7 42 42 0", "x) (y", byte('S'))
+	f.Add("", "", byte(0))
+	f.Fuzz(func(t *testing.T, line, comm string, state byte) {
+		if s, ok := ParseStat([]byte(line)); ok && !isLetter(s.State) {
+			t.Fatalf("ParseStat(%q) = %+v: the state is not a letter", line, s)
+		}
+		// A well-formed line with any command name parses back.
+		if !isLetter(state) {
+			return
+		}
+		want := Stat{Pid: 123, PPid: 45, Pgrp: 67, State: state}
+		b := fmt.Appendf(nil, "%d (%s) %c %d %d 0 -1", want.Pid, comm, want.State, want.PPid, want.Pgrp)
+		if got, ok := ParseStat(b); !ok || got != want {
+			t.Fatalf("ParseStat(%q) = %+v, %v; want %+v", b, got, ok, want)
+		}
+	})
+}
+
+func TestWalkFindsThisProcess(t *testing.T) {
+	var me Stat
+	if err := Walk(func(s Stat) bool {
+		if s.Pid == os.Getpid() {
+			me = s
+			return false
+		}
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if me.PPid != os.Getppid() || me.Pgrp != syscall.Getpgrp() || me.Dead() {
+		t.Errorf("this process in /proc: %+v; want parent %d, group %d", me, os.Getppid(), syscall.Getpgrp())
+	}
+	if !LiveMembers(syscall.Getpgrp()) {
+		t.Error("LiveMembers of this process's group = false")
+	}
+	if s, err := ReadStat(os.Getpid()); err != nil || s != me {
+		t.Errorf("ReadStat = %+v, %v; want %+v", s, err, me)
+	}
+	if ps, err := Processes(func(s Stat) bool { return s.Pid == os.Getpid() }); err != nil || len(ps) != 0 {
+		t.Errorf("Processes lists this process: %+v, %v", ps, err)
+	}
+}
