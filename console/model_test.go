@@ -308,7 +308,7 @@ func TestBurstIsOneFrame(t *testing.T) {
 
 // 1,000 deltas a second, as they would arrive between 20 frames of one
 // second: every frame applies what arrived and renders once, and none
-// takes near its 50ms, so the loop never falls behind.
+// takes as long as its 50ms, so the loop never falls behind.
 func TestThousandDeltasASecond(t *testing.T) {
 	tm := newTestModel(t, fixture(), 80, 24)
 	tm.keys("down", "down", "down", "enter")
@@ -333,8 +333,8 @@ func TestThousandDeltasASecond(t *testing.T) {
 	if got := tm.applied - applied; got != 1000 {
 		t.Errorf("applied %d updates, want 1000", got)
 	}
-	if slowest > 25*time.Millisecond {
-		t.Errorf("the slowest frame took %v, more than half its 50ms", slowest)
+	if slowest > 50*time.Millisecond {
+		t.Errorf("the slowest frame took %v, more than the 50ms until the next one: the loop falls behind", slowest)
 	}
 	t.Logf("slowest frame (apply 50 deltas + render 80x24): %v", slowest)
 }
