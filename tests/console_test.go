@@ -25,11 +25,11 @@ func needTmux(t *testing.T) string {
 	var why string
 	if os.Geteuid() == 0 {
 		out, err := exec.Command("apt-get", "install", "-y", "tmux").CombinedOutput()
-		if err != nil {
-			if upd, uerr := exec.Command("apt-get", "update").CombinedOutput(); uerr != nil {
-				out = append(out, upd...)
-			}
-			out, err = exec.Command("apt-get", "install", "-y", "tmux").CombinedOutput()
+		if err != nil { // the package lists may be missing: read them first
+			upd, _ := exec.Command("apt-get", "update").CombinedOutput()
+			var again []byte
+			again, err = exec.Command("apt-get", "install", "-y", "tmux").CombinedOutput()
+			out = append(append(out, upd...), again...)
 		}
 		if p, lerr := exec.LookPath("tmux"); lerr == nil {
 			return p
