@@ -20,6 +20,8 @@
 // grandchildren when the daemon itself is killed with SIGKILL, escape the
 // group and are not stopped: containing them needs a cgroup or a PID
 // namespace, or a startup sweep of recorded process groups by the daemon.
+// The process machinery (groups, Pdeathsig, escalation, reaping, the
+// environment rules) is tools/internal/proc's; the policy is this package's.
 //
 // Output. The result is the live output. Its "stdout" and "stderr" are what
 // the model should be shown: each stream whole when it has at most

@@ -1,52 +1,34 @@
 package shell
 
-import "strings"
+import (
+	"strings"
 
-// secretWords mark a variable as secret when its name contains one of them
-// (compared in upper case).
-var secretWords = []string{"KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL"}
+	"lemo/tools/internal/proc"
+)
 
-// scrubEnv returns the environment a child gets from environ: never a
-// LEMO_* variable; then DropEnv removes, PassEnv keeps, and names that look
-// secret are removed. Malformed entries are dropped.
+// scrubEnv returns the environment a child gets from environ (proc.Env):
+// never a LEMO_* variable; then DropEnv removes, PassEnv keeps, and names
+// that look secret are removed. Malformed entries are dropped.
 func scrubEnv(environ, pass, drop []string) []string {
-	out := make([]string, 0, len(environ))
-	for _, e := range environ {
-		name, _, ok := strings.Cut(e, "=")
-		if !ok || name == "" {
-			continue
-		}
-		up := strings.ToUpper(name)
-		switch {
-		case strings.HasPrefix(up, "LEMO_"):
-			continue
-		case matchAnyFold(drop, name):
-			continue
-		case matchAnyFold(pass, name):
-		case looksSecret(up):
-			continue
-		}
-		out = append(out, e)
-	}
-	return out
+	return proc.Env(environ, proc.EnvRules{Pass: matchAnyFold(pass), Drop: matchAnyFold(drop)})
 }
 
-func looksSecret(upper string) bool {
-	for _, w := range secretWords {
-		if strings.Contains(upper, w) {
-			return true
-		}
+// matchAnyFold returns a rule that reports the names matching one of the
+// patterns (wildMatch, case-insensitive).
+func matchAnyFold(patterns []string) func(name string) bool {
+	up := make([]string, len(patterns))
+	for i, p := range patterns {
+		up[i] = strings.ToUpper(p)
 	}
-	return false
-}
-
-func matchAnyFold(patterns []string, name string) bool {
-	for _, p := range patterns {
-		if wildMatch(strings.ToUpper(p), strings.ToUpper(name)) {
-			return true
+	return func(name string) bool {
+		name = strings.ToUpper(name)
+		for _, p := range up {
+			if wildMatch(p, name) {
+				return true
+			}
 		}
+		return false
 	}
-	return false
 }
 
 // wildMatch reports whether s matches p, where "*" in p matches any run of

@@ -8,9 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"lemo/tools"
+	"lemo/tools/internal/proc"
 )
 
 // envSubreaper makes the test binary a child subreaper (set by
@@ -170,69 +168,19 @@ func (h *harness) must(input any) *Result {
 	return r
 }
 
-// proc is one entry of /proc.
-type proc struct {
-	pid, ppid, pgrp int
-	state           byte
-	cmdline         string
-	environ         string
-}
-
-// procs lists every process in /proc.
-func procs(t testing.TB) []proc {
+// leftovers lists processes that belong to the given groups (in any
+// state), carry the marker in their environment or command line, or are
+// zombie children of this process.
+func leftovers(t testing.TB, pgids map[int]bool, marker string) []proc.Proc {
 	t.Helper()
-	ents, err := os.ReadDir("/proc")
+	self := os.Getpid()
+	ps, err := proc.Processes(func(s proc.Stat) bool {
+		return pgids[s.Pgrp] || proc.Mentions(s.Pid, marker) || (s.State == 'Z' && s.PPid == self)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []proc
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue // exited
-		}
-		// pid (comm) state ppid pgrp ...; comm may hold spaces and parens.
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 3 {
-			continue
-		}
-		p := proc{pid: pid, state: f[0][0]}
-		p.ppid, _ = strconv.Atoi(f[1])
-		p.pgrp, _ = strconv.Atoi(f[2])
-		cl, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		p.cmdline = strings.ReplaceAll(string(cl), "\x00", " ")
-		p.environ = string(env)
-		out = append(out, p)
-	}
-	return out
-}
-
-// leftovers lists processes that belong to the given groups, carry the
-// marker in their environment or command line, or are zombie children of
-// this process.
-func leftovers(t testing.TB, pgids map[int]bool, marker string) []proc {
-	t.Helper()
-	var out []proc
-	self := os.Getpid()
-	for _, p := range procs(t) {
-		if p.pid == self {
-			continue
-		}
-		if pgids[p.pgrp] || strings.Contains(p.environ, marker) || strings.Contains(p.cmdline, marker) || (p.state == 'Z' && p.ppid == self) {
-			out = append(out, p)
-		}
-	}
-	return out
+	return ps
 }
 
 // eventually polls f until it returns nil or the deadline passes.

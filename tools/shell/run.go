@@ -1,24 +1,19 @@
 package shell
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"runtime"
-	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"lemo/tools"
+	"lemo/tools/internal/proc"
 )
 
 // state is one live state update of a running command.
@@ -85,30 +80,12 @@ func (t *Tool) run(ctx context.Context, command, dir string, timeout time.Durati
 	cmd.Stdin = nil // /dev/null
 	cmd.Stdout = outW
 	cmd.Stderr = errW
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Setpgid: true,
-		// The shell dies with the thread that started it (locked below),
-		// so a killed daemon does not leave it running.
-		Pdeathsig: syscall.SIGKILL,
-	}
-	cmd.Cancel = func() error { return signalGroup(cmd.Process.Pid, unix.SIGTERM) }
+	cmd.Cancel = func() error { return proc.SignalGroup(cmd.Process.Pid, unix.SIGTERM) }
 	cmd.WaitDelay = t.cfg.KillGrace
 
-	started := make(chan error, 1)
-	exited := make(chan error, 1)
-	go func() {
-		// Pdeathsig fires when the creating OS thread exits: keep this
-		// goroutine on its thread until the shell has been reaped.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		exited <- cmd.Wait()
-	}()
-	err = <-started
+	// The shell runs in its own process group and dies with the daemon
+	// (Pdeathsig from a locked thread); p reaps it.
+	p, err := proc.Start(cmd)
 	outW.Close()
 	errW.Close()
 	if err != nil {
@@ -117,7 +94,7 @@ func (t *Tool) run(ctx context.Context, command, dir string, timeout time.Durati
 		return nil, fmt.Errorf("shell: start %s: %w", t.cfg.Shell, err)
 	}
 	begin := time.Now()
-	pgid := cmd.Process.Pid
+	pgid := p.Pid()
 
 	var readers sync.WaitGroup
 	var readPanic error
@@ -185,11 +162,10 @@ func (t *Tool) run(ctx context.Context, command, dir string, timeout time.Durati
 	if emitErr != nil {
 		terminate()
 	}
-	var waitErr error
 wait:
 	for {
 		select {
-		case waitErr = <-exited:
+		case <-p.Done():
 			break wait
 		case <-ticker.C:
 			if termAt.IsZero() {
@@ -209,7 +185,7 @@ wait:
 	res.duration = time.Since(begin)
 
 	// The shell is gone; processes it left in its group are not.
-	killed, leftover := stopGroup(pgid, termAt, t.cfg.KillGrace)
+	killed, leftover := proc.StopGroup(pgid, termAt, t.cfg.KillGrace)
 	res.killed = killed
 	res.background = leftover && termAt.IsZero()
 
@@ -231,19 +207,13 @@ wait:
 	outR.Close()
 	errR.Close()
 
-	ps := cmd.ProcessState
+	ps := p.State()
 	if ps == nil {
-		return nil, fmt.Errorf("shell: wait: %w", waitErr)
+		return nil, fmt.Errorf("shell: wait: %w", p.Wait())
 	}
-	ws, _ := ps.Sys().(syscall.WaitStatus)
-	if ws.Signaled() {
-		res.exitCode = -1
-		res.signal = unix.SignalName(ws.Signal())
-		if ws.Signal() == syscall.SIGKILL {
-			res.killed = true
-		}
-	} else {
-		res.exitCode = ws.ExitStatus()
+	res.exitCode, res.signal = proc.Exit(ps)
+	if res.signal == "SIGKILL" {
+		res.killed = true
 	}
 	switch {
 	case readPanic != nil:
@@ -259,106 +229,3 @@ wait:
 // heartbeat is the longest gap between state updates of a running command
 // whose output does not change.
 const heartbeat = 5 * time.Second
-
-// signalGroup sends sig to process group pgid; a group that is already gone
-// is os.ErrProcessDone.
-func signalGroup(pgid int, sig unix.Signal) error {
-	err := unix.Kill(-pgid, sig)
-	if errors.Is(err, unix.ESRCH) {
-		return os.ErrProcessDone
-	}
-	return err
-}
-
-// groupGone bounds the wait for killed processes to disappear.
-const groupGone = 5 * time.Second
-
-// stopGroup leaves no live process in group pgid: if any is left it sends
-// SIGTERM (unless that was sent at termAt), waits up to grace from then,
-// and sends SIGKILL. It reaps members that are children of this process
-// (orphans re-parented to a daemon that is a child subreaper); members that
-// are already dead but not yet reaped by their parent (zombies of init) do
-// not count. leftover reports that live processes were found.
-func stopGroup(pgid int, termAt time.Time, grace time.Duration) (killed, leftover bool) {
-	reap := func() {
-		for {
-			var ws syscall.WaitStatus
-			pid, err := syscall.Wait4(-pgid, &ws, syscall.WNOHANG, nil)
-			if err != nil || pid <= 0 {
-				return
-			}
-		}
-	}
-	alive := func() bool {
-		reap()
-		if unix.Kill(-pgid, 0) == nil && liveMembers(pgid) {
-			return true
-		}
-		// Every member left is dead: reap those that are our children.
-		reap()
-		return false
-	}
-	if !alive() {
-		return false, false
-	}
-	if termAt.IsZero() {
-		_ = signalGroup(pgid, unix.SIGTERM)
-		termAt = time.Now()
-	}
-	if pollUntil(termAt.Add(grace), func() bool { return !alive() }) {
-		return false, true
-	}
-	_ = signalGroup(pgid, unix.SIGKILL)
-	pollUntil(time.Now().Add(groupGone), func() bool { return !alive() })
-	return true, true
-}
-
-// liveMembers reports whether group pgid has a member that is not a zombie,
-// from /proc; without /proc every member counts as live.
-func liveMembers(pgid int) bool {
-	d, err := os.Open("/proc")
-	if err != nil {
-		return true
-	}
-	defer d.Close()
-	names, err := d.Readdirnames(-1)
-	if err != nil {
-		return true
-	}
-	want := strconv.Itoa(pgid)
-	for _, n := range names {
-		if n[0] < '0' || n[0] > '9' {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + n + "/stat")
-		if err != nil {
-			continue // exited meanwhile
-		}
-		// "pid (comm) state ppid pgrp ...": comm may hold spaces and parens.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) > 2 && f[2] == want && f[0] != "Z" && f[0] != "X" {
-			return true
-		}
-	}
-	return false
-}
-
-// pollUntil calls done with a growing pause until it reports true or the
-// deadline passes, and reports whether it did.
-func pollUntil(deadline time.Time, done func() bool) bool {
-	pause := time.Millisecond
-	for {
-		if done() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(min(pause, time.Until(deadline)+time.Millisecond))
-		pause = min(2*pause, 20*time.Millisecond)
-	}
-}

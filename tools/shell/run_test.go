@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"lemo/tools"
+	"lemo/tools/internal/proc"
 )
 
 func TestRunBasics(t *testing.T) {
@@ -231,29 +232,9 @@ func TestCancelledRuns(t *testing.T) {
 // whose parent is this process (ours to reap). Zombies of another parent
 // (init) are dead and are waited for separately.
 func countGroup(pgid int) (live, ourZombies int) {
-	self := strconv.Itoa(os.Getpid())
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) < 3 || f[2] != strconv.Itoa(pgid) {
-			continue
-		}
-		switch {
-		case f[0] != "Z":
-			live++
-		case f[1] == self:
-			ourZombies++
-		}
-	}
-	return live, ourZombies
+	l, _ := proc.Survivors(proc.InGroup(pgid))
+	z, _ := proc.Zombies(proc.InGroup(pgid))
+	return len(l), len(z)
 }
 
 // TestCancelledRunsAsSubreaper repeats TestCancelledRuns in a child test
