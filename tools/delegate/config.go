@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"lemo/tools/internal/proc"
 )
 
 // Agent kinds.
@@ -152,7 +154,7 @@ func (c *Config) validate() error {
 	}
 	errs = append(errs, validEnvEntries("SetEnv", c.SetEnv)...)
 	for _, p := range c.PassEnv {
-		if isDaemonVar(p) {
+		if proc.IsDaemonVar(p) {
 			add("Config.PassEnv holds %q: LEMO_* variables are never passed to the agent", p)
 		}
 	}

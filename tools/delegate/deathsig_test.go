@@ -83,7 +83,7 @@ func TestAgentDiesWithTheDaemon(t *testing.T) {
 		t.Fatalf("helper said %q, %v", line, err)
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "pid ")))
-	if ps := marked(t, mark); len(ps) != 1 || ps[0].pid != pid {
+	if ps := marked(t, mark); len(ps) != 1 || ps[0].Pid != pid {
 		t.Fatalf("the agent %d is not running: %v", pid, marked(t, mark))
 	}
 	if err := cmd.Process.Signal(unix.SIGKILL); err != nil {

@@ -27,7 +27,9 @@
 // DELEGATE_INVOCATION variable (pi runs its bash tool detached, in a
 // session of its own). The agent is started with Pdeathsig from a locked OS
 // thread, so a daemon killed outright takes it along (its detached
-// descendants then survive: containing them needs a cgroup). A relaunch is
+// descendants then survive: containing them needs a cgroup). The process
+// machinery is tools/internal/proc's; the stdin-EOF protocol and the sweep
+// by DELEGATE_INVOCATION are this package's. A relaunch is
 // never automatic: continuing a session is a new run with a new invocation
 // id that names the session id ("resume").
 //

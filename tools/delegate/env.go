@@ -3,6 +3,8 @@ package delegate
 import (
 	"fmt"
 	"strings"
+
+	"lemo/tools/internal/proc"
 )
 
 // The agent's environment is built from an allow-list, not by removing what
@@ -23,22 +25,9 @@ var baseEnv = map[string]bool{
 // do not look secret: locale, XDG folders, and the agents' own settings.
 var basePrefixes = []string{"LC_", "XDG_", "PI_", "OMP_", "BUN_"}
 
-// secretWords mark a variable as secret when its name contains one of them
-// (compared in upper case).
-var secretWords = []string{"KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "SESSION"}
-
-func looksSecret(name string) bool {
-	up := strings.ToUpper(name)
-	for _, w := range secretWords {
-		if strings.Contains(up, w) {
-			return true
-		}
-	}
-	return false
-}
-
-// isDaemonVar reports the daemon's own variables, never passed to an agent.
-func isDaemonVar(name string) bool { return strings.HasPrefix(strings.ToUpper(name), "LEMO_") }
+// moreSecretWords mark a variable as secret for an agent besides proc's
+// (KEY, SECRET, TOKEN, PASSWORD, PASSWD, CREDENTIAL).
+var moreSecretWords = []string{"AUTH", "COOKIE", "SESSION"}
 
 // agentEnv returns the agent's environment: from environ the allow-listed
 // variables whose names do not look secret, the variables named in pass
@@ -46,10 +35,6 @@ func isDaemonVar(name string) bool { return strings.HasPrefix(strings.ToUpper(na
 // then set ("NAME=value", overriding), then extra. LEMO_* variables are
 // never passed. Later entries win over earlier ones with the same name.
 func agentEnv(environ, pass, set, extra []string) []string {
-	passSet := make(map[string]bool, len(pass))
-	for _, p := range pass {
-		passSet[p] = true
-	}
 	vals := make(map[string]string)
 	var order []string
 	put := func(name, value string) {
@@ -58,18 +43,11 @@ func agentEnv(environ, pass, set, extra []string) []string {
 		}
 		vals[name] = value
 	}
-	for _, kv := range environ {
+	kept := proc.Env(environ, proc.EnvRules{Pass: proc.Names(pass), Allow: allowed, MoreSecretWords: moreSecretWords})
+	for _, kv := range append(append(kept, set...), extra...) {
+		// set and extra are not scrubbed, but never malformed or LEMO_*.
 		name, value, ok := strings.Cut(kv, "=")
-		if !ok || name == "" || isDaemonVar(name) {
-			continue
-		}
-		if passSet[name] || (allowed(name) && !looksSecret(name)) {
-			put(name, value)
-		}
-	}
-	for _, kv := range append(append([]string(nil), set...), extra...) {
-		name, value, ok := strings.Cut(kv, "=")
-		if !ok || name == "" || isDaemonVar(name) {
+		if !ok || name == "" || proc.IsDaemonVar(name) {
 			continue
 		}
 		put(name, value)
@@ -112,7 +90,7 @@ func validEnvEntries(field string, entries []string) []error {
 		switch {
 		case !ok || name == "":
 			errs = append(errs, fmt.Errorf("delegate: Config.%s entry %q: want NAME=value", field, kv))
-		case isDaemonVar(name):
+		case proc.IsDaemonVar(name):
 			errs = append(errs, fmt.Errorf("delegate: Config.%s entry %q: LEMO_* variables are never passed to the agent", field, kv))
 		}
 	}

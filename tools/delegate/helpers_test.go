@@ -1,7 +1,6 @@
 package delegate
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -11,8 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"lemo/tools"
+	"lemo/tools/internal/proc"
 )
 
 // fakeAgentBin is the fake agent built by TestMain.
@@ -75,53 +73,15 @@ func randomHex() string {
 // Config.SetEnv); every process a test's agent starts carries it.
 const markVar = "DELEGATE_TEST_MARK"
 
-// proc is one live process from /proc.
-type proc struct {
-	pid     int
-	state   byte
-	cmdline string
-}
-
 // marked lists the live processes (not zombies) whose environment holds
 // markVar=mark.
-func marked(t testing.TB, mark string) []proc {
+func marked(t testing.TB, mark string) []proc.Proc {
 	t.Helper()
-	ents, err := os.ReadDir("/proc")
+	ps, err := proc.Survivors(proc.WithEnv(markVar + "=" + mark))
 	if err != nil {
 		t.Fatal(err)
 	}
-	needle := []byte(markVar + "=" + mark)
-	var out []proc
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err != nil {
-			continue
-		}
-		found := false
-		for _, kv := range bytes.Split(env, []byte{0}) {
-			if bytes.Equal(kv, needle) {
-				found = true
-			}
-		}
-		if !found {
-			continue
-		}
-		st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		state, _, ok := parseStat(st)
-		if !ok || state == 'Z' || state == 'X' {
-			continue
-		}
-		cl, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		out = append(out, proc{pid: pid, state: state, cmdline: strings.ReplaceAll(string(cl), "\x00", " ")})
-	}
-	return out
+	return ps
 }
 
 // checkNoAgents fails the test if a process of the mark is alive. When
@@ -130,7 +90,7 @@ func checkNoAgents(t testing.TB, mark string) {
 	t.Helper()
 	if ps := marked(t, mark); len(ps) > 0 {
 		for _, p := range ps {
-			_ = syscallKill(p.pid)
+			_ = syscallKill(p.Pid)
 		}
 		t.Errorf("agent processes survived: %+v", ps)
 	}

@@ -173,7 +173,7 @@ func TestRealPi(t *testing.T) {
 		t.Fatal("no pi process while its tool call waits")
 	}
 	for _, p := range procs {
-		env, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.pid), "environ"))
+		env, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.Pid), "environ"))
 		if strings.Contains(string(env), "LEMO_TOKEN") || strings.Contains(string(env), "OPENAI_API_KEY") || !strings.Contains(string(env), TagVariable+"=") {
 			t.Fatalf("pi's environment: %q", env)
 		}

@@ -1,17 +1,16 @@
 package delegate
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"lemo/tools/internal/proc"
 )
 
 // procSpec is what to run.
@@ -26,21 +25,21 @@ type procSpec struct {
 	tag string
 }
 
-// process is one running agent with its three pipes. The goroutine that
-// started it stays on its OS thread until the agent is reaped (Pdeathsig
-// fires when that thread ends), and exited is closed once it was reaped.
+// process is one running agent with its three pipes; exited is closed once
+// it was reaped.
 type process struct {
 	pid    int
 	stdin  *os.File
 	stdout *os.File
 	stderr *os.File
-	exited chan struct{}
-	state  *os.ProcessState // set before exited is closed
-	err    error
+	exited <-chan struct{}
+	child  *proc.Process
 }
 
-// startProcess starts the agent in its own process group with the three
-// pipes. The caller owns the process: it must call stop.
+// startProcess starts the agent with the three pipes, in its own process
+// group and with Pdeathsig from a locked thread (proc.Start), so that a
+// daemon killed outright takes the agent with it. The caller owns the
+// process: it must call stop.
 func startProcess(spec procSpec) (*process, error) {
 	inR, inW, err := os.Pipe()
 	if err != nil {
@@ -60,34 +59,13 @@ func startProcess(spec procSpec) (*process, error) {
 	cmd.Dir = spec.dir
 	cmd.Env = spec.env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Setpgid: true,
-		// The agent dies with the thread that started it (kept locked
-		// below), so a daemon killed outright takes the agent with it.
-		Pdeathsig: syscall.SIGKILL,
-	}
-	p := &process{stdin: inW, stdout: outR, stderr: errR, exited: make(chan struct{})}
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		p.err = cmd.Wait()
-		p.state = cmd.ProcessState
-		close(p.exited)
-	}()
-	err = <-started
+	child, err := proc.Start(cmd)
 	closeAll(inR, outW, errW) // the child has its copies
 	if err != nil {
 		closeAll(inW, outR, errR)
 		return nil, fmt.Errorf("delegate: start %s: %w", spec.path, err)
 	}
-	p.pid = cmd.Process.Pid
-	return p, nil
+	return &process{pid: child.Pid(), stdin: inW, stdout: outR, stderr: errR, exited: child.Done(), child: child}, nil
 }
 
 func closeAll(fs ...*os.File) {
@@ -138,20 +116,11 @@ func (r exitReport) String() string {
 func (p *process) stop(spec procSpec, exitGrace, killGrace time.Duration) exitReport {
 	_ = p.stdin.Close()
 	var r exitReport
-	if !waitClosed(p.exited, exitGrace) {
+	if !p.child.WaitFor(exitGrace) {
 		r.Term = true
-		_ = unix.Kill(-p.pid, unix.SIGTERM)
-		if !waitClosed(p.exited, killGrace) {
-			r.Kill = true
-			_ = unix.Kill(-p.pid, unix.SIGKILL)
-			<-p.exited // SIGKILL cannot be ignored
-		}
+		r.Kill = p.child.Terminate(killGrace)
 	}
-	if ws, ok := p.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		r.Code, r.Signal = -1, unix.SignalName(ws.Signal())
-	} else {
-		r.Code = p.state.ExitCode()
-	}
+	r.Code, r.Signal = proc.Exit(p.child.State())
 	r.Stragglers = sweep(p.pid, spec.tag, killGrace)
 	return r
 }
@@ -170,105 +139,38 @@ func waitClosed(c <-chan struct{}, d time.Duration) bool {
 
 // sweep stops the live processes of group pgid and those whose environment
 // holds tag: SIGTERM (to each and to the groups they lead), then SIGKILL
-// after grace for those still alive. It returns how many it found.
+// after grace for those still alive (proc.Escalate). It returns how many
+// it found.
 func sweep(pgid int, tag string, grace time.Duration) int {
 	found := stragglers(pgid, tag)
 	if len(found) == 0 {
 		return 0
 	}
-	signalAll(found, unix.SIGTERM)
-	deadline := time.Now().Add(grace)
-	pause := time.Millisecond
-	for time.Now().Before(deadline) {
-		if len(stragglers(pgid, tag)) == 0 {
-			return len(found)
-		}
-		time.Sleep(pause)
-		pause = min(2*pause, 50*time.Millisecond)
-	}
-	left := stragglers(pgid, tag)
-	signalAll(left, unix.SIGKILL)
-	deadline = time.Now().Add(5 * time.Second)
-	for len(stragglers(pgid, tag)) > 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	signal := func(sig syscall.Signal) { signalAll(stragglers(pgid, tag), sig) }
+	gone := func() bool { return len(stragglers(pgid, tag)) == 0 }
+	proc.Escalate(signal, gone, time.Time{}, grace)
 	return len(found)
 }
 
-type procInfo struct{ pid, pgrp int }
-
-func signalAll(ps []procInfo, sig unix.Signal) {
+func signalAll(ps []proc.Stat, sig syscall.Signal) {
 	for _, p := range ps {
-		if p.pgrp == p.pid {
-			_ = unix.Kill(-p.pid, sig)
+		if p.Pgrp == p.Pid {
+			_ = proc.SignalGroup(p.Pid, sig)
 		}
-		_ = unix.Kill(p.pid, sig)
+		_ = unix.Kill(p.Pid, sig)
 	}
 }
 
 // stragglers lists live (not zombie) processes other than this one that
 // are in group pgid or carry tag in their environment, from /proc.
-func stragglers(pgid int, tag string) []procInfo {
-	d, err := os.Open("/proc")
-	if err != nil {
-		return nil
-	}
-	names, _ := d.Readdirnames(-1)
-	d.Close()
+func stragglers(pgid int, tag string) []proc.Stat {
 	self := os.Getpid()
-	needle := []byte(tag)
-	var out []procInfo
-	for _, n := range names {
-		if n == "" || n[0] < '0' || n[0] > '9' {
-			continue
+	var out []proc.Stat
+	_ = proc.Walk(func(s proc.Stat) bool {
+		if s.Pid != self && !s.Dead() && (s.Pgrp == pgid || (tag != "" && proc.HasEnv(s.Pid, tag))) {
+			out = append(out, s)
 		}
-		pid, err := strconv.Atoi(n)
-		if err != nil || pid == self {
-			continue
-		}
-		st, err := os.ReadFile("/proc/" + n + "/stat")
-		if err != nil {
-			continue // gone
-		}
-		state, pgrp, ok := parseStat(st)
-		if !ok || state == 'Z' || state == 'X' {
-			continue
-		}
-		if pgrp == pgid {
-			out = append(out, procInfo{pid, pgrp})
-			continue
-		}
-		if tag == "" {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + n + "/environ")
-		if err != nil {
-			continue // not ours, or gone
-		}
-		for _, kv := range bytes.Split(env, []byte{0}) {
-			if bytes.Equal(kv, needle) {
-				out = append(out, procInfo{pid, pgrp})
-				break
-			}
-		}
-	}
+		return true
+	})
 	return out
-}
-
-// parseStat reads state and process group from /proc/<pid>/stat
-// ("pid (comm) state ppid pgrp ..."; comm may hold spaces and parens).
-func parseStat(b []byte) (state byte, pgrp int, ok bool) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, 0, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 3 || len(f[0]) == 0 {
-		return 0, 0, false
-	}
-	pgrp, err := strconv.Atoi(f[2])
-	if err != nil {
-		return 0, 0, false
-	}
-	return f[0][0], pgrp, true
 }
