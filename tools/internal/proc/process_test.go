@@ -33,6 +33,13 @@ func TestStartOwnGroupAndExit(t *testing.T) {
 	if p.State() != nil {
 		t.Error("State() of a running child is not nil")
 	}
+	// /proc describes the shell until its exec of sleep is done.
+	eventually(t, 5*time.Second, func() error {
+		if ps, err := Processes(func(s Stat) bool { return s.Pid == p.Pid() }); err != nil || len(ps) != 1 || ps[0].Cmdline != "sleep 1000" {
+			return fmt.Errorf("the child is %+v (%v), want sleep 1000", ps, err)
+		}
+		return nil
+	})
 	s, err := ReadStat(p.Pid())
 	if err != nil {
 		t.Fatal(err)
