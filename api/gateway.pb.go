@@ -159,6 +159,7 @@ type Request struct {
 	//	*Request_Goodbye
 	//	*Request_Inspect
 	//	*Request_StopCall
+	//	*Request_ListDelegateSessions
 	Command       isRequest_Command `protobuf_oneof:"command"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -415,6 +416,15 @@ func (x *Request) GetStopCall() *StopCallRequest {
 	return nil
 }
 
+func (x *Request) GetListDelegateSessions() *ListDelegateSessionsRequest {
+	if x != nil {
+		if x, ok := x.Command.(*Request_ListDelegateSessions); ok {
+			return x.ListDelegateSessions
+		}
+	}
+	return nil
+}
+
 type isRequest_Command interface {
 	isRequest_Command()
 }
@@ -512,6 +522,13 @@ type Request_StopCall struct {
 	StopCall *StopCallRequest `protobuf:"bytes,32,opt,name=stop_call,json=stopCall,proto3,oneof"`
 }
 
+type Request_ListDelegateSessions struct {
+	// The delegate agent's resumable sessions (Response.delegate_sessions).
+	// A Task's owner sees its Tasks' sessions; operators see every session,
+	// also those the agent keeps in its own folders.
+	ListDelegateSessions *ListDelegateSessionsRequest `protobuf:"bytes,33,opt,name=list_delegate_sessions,json=listDelegateSessions,proto3,oneof"`
+}
+
 func (*Request_Hello) isRequest_Command() {}
 
 func (*Request_CreateTask) isRequest_Command() {}
@@ -557,6 +574,8 @@ func (*Request_Goodbye) isRequest_Command() {}
 func (*Request_Inspect) isRequest_Command() {}
 
 func (*Request_StopCall) isRequest_Command() {}
+
+func (*Request_ListDelegateSessions) isRequest_Command() {}
 
 // Hello opens a session. The token travels in the gRPC metadata of the
 // connection ("lemo-token"), never in a message.
@@ -822,7 +841,9 @@ type CreateTaskRequest struct {
 	ToolsRestricted bool     `protobuf:"varint,4,opt,name=tools_restricted,json=toolsRestricted,proto3" json:"tools_restricted,omitempty"`
 	// An existing absolute folder on the daemon's host; empty: a folder of
 	// the Task's own.
-	Workspace     string `protobuf:"bytes,5,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	Workspace string `protobuf:"bytes,5,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	// The Task's own approval rules (see TaskCreated.approvals).
+	Approvals     []*ToolApproval `protobuf:"bytes,6,rep,name=approvals,proto3" json:"approvals,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -890,6 +911,13 @@ func (x *CreateTaskRequest) GetWorkspace() string {
 		return x.Workspace
 	}
 	return ""
+}
+
+func (x *CreateTaskRequest) GetApprovals() []*ToolApproval {
+	if x != nil {
+		return x.Approvals
+	}
+	return nil
 }
 
 type SendMessageRequest struct {
@@ -3207,6 +3235,7 @@ type Response struct {
 	//	*Response_Approvals
 	//	*Response_Done
 	//	*Response_Actors
+	//	*Response_DelegateSessions
 	Result        isResponse_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3355,6 +3384,15 @@ func (x *Response) GetActors() *ActorTree {
 	return nil
 }
 
+func (x *Response) GetDelegateSessions() *DelegateSessionList {
+	if x != nil {
+		if x, ok := x.Result.(*Response_DelegateSessions); ok {
+			return x.DelegateSessions
+		}
+	}
+	return nil
+}
+
 type isResponse_Result interface {
 	isResponse_Result()
 }
@@ -3403,6 +3441,10 @@ type Response_Actors struct {
 	Actors *ActorTree `protobuf:"bytes,20,opt,name=actors,proto3,oneof"`
 }
 
+type Response_DelegateSessions struct {
+	DelegateSessions *DelegateSessionList `protobuf:"bytes,21,opt,name=delegate_sessions,json=delegateSessions,proto3,oneof"`
+}
+
 func (*Response_Error) isResponse_Result() {}
 
 func (*Response_Welcome) isResponse_Result() {}
@@ -3425,6 +3467,245 @@ func (*Response_Done) isResponse_Result() {}
 
 func (*Response_Actors) isResponse_Result() {}
 
+func (*Response_DelegateSessions) isResponse_Result() {}
+
+type ListDelegateSessionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only that Task's sessions; empty: every session the caller may see.
+	TaskId        string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDelegateSessionsRequest) Reset() {
+	*x = ListDelegateSessionsRequest{}
+	mi := &file_gateway_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDelegateSessionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDelegateSessionsRequest) ProtoMessage() {}
+
+func (x *ListDelegateSessionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDelegateSessionsRequest.ProtoReflect.Descriptor instead.
+func (*ListDelegateSessionsRequest) Descriptor() ([]byte, []int) {
+	return file_gateway_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *ListDelegateSessionsRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+// DelegateSession is a resumable session of a delegate agent, as discovery
+// found it. Paths are shown to operators only.
+type DelegateSession struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The agent kind ("pi", "omp").
+	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// "lemo": Lemo's private session folder; "agent": the agent's own.
+	Source string `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
+	// The Task, owner and invocation that created it (Lemo's folder only).
+	TaskId     string                 `protobuf:"bytes,4,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Owner      string                 `protobuf:"bytes,5,opt,name=owner,proto3" json:"owner,omitempty"`
+	Invocation string                 `protobuf:"bytes,6,opt,name=invocation,proto3" json:"invocation,omitempty"`
+	Cwd        string                 `protobuf:"bytes,7,opt,name=cwd,proto3" json:"cwd,omitempty"`
+	Created    *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=created,proto3" json:"created,omitempty"`
+	Modified   *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=modified,proto3" json:"modified,omitempty"`
+	Bytes      int64                  `protobuf:"varint,10,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	// The start of the session's first user message (untrusted text).
+	FirstPrompt string `protobuf:"bytes,11,opt,name=first_prompt,json=firstPrompt,proto3" json:"first_prompt,omitempty"`
+	// The session file (operators only).
+	Path          string `protobuf:"bytes,12,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DelegateSession) Reset() {
+	*x = DelegateSession{}
+	mi := &file_gateway_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DelegateSession) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DelegateSession) ProtoMessage() {}
+
+func (x *DelegateSession) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DelegateSession.ProtoReflect.Descriptor instead.
+func (*DelegateSession) Descriptor() ([]byte, []int) {
+	return file_gateway_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *DelegateSession) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *DelegateSession) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *DelegateSession) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *DelegateSession) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *DelegateSession) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *DelegateSession) GetInvocation() string {
+	if x != nil {
+		return x.Invocation
+	}
+	return ""
+}
+
+func (x *DelegateSession) GetCwd() string {
+	if x != nil {
+		return x.Cwd
+	}
+	return ""
+}
+
+func (x *DelegateSession) GetCreated() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Created
+	}
+	return nil
+}
+
+func (x *DelegateSession) GetModified() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Modified
+	}
+	return nil
+}
+
+func (x *DelegateSession) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *DelegateSession) GetFirstPrompt() string {
+	if x != nil {
+		return x.FirstPrompt
+	}
+	return ""
+}
+
+func (x *DelegateSession) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+type DelegateSessionList struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Sessions []*DelegateSession     `protobuf:"bytes,1,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	// Discovery problems that did not stop it (an unreadable folder).
+	Warnings      []string `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DelegateSessionList) Reset() {
+	*x = DelegateSessionList{}
+	mi := &file_gateway_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DelegateSessionList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DelegateSessionList) ProtoMessage() {}
+
+func (x *DelegateSessionList) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DelegateSessionList.ProtoReflect.Descriptor instead.
+func (*DelegateSessionList) Descriptor() ([]byte, []int) {
+	return file_gateway_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *DelegateSessionList) GetSessions() []*DelegateSession {
+	if x != nil {
+		return x.Sessions
+	}
+	return nil
+}
+
+func (x *DelegateSessionList) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
 // ToClient is what a sequence of Chunks carries.
 type ToClient struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3440,7 +3721,7 @@ type ToClient struct {
 
 func (x *ToClient) Reset() {
 	*x = ToClient{}
-	mi := &file_gateway_proto_msgTypes[46]
+	mi := &file_gateway_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3452,7 +3733,7 @@ func (x *ToClient) String() string {
 func (*ToClient) ProtoMessage() {}
 
 func (x *ToClient) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[46]
+	mi := &file_gateway_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3465,7 +3746,7 @@ func (x *ToClient) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToClient.ProtoReflect.Descriptor instead.
 func (*ToClient) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{46}
+	return file_gateway_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ToClient) GetBody() isToClient_Body {
@@ -3538,7 +3819,7 @@ type Chunk struct {
 
 func (x *Chunk) Reset() {
 	*x = Chunk{}
-	mi := &file_gateway_proto_msgTypes[47]
+	mi := &file_gateway_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3550,7 +3831,7 @@ func (x *Chunk) String() string {
 func (*Chunk) ProtoMessage() {}
 
 func (x *Chunk) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[47]
+	mi := &file_gateway_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3563,7 +3844,7 @@ func (x *Chunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Chunk.ProtoReflect.Descriptor instead.
 func (*Chunk) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{47}
+	return file_gateway_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Chunk) GetId() uint64 {
@@ -3599,8 +3880,7 @@ var File_gateway_proto protoreflect.FileDescriptor
 const file_gateway_proto_rawDesc = "" +
 	"\n" +
 	"\rgateway.proto\x12\alemo.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\n" +
-	"lemo.proto\"\xe1\n" +
-	"\n" +
+	"lemo.proto\"\xbf\v\n" +
 	"\aRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12&\n" +
 	"\x05hello\x18\n" +
@@ -3630,7 +3910,8 @@ const file_gateway_proto_rawDesc = "" +
 	"\x0eservice_result\x18\x1d \x01(\v2\x16.lemo.v1.ServiceResultH\x00R\rserviceResult\x12,\n" +
 	"\agoodbye\x18\x1e \x01(\v2\x10.lemo.v1.GoodbyeH\x00R\agoodbye\x123\n" +
 	"\ainspect\x18\x1f \x01(\v2\x17.lemo.v1.InspectRequestH\x00R\ainspect\x127\n" +
-	"\tstop_call\x18  \x01(\v2\x18.lemo.v1.StopCallRequestH\x00R\bstopCallB\t\n" +
+	"\tstop_call\x18  \x01(\v2\x18.lemo.v1.StopCallRequestH\x00R\bstopCall\x12\\\n" +
+	"\x16list_delegate_sessions\x18! \x01(\v2$.lemo.v1.ListDelegateSessionsRequestH\x00R\x14listDelegateSessionsB\t\n" +
 	"\acommand\"s\n" +
 	"\x05Hello\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x16\n" +
@@ -3647,13 +3928,14 @@ const file_gateway_proto_rawDesc = "" +
 	"\aaddress\x18\b \x01(\tR\aaddress\"\t\n" +
 	"\aGoodbye\"\"\n" +
 	"\aTaskRef\x12\x17\n" +
-	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\xa2\x01\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\xd7\x01\n" +
 	"\x11CreateTaskRequest\x12\x18\n" +
 	"\arequest\x18\x01 \x01(\tR\arequest\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x14\n" +
 	"\x05tools\x18\x03 \x03(\tR\x05tools\x12)\n" +
 	"\x10tools_restricted\x18\x04 \x01(\bR\x0ftoolsRestricted\x12\x1c\n" +
-	"\tworkspace\x18\x05 \x01(\tR\tworkspace\"A\n" +
+	"\tworkspace\x18\x05 \x01(\tR\tworkspace\x123\n" +
+	"\tapprovals\x18\x06 \x03(\v2\x15.lemo.v1.ToolApprovalR\tapprovals\"A\n" +
 	"\x12SendMessageRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\"@\n" +
@@ -3799,7 +4081,7 @@ const file_gateway_proto_rawDesc = "" +
 	"\x05Error\x12&\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x12.lemo.v1.ErrorCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"\x06\n" +
-	"\x04Done\"\x9a\x04\n" +
+	"\x04Done\"\xe7\x04\n" +
 	"\bResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12&\n" +
 	"\x05error\x18\n" +
@@ -3815,8 +4097,31 @@ const file_gateway_proto_rawDesc = "" +
 	"subscribed\x125\n" +
 	"\tapprovals\x18\x12 \x01(\v2\x15.lemo.v1.ApprovalListH\x00R\tapprovals\x12#\n" +
 	"\x04done\x18\x13 \x01(\v2\r.lemo.v1.DoneH\x00R\x04done\x12,\n" +
-	"\x06actors\x18\x14 \x01(\v2\x12.lemo.v1.ActorTreeH\x00R\x06actorsB\b\n" +
-	"\x06result\"\xb0\x01\n" +
+	"\x06actors\x18\x14 \x01(\v2\x12.lemo.v1.ActorTreeH\x00R\x06actors\x12K\n" +
+	"\x11delegate_sessions\x18\x15 \x01(\v2\x1c.lemo.v1.DelegateSessionListH\x00R\x10delegateSessionsB\b\n" +
+	"\x06result\"6\n" +
+	"\x1bListDelegateSessionsRequest\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\xf8\x02\n" +
+	"\x0fDelegateSession\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x16\n" +
+	"\x06source\x18\x03 \x01(\tR\x06source\x12\x17\n" +
+	"\atask_id\x18\x04 \x01(\tR\x06taskId\x12\x14\n" +
+	"\x05owner\x18\x05 \x01(\tR\x05owner\x12\x1e\n" +
+	"\n" +
+	"invocation\x18\x06 \x01(\tR\n" +
+	"invocation\x12\x10\n" +
+	"\x03cwd\x18\a \x01(\tR\x03cwd\x124\n" +
+	"\acreated\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\acreated\x126\n" +
+	"\bmodified\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\bmodified\x12\x14\n" +
+	"\x05bytes\x18\n" +
+	" \x01(\x03R\x05bytes\x12!\n" +
+	"\ffirst_prompt\x18\v \x01(\tR\vfirstPrompt\x12\x12\n" +
+	"\x04path\x18\f \x01(\tR\x04path\"g\n" +
+	"\x13DelegateSessionList\x124\n" +
+	"\bsessions\x18\x01 \x03(\v2\x18.lemo.v1.DelegateSessionR\bsessions\x12\x1a\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"\xb0\x01\n" +
 	"\bToClient\x12/\n" +
 	"\bresponse\x18\x01 \x01(\v2\x11.lemo.v1.ResponseH\x00R\bresponse\x120\n" +
 	"\aupdates\x18\x02 \x01(\v2\x14.lemo.v1.UpdateBatchH\x00R\aupdates\x129\n" +
@@ -3855,61 +4160,65 @@ func file_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_gateway_proto_goTypes = []any{
-	(ErrorCode)(0),                   // 0: lemo.v1.ErrorCode
-	(*Request)(nil),                  // 1: lemo.v1.Request
-	(*Hello)(nil),                    // 2: lemo.v1.Hello
-	(*Welcome)(nil),                  // 3: lemo.v1.Welcome
-	(*Goodbye)(nil),                  // 4: lemo.v1.Goodbye
-	(*TaskRef)(nil),                  // 5: lemo.v1.TaskRef
-	(*CreateTaskRequest)(nil),        // 6: lemo.v1.CreateTaskRequest
-	(*SendMessageRequest)(nil),       // 7: lemo.v1.SendMessageRequest
-	(*ContinueRequest)(nil),          // 8: lemo.v1.ContinueRequest
-	(*ListTasksRequest)(nil),         // 9: lemo.v1.ListTasksRequest
-	(*TaskPage)(nil),                 // 10: lemo.v1.TaskPage
-	(*HistoryRequest)(nil),           // 11: lemo.v1.HistoryRequest
-	(*HistoryPage)(nil),              // 12: lemo.v1.HistoryPage
-	(*ListToolsRequest)(nil),         // 13: lemo.v1.ListToolsRequest
-	(*ToolInfo)(nil),                 // 14: lemo.v1.ToolInfo
-	(*ToolList)(nil),                 // 15: lemo.v1.ToolList
-	(*ListModelsRequest)(nil),        // 16: lemo.v1.ListModelsRequest
-	(*ModelInfo)(nil),                // 17: lemo.v1.ModelInfo
-	(*ProviderFailure)(nil),          // 18: lemo.v1.ProviderFailure
-	(*ModelList)(nil),                // 19: lemo.v1.ModelList
-	(*TaskSeq)(nil),                  // 20: lemo.v1.TaskSeq
-	(*SubscribeRequest)(nil),         // 21: lemo.v1.SubscribeRequest
-	(*Subscribed)(nil),               // 22: lemo.v1.Subscribed
-	(*UnsubscribeRequest)(nil),       // 23: lemo.v1.UnsubscribeRequest
-	(*Ack)(nil),                      // 24: lemo.v1.Ack
-	(*UpdateBatch)(nil),              // 25: lemo.v1.UpdateBatch
-	(*Update)(nil),                   // 26: lemo.v1.Update
-	(*CaughtUp)(nil),                 // 27: lemo.v1.CaughtUp
-	(*FellBehind)(nil),               // 28: lemo.v1.FellBehind
-	(*Ended)(nil),                    // 29: lemo.v1.Ended
-	(*ListApprovalsRequest)(nil),     // 30: lemo.v1.ListApprovalsRequest
-	(*ApprovalList)(nil),             // 31: lemo.v1.ApprovalList
-	(*ResolveApprovalRequest)(nil),   // 32: lemo.v1.ResolveApprovalRequest
-	(*SteerRequest)(nil),             // 33: lemo.v1.SteerRequest
-	(*InspectRequest)(nil),           // 34: lemo.v1.InspectRequest
-	(*ActorInfo)(nil),                // 35: lemo.v1.ActorInfo
-	(*ActorTree)(nil),                // 36: lemo.v1.ActorTree
-	(*StopCallRequest)(nil),          // 37: lemo.v1.StopCallRequest
-	(*ServiceOperation)(nil),         // 38: lemo.v1.ServiceOperation
-	(*ServiceSpec)(nil),              // 39: lemo.v1.ServiceSpec
-	(*RegisterServiceRequest)(nil),   // 40: lemo.v1.RegisterServiceRequest
-	(*UnregisterServiceRequest)(nil), // 41: lemo.v1.UnregisterServiceRequest
-	(*ServiceCall)(nil),              // 42: lemo.v1.ServiceCall
-	(*ServiceResult)(nil),            // 43: lemo.v1.ServiceResult
-	(*Error)(nil),                    // 44: lemo.v1.Error
-	(*Done)(nil),                     // 45: lemo.v1.Done
-	(*Response)(nil),                 // 46: lemo.v1.Response
-	(*ToClient)(nil),                 // 47: lemo.v1.ToClient
-	(*Chunk)(nil),                    // 48: lemo.v1.Chunk
-	(*TaskMeta)(nil),                 // 49: lemo.v1.TaskMeta
-	(*Event)(nil),                    // 50: lemo.v1.Event
-	(*Delta)(nil),                    // 51: lemo.v1.Delta
-	(*timestamppb.Timestamp)(nil),    // 52: google.protobuf.Timestamp
+	(ErrorCode)(0),                      // 0: lemo.v1.ErrorCode
+	(*Request)(nil),                     // 1: lemo.v1.Request
+	(*Hello)(nil),                       // 2: lemo.v1.Hello
+	(*Welcome)(nil),                     // 3: lemo.v1.Welcome
+	(*Goodbye)(nil),                     // 4: lemo.v1.Goodbye
+	(*TaskRef)(nil),                     // 5: lemo.v1.TaskRef
+	(*CreateTaskRequest)(nil),           // 6: lemo.v1.CreateTaskRequest
+	(*SendMessageRequest)(nil),          // 7: lemo.v1.SendMessageRequest
+	(*ContinueRequest)(nil),             // 8: lemo.v1.ContinueRequest
+	(*ListTasksRequest)(nil),            // 9: lemo.v1.ListTasksRequest
+	(*TaskPage)(nil),                    // 10: lemo.v1.TaskPage
+	(*HistoryRequest)(nil),              // 11: lemo.v1.HistoryRequest
+	(*HistoryPage)(nil),                 // 12: lemo.v1.HistoryPage
+	(*ListToolsRequest)(nil),            // 13: lemo.v1.ListToolsRequest
+	(*ToolInfo)(nil),                    // 14: lemo.v1.ToolInfo
+	(*ToolList)(nil),                    // 15: lemo.v1.ToolList
+	(*ListModelsRequest)(nil),           // 16: lemo.v1.ListModelsRequest
+	(*ModelInfo)(nil),                   // 17: lemo.v1.ModelInfo
+	(*ProviderFailure)(nil),             // 18: lemo.v1.ProviderFailure
+	(*ModelList)(nil),                   // 19: lemo.v1.ModelList
+	(*TaskSeq)(nil),                     // 20: lemo.v1.TaskSeq
+	(*SubscribeRequest)(nil),            // 21: lemo.v1.SubscribeRequest
+	(*Subscribed)(nil),                  // 22: lemo.v1.Subscribed
+	(*UnsubscribeRequest)(nil),          // 23: lemo.v1.UnsubscribeRequest
+	(*Ack)(nil),                         // 24: lemo.v1.Ack
+	(*UpdateBatch)(nil),                 // 25: lemo.v1.UpdateBatch
+	(*Update)(nil),                      // 26: lemo.v1.Update
+	(*CaughtUp)(nil),                    // 27: lemo.v1.CaughtUp
+	(*FellBehind)(nil),                  // 28: lemo.v1.FellBehind
+	(*Ended)(nil),                       // 29: lemo.v1.Ended
+	(*ListApprovalsRequest)(nil),        // 30: lemo.v1.ListApprovalsRequest
+	(*ApprovalList)(nil),                // 31: lemo.v1.ApprovalList
+	(*ResolveApprovalRequest)(nil),      // 32: lemo.v1.ResolveApprovalRequest
+	(*SteerRequest)(nil),                // 33: lemo.v1.SteerRequest
+	(*InspectRequest)(nil),              // 34: lemo.v1.InspectRequest
+	(*ActorInfo)(nil),                   // 35: lemo.v1.ActorInfo
+	(*ActorTree)(nil),                   // 36: lemo.v1.ActorTree
+	(*StopCallRequest)(nil),             // 37: lemo.v1.StopCallRequest
+	(*ServiceOperation)(nil),            // 38: lemo.v1.ServiceOperation
+	(*ServiceSpec)(nil),                 // 39: lemo.v1.ServiceSpec
+	(*RegisterServiceRequest)(nil),      // 40: lemo.v1.RegisterServiceRequest
+	(*UnregisterServiceRequest)(nil),    // 41: lemo.v1.UnregisterServiceRequest
+	(*ServiceCall)(nil),                 // 42: lemo.v1.ServiceCall
+	(*ServiceResult)(nil),               // 43: lemo.v1.ServiceResult
+	(*Error)(nil),                       // 44: lemo.v1.Error
+	(*Done)(nil),                        // 45: lemo.v1.Done
+	(*Response)(nil),                    // 46: lemo.v1.Response
+	(*ListDelegateSessionsRequest)(nil), // 47: lemo.v1.ListDelegateSessionsRequest
+	(*DelegateSession)(nil),             // 48: lemo.v1.DelegateSession
+	(*DelegateSessionList)(nil),         // 49: lemo.v1.DelegateSessionList
+	(*ToClient)(nil),                    // 50: lemo.v1.ToClient
+	(*Chunk)(nil),                       // 51: lemo.v1.Chunk
+	(*ToolApproval)(nil),                // 52: lemo.v1.ToolApproval
+	(*TaskMeta)(nil),                    // 53: lemo.v1.TaskMeta
+	(*Event)(nil),                       // 54: lemo.v1.Event
+	(*Delta)(nil),                       // 55: lemo.v1.Delta
+	(*timestamppb.Timestamp)(nil),       // 56: google.protobuf.Timestamp
 }
 var file_gateway_proto_depIdxs = []int32{
 	2,  // 0: lemo.v1.Request.hello:type_name -> lemo.v1.Hello
@@ -3935,48 +4244,54 @@ var file_gateway_proto_depIdxs = []int32{
 	4,  // 20: lemo.v1.Request.goodbye:type_name -> lemo.v1.Goodbye
 	34, // 21: lemo.v1.Request.inspect:type_name -> lemo.v1.InspectRequest
 	37, // 22: lemo.v1.Request.stop_call:type_name -> lemo.v1.StopCallRequest
-	49, // 23: lemo.v1.TaskPage.tasks:type_name -> lemo.v1.TaskMeta
-	50, // 24: lemo.v1.HistoryPage.events:type_name -> lemo.v1.Event
-	14, // 25: lemo.v1.ToolList.tools:type_name -> lemo.v1.ToolInfo
-	17, // 26: lemo.v1.ModelList.models:type_name -> lemo.v1.ModelInfo
-	18, // 27: lemo.v1.ModelList.failures:type_name -> lemo.v1.ProviderFailure
-	20, // 28: lemo.v1.SubscribeRequest.resume:type_name -> lemo.v1.TaskSeq
-	49, // 29: lemo.v1.Subscribed.task:type_name -> lemo.v1.TaskMeta
-	26, // 30: lemo.v1.UpdateBatch.updates:type_name -> lemo.v1.Update
-	50, // 31: lemo.v1.Update.event:type_name -> lemo.v1.Event
-	51, // 32: lemo.v1.Update.delta:type_name -> lemo.v1.Delta
-	27, // 33: lemo.v1.Update.caught_up:type_name -> lemo.v1.CaughtUp
-	28, // 34: lemo.v1.Update.fell_behind:type_name -> lemo.v1.FellBehind
-	29, // 35: lemo.v1.Update.ended:type_name -> lemo.v1.Ended
-	20, // 36: lemo.v1.FellBehind.last:type_name -> lemo.v1.TaskSeq
-	50, // 37: lemo.v1.ApprovalList.approvals:type_name -> lemo.v1.Event
-	52, // 38: lemo.v1.ActorInfo.state_since:type_name -> google.protobuf.Timestamp
-	52, // 39: lemo.v1.ActorInfo.started:type_name -> google.protobuf.Timestamp
-	35, // 40: lemo.v1.ActorTree.actors:type_name -> lemo.v1.ActorInfo
-	52, // 41: lemo.v1.ActorTree.time:type_name -> google.protobuf.Timestamp
-	38, // 42: lemo.v1.ServiceSpec.operations:type_name -> lemo.v1.ServiceOperation
-	39, // 43: lemo.v1.RegisterServiceRequest.service:type_name -> lemo.v1.ServiceSpec
-	52, // 44: lemo.v1.ServiceCall.deadline:type_name -> google.protobuf.Timestamp
-	0,  // 45: lemo.v1.Error.code:type_name -> lemo.v1.ErrorCode
-	44, // 46: lemo.v1.Response.error:type_name -> lemo.v1.Error
-	3,  // 47: lemo.v1.Response.welcome:type_name -> lemo.v1.Welcome
-	49, // 48: lemo.v1.Response.task:type_name -> lemo.v1.TaskMeta
-	10, // 49: lemo.v1.Response.tasks:type_name -> lemo.v1.TaskPage
-	12, // 50: lemo.v1.Response.history:type_name -> lemo.v1.HistoryPage
-	15, // 51: lemo.v1.Response.tools:type_name -> lemo.v1.ToolList
-	19, // 52: lemo.v1.Response.models:type_name -> lemo.v1.ModelList
-	22, // 53: lemo.v1.Response.subscribed:type_name -> lemo.v1.Subscribed
-	31, // 54: lemo.v1.Response.approvals:type_name -> lemo.v1.ApprovalList
-	45, // 55: lemo.v1.Response.done:type_name -> lemo.v1.Done
-	36, // 56: lemo.v1.Response.actors:type_name -> lemo.v1.ActorTree
-	46, // 57: lemo.v1.ToClient.response:type_name -> lemo.v1.Response
-	25, // 58: lemo.v1.ToClient.updates:type_name -> lemo.v1.UpdateBatch
-	42, // 59: lemo.v1.ToClient.service_call:type_name -> lemo.v1.ServiceCall
-	60, // [60:60] is the sub-list for method output_type
-	60, // [60:60] is the sub-list for method input_type
-	60, // [60:60] is the sub-list for extension type_name
-	60, // [60:60] is the sub-list for extension extendee
-	0,  // [0:60] is the sub-list for field type_name
+	47, // 23: lemo.v1.Request.list_delegate_sessions:type_name -> lemo.v1.ListDelegateSessionsRequest
+	52, // 24: lemo.v1.CreateTaskRequest.approvals:type_name -> lemo.v1.ToolApproval
+	53, // 25: lemo.v1.TaskPage.tasks:type_name -> lemo.v1.TaskMeta
+	54, // 26: lemo.v1.HistoryPage.events:type_name -> lemo.v1.Event
+	14, // 27: lemo.v1.ToolList.tools:type_name -> lemo.v1.ToolInfo
+	17, // 28: lemo.v1.ModelList.models:type_name -> lemo.v1.ModelInfo
+	18, // 29: lemo.v1.ModelList.failures:type_name -> lemo.v1.ProviderFailure
+	20, // 30: lemo.v1.SubscribeRequest.resume:type_name -> lemo.v1.TaskSeq
+	53, // 31: lemo.v1.Subscribed.task:type_name -> lemo.v1.TaskMeta
+	26, // 32: lemo.v1.UpdateBatch.updates:type_name -> lemo.v1.Update
+	54, // 33: lemo.v1.Update.event:type_name -> lemo.v1.Event
+	55, // 34: lemo.v1.Update.delta:type_name -> lemo.v1.Delta
+	27, // 35: lemo.v1.Update.caught_up:type_name -> lemo.v1.CaughtUp
+	28, // 36: lemo.v1.Update.fell_behind:type_name -> lemo.v1.FellBehind
+	29, // 37: lemo.v1.Update.ended:type_name -> lemo.v1.Ended
+	20, // 38: lemo.v1.FellBehind.last:type_name -> lemo.v1.TaskSeq
+	54, // 39: lemo.v1.ApprovalList.approvals:type_name -> lemo.v1.Event
+	56, // 40: lemo.v1.ActorInfo.state_since:type_name -> google.protobuf.Timestamp
+	56, // 41: lemo.v1.ActorInfo.started:type_name -> google.protobuf.Timestamp
+	35, // 42: lemo.v1.ActorTree.actors:type_name -> lemo.v1.ActorInfo
+	56, // 43: lemo.v1.ActorTree.time:type_name -> google.protobuf.Timestamp
+	38, // 44: lemo.v1.ServiceSpec.operations:type_name -> lemo.v1.ServiceOperation
+	39, // 45: lemo.v1.RegisterServiceRequest.service:type_name -> lemo.v1.ServiceSpec
+	56, // 46: lemo.v1.ServiceCall.deadline:type_name -> google.protobuf.Timestamp
+	0,  // 47: lemo.v1.Error.code:type_name -> lemo.v1.ErrorCode
+	44, // 48: lemo.v1.Response.error:type_name -> lemo.v1.Error
+	3,  // 49: lemo.v1.Response.welcome:type_name -> lemo.v1.Welcome
+	53, // 50: lemo.v1.Response.task:type_name -> lemo.v1.TaskMeta
+	10, // 51: lemo.v1.Response.tasks:type_name -> lemo.v1.TaskPage
+	12, // 52: lemo.v1.Response.history:type_name -> lemo.v1.HistoryPage
+	15, // 53: lemo.v1.Response.tools:type_name -> lemo.v1.ToolList
+	19, // 54: lemo.v1.Response.models:type_name -> lemo.v1.ModelList
+	22, // 55: lemo.v1.Response.subscribed:type_name -> lemo.v1.Subscribed
+	31, // 56: lemo.v1.Response.approvals:type_name -> lemo.v1.ApprovalList
+	45, // 57: lemo.v1.Response.done:type_name -> lemo.v1.Done
+	36, // 58: lemo.v1.Response.actors:type_name -> lemo.v1.ActorTree
+	49, // 59: lemo.v1.Response.delegate_sessions:type_name -> lemo.v1.DelegateSessionList
+	56, // 60: lemo.v1.DelegateSession.created:type_name -> google.protobuf.Timestamp
+	56, // 61: lemo.v1.DelegateSession.modified:type_name -> google.protobuf.Timestamp
+	48, // 62: lemo.v1.DelegateSessionList.sessions:type_name -> lemo.v1.DelegateSession
+	46, // 63: lemo.v1.ToClient.response:type_name -> lemo.v1.Response
+	25, // 64: lemo.v1.ToClient.updates:type_name -> lemo.v1.UpdateBatch
+	42, // 65: lemo.v1.ToClient.service_call:type_name -> lemo.v1.ServiceCall
+	66, // [66:66] is the sub-list for method output_type
+	66, // [66:66] is the sub-list for method input_type
+	66, // [66:66] is the sub-list for extension type_name
+	66, // [66:66] is the sub-list for extension extendee
+	0,  // [0:66] is the sub-list for field type_name
 }
 
 func init() { file_gateway_proto_init() }
@@ -4009,6 +4324,7 @@ func file_gateway_proto_init() {
 		(*Request_Goodbye)(nil),
 		(*Request_Inspect)(nil),
 		(*Request_StopCall)(nil),
+		(*Request_ListDelegateSessions)(nil),
 	}
 	file_gateway_proto_msgTypes[25].OneofWrappers = []any{
 		(*Update_Event)(nil),
@@ -4029,8 +4345,9 @@ func file_gateway_proto_init() {
 		(*Response_Approvals)(nil),
 		(*Response_Done)(nil),
 		(*Response_Actors)(nil),
+		(*Response_DelegateSessions)(nil),
 	}
-	file_gateway_proto_msgTypes[46].OneofWrappers = []any{
+	file_gateway_proto_msgTypes[49].OneofWrappers = []any{
 		(*ToClient_Response)(nil),
 		(*ToClient_Updates)(nil),
 		(*ToClient_ServiceCall)(nil),
@@ -4041,7 +4358,7 @@ func file_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gateway_proto_rawDesc), len(file_gateway_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   48,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

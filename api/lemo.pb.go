@@ -148,6 +148,58 @@ func (PauseReason) EnumDescriptor() ([]byte, []int) {
 	return file_lemo_proto_rawDescGZIP(), []int{1}
 }
 
+// ApprovalRule is what a Task's rule requires of a matching call.
+type ApprovalRule int32
+
+const (
+	ApprovalRule_APPROVAL_RULE_UNSPECIFIED ApprovalRule = 0
+	// A person approves each matching call before it runs.
+	ApprovalRule_APPROVAL_RULE_ASK ApprovalRule = 1
+	// Matching calls never run.
+	ApprovalRule_APPROVAL_RULE_DENY ApprovalRule = 2
+)
+
+// Enum value maps for ApprovalRule.
+var (
+	ApprovalRule_name = map[int32]string{
+		0: "APPROVAL_RULE_UNSPECIFIED",
+		1: "APPROVAL_RULE_ASK",
+		2: "APPROVAL_RULE_DENY",
+	}
+	ApprovalRule_value = map[string]int32{
+		"APPROVAL_RULE_UNSPECIFIED": 0,
+		"APPROVAL_RULE_ASK":         1,
+		"APPROVAL_RULE_DENY":        2,
+	}
+)
+
+func (x ApprovalRule) Enum() *ApprovalRule {
+	p := new(ApprovalRule)
+	*p = x
+	return p
+}
+
+func (x ApprovalRule) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ApprovalRule) Descriptor() protoreflect.EnumDescriptor {
+	return file_lemo_proto_enumTypes[2].Descriptor()
+}
+
+func (ApprovalRule) Type() protoreflect.EnumType {
+	return &file_lemo_proto_enumTypes[2]
+}
+
+func (x ApprovalRule) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ApprovalRule.Descriptor instead.
+func (ApprovalRule) EnumDescriptor() ([]byte, []int) {
+	return file_lemo_proto_rawDescGZIP(), []int{2}
+}
+
 type CycleOutcome int32
 
 const (
@@ -188,11 +240,11 @@ func (x CycleOutcome) String() string {
 }
 
 func (CycleOutcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_lemo_proto_enumTypes[2].Descriptor()
+	return file_lemo_proto_enumTypes[3].Descriptor()
 }
 
 func (CycleOutcome) Type() protoreflect.EnumType {
-	return &file_lemo_proto_enumTypes[2]
+	return &file_lemo_proto_enumTypes[3]
 }
 
 func (x CycleOutcome) Number() protoreflect.EnumNumber {
@@ -201,7 +253,7 @@ func (x CycleOutcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CycleOutcome.Descriptor instead.
 func (CycleOutcome) EnumDescriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{2}
+	return file_lemo_proto_rawDescGZIP(), []int{3}
 }
 
 type ToolFailureKind int32
@@ -264,11 +316,11 @@ func (x ToolFailureKind) String() string {
 }
 
 func (ToolFailureKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_lemo_proto_enumTypes[3].Descriptor()
+	return file_lemo_proto_enumTypes[4].Descriptor()
 }
 
 func (ToolFailureKind) Type() protoreflect.EnumType {
-	return &file_lemo_proto_enumTypes[3]
+	return &file_lemo_proto_enumTypes[4]
 }
 
 func (x ToolFailureKind) Number() protoreflect.EnumNumber {
@@ -277,7 +329,7 @@ func (x ToolFailureKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolFailureKind.Descriptor instead.
 func (ToolFailureKind) EnumDescriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{3}
+	return file_lemo_proto_rawDescGZIP(), []int{4}
 }
 
 type ApprovalOutcome int32
@@ -319,11 +371,11 @@ func (x ApprovalOutcome) String() string {
 }
 
 func (ApprovalOutcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_lemo_proto_enumTypes[4].Descriptor()
+	return file_lemo_proto_enumTypes[5].Descriptor()
 }
 
 func (ApprovalOutcome) Type() protoreflect.EnumType {
-	return &file_lemo_proto_enumTypes[4]
+	return &file_lemo_proto_enumTypes[5]
 }
 
 func (x ApprovalOutcome) Number() protoreflect.EnumNumber {
@@ -332,7 +384,7 @@ func (x ApprovalOutcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ApprovalOutcome.Descriptor instead.
 func (ApprovalOutcome) EnumDescriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{4}
+	return file_lemo_proto_rawDescGZIP(), []int{5}
 }
 
 type FailureScope int32
@@ -371,11 +423,11 @@ func (x FailureScope) String() string {
 }
 
 func (FailureScope) Descriptor() protoreflect.EnumDescriptor {
-	return file_lemo_proto_enumTypes[5].Descriptor()
+	return file_lemo_proto_enumTypes[6].Descriptor()
 }
 
 func (FailureScope) Type() protoreflect.EnumType {
-	return &file_lemo_proto_enumTypes[5]
+	return &file_lemo_proto_enumTypes[6]
 }
 
 func (x FailureScope) Number() protoreflect.EnumNumber {
@@ -384,7 +436,7 @@ func (x FailureScope) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FailureScope.Descriptor instead.
 func (FailureScope) EnumDescriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{5}
+	return file_lemo_proto_rawDescGZIP(), []int{6}
 }
 
 type DeltaKind int32
@@ -432,11 +484,11 @@ func (x DeltaKind) String() string {
 }
 
 func (DeltaKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_lemo_proto_enumTypes[6].Descriptor()
+	return file_lemo_proto_enumTypes[7].Descriptor()
 }
 
 func (DeltaKind) Type() protoreflect.EnumType {
-	return &file_lemo_proto_enumTypes[6]
+	return &file_lemo_proto_enumTypes[7]
 }
 
 func (x DeltaKind) Number() protoreflect.EnumNumber {
@@ -445,7 +497,7 @@ func (x DeltaKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DeltaKind.Descriptor instead.
 func (DeltaKind) EnumDescriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{6}
+	return file_lemo_proto_rawDescGZIP(), []int{7}
 }
 
 // Event is one durable record of a Task's history. seq is contiguous from 1
@@ -761,7 +813,10 @@ type TaskCreated struct {
 	// The folder that workspace-confined tools work in.
 	Workspace string `protobuf:"bytes,5,opt,name=workspace,proto3" json:"workspace,omitempty"`
 	// A short title derived from the request.
-	Title         string `protobuf:"bytes,6,opt,name=title,proto3" json:"title,omitempty"`
+	Title string `protobuf:"bytes,6,opt,name=title,proto3" json:"title,omitempty"`
+	// Approval rules of this Task beyond each tool's own; they can only
+	// tighten (ask, deny), never allow what a tool or the daemon asks for.
+	Approvals     []*ToolApproval `protobuf:"bytes,7,rep,name=approvals,proto3" json:"approvals,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -838,6 +893,67 @@ func (x *TaskCreated) GetTitle() string {
 	return ""
 }
 
+func (x *TaskCreated) GetApprovals() []*ToolApproval {
+	if x != nil {
+		return x.Approvals
+	}
+	return nil
+}
+
+// ToolApproval applies rule to the calls of the tools that tool names: a
+// tool name ("shell.run") or a pattern with "*" ("files.*", "*").
+type ToolApproval struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tool          string                 `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	Rule          ApprovalRule           `protobuf:"varint,2,opt,name=rule,proto3,enum=lemo.v1.ApprovalRule" json:"rule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolApproval) Reset() {
+	*x = ToolApproval{}
+	mi := &file_lemo_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolApproval) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolApproval) ProtoMessage() {}
+
+func (x *ToolApproval) ProtoReflect() protoreflect.Message {
+	mi := &file_lemo_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolApproval.ProtoReflect.Descriptor instead.
+func (*ToolApproval) Descriptor() ([]byte, []int) {
+	return file_lemo_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ToolApproval) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ToolApproval) GetRule() ApprovalRule {
+	if x != nil {
+		return x.Rule
+	}
+	return ApprovalRule_APPROVAL_RULE_UNSPECIFIED
+}
+
 // UserMessage is the user's request (seq 2) or a follow-up message.
 type UserMessage struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -848,7 +964,7 @@ type UserMessage struct {
 
 func (x *UserMessage) Reset() {
 	*x = UserMessage{}
-	mi := &file_lemo_proto_msgTypes[2]
+	mi := &file_lemo_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -860,7 +976,7 @@ func (x *UserMessage) String() string {
 func (*UserMessage) ProtoMessage() {}
 
 func (x *UserMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[2]
+	mi := &file_lemo_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -873,7 +989,7 @@ func (x *UserMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserMessage.ProtoReflect.Descriptor instead.
 func (*UserMessage) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{2}
+	return file_lemo_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *UserMessage) GetText() string {
@@ -894,7 +1010,7 @@ type CycleStarted struct {
 
 func (x *CycleStarted) Reset() {
 	*x = CycleStarted{}
-	mi := &file_lemo_proto_msgTypes[3]
+	mi := &file_lemo_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -906,7 +1022,7 @@ func (x *CycleStarted) String() string {
 func (*CycleStarted) ProtoMessage() {}
 
 func (x *CycleStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[3]
+	mi := &file_lemo_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -919,7 +1035,7 @@ func (x *CycleStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CycleStarted.ProtoReflect.Descriptor instead.
 func (*CycleStarted) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{3}
+	return file_lemo_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CycleStarted) GetCycle() uint32 {
@@ -949,7 +1065,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_lemo_proto_msgTypes[4]
+	mi := &file_lemo_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -961,7 +1077,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[4]
+	mi := &file_lemo_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -974,7 +1090,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{4}
+	return file_lemo_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Usage) GetPromptTokens() uint64 {
@@ -1010,7 +1126,7 @@ type SectionSize struct {
 
 func (x *SectionSize) Reset() {
 	*x = SectionSize{}
-	mi := &file_lemo_proto_msgTypes[5]
+	mi := &file_lemo_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1022,7 +1138,7 @@ func (x *SectionSize) String() string {
 func (*SectionSize) ProtoMessage() {}
 
 func (x *SectionSize) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[5]
+	mi := &file_lemo_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1035,7 +1151,7 @@ func (x *SectionSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SectionSize.ProtoReflect.Descriptor instead.
 func (*SectionSize) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{5}
+	return file_lemo_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SectionSize) GetSection() string {
@@ -1068,7 +1184,7 @@ type Excerpt struct {
 
 func (x *Excerpt) Reset() {
 	*x = Excerpt{}
-	mi := &file_lemo_proto_msgTypes[6]
+	mi := &file_lemo_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1080,7 +1196,7 @@ func (x *Excerpt) String() string {
 func (*Excerpt) ProtoMessage() {}
 
 func (x *Excerpt) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[6]
+	mi := &file_lemo_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1093,7 +1209,7 @@ func (x *Excerpt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Excerpt.ProtoReflect.Descriptor instead.
 func (*Excerpt) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{6}
+	return file_lemo_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Excerpt) GetSeq() uint64 {
@@ -1145,7 +1261,7 @@ type RecallItem struct {
 
 func (x *RecallItem) Reset() {
 	*x = RecallItem{}
-	mi := &file_lemo_proto_msgTypes[7]
+	mi := &file_lemo_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1157,7 +1273,7 @@ func (x *RecallItem) String() string {
 func (*RecallItem) ProtoMessage() {}
 
 func (x *RecallItem) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[7]
+	mi := &file_lemo_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1170,7 +1286,7 @@ func (x *RecallItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecallItem.ProtoReflect.Descriptor instead.
 func (*RecallItem) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{7}
+	return file_lemo_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RecallItem) GetTaskId() string {
@@ -1227,7 +1343,7 @@ type InputSummary struct {
 
 func (x *InputSummary) Reset() {
 	*x = InputSummary{}
-	mi := &file_lemo_proto_msgTypes[8]
+	mi := &file_lemo_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1239,7 +1355,7 @@ func (x *InputSummary) String() string {
 func (*InputSummary) ProtoMessage() {}
 
 func (x *InputSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[8]
+	mi := &file_lemo_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1252,7 +1368,7 @@ func (x *InputSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputSummary.ProtoReflect.Descriptor instead.
 func (*InputSummary) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{8}
+	return file_lemo_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *InputSummary) GetWindowTokens() uint64 {
@@ -1326,7 +1442,7 @@ type CycleFinished struct {
 
 func (x *CycleFinished) Reset() {
 	*x = CycleFinished{}
-	mi := &file_lemo_proto_msgTypes[9]
+	mi := &file_lemo_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1338,7 +1454,7 @@ func (x *CycleFinished) String() string {
 func (*CycleFinished) ProtoMessage() {}
 
 func (x *CycleFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[9]
+	mi := &file_lemo_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1351,7 +1467,7 @@ func (x *CycleFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CycleFinished.ProtoReflect.Descriptor instead.
 func (*CycleFinished) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{9}
+	return file_lemo_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CycleFinished) GetCycle() uint32 {
@@ -1413,7 +1529,7 @@ type AssistantMessage struct {
 
 func (x *AssistantMessage) Reset() {
 	*x = AssistantMessage{}
-	mi := &file_lemo_proto_msgTypes[10]
+	mi := &file_lemo_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1425,7 +1541,7 @@ func (x *AssistantMessage) String() string {
 func (*AssistantMessage) ProtoMessage() {}
 
 func (x *AssistantMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[10]
+	mi := &file_lemo_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1438,7 +1554,7 @@ func (x *AssistantMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssistantMessage.ProtoReflect.Descriptor instead.
 func (*AssistantMessage) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{10}
+	return file_lemo_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AssistantMessage) GetCycle() uint32 {
@@ -1496,7 +1612,7 @@ type ToolCallRecorded struct {
 
 func (x *ToolCallRecorded) Reset() {
 	*x = ToolCallRecorded{}
-	mi := &file_lemo_proto_msgTypes[11]
+	mi := &file_lemo_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1508,7 +1624,7 @@ func (x *ToolCallRecorded) String() string {
 func (*ToolCallRecorded) ProtoMessage() {}
 
 func (x *ToolCallRecorded) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[11]
+	mi := &file_lemo_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1521,7 +1637,7 @@ func (x *ToolCallRecorded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallRecorded.ProtoReflect.Descriptor instead.
 func (*ToolCallRecorded) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{11}
+	return file_lemo_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ToolCallRecorded) GetCallId() string {
@@ -1577,7 +1693,7 @@ type ToolExecutionStarted struct {
 
 func (x *ToolExecutionStarted) Reset() {
 	*x = ToolExecutionStarted{}
-	mi := &file_lemo_proto_msgTypes[12]
+	mi := &file_lemo_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1589,7 +1705,7 @@ func (x *ToolExecutionStarted) String() string {
 func (*ToolExecutionStarted) ProtoMessage() {}
 
 func (x *ToolExecutionStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[12]
+	mi := &file_lemo_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1602,7 +1718,7 @@ func (x *ToolExecutionStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolExecutionStarted.ProtoReflect.Descriptor instead.
 func (*ToolExecutionStarted) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{12}
+	return file_lemo_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ToolExecutionStarted) GetCallId() string {
@@ -1623,7 +1739,7 @@ type ToolState struct {
 
 func (x *ToolState) Reset() {
 	*x = ToolState{}
-	mi := &file_lemo_proto_msgTypes[13]
+	mi := &file_lemo_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1635,7 +1751,7 @@ func (x *ToolState) String() string {
 func (*ToolState) ProtoMessage() {}
 
 func (x *ToolState) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[13]
+	mi := &file_lemo_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1648,7 +1764,7 @@ func (x *ToolState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolState.ProtoReflect.Descriptor instead.
 func (*ToolState) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{13}
+	return file_lemo_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ToolState) GetCallId() string {
@@ -1683,7 +1799,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_lemo_proto_msgTypes[14]
+	mi := &file_lemo_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1695,7 +1811,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[14]
+	mi := &file_lemo_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1708,7 +1824,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{14}
+	return file_lemo_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ToolResult) GetCallId() string {
@@ -1758,7 +1874,7 @@ type ToolFailed struct {
 
 func (x *ToolFailed) Reset() {
 	*x = ToolFailed{}
-	mi := &file_lemo_proto_msgTypes[15]
+	mi := &file_lemo_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1770,7 +1886,7 @@ func (x *ToolFailed) String() string {
 func (*ToolFailed) ProtoMessage() {}
 
 func (x *ToolFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[15]
+	mi := &file_lemo_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1783,7 +1899,7 @@ func (x *ToolFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolFailed.ProtoReflect.Descriptor instead.
 func (*ToolFailed) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{15}
+	return file_lemo_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ToolFailed) GetCallId() string {
@@ -1826,7 +1942,7 @@ type ApprovalRequested struct {
 
 func (x *ApprovalRequested) Reset() {
 	*x = ApprovalRequested{}
-	mi := &file_lemo_proto_msgTypes[16]
+	mi := &file_lemo_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1838,7 +1954,7 @@ func (x *ApprovalRequested) String() string {
 func (*ApprovalRequested) ProtoMessage() {}
 
 func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[16]
+	mi := &file_lemo_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1851,7 +1967,7 @@ func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalRequested.ProtoReflect.Descriptor instead.
 func (*ApprovalRequested) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{16}
+	return file_lemo_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ApprovalRequested) GetApprovalId() string {
@@ -1910,7 +2026,7 @@ type ApprovalResolved struct {
 
 func (x *ApprovalResolved) Reset() {
 	*x = ApprovalResolved{}
-	mi := &file_lemo_proto_msgTypes[17]
+	mi := &file_lemo_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1922,7 +2038,7 @@ func (x *ApprovalResolved) String() string {
 func (*ApprovalResolved) ProtoMessage() {}
 
 func (x *ApprovalResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[17]
+	mi := &file_lemo_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1935,7 +2051,7 @@ func (x *ApprovalResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalResolved.ProtoReflect.Descriptor instead.
 func (*ApprovalResolved) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{17}
+	return file_lemo_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ApprovalResolved) GetApprovalId() string {
@@ -1988,7 +2104,7 @@ type StatusChanged struct {
 
 func (x *StatusChanged) Reset() {
 	*x = StatusChanged{}
-	mi := &file_lemo_proto_msgTypes[18]
+	mi := &file_lemo_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2000,7 +2116,7 @@ func (x *StatusChanged) String() string {
 func (*StatusChanged) ProtoMessage() {}
 
 func (x *StatusChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[18]
+	mi := &file_lemo_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2013,7 +2129,7 @@ func (x *StatusChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusChanged.ProtoReflect.Descriptor instead.
 func (*StatusChanged) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{18}
+	return file_lemo_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StatusChanged) GetStatus() TaskStatus {
@@ -2056,7 +2172,7 @@ type Overflow struct {
 
 func (x *Overflow) Reset() {
 	*x = Overflow{}
-	mi := &file_lemo_proto_msgTypes[19]
+	mi := &file_lemo_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2068,7 +2184,7 @@ func (x *Overflow) String() string {
 func (*Overflow) ProtoMessage() {}
 
 func (x *Overflow) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[19]
+	mi := &file_lemo_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2081,7 +2197,7 @@ func (x *Overflow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Overflow.ProtoReflect.Descriptor instead.
 func (*Overflow) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{19}
+	return file_lemo_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Overflow) GetNeededTokens() uint64 {
@@ -2121,7 +2237,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_lemo_proto_msgTypes[20]
+	mi := &file_lemo_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2133,7 +2249,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[20]
+	mi := &file_lemo_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2146,7 +2262,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{20}
+	return file_lemo_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Failure) GetScope() FailureScope {
@@ -2213,7 +2329,7 @@ type TaskMeta struct {
 
 func (x *TaskMeta) Reset() {
 	*x = TaskMeta{}
-	mi := &file_lemo_proto_msgTypes[21]
+	mi := &file_lemo_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2225,7 +2341,7 @@ func (x *TaskMeta) String() string {
 func (*TaskMeta) ProtoMessage() {}
 
 func (x *TaskMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[21]
+	mi := &file_lemo_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2238,7 +2354,7 @@ func (x *TaskMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskMeta.ProtoReflect.Descriptor instead.
 func (*TaskMeta) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{21}
+	return file_lemo_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TaskMeta) GetTaskId() string {
@@ -2344,7 +2460,7 @@ type Delta struct {
 
 func (x *Delta) Reset() {
 	*x = Delta{}
-	mi := &file_lemo_proto_msgTypes[22]
+	mi := &file_lemo_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2356,7 +2472,7 @@ func (x *Delta) String() string {
 func (*Delta) ProtoMessage() {}
 
 func (x *Delta) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[22]
+	mi := &file_lemo_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2369,7 +2485,7 @@ func (x *Delta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delta.ProtoReflect.Descriptor instead.
 func (*Delta) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{22}
+	return file_lemo_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Delta) GetTaskId() string {
@@ -2456,14 +2572,18 @@ const file_lemo_proto_rawDesc = "" +
 	"\x11approval_resolved\x18\x15 \x01(\v2\x19.lemo.v1.ApprovalResolvedH\x00R\x10approvalResolved\x12?\n" +
 	"\x0estatus_changed\x18\x16 \x01(\v2\x16.lemo.v1.StatusChangedH\x00R\rstatusChanged\x12,\n" +
 	"\afailure\x18\x17 \x01(\v2\x10.lemo.v1.FailureH\x00R\afailureB\x06\n" +
-	"\x04body\"\xae\x01\n" +
+	"\x04body\"\xe3\x01\n" +
 	"\vTaskCreated\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x14\n" +
 	"\x05tools\x18\x03 \x03(\tR\x05tools\x12)\n" +
 	"\x10tools_restricted\x18\x04 \x01(\bR\x0ftoolsRestricted\x12\x1c\n" +
 	"\tworkspace\x18\x05 \x01(\tR\tworkspace\x12\x14\n" +
-	"\x05title\x18\x06 \x01(\tR\x05title\"!\n" +
+	"\x05title\x18\x06 \x01(\tR\x05title\x123\n" +
+	"\tapprovals\x18\a \x03(\v2\x15.lemo.v1.ToolApprovalR\tapprovals\"M\n" +
+	"\fToolApproval\x12\x12\n" +
+	"\x04tool\x18\x01 \x01(\tR\x04tool\x12)\n" +
+	"\x04rule\x18\x02 \x01(\x0e2\x15.lemo.v1.ApprovalRuleR\x04rule\"!\n" +
 	"\vUserMessage\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\":\n" +
 	"\fCycleStarted\x12\x14\n" +
@@ -2606,7 +2726,11 @@ const file_lemo_proto_rawDesc = "" +
 	"\x18PAUSE_REASON_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11PAUSE_REASON_USER\x10\x01\x12\x1c\n" +
 	"\x18PAUSE_REASON_INTERRUPTED\x10\x02\x12\x1c\n" +
-	"\x18PAUSE_REASON_CYCLE_LIMIT\x10\x03*\x9d\x01\n" +
+	"\x18PAUSE_REASON_CYCLE_LIMIT\x10\x03*\\\n" +
+	"\fApprovalRule\x12\x1d\n" +
+	"\x19APPROVAL_RULE_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11APPROVAL_RULE_ASK\x10\x01\x12\x16\n" +
+	"\x12APPROVAL_RULE_DENY\x10\x02*\x9d\x01\n" +
 	"\fCycleOutcome\x12\x1d\n" +
 	"\x19CYCLE_OUTCOME_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17CYCLE_OUTCOME_COMPLETED\x10\x01\x12\x18\n" +
@@ -2654,82 +2778,86 @@ func file_lemo_proto_rawDescGZIP() []byte {
 	return file_lemo_proto_rawDescData
 }
 
-var file_lemo_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_lemo_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_lemo_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_lemo_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_lemo_proto_goTypes = []any{
 	(TaskStatus)(0),               // 0: lemo.v1.TaskStatus
 	(PauseReason)(0),              // 1: lemo.v1.PauseReason
-	(CycleOutcome)(0),             // 2: lemo.v1.CycleOutcome
-	(ToolFailureKind)(0),          // 3: lemo.v1.ToolFailureKind
-	(ApprovalOutcome)(0),          // 4: lemo.v1.ApprovalOutcome
-	(FailureScope)(0),             // 5: lemo.v1.FailureScope
-	(DeltaKind)(0),                // 6: lemo.v1.DeltaKind
-	(*Event)(nil),                 // 7: lemo.v1.Event
-	(*TaskCreated)(nil),           // 8: lemo.v1.TaskCreated
-	(*UserMessage)(nil),           // 9: lemo.v1.UserMessage
-	(*CycleStarted)(nil),          // 10: lemo.v1.CycleStarted
-	(*Usage)(nil),                 // 11: lemo.v1.Usage
-	(*SectionSize)(nil),           // 12: lemo.v1.SectionSize
-	(*Excerpt)(nil),               // 13: lemo.v1.Excerpt
-	(*RecallItem)(nil),            // 14: lemo.v1.RecallItem
-	(*InputSummary)(nil),          // 15: lemo.v1.InputSummary
-	(*CycleFinished)(nil),         // 16: lemo.v1.CycleFinished
-	(*AssistantMessage)(nil),      // 17: lemo.v1.AssistantMessage
-	(*ToolCallRecorded)(nil),      // 18: lemo.v1.ToolCallRecorded
-	(*ToolExecutionStarted)(nil),  // 19: lemo.v1.ToolExecutionStarted
-	(*ToolState)(nil),             // 20: lemo.v1.ToolState
-	(*ToolResult)(nil),            // 21: lemo.v1.ToolResult
-	(*ToolFailed)(nil),            // 22: lemo.v1.ToolFailed
-	(*ApprovalRequested)(nil),     // 23: lemo.v1.ApprovalRequested
-	(*ApprovalResolved)(nil),      // 24: lemo.v1.ApprovalResolved
-	(*StatusChanged)(nil),         // 25: lemo.v1.StatusChanged
-	(*Overflow)(nil),              // 26: lemo.v1.Overflow
-	(*Failure)(nil),               // 27: lemo.v1.Failure
-	(*TaskMeta)(nil),              // 28: lemo.v1.TaskMeta
-	(*Delta)(nil),                 // 29: lemo.v1.Delta
-	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
+	(ApprovalRule)(0),             // 2: lemo.v1.ApprovalRule
+	(CycleOutcome)(0),             // 3: lemo.v1.CycleOutcome
+	(ToolFailureKind)(0),          // 4: lemo.v1.ToolFailureKind
+	(ApprovalOutcome)(0),          // 5: lemo.v1.ApprovalOutcome
+	(FailureScope)(0),             // 6: lemo.v1.FailureScope
+	(DeltaKind)(0),                // 7: lemo.v1.DeltaKind
+	(*Event)(nil),                 // 8: lemo.v1.Event
+	(*TaskCreated)(nil),           // 9: lemo.v1.TaskCreated
+	(*ToolApproval)(nil),          // 10: lemo.v1.ToolApproval
+	(*UserMessage)(nil),           // 11: lemo.v1.UserMessage
+	(*CycleStarted)(nil),          // 12: lemo.v1.CycleStarted
+	(*Usage)(nil),                 // 13: lemo.v1.Usage
+	(*SectionSize)(nil),           // 14: lemo.v1.SectionSize
+	(*Excerpt)(nil),               // 15: lemo.v1.Excerpt
+	(*RecallItem)(nil),            // 16: lemo.v1.RecallItem
+	(*InputSummary)(nil),          // 17: lemo.v1.InputSummary
+	(*CycleFinished)(nil),         // 18: lemo.v1.CycleFinished
+	(*AssistantMessage)(nil),      // 19: lemo.v1.AssistantMessage
+	(*ToolCallRecorded)(nil),      // 20: lemo.v1.ToolCallRecorded
+	(*ToolExecutionStarted)(nil),  // 21: lemo.v1.ToolExecutionStarted
+	(*ToolState)(nil),             // 22: lemo.v1.ToolState
+	(*ToolResult)(nil),            // 23: lemo.v1.ToolResult
+	(*ToolFailed)(nil),            // 24: lemo.v1.ToolFailed
+	(*ApprovalRequested)(nil),     // 25: lemo.v1.ApprovalRequested
+	(*ApprovalResolved)(nil),      // 26: lemo.v1.ApprovalResolved
+	(*StatusChanged)(nil),         // 27: lemo.v1.StatusChanged
+	(*Overflow)(nil),              // 28: lemo.v1.Overflow
+	(*Failure)(nil),               // 29: lemo.v1.Failure
+	(*TaskMeta)(nil),              // 30: lemo.v1.TaskMeta
+	(*Delta)(nil),                 // 31: lemo.v1.Delta
+	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
 }
 var file_lemo_proto_depIdxs = []int32{
-	30, // 0: lemo.v1.Event.time:type_name -> google.protobuf.Timestamp
-	8,  // 1: lemo.v1.Event.task_created:type_name -> lemo.v1.TaskCreated
-	9,  // 2: lemo.v1.Event.user_message:type_name -> lemo.v1.UserMessage
-	10, // 3: lemo.v1.Event.cycle_started:type_name -> lemo.v1.CycleStarted
-	16, // 4: lemo.v1.Event.cycle_finished:type_name -> lemo.v1.CycleFinished
-	17, // 5: lemo.v1.Event.assistant_message:type_name -> lemo.v1.AssistantMessage
-	18, // 6: lemo.v1.Event.tool_call_recorded:type_name -> lemo.v1.ToolCallRecorded
-	19, // 7: lemo.v1.Event.tool_execution_started:type_name -> lemo.v1.ToolExecutionStarted
-	20, // 8: lemo.v1.Event.tool_state:type_name -> lemo.v1.ToolState
-	21, // 9: lemo.v1.Event.tool_result:type_name -> lemo.v1.ToolResult
-	22, // 10: lemo.v1.Event.tool_failed:type_name -> lemo.v1.ToolFailed
-	23, // 11: lemo.v1.Event.approval_requested:type_name -> lemo.v1.ApprovalRequested
-	24, // 12: lemo.v1.Event.approval_resolved:type_name -> lemo.v1.ApprovalResolved
-	25, // 13: lemo.v1.Event.status_changed:type_name -> lemo.v1.StatusChanged
-	27, // 14: lemo.v1.Event.failure:type_name -> lemo.v1.Failure
-	12, // 15: lemo.v1.InputSummary.sections:type_name -> lemo.v1.SectionSize
-	13, // 16: lemo.v1.InputSummary.excerpts:type_name -> lemo.v1.Excerpt
-	14, // 17: lemo.v1.InputSummary.recalled:type_name -> lemo.v1.RecallItem
-	2,  // 18: lemo.v1.CycleFinished.outcome:type_name -> lemo.v1.CycleOutcome
-	11, // 19: lemo.v1.CycleFinished.usage:type_name -> lemo.v1.Usage
-	15, // 20: lemo.v1.CycleFinished.input:type_name -> lemo.v1.InputSummary
-	3,  // 21: lemo.v1.ToolFailed.kind:type_name -> lemo.v1.ToolFailureKind
-	30, // 22: lemo.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
-	4,  // 23: lemo.v1.ApprovalResolved.outcome:type_name -> lemo.v1.ApprovalOutcome
-	0,  // 24: lemo.v1.StatusChanged.status:type_name -> lemo.v1.TaskStatus
-	1,  // 25: lemo.v1.StatusChanged.pause_reason:type_name -> lemo.v1.PauseReason
-	12, // 26: lemo.v1.Overflow.sections:type_name -> lemo.v1.SectionSize
-	5,  // 27: lemo.v1.Failure.scope:type_name -> lemo.v1.FailureScope
-	26, // 28: lemo.v1.Failure.overflow:type_name -> lemo.v1.Overflow
-	0,  // 29: lemo.v1.TaskMeta.status:type_name -> lemo.v1.TaskStatus
-	1,  // 30: lemo.v1.TaskMeta.pause_reason:type_name -> lemo.v1.PauseReason
-	30, // 31: lemo.v1.TaskMeta.created:type_name -> google.protobuf.Timestamp
-	30, // 32: lemo.v1.TaskMeta.updated:type_name -> google.protobuf.Timestamp
-	6,  // 33: lemo.v1.Delta.kind:type_name -> lemo.v1.DeltaKind
-	15, // 34: lemo.v1.Delta.input:type_name -> lemo.v1.InputSummary
-	35, // [35:35] is the sub-list for method output_type
-	35, // [35:35] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	32, // 0: lemo.v1.Event.time:type_name -> google.protobuf.Timestamp
+	9,  // 1: lemo.v1.Event.task_created:type_name -> lemo.v1.TaskCreated
+	11, // 2: lemo.v1.Event.user_message:type_name -> lemo.v1.UserMessage
+	12, // 3: lemo.v1.Event.cycle_started:type_name -> lemo.v1.CycleStarted
+	18, // 4: lemo.v1.Event.cycle_finished:type_name -> lemo.v1.CycleFinished
+	19, // 5: lemo.v1.Event.assistant_message:type_name -> lemo.v1.AssistantMessage
+	20, // 6: lemo.v1.Event.tool_call_recorded:type_name -> lemo.v1.ToolCallRecorded
+	21, // 7: lemo.v1.Event.tool_execution_started:type_name -> lemo.v1.ToolExecutionStarted
+	22, // 8: lemo.v1.Event.tool_state:type_name -> lemo.v1.ToolState
+	23, // 9: lemo.v1.Event.tool_result:type_name -> lemo.v1.ToolResult
+	24, // 10: lemo.v1.Event.tool_failed:type_name -> lemo.v1.ToolFailed
+	25, // 11: lemo.v1.Event.approval_requested:type_name -> lemo.v1.ApprovalRequested
+	26, // 12: lemo.v1.Event.approval_resolved:type_name -> lemo.v1.ApprovalResolved
+	27, // 13: lemo.v1.Event.status_changed:type_name -> lemo.v1.StatusChanged
+	29, // 14: lemo.v1.Event.failure:type_name -> lemo.v1.Failure
+	10, // 15: lemo.v1.TaskCreated.approvals:type_name -> lemo.v1.ToolApproval
+	2,  // 16: lemo.v1.ToolApproval.rule:type_name -> lemo.v1.ApprovalRule
+	14, // 17: lemo.v1.InputSummary.sections:type_name -> lemo.v1.SectionSize
+	15, // 18: lemo.v1.InputSummary.excerpts:type_name -> lemo.v1.Excerpt
+	16, // 19: lemo.v1.InputSummary.recalled:type_name -> lemo.v1.RecallItem
+	3,  // 20: lemo.v1.CycleFinished.outcome:type_name -> lemo.v1.CycleOutcome
+	13, // 21: lemo.v1.CycleFinished.usage:type_name -> lemo.v1.Usage
+	17, // 22: lemo.v1.CycleFinished.input:type_name -> lemo.v1.InputSummary
+	4,  // 23: lemo.v1.ToolFailed.kind:type_name -> lemo.v1.ToolFailureKind
+	32, // 24: lemo.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
+	5,  // 25: lemo.v1.ApprovalResolved.outcome:type_name -> lemo.v1.ApprovalOutcome
+	0,  // 26: lemo.v1.StatusChanged.status:type_name -> lemo.v1.TaskStatus
+	1,  // 27: lemo.v1.StatusChanged.pause_reason:type_name -> lemo.v1.PauseReason
+	14, // 28: lemo.v1.Overflow.sections:type_name -> lemo.v1.SectionSize
+	6,  // 29: lemo.v1.Failure.scope:type_name -> lemo.v1.FailureScope
+	28, // 30: lemo.v1.Failure.overflow:type_name -> lemo.v1.Overflow
+	0,  // 31: lemo.v1.TaskMeta.status:type_name -> lemo.v1.TaskStatus
+	1,  // 32: lemo.v1.TaskMeta.pause_reason:type_name -> lemo.v1.PauseReason
+	32, // 33: lemo.v1.TaskMeta.created:type_name -> google.protobuf.Timestamp
+	32, // 34: lemo.v1.TaskMeta.updated:type_name -> google.protobuf.Timestamp
+	7,  // 35: lemo.v1.Delta.kind:type_name -> lemo.v1.DeltaKind
+	17, // 36: lemo.v1.Delta.input:type_name -> lemo.v1.InputSummary
+	37, // [37:37] is the sub-list for method output_type
+	37, // [37:37] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_lemo_proto_init() }
@@ -2758,8 +2886,8 @@ func file_lemo_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lemo_proto_rawDesc), len(file_lemo_proto_rawDesc)),
-			NumEnums:      7,
-			NumMessages:   23,
+			NumEnums:      8,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
