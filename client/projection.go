@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sort"
+	"strings"
 	"sync"
 
 	"lemo/api"
@@ -21,6 +22,11 @@ type TaskView struct {
 	Cycle     uint32
 	Text      string
 	Reasoning string
+	// text and reasoning accumulate the deltas; Text and Reasoning are set
+	// from them in a copy. A builder appends in amortised constant time and
+	// never changes bytes it has handed out, so a long stream costs linear
+	// time and a copy shares its bytes.
+	text, reasoning strings.Builder
 	// ToolState is the latest live state of each running call;
 	// ToolOutput the live (full) output of finished calls.
 	ToolState  map[string]json.RawMessage
@@ -88,11 +94,11 @@ func (p *Projection) Apply(u *api.Update) {
 		switch e := ev.GetBody().(type) {
 		case *api.Event_AssistantMessage:
 			if e.AssistantMessage.GetCycle() == v.Cycle {
-				v.Text, v.Reasoning = "", ""
+				v.clearInFlight()
 			}
 		case *api.Event_CycleFinished:
 			if e.CycleFinished.GetCycle() == v.Cycle {
-				v.Text, v.Reasoning = "", ""
+				v.clearInFlight()
 			}
 		case *api.Event_ToolResult:
 			delete(v.ToolState, e.ToolResult.GetCallId())
@@ -108,13 +114,14 @@ func (p *Projection) Apply(u *api.Update) {
 		d := b.Delta
 		v := p.view(d.GetTaskId())
 		if d.GetCycle() != v.Cycle && d.GetCycle() != 0 {
-			v.Cycle, v.Text, v.Reasoning = d.GetCycle(), "", ""
+			v.Cycle = d.GetCycle()
+			v.clearInFlight()
 		}
 		switch d.GetKind() {
 		case api.DeltaKind_DELTA_KIND_TEXT:
-			v.Text += d.GetText()
+			v.text.WriteString(d.GetText())
 		case api.DeltaKind_DELTA_KIND_REASONING:
-			v.Reasoning += d.GetText()
+			v.reasoning.WriteString(d.GetText())
 		case api.DeltaKind_DELTA_KIND_TOOL_STATE:
 			v.ToolState[d.GetCallId()] = d.GetData()
 		case api.DeltaKind_DELTA_KIND_TOOL_OUTPUT:
@@ -139,8 +146,13 @@ func (p *Projection) Task(id string) (TaskView, bool) {
 	return v.copy(), true
 }
 
+func (v *TaskView) clearInFlight() {
+	v.text, v.reasoning = strings.Builder{}, strings.Builder{}
+}
+
+// copy returns a snapshot of v that shares no mutable state with it.
 func (v *TaskView) copy() TaskView {
-	c := *v
+	c := TaskView{Meta: v.Meta, Cycle: v.Cycle, Text: v.text.String(), Reasoning: v.reasoning.String()}
 	c.Events = append([]*api.Event(nil), v.Events...)
 	c.ToolState = make(map[string]json.RawMessage, len(v.ToolState))
 	for k, s := range v.ToolState {
