@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -129,6 +130,9 @@ func streamTask(ctx context.Context, c *client.Conn, stdout, stderr io.Writer, o
 		}
 	}
 	caughtUp := false
+	// Approvals requested in the part of the history replayed before the
+	// stream caught up are asked for once it has, if still pending.
+	var pending []*api.ApprovalRequested
 	done := func() bool {
 		if !caughtUp || meta == nil {
 			return false
@@ -153,11 +157,25 @@ func streamTask(ctx context.Context, c *client.Conn, stdout, stderr io.Writer, o
 			if meta == nil || b.Event.GetSeq() > meta.GetLastSeq() {
 				meta = api.FoldMeta(meta, b.Event)
 			}
-			if a := b.Event.GetApprovalRequested(); a != nil && o.prompt != nil && caughtUp {
-				ask(ctx, c, o.prompt, stdout, a)
+			if o.prompt == nil {
+				break
+			}
+			if a := b.Event.GetApprovalRequested(); a != nil {
+				if caughtUp {
+					ask(ctx, c, o.prompt, stdout, a)
+				} else {
+					pending = append(pending, a)
+				}
+			}
+			if r := b.Event.GetApprovalResolved(); r != nil {
+				pending = slices.DeleteFunc(pending, func(a *api.ApprovalRequested) bool { return a.GetApprovalId() == r.GetApprovalId() })
 			}
 		case *api.Update_CaughtUp:
 			caughtUp = true
+			for _, a := range pending {
+				ask(ctx, c, o.prompt, stdout, a)
+			}
+			pending = nil
 		}
 		if done() {
 			return client.ErrStopFollowing
