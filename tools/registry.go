@@ -1,12 +1,15 @@
 package tools
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
 	"sort"
+	"strings"
 	"sync"
+	"unicode"
 
 	"lemo/providers"
 )
@@ -40,6 +43,9 @@ type Registered struct {
 	state     *Schema
 	result    *Schema
 	steer     *Schema
+	// params is the input schema the model sees: the tool's own with the
+	// request_approval property added.
+	params json.RawMessage
 }
 
 // Steerable reports whether the tool's running calls accept steering.
@@ -72,9 +78,10 @@ func (r *Registered) ValidateOutput(output json.RawMessage) error {
 	return r.result.Validate("output", output)
 }
 
-// Spec returns what the model is offered for this tool.
+// Spec returns what the model is offered for this tool: its input schema
+// carries the optional RequestApproval property besides the tool's own.
 func (r *Registered) Spec() providers.ToolSpec {
-	return providers.ToolSpec{Name: r.ModelName, Description: r.Tool.Description(), Parameters: r.Tool.InputSchema()}
+	return providers.ToolSpec{Name: r.ModelName, Description: r.Tool.Description(), Parameters: r.params}
 }
 
 // Registry holds the tools a daemon offers. It is safe for concurrent use.
@@ -104,6 +111,9 @@ func (r *Registry) Register(t Tool) error {
 		return err
 	}
 	if err := objectSchema(name, t.InputSchema()); err != nil {
+		return err
+	}
+	if reg.params, err = withRequestApproval(name, t.InputSchema()); err != nil {
 		return err
 	}
 	if reg.result, err = CompileSchema(name+" result", t.ResultSchema()); err != nil {
@@ -206,4 +216,215 @@ func (r *Registry) names() []string {
 		ns = append(ns, t.Tool.Name())
 	}
 	return ns
+}
+
+// RequestApproval is the input property every tool offers the model: set, it
+// asks for a person's approval before the call runs, and says why. It is not
+// part of the tool's own input: SplitApprovalRequest removes it before the
+// input is validated and given to the tool.
+const RequestApproval = "request_approval"
+
+// MaxApprovalRequest bounds the model's reason, in characters.
+const MaxApprovalRequest = 500
+
+var requestApprovalSchema = json.RawMessage(`{"type":"string","description":"Set only when a person should approve this call before it runs; say why."}`)
+
+// withRequestApproval returns the input schema with the RequestApproval
+// property added (appended to the tool's properties, whose order it keeps).
+// A tool whose schema already defines the property is refused.
+func withRequestApproval(name string, schema json.RawMessage) (json.RawMessage, error) {
+	top, err := objectMembers(schema)
+	if err != nil {
+		return nil, fmt.Errorf("tools: tool %q: input schema: %w", name, err)
+	}
+	found := false
+	for i, m := range top {
+		if m.key != "properties" {
+			continue
+		}
+		found = true
+		props, err := objectMembers(m.value)
+		if err != nil {
+			return nil, fmt.Errorf("tools: tool %q: input schema properties: %w", name, err)
+		}
+		for _, p := range props {
+			if p.key == RequestApproval {
+				return nil, fmt.Errorf("tools: tool %q: its input schema defines %q, which Lemo reserves for the model to ask for approval; rename the property", name, RequestApproval)
+			}
+		}
+		top[i].value = encodeMembers(append(props, member{key: RequestApproval, value: requestApprovalSchema}))
+	}
+	if !found {
+		top = append(top, member{key: "properties", value: encodeMembers([]member{{key: RequestApproval, value: requestApprovalSchema}})})
+	}
+	return encodeMembers(top), nil
+}
+
+// SplitApprovalRequest separates the RequestApproval property from a call's
+// arguments as the model sent them. It returns the tool's input (args
+// unchanged when the property is absent) and the model's reason, sanitised
+// (control characters and runs of white space become one space) and bounded
+// to MaxApprovalRequest characters; "" when the model asked for nothing.
+// Arguments that are not a JSON object are returned as they are, for the
+// input validation to refuse; a property that is not a string is an error.
+func SplitApprovalRequest(args json.RawMessage) (input json.RawMessage, reason string, err error) {
+	members, perr := objectMembers(args)
+	if perr != nil {
+		return args, "", nil
+	}
+	at := -1
+	for i, m := range members {
+		if m.key == RequestApproval {
+			at = i
+		}
+	}
+	if at < 0 {
+		return args, "", nil
+	}
+	v := members[at].value
+	members = append(members[:at:at], members[at+1:]...)
+	input = encodeMembers(members)
+	if string(bytes.TrimSpace(v)) == "null" {
+		return input, "", nil
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil {
+		return nil, "", &ValidationError{What: "input", Detail: fmt.Sprintf("at /%s: want a string (why a person should approve this call), got %s", RequestApproval, clipJSON(v))}
+	}
+	return input, SanitiseReason(s, MaxApprovalRequest), nil
+}
+
+// SanitiseReason makes text from outside the daemon fit one line: control
+// and format characters become spaces, runs of white space one space, and
+// the result is at most max characters (an ellipsis marks a cut).
+func SanitiseReason(s string, max int) string {
+	var b strings.Builder
+	space := false
+	n := 0
+	for _, r := range s {
+		if unicode.IsSpace(r) || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			space = b.Len() > 0
+			continue
+		}
+		if n >= max {
+			b.WriteString("…")
+			return b.String()
+		}
+		if space {
+			if n+1 >= max {
+				b.WriteString("…")
+				return b.String()
+			}
+			b.WriteByte(' ')
+			n++
+			space = false
+		}
+		b.WriteRune(r)
+		n++
+	}
+	return b.String()
+}
+
+func clipJSON(v json.RawMessage) string {
+	s := string(bytes.TrimSpace(v))
+	if len(s) > 40 {
+		return s[:37] + "..."
+	}
+	return s
+}
+
+// member is one member of a JSON object, its value kept as written.
+type member struct {
+	key   string
+	value json.RawMessage
+}
+
+// objectMembers returns the members of a JSON object in their order.
+func objectMembers(doc json.RawMessage) ([]member, error) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, errors.New("not a JSON object")
+	}
+	var out []member
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return nil, errors.New("not a JSON object")
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, member{key: key, value: v})
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err == nil {
+		return nil, errors.New("data after the JSON object")
+	}
+	return out, nil
+}
+
+// encodeMembers writes members as a JSON object, in their order.
+func encodeMembers(ms []member) json.RawMessage {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, m := range ms {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(m.key)
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(m.value)
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// validPattern is a tool name pattern: a name, or one with "*" standing for
+// any run of characters ("files.*", "*").
+var validPattern = regexp.MustCompile(`^[a-z0-9_.*-]+$`)
+
+// CheckPattern reports whether pattern is a tool name or a pattern with "*";
+// its error says what is accepted.
+func CheckPattern(pattern string) error {
+	if len(pattern) == 0 || len(pattern) > MaxNameLen || !validPattern.MatchString(pattern) {
+		return fmt.Errorf("tool pattern %q: want a tool name (1 to %d characters of a-z, 0-9, '_', '.', '-') or a pattern with '*' such as \"files.*\" or \"*\"", pattern, MaxNameLen)
+	}
+	return nil
+}
+
+// IsPattern reports whether a tool name pattern has a wildcard.
+func IsPattern(pattern string) bool { return strings.Contains(pattern, "*") }
+
+// MatchPattern reports whether the tool name matches pattern, where "*"
+// stands for any run of characters (dots included).
+func MatchPattern(pattern, name string) bool {
+	parts := strings.Split(pattern, "*")
+	if len(parts) == 1 {
+		return pattern == name
+	}
+	if !strings.HasPrefix(name, parts[0]) {
+		return false
+	}
+	rest := name[len(parts[0]):]
+	last := parts[len(parts)-1]
+	for _, p := range parts[1 : len(parts)-1] {
+		i := strings.Index(rest, p)
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(p):]
+	}
+	return len(rest) >= len(last) && strings.HasSuffix(rest, last)
 }

@@ -121,3 +121,100 @@ func TestSelect(t *testing.T) {
 		t.Fatalf("Select(unknown) err = %v", err)
 	}
 }
+
+// Every tool offers the model the request_approval property, after its own
+// properties and in their order; a tool may not define it itself.
+func TestSpecOffersRequestApproval(t *testing.T) {
+	r := NewRegistry()
+	if err := r.Register(stub{name: "files.read", input: obj}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Register(stub{name: "bare", input: `{"type":"object"}`}); err != nil {
+		t.Fatal(err)
+	}
+	reg, _ := r.Get("files.read")
+	got := string(reg.Spec().Parameters)
+	want := `{"type":"object","properties":{"path":{"type":"string"},"n":{"type":"integer","minimum":1},"request_approval":{"type":"string","description":"Set only when a person should approve this call before it runs; say why."}},"required":["path"],"additionalProperties":false}`
+	if got != want {
+		t.Fatalf("Spec().Parameters =\n%s\nwant\n%s", got, want)
+	}
+	if string(reg.Tool.InputSchema()) != obj {
+		t.Fatalf("the tool's own schema changed: %s", reg.Tool.InputSchema())
+	}
+	bare, _ := r.Get("bare")
+	if got := string(bare.Spec().Parameters); !strings.Contains(got, `"properties":{"request_approval":`) {
+		t.Fatalf("schema without properties: %s", got)
+	}
+	err := r.Register(stub{name: "own", input: `{"type":"object","properties":{"request_approval":{"type":"boolean"}}}`})
+	if err == nil || !strings.Contains(err.Error(), "request_approval") || !strings.Contains(err.Error(), "reserves") {
+		t.Fatalf("Register(tool defining request_approval) err = %v", err)
+	}
+	if _, ok := r.Get("own"); ok {
+		t.Fatal("the refused tool was registered")
+	}
+}
+
+func TestSplitApprovalRequest(t *testing.T) {
+	cases := []struct {
+		args, input, reason, err string
+	}{
+		{`{"path":"a"}`, `{"path":"a"}`, "", ""},
+		{`{"path":"a","request_approval":"it deletes\n\tthings"}`, `{"path":"a"}`, "it deletes things", ""},
+		{`{"request_approval":"why","z":1,"a":2}`, `{"z":1,"a":2}`, "why", ""},
+		{`{"path":"a","request_approval":null}`, `{"path":"a"}`, "", ""},
+		{`{"path":"a","request_approval":"  \u0007 "}`, `{"path":"a"}`, "", ""},
+		{`{"path":"a","request_approval":true}`, "", "", "want a string"},
+		{`[1]`, `[1]`, "", ""},
+		{`{bad`, `{bad`, "", ""},
+	}
+	for _, c := range cases {
+		in, reason, err := SplitApprovalRequest(json.RawMessage(c.args))
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("SplitApprovalRequest(%s) err = %v, want %q", c.args, err, c.err)
+			}
+			continue
+		}
+		if err != nil || string(in) != c.input || reason != c.reason {
+			t.Errorf("SplitApprovalRequest(%s) = %s, %q, %v; want %s, %q", c.args, in, reason, err, c.input, c.reason)
+		}
+	}
+	long, _ := json.Marshal(map[string]string{"request_approval": strings.Repeat("é", 2*MaxApprovalRequest)})
+	_, reason, _ := SplitApprovalRequest(long)
+	if n := len([]rune(reason)); n != MaxApprovalRequest+1 || !strings.HasSuffix(reason, "…") {
+		t.Fatalf("long reason: %d characters, %q...", n, reason[:10])
+	}
+}
+
+func TestMatchPattern(t *testing.T) {
+	cases := []struct {
+		pattern, name string
+		want          bool
+	}{
+		{"shell.run", "shell.run", true},
+		{"shell.run", "shell.runner", false},
+		{"*", "anything.at_all", true},
+		{"files.*", "files.write", true},
+		{"files.*", "files", false},
+		{"*.write", "files.write", true},
+		{"*.write", "files.read", false},
+		{"f*s.*e", "files.write", true},
+		{"a*a", "a", false},
+		{"a*a", "aa", true},
+	}
+	for _, c := range cases {
+		if got := MatchPattern(c.pattern, c.name); got != c.want {
+			t.Errorf("MatchPattern(%q, %q) = %v, want %v", c.pattern, c.name, got, c.want)
+		}
+	}
+	for _, bad := range []string{"", "Shell", "shell run", "a/b", strings.Repeat("a", 65)} {
+		if err := CheckPattern(bad); err == nil {
+			t.Errorf("CheckPattern(%q) accepted it", bad)
+		}
+	}
+	for _, ok := range []string{"shell.run", "*", "files.*", "memory_record"} {
+		if err := CheckPattern(ok); err != nil {
+			t.Errorf("CheckPattern(%q) = %v", ok, err)
+		}
+	}
+}
