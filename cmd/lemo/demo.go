@@ -21,6 +21,11 @@ import (
 //	fake/stream  streams "deltas=N rate=R" text deltas, each the time it was sent (benchmarks)
 //	fake/system  calls the system tool with the request as its input JSON, then reports the result
 //	fake/shell   runs the request as a shell command, then reports the result
+//	fake/call    calls the tool named by the request's first word with the rest
+//	             as its input JSON ("shell.run {\"command\":\"ls\"}"), then
+//	             reports the result: bad inputs reach a tool exactly as written
+//	fake/files   works through the files tools (see filesPlan), then reports
+//	             what every call returned
 func demoProvider() providers.Provider {
 	// A window large enough that every built-in tool's schema fits the
 	// first Cycle's budget (35% of it).
@@ -29,6 +34,8 @@ func demoProvider() providers.Provider {
 		fake.NewScriptedModel("loop", demoWindow, loopPlan),
 		fake.NewScriptedModel("system", demoWindow, toolThenAnswer("system", func(req string) any { return json.RawMessage(req) })),
 		fake.NewScriptedModel("shell", demoWindow, toolThenAnswer("shell_run", func(req string) any { return map[string]string{"command": req} })),
+		fake.NewScriptedModel("call", demoWindow, callPlan),
+		fake.NewScriptedModel("files", demoWindow, filesPlan),
 	)
 	return &demo{Scripted: scripted, stream: &streamModel{}}
 }
@@ -108,6 +115,95 @@ func toolThenAnswer(tool string, args func(request string) any) fake.Plan {
 		}
 		return fake.Turn{ToolCalls: []providers.ToolCall{fake.ToolCall("c1", tool, args(lastUser(req)))}}
 	}
+}
+
+// callPlan calls the tool named by the request's first word with the rest
+// of the request as its input, verbatim (invalid JSON included), then
+// answers with the tool's result.
+func callPlan(_ int, req *providers.Request) fake.Turn {
+	msgs := conversation(req)
+	if last := msgs[len(msgs)-1]; last.Role == providers.RoleTool {
+		return fake.Turn{Text: "result: " + last.Content}
+	}
+	name, input, _ := strings.Cut(strings.TrimSpace(lastUser(req)), " ")
+	return fake.Turn{ToolCalls: []providers.ToolCall{{ID: "c1", Name: strings.ReplaceAll(name, ".", "_"), Arguments: json.RawMessage(input)}}}
+}
+
+// The files session of fake/files, one call per Cycle. The request names
+// an absolute path outside the workspace for the escape attempt.
+const (
+	filesDemoPath    = "notes/hello.txt"
+	filesDemoContent = "hello\nworld\n"
+)
+
+// filesStep is one call of the fake/files session. Its input may depend on
+// the results of the earlier steps (a revision read before).
+type filesStep struct {
+	tool  string
+	input func(request string, results []string) any
+}
+
+var filesSteps = []filesStep{
+	// 0: create a file in a new folder.
+	{"files.write", func(string, []string) any {
+		return map[string]string{"path": filesDemoPath, "content": filesDemoContent}
+	}},
+	// 1: read it back (its revision is the base of the edits).
+	{"files.read", func(string, []string) any { return map[string]string{"path": filesDemoPath} }},
+	// 2: edit it against the revision read.
+	{"files.edit", func(_ string, res []string) any {
+		return map[string]string{"path": filesDemoPath, "old_text": "world", "new_text": "lemo", "revision": revisionIn(res[1])}
+	}},
+	// 3: edit again against the same, now stale, revision: refused.
+	{"files.edit", func(_ string, res []string) any {
+		return map[string]string{"path": filesDemoPath, "old_text": "hello", "new_text": "stale", "revision": revisionIn(res[1])}
+	}},
+	// 4–6: list, find and grep.
+	{"files.list", func(string, []string) any { return map[string]string{"path": "notes"} }},
+	{"files.find", func(string, []string) any { return map[string]string{"pattern": "*.txt"} }},
+	{"files.grep", func(string, []string) any { return map[string]string{"pattern": "lemo"} }},
+	// 7–9: escape attempts: refused.
+	{"files.write", func(string, []string) any { return map[string]string{"path": "../escaped.txt", "content": "escaped"} }},
+	{"files.write", func(req string, _ []string) any {
+		outside := strings.TrimSpace(req)
+		if !strings.HasPrefix(outside, "/") {
+			outside = "/lemo-files-demo-outside.txt"
+		}
+		return map[string]string{"path": outside, "content": "escaped"}
+	}},
+	{"files.read", func(string, []string) any { return map[string]string{"path": "../../token"} }},
+}
+
+// filesPlan makes the calls of filesSteps in order, then answers with one
+// line per call: "step N tool: " and what the call returned (failures
+// included, exactly as the model was shown them).
+func filesPlan(_ int, req *providers.Request) fake.Turn {
+	var results []string
+	for _, m := range conversation(req) {
+		if m.Role == providers.RoleTool {
+			results = append(results, m.Content)
+		}
+	}
+	if n := len(results); n < len(filesSteps) {
+		s := filesSteps[n]
+		return fake.Turn{ToolCalls: []providers.ToolCall{fake.ToolCall(fmt.Sprintf("f%d", n), strings.ReplaceAll(s.tool, ".", "_"), s.input(lastUser(req), results))}}
+	}
+	var b strings.Builder
+	b.WriteString("files session done")
+	for i, r := range results {
+		fmt.Fprintf(&b, "\nstep %d %s: %s", i, filesSteps[i].tool, strings.ReplaceAll(r, "\n", " "))
+	}
+	return fake.Turn{Text: b.String()}
+}
+
+// revisionIn returns the "revision" of a files tool's JSON result ("" when
+// it has none).
+func revisionIn(result string) string {
+	var r struct {
+		Revision string `json:"revision"`
+	}
+	_ = json.Unmarshal([]byte(result), &r)
+	return r.Revision
 }
 
 // streamModel streams timestamped text deltas at a steady rate.
