@@ -90,6 +90,8 @@ func (g *Gateway) execute(ctx context.Context, caller actors.Caller, req *api.Re
 		return g.inspect(caller)
 	case *api.Request_StopCall:
 		return g.stopCall(ctx, caller, c.StopCall)
+	case *api.Request_ListDelegateSessions:
+		return g.delegateSessions(ctx, caller, c.ListDelegateSessions)
 	}
 	return errorResponse(invalid("unknown command"))
 }

@@ -145,6 +145,10 @@ type Config struct {
 	// tree, stopping one tool call); nil takes Daemon when it is one, else
 	// they are refused.
 	Inspector Inspector
+	// DelegateSessions lists the delegate agent's sessions
+	// (list_delegate_sessions); nil when the delegate tool is not
+	// configured, and the listing is empty with a warning.
+	DelegateSessions DelegateCatalog
 	// DefaultModel is used when a create names no model.
 	DefaultModel string
 	// Version is the daemon's version, told to clients.

@@ -166,6 +166,10 @@ func validate(r *api.Request) *cmdError {
 		if id := c.StopCall.GetCallId(); id == "" || len(id) > maxIDBytes {
 			return invalid("stop_call: call id must be 1 to %d bytes", maxIDBytes)
 		}
+	case *api.Request_ListDelegateSessions:
+		if id := c.ListDelegateSessions.GetTaskId(); id != "" {
+			return taskID(id)
+		}
 	case *api.Request_RegisterService:
 		return validService(c.RegisterService.GetService())
 	case *api.Request_UnregisterService:

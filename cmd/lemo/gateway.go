@@ -57,6 +57,9 @@ func startRemoteAPI(cfg *config.Config, dd *persistence.DataDir, d *actors.Daemo
 		Listen: cfg.Listen, Tokens: tokens, Daemon: d, Tools: reg, Models: provs, Services: svcs, Approvals: d,
 		DefaultModel: cfg.Models.Default, Version: buildVersion, Log: log,
 	}
+	if cat := delegateCatalog(reg); cat != nil {
+		gc.DelegateSessions = cat // a nil *Catalog must not become a non-nil interface
+	}
 	if cfg.TLS.Cert != "" {
 		if gc.ServerTLS, gc.ClientTLS, err = tlsConfigs(cfg.TLS); err != nil {
 			return nil, &exitError{code: 2, err: err}

@@ -50,3 +50,18 @@ func appendDelegateTools(all []tools.Tool, cfg *config.Config, environ []string,
 	}
 	return append(all, dt.List()...), nil
 }
+
+// delegateCatalog is the delegate's session discovery for the operator
+// surfaces (lemo sessions, the console), found through the registered
+// delegate.sessions tool; nil when the delegate is not configured.
+func delegateCatalog(reg *tools.Registry) *delegate.Catalog {
+	r, ok := reg.Get(delegate.SessionsName)
+	if !ok {
+		return nil
+	}
+	st, ok := r.Tool.(*delegate.SessionsTool)
+	if !ok {
+		return nil
+	}
+	return st.Catalog()
+}

@@ -222,6 +222,11 @@ var (
 	_ tools.Untrusted = (*SessionsTool)(nil)
 )
 
+// Catalog is the session discovery the tool lists from (the same as
+// Tools.Catalog), for the daemon's wiring, which finds the tool in its
+// registry.
+func (s *SessionsTool) Catalog() *Catalog { return s.t.catalog }
+
 func (*SessionsTool) Name() string { return SessionsName }
 func (*SessionsTool) Description() string {
 	return `List this Task's earlier delegate sessions that delegate.run can continue (pass a session_id as "resume"), newest first.`
