@@ -15,6 +15,10 @@
 //     token usage per Cycle and what the model saw (section sizes of the
 //     assembled input, the excerpted records, what was recalled and from
 //     which Task);
+//   - the delegate agent's sessions (S): kind, where stored, the Task that
+//     created each, when it last changed and its first prompt; an operator
+//     sees every session with its file, another token those its Tasks
+//     created (client.Conn.DelegateSessions); Enter opens the Task;
 //   - actions, each confirmed with y: pause, continue and cancel a Task,
 //     approve or deny its first pending approval, stop one running tool
 //     call (recorded as a cancelled failure; the Task goes on).

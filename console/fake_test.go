@@ -37,6 +37,8 @@ type fakeBackend struct {
 	history   map[string][]*api.Event
 	tree      *api.ActorTree
 	approvals []*api.Event
+	sessions  *api.DelegateSessionList
+	sessErr   error
 	fail      error // answered to every action when set
 	calls     []string
 	resume    map[string]uint64
@@ -98,6 +100,18 @@ func (f *fakeBackend) Approvals(ctx context.Context) ([]*api.Event, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.approvals, nil
+}
+func (f *fakeBackend) DelegateSessions(ctx context.Context, taskID string) (*api.DelegateSessionList, error) {
+	f.record("sessions %s", taskID)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.sessErr != nil {
+		return nil, f.sessErr
+	}
+	if f.sessions == nil {
+		return &api.DelegateSessionList{}, nil
+	}
+	return f.sessions, nil
 }
 func (f *fakeBackend) act(verb, task, arg string, st api.TaskStatus) (*api.TaskMeta, error) {
 	f.record("%s %s %s", verb, task, arg)
@@ -198,6 +212,12 @@ func fixture() *fakeBackend {
 	)
 	f.metas = []*api.TaskMeta{fold(f.history[taskC]), fold(f.history[taskB]), fold(f.history[taskA])}
 	f.approvals = []*api.Event{f.history[taskB][7]}
+	f.sessions = &api.DelegateSessionList{Sessions: []*api.DelegateSession{
+		{SessionId: "3f6c2a9e-51d4-4b8e-9a0c-6d1e2f3a4b5c", Kind: "pi", Source: "lemo", TaskId: taskA, Owner: "local", Invocation: "dlg-20300102T030405-a1b2c3d4e5f6",
+			Cwd: "/w/a", Created: ts(10), Modified: ts(60), Bytes: 18234, FirstPrompt: "write the tests for the parser and run them", Path: "/data/delegate/pi/2030-01-02T03-04-15_3f6c2a9e.jsonl"},
+		{SessionId: "9a8b7c6d-0000-4111-8222-333344445555", Kind: "pi", Source: "agent", Cwd: "/home/u/src", Created: ts(-86400), Modified: ts(-3600), Bytes: 512,
+			FirstPrompt: "started by hand", Path: "/home/u/.pi/agent/sessions/--home-u-src--/2030-01-01_9a8b7c6d.jsonl"},
+	}}
 	actor := func(id, kind, state string, since, mbox, msgs int, restarts uint32, failure string) *api.ActorInfo {
 		a := &api.ActorInfo{Id: id, Kind: kind, State: state, Started: ts(0), Mailbox: uint64(mbox), Processed: uint64(msgs), Restarts: restarts, LastFailure: failure}
 		if state != "" {

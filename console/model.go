@@ -31,6 +31,7 @@ type Backend interface {
 	Cancel(ctx context.Context, taskID string) (*api.TaskMeta, error)
 	Resolve(ctx context.Context, approvalID string, approve bool, reason string) (*api.TaskMeta, error)
 	StopCall(ctx context.Context, taskID, callID string) (*api.TaskMeta, error)
+	DelegateSessions(ctx context.Context, taskID string) (*api.DelegateSessionList, error)
 }
 
 var _ Backend = (*client.Conn)(nil)
@@ -84,6 +85,7 @@ type pane int
 const (
 	paneTree pane = iota
 	paneTask
+	paneSessions
 )
 
 // Messages of the model's loop.
@@ -162,6 +164,8 @@ type Model struct {
 	frame   string
 	renders int
 	applied int
+	// The sessions pane: the delegate sessions as last read.
+	sessions sessionsState
 	// transcript cache of the open Task.
 	tcKey   string
 	tcLines []string
@@ -222,6 +226,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		t.history(msg.events)
 	case doneMsg:
 		m.onDone(msg)
+	case sessionsMsg:
+		m.onSessions(msg)
 	}
 	return m, nil
 }
@@ -400,7 +406,13 @@ func (m *Model) key(k string) tea.Cmd {
 		return tea.Quit
 	case "?":
 		m.help = true
+	case "S":
+		return m.openSessions()
 	case "tab":
+		if m.pane == paneSessions {
+			m.pane = paneTree
+			return nil
+		}
 		if m.pane == paneTree {
 			return m.openTask(m.selectedTask())
 		}
@@ -414,12 +426,18 @@ func (m *Model) key(k string) tea.Cmd {
 		if m.pane == paneTree {
 			return m.openTask(m.selectedTask())
 		}
+		if m.pane == paneSessions {
+			return m.openSessionTask()
+		}
 	case "p", "c", "x", "a", "d", "s":
 		m.ask(k)
 	default:
-		if m.pane == paneTree {
+		switch m.pane {
+		case paneTree:
 			m.moveTree(k)
-		} else {
+		case paneSessions:
+			return m.sessionsKey(k)
+		default:
 			return m.moveTask(k)
 		}
 	}
@@ -450,6 +468,9 @@ func (m *Model) selectedRow() *row {
 func (m *Model) selectedTask() string {
 	if m.pane == paneTask {
 		return m.open
+	}
+	if m.pane == paneSessions {
+		return ""
 	}
 	if r := m.selectedRow(); r != nil {
 		return r.taskID

@@ -55,6 +55,8 @@ func (m *Model) render() string {
 		b = m.helpLines()
 	case m.pane == paneTask:
 		b = m.taskLines(w, body)
+	case m.pane == paneSessions:
+		b = m.sessionsLines(w, body)
 	default:
 		b = m.treeLines(w, body)
 	}
@@ -120,10 +122,13 @@ func capFirst(s string) string {
 }
 
 func (m *Model) helpLine() string {
-	if m.pane == paneTask {
+	switch m.pane {
+	case paneTask:
 		return "↑↓ scroll esc tree [ ] task i input p pause c cont x cancel a/d approve/deny s stop ? q"
+	case paneSessions:
+		return "↑↓ move ⏎ open its task r refresh esc tree ? help q quit"
 	}
-	return "↑↓ move ⏎ open p pause c cont x cancel a/d approve/deny s stop ? help q quit"
+	return "↑↓ move ⏎ open p pause c cont x cancel a/d approve/deny s stop S sessions ? q"
 }
 
 func (m *Model) helpLines() []string {
@@ -136,6 +141,7 @@ func (m *Model) helpLines() []string {
 		"  p  c  x                   pause, continue, cancel the Task",
 		"  a  d                      approve, deny its first pending approval",
 		"  s                         stop a running tool call (the selected tool row)",
+		"  S                         the delegate agent's sessions (r rereads, Enter opens its Task)",
 		"  y                         confirm an action (any other key: do nothing)",
 		"  q or Ctrl-C               quit (the daemon and its Tasks go on)",
 		"",
