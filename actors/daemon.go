@@ -104,6 +104,46 @@ type Deps struct {
 // denied outright) beyond what the tool itself asks for.
 type ApprovalPolicy func(taskOwner string, tool *tools.Registered, input json.RawMessage) tools.Approval
 
+// PolicyRule is one rule of a daemon-wide approval policy: the calls of the
+// tools that Tool names (a name, or a pattern with "*") are allowed, need
+// approval (ask) or are denied.
+type PolicyRule struct {
+	Tool string
+	Rule string // "allow", "ask" or "deny"
+}
+
+// RulePolicy returns the approval policy of rules: a call that a deny rule
+// matches is refused; else one that an ask rule matches needs approval
+// within deadline (0: none); else the policy requires nothing. Deny beats
+// ask beats allow whatever their order: an allow rule never exempts a call
+// from an ask or deny rule, the tool's own rule, a Task's rules or the
+// model's request. It states that the daemon asks nothing for those tools,
+// which is also what a tool no rule names gets.
+func RulePolicy(rules []PolicyRule, deadline time.Duration) ApprovalPolicy {
+	rules = append([]PolicyRule(nil), rules...)
+	return func(_ string, tool *tools.Registered, _ json.RawMessage) tools.Approval {
+		name := tool.Tool.Name()
+		var ask string
+		for _, r := range rules {
+			if !tools.MatchPattern(r.Tool, name) {
+				continue
+			}
+			switch r.Rule {
+			case "deny":
+				return tools.Approval{Deny: true, Reason: fmt.Sprintf("the daemon's approvals rule denies %s calls (deny %s)", name, r.Tool)}
+			case "ask":
+				if ask == "" {
+					ask = r.Tool
+				}
+			}
+		}
+		if ask != "" {
+			return tools.Approval{Required: true, Deadline: deadline, Reason: fmt.Sprintf("the daemon's approvals rule asks for approval of %s calls (ask %s)", name, ask)}
+		}
+		return tools.Approval{}
+	}
+}
+
 // Options tune the daemon; zero values take the documented defaults.
 type Options struct {
 	// Instructions for every Cycle; "" means prompt.DefaultInstructions.
@@ -129,8 +169,12 @@ type Options struct {
 	TaskBudget supervision.Budget
 	// SubscriptionBuffer bounds a subscriber's queue (default 1024).
 	SubscriptionBuffer int
-	// Approval adds policy approvals; nil: only tools' own.
+	// Approval adds policy approvals; nil: only tools' own. SetApproval
+	// replaces it while the daemon runs.
 	Approval ApprovalPolicy
+	// ApprovalTimeout is the deadline of the approvals that a Task's own
+	// rules or the model's request_approval require; 0: none.
+	ApprovalTimeout time.Duration
 	// MaxRequestBytes bounds a user message (default 256 KiB).
 	MaxRequestBytes int
 }
@@ -177,6 +221,23 @@ type env struct {
 	inspector    *inspector
 	// limits are the part of opts that may change (SetLimits).
 	limits atomic.Pointer[Limits]
+	// policy is the daemon's approval policy (SetApproval).
+	policy atomic.Pointer[approvalPolicy]
+}
+
+// approvalPolicy is the daemon's approval policy and the deadline of the
+// approvals required by Tasks' rules and by models.
+type approvalPolicy struct {
+	fn      ApprovalPolicy
+	timeout time.Duration
+}
+
+// SetApproval replaces the daemon's approval policy (nil: none) and the
+// deadline of the approvals that Tasks' rules and models ask for (0: none).
+// Calls that have not yet been judged use the new policy; approvals already
+// requested keep theirs. It is safe to call at any time.
+func (d *Daemon) SetApproval(p ApprovalPolicy, timeout time.Duration) {
+	d.env.policy.Store(&approvalPolicy{fn: p, timeout: timeout})
 }
 
 func (e *env) now() time.Time { return e.deps.Now() }
@@ -213,6 +274,7 @@ func Start(ctx context.Context, deps Deps, opts Options) (*Daemon, error) {
 	opts.defaults()
 	e := &env{deps: deps, opts: opts, log: deps.Log, inspector: newInspector()}
 	e.limits.Store(limitsOf(opts))
+	e.policy.Store(&approvalPolicy{fn: opts.Approval, timeout: opts.ApprovalTimeout})
 	n, err := recoverStore(ctx, deps.Store, deps.Now())
 	if err != nil {
 		return nil, fmt.Errorf("recover store: %w", err)
@@ -255,6 +317,45 @@ type CreateTask struct {
 	// Workspace is an existing absolute folder; "" gives the Task a folder
 	// of its own under the workspace root.
 	Workspace string
+	// Approvals are the Task's own approval rules: a tool name or a
+	// pattern with "*", and ask or deny. They only tighten what the tools
+	// and the daemon's policy require (deny wins over ask); a plain name
+	// must be a registered tool.
+	Approvals []*api.ToolApproval
+}
+
+// MaxTaskApprovals bounds a Task's own approval rules.
+const MaxTaskApprovals = 64
+
+// checkApprovals validates a Task's approval rules against the registry.
+func checkApprovals(reg *tools.Registry, rules []*api.ToolApproval) error {
+	if len(rules) > MaxTaskApprovals {
+		return fmt.Errorf("%w: %d approval rules: at most %d are accepted", ErrInvalid, len(rules), MaxTaskApprovals)
+	}
+	for i, r := range rules {
+		if err := tools.CheckPattern(r.GetTool()); err != nil {
+			return fmt.Errorf("%w: approval rule %d: %v", ErrInvalid, i+1, err)
+		}
+		if !tools.IsPattern(r.GetTool()) {
+			if _, ok := reg.Get(r.GetTool()); !ok {
+				return fmt.Errorf("%w: approval rule %d: no tool is named %q; registered tools: %s (or use a pattern with '*')", ErrInvalid, i+1, r.GetTool(), strings.Join(toolNames(reg), ", "))
+			}
+		}
+		switch r.GetRule() {
+		case api.ApprovalRule_APPROVAL_RULE_ASK, api.ApprovalRule_APPROVAL_RULE_DENY:
+		default:
+			return fmt.Errorf("%w: approval rule %d (%s): rule %v: want ask or deny", ErrInvalid, i+1, r.GetTool(), r.GetRule())
+		}
+	}
+	return nil
+}
+
+func toolNames(reg *tools.Registry) []string {
+	var out []string
+	for _, r := range reg.List() {
+		out = append(out, r.Tool.Name())
+	}
+	return out
 }
 
 // CreateTask validates the input and creates a Task owned by the caller.
@@ -281,6 +382,9 @@ func (d *Daemon) CreateTask(ctx context.Context, c Caller, in CreateTask) (*api.
 	if _, err := d.env.deps.Tools.Select(in.Tools, in.ToolsRestricted); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
+	if err := checkApprovals(d.env.deps.Tools, in.Approvals); err != nil {
+		return nil, err
+	}
 	id := persistence.NewTaskID(d.env.now())
 	ws, err := d.workspace(id, in.Workspace)
 	if err != nil {
@@ -288,8 +392,22 @@ func (d *Daemon) CreateTask(ctx context.Context, c Caller, in CreateTask) (*api.
 	}
 	cmd := taskCommand{taskID: id, caller: c, cmd: &cmdCreate{in: taskstate.CreateInput{
 		Owner: c.Owner, Model: in.Model, Request: in.Request, Workspace: ws, Tools: in.Tools, ToolsRestricted: in.ToolsRestricted,
+		Approvals: cloneApprovals(in.Approvals),
 	}}}
 	return d.command(ctx, cmd)
+}
+
+// cloneApprovals copies the caller's rules, so the recorded event shares
+// nothing with them.
+func cloneApprovals(rules []*api.ToolApproval) []*api.ToolApproval {
+	out := make([]*api.ToolApproval, 0, len(rules))
+	for _, r := range rules {
+		out = append(out, &api.ToolApproval{Tool: r.GetTool(), Rule: r.GetRule()})
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 func (d *Daemon) workspace(id, ws string) (string, error) {

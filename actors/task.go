@@ -401,33 +401,35 @@ func (t *task) reconcile(ctx actor.Context) {
 	}
 }
 
-// approvalNeed combines the tool's own approval rule and the daemon policy;
-// deny wins over ask.
+// approvalNeed combines what a call needs before it runs: the tool's own
+// rule, the daemon's policy, the Task's own rules and the model's request
+// (request_approval). Deny wins over ask; none of them can loosen another.
+// The tool and the policy judge the input without the model's request.
 func (t *task) approvalNeed(c *taskstate.Call) taskstate.ApprovalNeed {
 	reg, ok := t.env.deps.Tools.Get(c.Tool)
 	if !ok {
 		return taskstate.ApprovalNeed{}
 	}
+	input, asked, err := tools.SplitApprovalRequest(c.Args)
+	if err != nil {
+		// Recorded calls were checked before; one that is not (an older
+		// record) is held for a person rather than run unasked.
+		input, asked = c.Args, "its request_approval could not be read"
+	}
+	from := func(a tools.Approval) taskstate.ApprovalNeed {
+		return taskstate.ApprovalNeed{Deny: a.Deny, Required: a.Required, Reason: a.Reason, Deadline: a.Deadline}
+	}
 	var need taskstate.ApprovalNeed
-	merge := func(a tools.Approval) {
-		switch {
-		case a.Deny:
-			need.Deny, need.Reason = true, a.Reason
-		case a.Required && !need.Deny:
-			if !need.Required || (a.Deadline > 0 && (need.Deadline == 0 || a.Deadline < need.Deadline)) {
-				need.Deadline = a.Deadline
-			}
-			need.Required = true
-			if need.Reason == "" {
-				need.Reason = a.Reason
-			}
-		}
-	}
 	if ap, ok := reg.Tool.(tools.Approver); ok {
-		merge(ap.Approval(c.Args))
+		need.Add(from(ap.Approval(input)))
 	}
-	if p := t.env.opts.Approval; p != nil {
-		merge(p(t.st.Owner, reg, c.Args))
+	pol := t.env.policy.Load()
+	if pol.fn != nil {
+		need.Add(from(pol.fn(t.st.Owner, reg, input)))
+	}
+	need.Add(t.st.RuleNeed(c.Tool, pol.timeout, tools.MatchPattern))
+	if asked != "" {
+		need.Add(taskstate.ApprovalNeed{Required: true, Reason: "the model asked: " + asked, Deadline: pol.timeout})
 	}
 	return need
 }
@@ -528,7 +530,13 @@ func (t *task) resolveCall(c providers.ToolCall) taskstate.ResolvedCall {
 		return rc
 	}
 	rc.Tool = reg.Tool.Name()
-	if err := reg.ValidateInput(c.Arguments); err != nil {
+	// The model's request_approval is not the tool's input: the recorded
+	// call keeps the arguments as sent, the tool is checked without it.
+	input, _, err := tools.SplitApprovalRequest(c.Arguments)
+	if err == nil {
+		err = reg.ValidateInput(input)
+	}
+	if err != nil {
 		reject(api.ToolFailureKind_TOOL_FAILURE_KIND_INVALID_INPUT, err.Error())
 	}
 	return rc
@@ -575,7 +583,12 @@ func (t *task) startTool(ctx actor.Context, call *taskstate.Call) {
 		ctx.Send(ctx.Self(), &toolResult{callID: call.ID, err: fmt.Errorf("tool %q is no longer registered", call.Tool)})
 		return
 	}
-	tc := tools.Call{TaskID: t.id, CallID: call.ID, Owner: t.st.Owner, Workspace: t.st.Workspace, Input: call.Args,
+	input, _, err := tools.SplitApprovalRequest(call.Args)
+	if err != nil {
+		ctx.Send(ctx.Self(), &toolResult{callID: call.ID, err: err})
+		return
+	}
+	tc := tools.Call{TaskID: t.id, CallID: call.ID, Owner: t.st.Owner, Workspace: t.st.Workspace, Input: input,
 		Approvals: &approvalBridge{sys: ctx.ActorSystem(), task: ctx.Self(), callID: call.ID}}
 	if m := t.env.deps.Memory; m != nil {
 		tc.Memory = m.Recorder(t.st.Owner, t.id, call.ID)

@@ -29,7 +29,7 @@ func (g *Gateway) execute(ctx context.Context, caller actors.Caller, req *api.Re
 		if model == "" {
 			return errorResponse(invalid("no model given and the daemon has no default model (models.default)"))
 		}
-		meta, err := d.CreateTask(ctx, caller, actors.CreateTask{Request: m.GetRequest(), Model: model, Tools: m.GetTools(), ToolsRestricted: m.GetToolsRestricted(), Workspace: m.GetWorkspace()})
+		meta, err := d.CreateTask(ctx, caller, actors.CreateTask{Request: m.GetRequest(), Model: model, Tools: m.GetTools(), ToolsRestricted: m.GetToolsRestricted(), Workspace: m.GetWorkspace(), Approvals: m.GetApprovals()})
 		return taskResult(meta, err)
 	case *api.Request_SendMessage:
 		return taskResult(d.SendMessage(ctx, caller, c.SendMessage.GetTaskId(), c.SendMessage.GetText()))

@@ -8,8 +8,10 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"lemo/actors"
 	"lemo/api"
 	"lemo/persistence"
+	"lemo/tools"
 )
 
 // cmdError is a command's failure as the client receives it.
@@ -93,6 +95,7 @@ func validate(r *api.Request) *cmdError {
 				return invalid("create_task: workspace %q: want an absolute path", clip(ws))
 			}
 		}
+		return validApprovals(m.GetApprovals())
 	case *api.Request_SendMessage:
 		if err := taskID(c.SendMessage.GetTaskId()); err != nil {
 			return err
@@ -192,6 +195,28 @@ func validate(r *api.Request) *cmdError {
 		}
 	default:
 		return invalid("unknown command %T", c)
+	}
+	return nil
+}
+
+// validApprovals checks the form of a Task's approval rules; the daemon
+// checks that a plain tool name names a registered tool.
+func validApprovals(rules []*api.ToolApproval) *cmdError {
+	if len(rules) > actors.MaxTaskApprovals {
+		return invalid("create_task: %d approval rules: at most %d are accepted", len(rules), actors.MaxTaskApprovals)
+	}
+	for i, r := range rules {
+		if r == nil {
+			return invalid("create_task: approval rule %d is empty: want a tool and a rule (ask or deny)", i+1)
+		}
+		if tools.CheckPattern(r.GetTool()) != nil {
+			return invalid("create_task: approval rule %d: tool %q: want a tool name (1 to %d characters of a-z, 0-9, '_', '.' or '-') or a pattern with '*' such as \"files.*\" or \"*\"", i+1, clip(r.GetTool()), tools.MaxNameLen)
+		}
+		switch r.GetRule() {
+		case api.ApprovalRule_APPROVAL_RULE_ASK, api.ApprovalRule_APPROVAL_RULE_DENY:
+		default:
+			return invalid("create_task: approval rule %d (%s): rule %s: want ask (a person approves each matching call) or deny (matching calls never run)", i+1, r.GetTool(), r.GetRule())
+		}
 	}
 	return nil
 }

@@ -41,6 +41,9 @@ type CreateInput struct {
 	Owner, Model, Request, Workspace string
 	Tools                            []string
 	ToolsRestricted                  bool
+	// Approvals are the Task's own approval rules (ask, deny); they only
+	// tighten what the tools and the daemon require.
+	Approvals []*api.ToolApproval
 }
 
 // titleMax bounds a Task's title, derived from its request.
@@ -49,7 +52,7 @@ const titleMax = 80
 // Create returns the events that create a Task: created, the request, running.
 func Create(in CreateInput) []proto.Message {
 	return []proto.Message{
-		&api.TaskCreated{Owner: in.Owner, Model: in.Model, Tools: in.Tools, ToolsRestricted: in.ToolsRestricted, Workspace: in.Workspace, Title: Title(in.Request)},
+		&api.TaskCreated{Owner: in.Owner, Model: in.Model, Tools: in.Tools, ToolsRestricted: in.ToolsRestricted, Workspace: in.Workspace, Title: Title(in.Request), Approvals: in.Approvals},
 		&api.UserMessage{Text: in.Request},
 		&api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_RUNNING, Detail: "created"},
 	}
@@ -527,4 +530,49 @@ func (s *State) Next(o NextOptions) Step {
 		return Step{Kind: StepStartCycle, Cycle: n, Bodies: []proto.Message{&api.CycleStarted{Cycle: n, Model: s.Model}}}
 	}
 	return Step{Kind: StepFinish, Bodies: []proto.Message{&api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_FINISHED, Detail: "answered"}}}
+}
+
+// Add merges another requirement into n: a deny wins over any ask (its
+// reason is the first deny's), asks keep the shortest deadline and every
+// distinct reason. Nothing can loosen a requirement already in n.
+func (n *ApprovalNeed) Add(o ApprovalNeed) {
+	switch {
+	case o.Deny:
+		if !n.Deny {
+			*n = ApprovalNeed{Deny: true, Reason: o.Reason}
+		}
+	case o.Required && !n.Deny:
+		// The shortest deadline of all; 0 (none) only when none has one.
+		if !n.Required || (o.Deadline > 0 && (n.Deadline == 0 || o.Deadline < n.Deadline)) {
+			n.Deadline = o.Deadline
+		}
+		n.Required = true
+		switch {
+		case o.Reason == "" || strings.Contains(n.Reason, o.Reason):
+		case n.Reason == "":
+			n.Reason = o.Reason
+		default:
+			n.Reason += "; " + o.Reason
+		}
+	}
+}
+
+// RuleNeed is what the Task's own rules require of a call to tool: a
+// matching deny rule refuses it, else a matching ask rule asks for approval
+// with deadline (0: none). match reports whether a rule's pattern names the
+// tool.
+func (s *State) RuleNeed(tool string, deadline time.Duration, match func(pattern, tool string) bool) ApprovalNeed {
+	var need ApprovalNeed
+	for _, r := range s.Rules {
+		if !match(r.GetTool(), tool) {
+			continue
+		}
+		switch r.GetRule() {
+		case api.ApprovalRule_APPROVAL_RULE_DENY:
+			need.Add(ApprovalNeed{Deny: true, Reason: fmt.Sprintf("the task's rule denies %s calls (deny %s)", tool, r.GetTool())})
+		case api.ApprovalRule_APPROVAL_RULE_ASK:
+			need.Add(ApprovalNeed{Required: true, Deadline: deadline, Reason: fmt.Sprintf("the task's rule asks for approval of %s calls (ask %s)", tool, r.GetTool())})
+		}
+	}
+	return need
 }

@@ -50,6 +50,9 @@ type State struct {
 	// Tools and ToolsRestricted are the Task's tool allow-list.
 	Tools           []string
 	ToolsRestricted bool
+	// Rules are the Task's own approval rules, from its creation: a
+	// matching call needs approval (ask) or never runs (deny).
+	Rules []*api.ToolApproval
 
 	Status      api.TaskStatus
 	PauseReason api.PauseReason
@@ -125,6 +128,7 @@ func (s *State) Apply(ev *api.Event) {
 		s.Title = tc.GetTitle()
 		s.Tools = tc.GetTools()
 		s.ToolsRestricted = tc.GetToolsRestricted()
+		s.Rules = tc.GetApprovals()
 		s.Status = api.TaskStatus_TASK_STATUS_CREATED
 		s.Created = ev.GetTime().AsTime()
 	case *api.Event_UserMessage:

@@ -245,3 +245,57 @@ func TestTitle(t *testing.T) {
 		t.Fatalf("Title(long) = %q", string(got))
 	}
 }
+
+func TestApprovalNeedAdd(t *testing.T) {
+	ask := func(reason string, d time.Duration) ApprovalNeed {
+		return ApprovalNeed{Required: true, Reason: reason, Deadline: d}
+	}
+	deny := func(reason string) ApprovalNeed { return ApprovalNeed{Deny: true, Reason: reason} }
+	cases := []struct {
+		name string
+		in   []ApprovalNeed
+		want ApprovalNeed
+	}{
+		{"nothing", []ApprovalNeed{{}, {}}, ApprovalNeed{}},
+		{"ask", []ApprovalNeed{{}, ask("a", 0)}, ask("a", 0)},
+		{"asks join reasons, shortest deadline", []ApprovalNeed{ask("a", time.Minute), ask("b", 0), ask("c", time.Second), ask("a", 0)}, ask("a; b; c", time.Second)},
+		{"deny after ask wins", []ApprovalNeed{ask("a", time.Minute), deny("d")}, deny("d")},
+		{"ask after deny changes nothing", []ApprovalNeed{deny("d"), ask("a", time.Minute)}, deny("d")},
+		{"first deny's reason", []ApprovalNeed{deny("d1"), deny("d2")}, deny("d1")},
+	}
+	for _, c := range cases {
+		var got ApprovalNeed
+		for _, n := range c.in {
+			got.Add(n)
+		}
+		if got != c.want {
+			t.Errorf("%s: got %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+// A Task's rules come from its creation and survive a rebuild from history.
+func TestRuleNeed(t *testing.T) {
+	rules := []*api.ToolApproval{
+		{Tool: "shell.*", Rule: api.ApprovalRule_APPROVAL_RULE_ASK},
+		{Tool: "shell.run", Rule: api.ApprovalRule_APPROVAL_RULE_DENY},
+		{Tool: "files.write", Rule: api.ApprovalRule_APPROVAL_RULE_ASK},
+	}
+	s := New()
+	s.TaskID = "T1"
+	evs := s.Stamp(Create(CreateInput{Owner: "alice", Model: "fake/m", Request: "do it", Approvals: rules}), now)
+	rebuilt := New()
+	for _, ev := range evs {
+		rebuilt.Apply(ev)
+	}
+	exact := func(p, n string) bool { return p == n || (p == "shell.*" && len(n) > 6 && n[:6] == "shell.") }
+	if n := rebuilt.RuleNeed("shell.run", time.Minute, exact); !n.Deny || n.Required {
+		t.Errorf("shell.run (ask and deny match): %+v, want deny", n)
+	}
+	if n := rebuilt.RuleNeed("shell.kill", time.Minute, exact); n.Deny || !n.Required || n.Deadline != time.Minute {
+		t.Errorf("shell.kill: %+v, want ask with the deadline", n)
+	}
+	if n := rebuilt.RuleNeed("files.read", time.Minute, exact); n.Deny || n.Required {
+		t.Errorf("files.read: %+v, want nothing", n)
+	}
+}
