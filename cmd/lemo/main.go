@@ -63,6 +63,7 @@ Usage:
   lemo approvals                            list calls waiting for approval
   lemo approve|deny <approval id>           decide one
   lemo steer <id> <call id> <json>          steer a running tool call
+  lemo sessions [--task ID]                 list the delegate agent's sessions
   lemo console                              live actor tree and Tasks, with actions
   lemo tools                                list the tools and their Views
   lemo models                               list the models of every provider
@@ -108,6 +109,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return resolve(ctx, args[0], args[1:], stdout, stderr)
 	case "steer":
 		return steer(ctx, args[1:], stdout, stderr)
+	case "sessions":
+		return listSessions(ctx, args[1:], stdout, stderr)
 	case "console":
 		return consoleCmd(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
