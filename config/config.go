@@ -18,6 +18,7 @@ type Config struct {
 	Models    Models    `yaml:"models"`
 	Providers Providers `yaml:"providers"`
 	Tools     Tools     `yaml:"tools"`
+	Approvals Approvals `yaml:"approvals"`
 	Delegate  Delegate  `yaml:"delegate"`
 	Storage   Storage   `yaml:"storage"`
 	HTTP      HTTP      `yaml:"http"`
@@ -27,7 +28,14 @@ type Config struct {
 type Log struct {
 	Level  string `yaml:"level" env:"LEMO_LOG_LEVEL" flag:"log-level" help:"trace, debug, info, warn or error"`
 	Format string `yaml:"format" env:"LEMO_LOG_FORMAT" help:"auto (console on a terminal, else JSON), console or json"`
+	Output string `yaml:"output" env:"LEMO_LOG_OUTPUT" help:"where lemo serve writes its log: stderr or stdout"`
 }
+
+// Log outputs.
+const (
+	LogStderr = "stderr"
+	LogStdout = "stdout"
+)
 
 // TLS configures the remote API's transport security.
 type TLS struct {
@@ -117,7 +125,7 @@ func Default() *Config {
 	return &Config{
 		Storage: Storage{MinFreeMiB: 512},
 		Data:    "lemo-data",
-		Log:     Log{Level: "info", Format: "auto"},
+		Log:     Log{Level: "info", Format: "auto", Output: LogStderr},
 		Listen:  "127.0.0.1:7465",
 		Auth:    Auth{Owner: "local"},
 		Tasks: Tasks{

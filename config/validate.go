@@ -26,6 +26,9 @@ func (c *Config) Validate() []error {
 	if !oneOf(c.Log.Format, logging.FormatAuto, logging.FormatConsole, logging.FormatJSON) {
 		add("log.format", "%q: want auto, console or json", c.Log.Format)
 	}
+	if !oneOf(c.Log.Output, LogStderr, LogStdout) {
+		add("log.output", "%q: want stderr or stdout", c.Log.Output)
+	}
 	host, port, err := net.SplitHostPort(c.Listen)
 	switch {
 	case err != nil:
@@ -93,6 +96,7 @@ func (c *Config) Validate() []error {
 	}
 	ps = append(ps, c.Delegate.Problems()...)
 	ps = append(ps, c.HTTP.Problems()...)
+	ps = append(ps, c.Approvals.Problems()...)
 	if !oneOf(c.Tools.Shell.Approval, "ask", "allow", "deny") {
 		add("tools.shell.approval", "%q: want ask, allow or deny", c.Tools.Shell.Approval)
 	}

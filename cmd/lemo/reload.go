@@ -15,6 +15,10 @@ import (
 // liveKeys are the configuration keys a SIGHUP applies to the running
 // daemon. Every other key keeps its running value until a restart.
 var liveKeys = []string{
+	"approvals.allow",
+	"approvals.ask",
+	"approvals.deny",
+	"approvals.timeout",
 	"log.level",
 	"storage.min_free_mib",
 	"tasks.max_cycles",
@@ -40,6 +44,7 @@ func planReload(cur, next *config.Config) (run *config.Config, live, restart []s
 	r.Tasks.MaxCycles = next.Tasks.MaxCycles
 	r.Tasks.MaxParallelTools = next.Tasks.MaxParallelTools
 	r.Tasks.MaxRequestBytes = next.Tasks.MaxRequestBytes
+	r.Approvals = next.Approvals
 	return &r, live, restart
 }
 
@@ -57,6 +62,14 @@ func liveValue(c *config.Config, key string) string {
 		return fmt.Sprint(c.Tasks.MaxParallelTools)
 	case "tasks.max_request_bytes":
 		return fmt.Sprint(c.Tasks.MaxRequestBytes)
+	case "approvals.allow":
+		return strings.Join(c.Approvals.Allow, ",")
+	case "approvals.ask":
+		return strings.Join(c.Approvals.Ask, ",")
+	case "approvals.deny":
+		return strings.Join(c.Approvals.Deny, ",")
+	case "approvals.timeout":
+		return c.Approvals.Timeout.String()
 	}
 	return "?"
 }
@@ -94,6 +107,7 @@ func newReloader(cur *config.Config, load func() (*config.Config, error), store 
 		store.SetMinFreeBytes(floor)
 		o.floor.Store(floor)
 		d.SetLimits(actors.Limits{MaxCycles: c.Tasks.MaxCycles, MaxParallelTools: c.Tasks.MaxParallelTools, MaxRequestBytes: c.Tasks.MaxRequestBytes})
+		d.SetApproval(approvalPolicy(c), c.Approvals.Timeout)
 	}}
 }
 

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -32,6 +33,11 @@ func TestPlanReload(t *testing.T) {
 			c.Providers.OpenRouter.APIKey = "sk-secret"
 			c.HTTP.Listen = "127.0.0.1:2"
 		}, nil, []string{"data", "listen", "providers.openrouter.api_key", "http.listen"}},
+		{"approvals", func(c *config.Config) {
+			c.Approvals.Ask = []string{"shell.*"}
+			c.Approvals.Timeout = time.Minute
+		}, []string{"approvals.ask", "approvals.timeout"}, nil},
+		{"log output needs a restart", func(c *config.Config) { c.Log.Output = "stdout" }, nil, []string{"log.output"}},
 		{"both", func(c *config.Config) {
 			c.Log.Level = "warn"
 			c.Log.Format = "json"

@@ -19,6 +19,7 @@ import (
 	"lemo/logging"
 	"lemo/memory"
 	"lemo/persistence"
+	"lemo/tools"
 )
 
 // configFile returns the configuration file to read: --config, else
@@ -98,7 +99,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	// The logger passes every level; zerolog's global level filters, so
 	// that SIGHUP can change it (setLogLevel).
-	log, err := logging.New(stderr, "trace", cfg.Log.Format)
+	out := stderr
+	if cfg.Log.Output == config.LogStdout {
+		out = stdout
+	}
+	log, err := logging.New(out, "trace", cfg.Log.Format)
 	if err == nil {
 		err = setLogLevel(cfg.Log.Level)
 	}
@@ -151,6 +156,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, hup 
 			return err
 		}
 	}
+	warnUnknownApprovalTools(cfg, reg, log)
 	d, err := actors.Start(context.Background(), actors.Deps{Store: store, Providers: provs, Tools: reg, Memory: mem, Observer: o.daemon, Log: log}, actorOptions(cfg, dd))
 	if err != nil {
 		return err
@@ -201,5 +207,38 @@ func actorOptions(cfg *config.Config, dd *persistence.DataDir) actors.Options {
 		ShutdownTimeout:  cfg.Tasks.ShutdownTimeout,
 		WorkspaceRoot:    dd.Join("workspaces"),
 		MaxRequestBytes:  cfg.Tasks.MaxRequestBytes,
+		Approval:         approvalPolicy(cfg),
+		ApprovalTimeout:  cfg.Approvals.Timeout,
+	}
+}
+
+// approvalPolicy is the daemon-wide approval policy of the approvals keys;
+// nil when they hold no rule.
+func approvalPolicy(cfg *config.Config) actors.ApprovalPolicy {
+	var rules []actors.PolicyRule
+	for _, l := range []struct {
+		rule     string
+		patterns []string
+	}{{"deny", cfg.Approvals.Deny}, {"ask", cfg.Approvals.Ask}, {"allow", cfg.Approvals.Allow}} {
+		for _, p := range l.patterns {
+			rules = append(rules, actors.PolicyRule{Tool: p, Rule: l.rule})
+		}
+	}
+	if len(rules) == 0 {
+		return nil
+	}
+	return actors.RulePolicy(rules, cfg.Approvals.Timeout)
+}
+
+// warnUnknownApprovalTools logs the approvals rules that name a tool the
+// daemon does not offer (a typo, or a tool that is disabled): they match
+// nothing.
+func warnUnknownApprovalTools(cfg *config.Config, reg *tools.Registry, log zerolog.Logger) {
+	for key, patterns := range map[string][]string{"approvals.allow": cfg.Approvals.Allow, "approvals.ask": cfg.Approvals.Ask, "approvals.deny": cfg.Approvals.Deny} {
+		for _, p := range patterns {
+			if _, ok := reg.Get(p); !ok && !tools.IsPattern(p) {
+				log.Warn().Str("key", key).Str("tool", p).Msg("an approvals rule names a tool that is not offered; it matches nothing")
+			}
+		}
 	}
 }
