@@ -19,6 +19,11 @@ type CreateTask struct {
 	// Workspace is an existing absolute folder on the daemon's host; ""
 	// gives the Task a folder of its own.
 	Workspace string
+	// Approvals are the Task's own approval rules: calls of the tools a
+	// rule names (a tool name, or a pattern with "*") need a person's
+	// approval (ask) or never run (deny). They add to the tools' and the
+	// daemon's rules; deny wins over ask.
+	Approvals []*api.ToolApproval
 }
 
 func taskMeta(resp *api.Response, err error) (*api.TaskMeta, error) {
@@ -36,7 +41,7 @@ func taskMeta(resp *api.Response, err error) (*api.TaskMeta, error) {
 // creation is durable.
 func (c *Conn) CreateTask(ctx context.Context, in CreateTask) (*api.TaskMeta, error) {
 	return taskMeta(c.call(ctx, &api.Request{Command: &api.Request_CreateTask{CreateTask: &api.CreateTaskRequest{
-		Request: in.Request, Model: in.Model, Tools: in.Tools, ToolsRestricted: in.ToolsRestricted, Workspace: in.Workspace}}}))
+		Request: in.Request, Model: in.Model, Tools: in.Tools, ToolsRestricted: in.ToolsRestricted, Workspace: in.Workspace, Approvals: in.Approvals}}}))
 }
 
 // SendMessage sends a follow-up message; a finished Task is reopened.

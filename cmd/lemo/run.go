@@ -27,6 +27,9 @@ func runTask(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	toolList := f.fs.String("tools", "", "comma-separated tools the Task may use (default: all)")
 	workspace := f.fs.String("workspace", "", "an existing absolute folder the Task works in (default: its own)")
 	reasoning := f.fs.Bool("reasoning", false, "show the model's reasoning")
+	var rules approvalFlags
+	f.fs.Var(rules.of(api.ApprovalRule_APPROVAL_RULE_ASK), "ask", "calls of the tools PATTERN names (shell.run, files.*, *) need your approval; repeatable")
+	f.fs.Var(rules.of(api.ApprovalRule_APPROVAL_RULE_DENY), "deny", "calls of the tools PATTERN names never run (deny wins over ask); repeatable")
 	pos, err := f.parse(args, 1, 1)
 	if err != nil {
 		return helpOK(err)
@@ -36,7 +39,7 @@ func runTask(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return err
 	}
 	defer c.Close()
-	in := client.CreateTask{Request: pos[0], Model: *model, Workspace: *workspace}
+	in := client.CreateTask{Request: pos[0], Model: *model, Workspace: *workspace, Approvals: rules.list}
 	if *toolList != "" {
 		in.Tools, in.ToolsRestricted = strings.Split(*toolList, ","), true
 	}
@@ -66,6 +69,29 @@ func runTask(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return describe(err, meta.GetTaskId())
 	}
 	return exitFor(final, stderr)
+}
+
+// approvalFlags collects the Task's approval rules of --ask and --deny in
+// the order given.
+type approvalFlags struct{ list []*api.ToolApproval }
+
+// of returns the flag.Value that adds rules of kind r.
+func (a *approvalFlags) of(r api.ApprovalRule) flag.Value { return &approvalFlag{all: a, rule: r} }
+
+type approvalFlag struct {
+	all  *approvalFlags
+	rule api.ApprovalRule
+}
+
+func (f *approvalFlag) String() string { return "" }
+
+func (f *approvalFlag) Set(pattern string) error {
+	pattern = strings.TrimSpace(pattern)
+	if pattern == "" {
+		return errors.New("want a tool name or a pattern with '*', such as shell.run or files.*")
+	}
+	f.all.list = append(f.all.list, &api.ToolApproval{Tool: pattern, Rule: f.rule})
+	return nil
 }
 
 // exitFor turns how a Task stopped into the command's result.
