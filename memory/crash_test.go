@@ -230,6 +230,7 @@ func verifyIndex(t *testing.T, dir string, acked map[string]uint64, facts map[st
 // and the rows of every live segment.
 func (e *env) indexedRefs(owner string) []string {
 	e.t.Helper()
+	e.loaded()
 	var out []string
 	err := e.st.View(func(v *persistence.Snapshot) error {
 		pend, err := e.mem.pendingDocs(v, owner, 0)

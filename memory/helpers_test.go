@@ -135,6 +135,7 @@ func (e *env) search(q Query) []Hit {
 // counts returns the number of live segments and pending documents of owner.
 func (e *env) counts(owner string) (segs, pending int) {
 	e.t.Helper()
+	e.loaded()
 	err := e.st.View(func(v *persistence.Snapshot) error {
 		s, err := e.mem.liveSegments(v, owner)
 		if err != nil {
@@ -156,4 +157,13 @@ func assistant(text string) *api.AssistantMessage { return &api.AssistantMessage
 
 func result(call, out string) *api.ToolResult {
 	return &api.ToolResult{CallId: call, Retained: true, RetainedOutput: []byte(out), OutputBytes: uint64(len(out))}
+}
+
+// loaded waits for the indexer's first step (the pending documents are
+// known to the memory once it ran), as queries do.
+func (e *env) loaded() {
+	e.t.Helper()
+	if err := e.mem.waitLoaded(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
 }

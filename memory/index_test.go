@@ -122,7 +122,7 @@ func TestIndexEventsSelectsRecords(t *testing.T) {
 		t.Fatalf("indexed %q, want %q", got, want)
 	}
 	wm := kvs[len(kvs)-1]
-	if string(wm.Key) != string(persistence.WatermarkKey("T")) || decodeWatermark(wm.Value) != 12 {
+	if string(wm.Key) != string(persistence.WatermarkKey("T")) || persistence.ParseWatermark(wm.Value) != 12 {
 		t.Fatalf("last record %q = %v, want the watermark 12", wm.Key, wm.Value)
 	}
 	if kvs := IndexEvents("", evs); len(kvs) != 1 {

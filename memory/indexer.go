@@ -466,19 +466,26 @@ func (m *Memory) cleanup() error {
 }
 
 // catchUp indexes the events that were written while the store ran
-// without the memory: every Task whose index watermark is below its last
-// seq. It returns the number of events read.
+// without the memory: those of every Task whose index watermark is below
+// its last seq. The store marks such Tasks (persistence.UnindexedKey) in
+// the transaction that appends their events, so only the marked Tasks
+// are read; a store written before markers existed is compared Task by
+// Task once, then persistence.MarkersKey says it need not be again. It
+// returns the number of events read.
 func (m *Memory) catchUp(ctx context.Context) (int, error) {
-	type behind struct {
-		task, owner string
-		from, to    uint64
-	}
 	var todo []behind
+	var cleared []persistence.KV // markers of Tasks found not behind
+	full := false
 	err := m.store.View(func(v *persistence.Snapshot) error {
-		return v.EachMeta(func(meta *api.TaskMeta) error {
+		has, err := v.Has(persistence.MarkersKey())
+		if err != nil {
+			return err
+		}
+		full = !has
+		check := func(meta *api.TaskMeta) error {
 			var wm uint64
 			err := v.Get(persistence.WatermarkKey(meta.GetTaskId()), func(val []byte) error {
-				wm = decodeWatermark(val)
+				wm = persistence.ParseWatermark(val)
 				return nil
 			})
 			if err != nil && !errors.Is(err, persistence.ErrNotFound) {
@@ -486,22 +493,75 @@ func (m *Memory) catchUp(ctx context.Context) (int, error) {
 			}
 			if wm < meta.GetLastSeq() {
 				todo = append(todo, behind{meta.GetTaskId(), meta.GetOwner(), wm + 1, meta.GetLastSeq()})
+			} else if !full {
+				cleared = append(cleared, persistence.KV{Key: persistence.UnindexedKey(meta.GetTaskId()), Delete: true})
 			}
 			return nil
+		}
+		if full {
+			return v.EachMeta(check)
+		}
+		pre := persistence.UnindexedPrefix()
+		return v.Scan(pre, persistence.ScanOptions{KeysOnly: true}, func(k, _ []byte) error {
+			task := string(k[len(pre):])
+			meta, err := v.Meta(task)
+			if errors.Is(err, persistence.ErrNotFound) {
+				cleared = append(cleared, persistence.KV{Key: persistence.UnindexedKey(task), Delete: true})
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			return check(meta)
 		})
 	})
 	if err != nil {
 		return 0, err
 	}
+	n, err := m.indexBehind(ctx, todo)
+	if err != nil {
+		return n, err
+	}
+	if full {
+		// Markers of Tasks the full comparison found not behind (left by
+		// appends since this version) are cleared with the others below.
+		err = m.store.View(func(v *persistence.Snapshot) error {
+			return v.Scan(persistence.UnindexedPrefix(), persistence.ScanOptions{KeysOnly: true}, func(k, _ []byte) error {
+				cleared = append(cleared, persistence.KV{Key: append([]byte(nil), k...), Delete: true})
+				return nil
+			})
+		})
+		if err != nil {
+			return n, err
+		}
+		cleared = append(cleared, persistence.KV{Key: persistence.MarkersKey(), Value: []byte{}})
+	}
+	if len(cleared) > 0 {
+		if err := m.store.UpdateIndex(cleared); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// behind is a Task whose events from..to the index does not hold.
+type behind struct {
+	task, owner string
+	from, to    uint64
+}
+
+// indexBehind indexes the events of each Task in todo, with the deletion of
+// its unindexed marker in the commit of its last batch.
+func (m *Memory) indexBehind(ctx context.Context, todo []behind) (int, error) {
 	n := 0
 	for _, b := range todo {
 		var batch []*api.Event
 		size := 0
-		flush := func() error {
-			if len(batch) == 0 {
+		flush := func(also []persistence.KV) error {
+			if len(batch) == 0 && len(also) == 0 {
 				return nil
 			}
-			kvs := IndexEvents(b.owner, batch)
+			kvs := append(IndexEvents(b.owner, batch), also...)
 			_, err := m.store.Append(ctx, persistence.Append{TaskID: b.task, Extra: kvs})
 			n += len(batch)
 			batch, size = nil, 0
@@ -511,12 +571,12 @@ func (m *Memory) catchUp(ctx context.Context) (int, error) {
 			batch = append(batch, ev)
 			size += eventTextSize(ev)
 			if size >= commitBytes || len(batch) >= 512 {
-				return flush()
+				return flush(nil)
 			}
 			return nil
 		})
 		if err == nil {
-			err = flush()
+			err = flush([]persistence.KV{{Key: persistence.UnindexedKey(b.task), Delete: true}})
 		}
 		if err != nil {
 			return n, fmt.Errorf("task %s: %w", b.task, err)

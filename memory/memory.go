@@ -120,6 +120,10 @@ type Memory struct {
 	seen    map[string]time.Time // owner -> when pending documents were first seen
 
 	kick chan struct{}
+	// loaded is closed when load has run; loadErr is its error, which
+	// queries and builds return from then on.
+	loaded  chan struct{}
+	loadErr error
 	// stop is closed by Close; ctx is cancelled with it, ending a build
 	// or merge in progress; done is closed when the indexer returned.
 	stop      chan struct{}
@@ -129,11 +133,12 @@ type Memory struct {
 	closeOnce sync.Once
 }
 
-// Open opens the memory of store: it checks the memory format, removes
-// what an interrupted index build left behind, indexes history that was
-// written without the memory (the index is then never behind the log), and
-// starts the background indexer. Call it before the daemon starts appending,
-// and Close it before closing the store.
+// Open opens the memory of store: it checks the memory format, indexes
+// history that was written without the memory (the index is then never
+// behind the log), and starts the background indexer, whose first step
+// (load) removes what an interrupted index build left behind and loads the
+// pending documents; queries wait for that step. Call it before the daemon
+// starts appending, and Close it before closing the store.
 func Open(ctx context.Context, store *persistence.Store, opt Options) (*Memory, error) {
 	if store == nil {
 		return nil, fmt.Errorf("%w: Open needs a store", ErrInvalid)
@@ -149,6 +154,7 @@ func Open(ctx context.Context, store *persistence.Store, opt Options) (*Memory, 
 		segOwners: make(map[string]bool),
 		seen:      make(map[string]time.Time),
 		kick:      make(chan struct{}, 1),
+		loaded:    make(chan struct{}),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 	}
@@ -160,9 +166,6 @@ func Open(ctx context.Context, store *persistence.Store, opt Options) (*Memory, 
 	if err := m.checkFormat(); err != nil {
 		return fail(err)
 	}
-	if err := m.cleanup(); err != nil {
-		return fail(fmt.Errorf("memory: clean up interrupted index builds: %w", err))
-	}
 	n, err := m.catchUp(ctx)
 	if err != nil {
 		return fail(fmt.Errorf("memory: index history written without the memory: %w", err))
@@ -170,11 +173,41 @@ func Open(ctx context.Context, store *persistence.Store, opt Options) (*Memory, 
 	if n > 0 {
 		m.log.Info().Int("events", n).Msg("memory: indexed history that was written without the memory")
 	}
-	if _, err := m.loadPending(true); err != nil {
-		return fail(fmt.Errorf("memory: load pending documents: %w", err))
-	}
 	go m.run()
 	return m, nil
+}
+
+// load is the indexer's first step: it removes what interrupted index
+// builds left and loads the pending documents. Both read whole key ranges
+// (slow in a large store whose deletions Badger has not compacted yet), so
+// they run here rather than in Open; queries and index maintenance wait
+// for them (waitLoaded).
+func (m *Memory) load() error {
+	if err := m.cleanup(); err != nil {
+		return fmt.Errorf("memory: clean up interrupted index builds: %w", err)
+	}
+	if _, err := m.loadPending(true); err != nil {
+		return fmt.Errorf("memory: load pending documents: %w", err)
+	}
+	return nil
+}
+
+// waitLoaded returns once load has run (with its error), ctx ends or the
+// memory is closed.
+func (m *Memory) waitLoaded(ctx context.Context) error {
+	select {
+	case <-m.loaded:
+		return m.loadErr
+	default:
+	}
+	select {
+	case <-m.loaded:
+		return m.loadErr
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-m.stop:
+		return ErrClosed
+	}
 }
 
 func (m *Memory) checkFormat() error {
@@ -229,6 +262,14 @@ func (m *Memory) signal() {
 func (m *Memory) run() {
 	defer close(m.done)
 	ctx := m.ctx
+	if err := m.load(); err != nil {
+		m.loadErr = err
+		close(m.loaded)
+		m.log.Error().Err(err).Msg("memory: the index cannot be used until this is fixed; search and recall fail with this error")
+		<-m.stop
+		return
+	}
+	close(m.loaded)
 	tick := time.NewTicker(m.opt.IndexInterval)
 	defer tick.Stop()
 	reconcile := time.NewTicker(m.opt.ReconcileInterval)
@@ -262,6 +303,9 @@ func (m *Memory) run() {
 func (m *Memory) Flush(ctx context.Context) error {
 	if m.closed() {
 		return ErrClosed
+	}
+	if err := m.waitLoaded(ctx); err != nil {
+		return err
 	}
 	return m.maintain(ctx, true)
 }
@@ -322,22 +366,5 @@ func IndexEvents(owner string, events []*api.Event) []persistence.KV {
 		}
 	}
 	last := events[len(events)-1].GetSeq()
-	return append(kvs, persistence.KV{Key: persistence.WatermarkKey(task), Value: encodeWatermark(last)})
-}
-
-func encodeWatermark(seq uint64) []byte {
-	var b [8]byte
-	for i := 7; i >= 0; i-- {
-		b[i] = byte(seq)
-		seq >>= 8
-	}
-	return b[:]
-}
-
-func decodeWatermark(b []byte) uint64 {
-	var v uint64
-	for _, c := range b {
-		v = v<<8 | uint64(c)
-	}
-	return v
+	return append(kvs, persistence.KV{Key: persistence.WatermarkKey(task), Value: persistence.WatermarkValue(last)})
 }

@@ -95,6 +95,9 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 	if err := m.validQuery(&sq); err != nil {
 		return nil, err
 	}
+	if err := m.waitLoaded(ctx); err != nil {
+		return nil, err
+	}
 	conv := conversationTexts(q.History)
 	var out []prompt.Evidence
 	err := m.view(func(v *persistence.Snapshot) error {

@@ -603,6 +603,9 @@ func (m *Memory) Search(ctx context.Context, q Query) ([]Hit, error) {
 	if err := m.validQuery(&q); err != nil {
 		return nil, err
 	}
+	if err := m.waitLoaded(ctx); err != nil {
+		return nil, err
+	}
 	if q.Limit <= 0 {
 		q.Limit = 10
 	}

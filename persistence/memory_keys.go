@@ -15,6 +15,8 @@ import "encoding/binary"
 //	                                             x  overflow chunk of one large posting list
 //	j/format                                   memory format marker
 //	j/w/<task>                                 index watermark: last seq of the Task that was indexed
+//	j/u/<task>                                 the Task has events its watermark does not cover (see UnindexedKey)
+//	j/markers                                  every append since this key exists left j/u markers
 //	k/<owner>/f/<fact>                         fact (immutable)
 //	k/<owner>/s/<fact>/<by>                    fact <fact> is superseded by fact <by> (empty value)
 //
@@ -104,6 +106,45 @@ func WatermarkPrefix() []byte { return []byte{prefixIndexMeta, '/', 'w', '/'} }
 
 // WatermarkKey is the key of a Task's index watermark.
 func WatermarkKey(task string) []byte { return append(WatermarkPrefix(), task...) }
+
+// WatermarkValue encodes a watermark (a seq) as stored under WatermarkKey.
+func WatermarkValue(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
+
+// ParseWatermark decodes a WatermarkValue; anything else reads as 0.
+func ParseWatermark(b []byte) uint64 {
+	if len(b) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(b)
+}
+
+// UnindexedPrefix is the prefix of every unindexed marker.
+func UnindexedPrefix() []byte { return []byte{prefixIndexMeta, '/', 'u', '/'} }
+
+// UnindexedKey marks a Task whose log has events its index watermark does
+// not cover. The store writes it, in the same transaction, with every
+// append of events whose extras do not set the Task's watermark to at
+// least their last seq (an append by a writer without the memory); the
+// memory deletes it when it has indexed them. So the memory finds what it
+// must catch up on from these markers, without reading every Task.
+func UnindexedKey(task string) []byte { return append(UnindexedPrefix(), task...) }
+
+// MarkersKey records that every append since it was written left its
+// unindexed marker: stores written before markers existed need one full
+// comparison of watermarks against the logs, after which the memory writes
+// this key.
+func MarkersKey() []byte { return []byte{prefixIndexMeta, '/', 'm', 'a', 'r', 'k', 'e', 'r', 's'} }
+
+// coversEvents reports whether extra sets task's watermark to last or more.
+func coversEvents(task string, last uint64, extra []KV) bool {
+	wk := WatermarkKey(task)
+	for _, kv := range extra {
+		if !kv.Delete && string(kv.Key) == string(wk) && ParseWatermark(kv.Value) >= last {
+			return true
+		}
+	}
+	return false
+}
 
 // FactPrefix is the prefix of an owner's facts.
 func FactPrefix(owner string) []byte {

@@ -30,7 +30,9 @@ type Append struct {
 	// first event must be TaskCreated). The store does not modify them and
 	// the caller must not modify them after calling Append.
 	Events []*api.Event
-	// Extra keys are committed atomically with the events.
+	// Extra keys are committed atomically with the events. Unless they set
+	// the Task's index watermark (WatermarkKey) to the last seq of Events,
+	// the store adds the Task's UnindexedKey marker.
 	Extra []KV
 }
 
@@ -100,6 +102,11 @@ func prepare(a Append) (*request, error) {
 			return nil, fmt.Errorf("%w: task %s: extra key is empty", ErrInvalid, a.TaskID)
 		}
 		req.size += len(kv.Key) + len(kv.Value)
+	}
+	if n := len(a.Events); n > 0 && !coversEvents(a.TaskID, a.Events[n-1].GetSeq(), a.Extra) {
+		marker := KV{Key: UnindexedKey(a.TaskID), Value: []byte{}}
+		req.extra = append(append(make([]KV, 0, len(a.Extra)+1), a.Extra...), marker)
+		req.size += len(marker.Key)
 	}
 	return req, nil
 }
