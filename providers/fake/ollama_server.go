@@ -187,11 +187,11 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request, body []byte)
 		writeError(w, Scenario{Status: http.StatusBadRequest}, ollamaErr(fmt.Sprintf("%q does not support thinking", m.Name)), ollamaJSON)
 		return
 	}
-	var last lastMessage
-	if n := len(req.Messages); n > 0 {
-		last = lastMessage{role: strings.ToLower(req.Messages[n-1].Role), content: req.Messages[n-1].Content}
+	msgs := make([]lastMessage, len(req.Messages))
+	for i, m := range req.Messages {
+		msgs[i] = lastMessage{role: strings.ToLower(m.Role), content: m.Content}
 	}
-	sc := s.pick(last)
+	sc := s.pick(answered(msgs))
 	if sc.Status >= 400 {
 		b, ct := ollamaErrorBody(sc, req.Model)
 		writeError(w, sc, b, ct)

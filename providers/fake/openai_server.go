@@ -231,13 +231,11 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request, body []byte)
 		}
 		return
 	}
-	var last lastMessage
-	if n := len(req.Messages); n > 0 {
-		m := req.Messages[n-1]
-		last.role = m.Role
-		last.content = contentText(m.Content)
+	msgs := make([]lastMessage, len(req.Messages))
+	for i, m := range req.Messages {
+		msgs[i] = lastMessage{role: m.Role, content: contentText(m.Content)}
 	}
-	sc := s.pick(last)
+	sc := s.pick(answered(msgs))
 	if sc.Status >= 400 {
 		s.writeFlavorError(w, sc, req.Model)
 		return

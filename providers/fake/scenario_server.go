@@ -15,9 +15,10 @@
 //  3. Close releases held streams and waits for every handler.
 //
 // Scenario matching: a Scenario matches when the last message of the
-// request contains Match and is a tool result exactly when AfterTool is
-// set; Times limits how often it matches (so "fail once, then succeed" is
-// two scenarios). The script file of cmd/fakeprovider is the JSON form:
+// request (skipping Lemo's trailing recalled evidence, see RecallPrefix)
+// contains Match and is a tool result exactly when AfterTool is set; Times
+// limits how often it matches (so "fail once, then succeed" is two
+// scenarios). The script file of cmd/fakeprovider is the JSON form:
 //
 //	{"scenarios":[
 //	  {"match":"weather","tool_calls":[{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}]},
@@ -357,6 +358,25 @@ func (s *Server) hold(r *http.Request) {
 // lastMessage is the last chat message of a request, role and text.
 type lastMessage struct {
 	role, content string
+}
+
+// RecallPrefix opens the message of recalled evidence that Lemo appends
+// after a Task's conversation (prompt/recall.go). A real model answers the
+// conversation, not the evidence, so the fake skips that message when it
+// chooses the message it answers.
+const RecallPrefix = "[Recalled evidence:"
+
+// answered is the message a request asks the model to answer: its last
+// message, skipping trailing recalled evidence.
+func answered(msgs []lastMessage) lastMessage {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		m := msgs[i]
+		if m.role == "user" && strings.HasPrefix(m.content, RecallPrefix) {
+			continue
+		}
+		return m
+	}
+	return lastMessage{}
 }
 
 // pick chooses the scenario for a chat request.

@@ -150,3 +150,25 @@ func TestLoadScript(t *testing.T) {
 		t.Fatal("NewServer(unknown flavor) = nil error")
 	}
 }
+
+// TestRecalledEvidenceIsNotAnswered: Lemo appends recalled evidence after
+// the conversation; the scenario answers the message before it.
+func TestRecalledEvidenceIsNotAnswered(t *testing.T) {
+	recall := RecallPrefix + ` records from your other tasks ... \"ERR 500\" ... TOOL]`
+	for _, f := range []Flavor{FlavorOllama, FlavorZen} {
+		s := StartServer(t, Options{Flavor: f, Script: []Scenario{{AfterTool: true, Text: []string{"after the tool"}}}})
+		path, model := "/chat/completions", "glm-5"
+		if f == FlavorOllama {
+			path, model = "/api/chat", "qwen3:8b"
+		}
+		resp, body := post(t, s.URL()+path, `{"model":"`+model+`","stream":true,"messages":[{"role":"user","content":"hi"},`+
+			`{"role":"tool","tool_call_id":"c","content":"42"},{"role":"user","content":"`+recall+`"}]}`)
+		if resp.StatusCode != 200 || !strings.Contains(body, "after the tool") {
+			t.Fatalf("%s: %d %s; want the after-tool scenario", f, resp.StatusCode, body)
+		}
+		resp, body = post(t, s.URL()+path, `{"model":"`+model+`","stream":true,"messages":[{"role":"user","content":"hi"},{"role":"user","content":"`+recall+`"}]}`)
+		if resp.StatusCode != 200 || !strings.Contains(body, "Hello") {
+			t.Fatalf("%s: %d %s; want the plain answer to hi, not the keywords of the evidence", f, resp.StatusCode, body)
+		}
+	}
+}
