@@ -79,11 +79,70 @@ func (r *Registry) Model(ctx context.Context, id string) (Model, error) {
 	}
 	p, ok := r.Provider(prov)
 	if !ok {
-		return nil, fmt.Errorf("%w %q in model id %q; configured providers: %s", ErrUnknownProvider, prov, id, r.describe())
+		return nil, fmt.Errorf("%w %q in model id %q; configured providers: %s; %s", ErrUnknownProvider, prov, id, r.describe(), ConfigHint(prov))
 	}
-	return p.Model(ctx, name)
+	m, err := p.Model(ctx, name)
+	if err != nil {
+		switch ClassOf(err) {
+		case ClassTransient, ClassAuth:
+			// The provider is unreachable or refuses its credentials: say
+			// how it is configured, keeping the class for callers.
+			return nil, &hinted{err: err, hint: ConfigHint(prov)}
+		}
+		return nil, err
+	}
+	return m, nil
 }
 
+// hinted is a provider error with advice on how to configure the provider.
+type hinted struct {
+	err  error
+	hint string
+}
+
+func (h *hinted) Error() string { return h.err.Error() + "; " + h.hint }
+func (h *hinted) Unwrap() error { return h.err }
+
+// configHints names, per provider, what configures it: the conventional
+// variable, the LEMO_* variable and the lemo.yaml key (config/ is the
+// source of truth; its key table is in the README).
+var configHints = []struct{ name, hint string }{
+	{"ollama", "Ollama is used at OLLAMA_HOST (or LEMO_OLLAMA_BASE_URL, providers.ollama.base_url; default http://127.0.0.1:11434): start it there or point the setting at it"},
+	{"ollama-cloud", "Ollama Cloud needs OLLAMA_API_KEY (or providers.ollama_cloud.api_key)"},
+	{"openrouter", "OpenRouter needs OPENROUTER_API_KEY (or providers.openrouter.api_key; LEMO_OPENROUTER_BASE_URL changes its address)"},
+	{"nvidia", "NVIDIA NIM needs NVIDIA_API_KEY (or providers.nvidia.api_key; LEMO_NVIDIA_BASE_URL changes its address)"},
+	{"zen", "OpenCode Zen needs OPENCODE_API_KEY (or providers.zen.api_key; LEMO_ZEN_BASE_URL changes its address)"},
+	{"openai", "an OpenAI-compatible server needs LEMO_OPENAI_BASE_URL (or providers.openai.base_url) and, if it asks for one, LEMO_OPENAI_API_KEY"},
+}
+
+// afterConfig ends every hint: configuration is read when the daemon starts.
+const afterConfig = "then restart lemo serve; lemo doctor checks every configured provider"
+
+// ConfigHint says how the provider called name is configured and how to
+// check it; for a name Lemo does not know, how to configure any provider.
+func ConfigHint(name string) string {
+	for _, h := range configHints {
+		if h.name == name {
+			return "to configure " + name + ": " + h.hint + "; " + afterConfig
+		}
+	}
+	return SetupHint()
+}
+
+// SetupHint says, on one line, how to configure each provider Lemo knows,
+// for when none is usable.
+func SetupHint() string {
+	return "to configure a provider: " + strings.Join(SetupHints(), "; ") + "; " + afterConfig
+}
+
+// SetupHints is SetupHint as one line per provider, without its ending.
+func SetupHints() []string {
+	out := make([]string, len(configHints))
+	for i, h := range configHints {
+		out[i] = h.hint
+	}
+	return out
+}
 func (r *Registry) describe() string {
 	names := r.Names()
 	if len(names) == 0 {

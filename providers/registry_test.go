@@ -82,3 +82,50 @@ func TestErrorClasses(t *testing.T) {
 		t.Fatal("Retryable")
 	}
 }
+
+// downProvider is a provider whose service cannot be reached.
+type downProvider struct{ name string }
+
+func (p downProvider) Name() string { return p.name }
+func (p downProvider) Models(context.Context) ([]ModelInfo, error) {
+	return nil, &Error{Provider: p.name, Class: ClassTransient, Message: "connection refused"}
+}
+func (p downProvider) Model(ctx context.Context, name string) (Model, error) {
+	_, err := p.Models(ctx)
+	return nil, err
+}
+
+func TestModelErrorsSayHowToConfigure(t *testing.T) {
+	r := NewRegistry()
+	if err := r.Register(downProvider{name: "ollama"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := r.Model(context.Background(), "ollama/qwen3:8b")
+	var pe *Error
+	if !errors.As(err, &pe) || ClassOf(err) != ClassTransient {
+		t.Fatalf("Model(unreachable) = %v, want the provider's transient error kept", err)
+	}
+	for _, want := range []string{"connection refused", "OLLAMA_HOST", "LEMO_OLLAMA_BASE_URL", "providers.ollama.base_url", "lemo doctor"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Model(unreachable) = %q, want it to mention %q", err, want)
+		}
+	}
+	_, err = r.Model(context.Background(), "openrouter/x/y")
+	for _, want := range []string{"configured providers: ollama", "OPENROUTER_API_KEY", "providers.openrouter.api_key", "lemo doctor"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Model(unconfigured openrouter) = %q, want it to mention %q", err, want)
+		}
+	}
+	_, err = NewRegistry().Model(context.Background(), "acme/x")
+	for _, want := range []string{"configured providers: none", "OLLAMA_HOST", "OPENROUTER_API_KEY", "NVIDIA_API_KEY", "OPENCODE_API_KEY", "OLLAMA_API_KEY", "LEMO_OPENAI_BASE_URL", "lemo doctor"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Model(no providers) = %q, want it to mention %q", err, want)
+		}
+	}
+	// A model that is simply not offered needs no configuration advice.
+	r2 := NewRegistry()
+	_ = r2.Register(&stubProvider{name: "good"})
+	if _, err := r2.Model(context.Background(), "good/x"); strings.Contains(err.Error(), "configure") {
+		t.Errorf("Model(not offered) = %q, want no configuration hint", err)
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"lemo/api"
 	"lemo/client"
+	"lemo/providers"
 )
 
 // listTasks implements lemo tasks.
@@ -207,13 +208,32 @@ func listModels(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	var tried []string
 	for _, pf := range l.GetFailures() {
 		fmt.Fprintf(stderr, "provider %s: %s\n", pf.GetProvider(), pf.GetError())
+		tried = append(tried, pf.GetProvider())
 	}
-	if len(l.GetModels()) == 0 && len(l.GetFailures()) > 0 {
-		return fmt.Errorf("no provider could list its models")
+	if len(l.GetModels()) > 0 {
+		return nil
 	}
-	return nil
+	// Nothing usable: say what was tried and how to configure a provider
+	// (the daemon reads its configuration when it starts, so the hint
+	// names the settings, not this process's environment).
+	if len(tried) == 0 {
+		fmt.Fprintln(stderr, "no configured provider offers a model (or none is configured)")
+	}
+	for _, name := range tried {
+		fmt.Fprintln(stderr, providers.ConfigHint(name))
+	}
+	fmt.Fprintln(stderr, "providers and their settings:")
+	for _, h := range providers.SetupHints() {
+		fmt.Fprintln(stderr, "  "+h)
+	}
+	fmt.Fprintln(stderr, "after a change restart lemo serve; lemo doctor checks every configured provider")
+	if len(tried) == 0 {
+		return fmt.Errorf("no model is available")
+	}
+	return fmt.Errorf("no provider could list its models (tried: %s)", strings.Join(tried, ", "))
 }
 
 func yes(b bool) string {

@@ -161,7 +161,7 @@ func (p *Provider) chatOnce(ctx context.Context, payload []byte, emit func(provi
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, &providers.Error{Provider: p.cfg.Name, Class: providers.ClassTransient, Message: "request failed", Err: err}
+		return nil, &providers.Error{Provider: p.cfg.Name, Class: providers.ClassTransient, Message: retry.CleanMessage("request failed: "+err.Error(), p.cfg.APIKey), Err: err}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= http.StatusBadRequest {

@@ -265,7 +265,7 @@ func (p *Provider) classify(ctx context.Context, err error, c *capture) *provide
 			e.RetryAfter = retry.ParseRetryAfter(h, time.Now())
 		}
 	case errors.As(err, &ue):
-		e.Class, e.Message, e.Err = providers.ClassTransient, "request failed", ue.Err
+		e.Class, e.Message, e.Err = providers.ClassTransient, "request failed: "+ue.Err.Error(), ue.Err
 	default:
 		e.Class, e.Message, e.Err = providers.ClassTransient, "unexpected answer: "+err.Error(), err
 	}

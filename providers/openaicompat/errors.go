@@ -1,8 +1,10 @@
 package openaicompat
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -121,4 +123,14 @@ func firstNonEmpty(s ...string) string {
 		}
 	}
 	return ""
+}
+
+// cause is the text of a transport error without the method and URL that
+// *url.Error adds ("dial tcp 127.0.0.1:9: connect: connection refused").
+func cause(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err.Error()
+	}
+	return err.Error()
 }

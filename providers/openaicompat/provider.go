@@ -250,7 +250,7 @@ func (p *Provider) discover(ctx context.Context) ([]providers.ModelInfo, error) 
 		if ctx.Err() != nil {
 			return nil, providers.Cancelled(p.opts.Name, ctx.Err())
 		}
-		return nil, &providers.Error{Provider: p.opts.Name, Class: providers.ClassTransient, Message: "listing models failed", Err: err}
+		return nil, &providers.Error{Provider: p.opts.Name, Class: providers.ClassTransient, Message: retry.CleanMessage("listing models failed: "+cause(err), p.opts.APIKey), Err: err}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(p.opts.MaxLineBytes)))

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"lemo/providers"
+	"lemo/providers/retry"
 )
 
 // Model is one model of a Provider.
@@ -59,7 +60,7 @@ func (p *Provider) streamOnce(ctx context.Context, payload []byte, emit func(pro
 		if ctx.Err() != nil {
 			return nil, providers.Cancelled(p.opts.Name, ctx.Err())
 		}
-		return nil, &providers.Error{Provider: p.opts.Name, Class: providers.ClassTransient, Message: "request failed", Err: err}
+		return nil, &providers.Error{Provider: p.opts.Name, Class: providers.ClassTransient, Message: retry.CleanMessage("request failed: "+cause(err), p.opts.APIKey), Err: err}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 400 {
