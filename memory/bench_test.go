@@ -546,3 +546,79 @@ func BenchmarkPostings(b *testing.B) {
 		_ = IndexEvents("o", evs[i%10:i%10+1])
 	}
 }
+
+// BenchmarkAppend64TasksIndexed is persistence's BenchmarkAppend64Tasks as
+// the daemon appends: each event (a user message of 30 words) carries its
+// index postings (Postings), committed in the same transaction, and the
+// background indexer builds segments meanwhile.
+//
+//	go test ./memory/ -run '^$' -bench Append64TasksIndexed -benchtime 10s
+func BenchmarkAppend64TasksIndexed(b *testing.B) {
+	dd, err := persistence.OpenDataDir(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer dd.Close()
+	st, err := persistence.Open(dd, persistence.Options{Log: zerolog.Nop()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	mem, err := Open(context.Background(), st, Options{Log: zerolog.Nop()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer mem.Close()
+	const tasks = 64
+	ctx := context.Background()
+	ids := make([]string, tasks)
+	for i := range ids {
+		ids[i] = persistence.NewTaskID(time.Now())
+		ev := api.NewEvent(ids[i], 1, timestamppb.Now(), &api.TaskCreated{Owner: "o"})
+		if _, err := st.Append(ctx, persistence.Append{TaskID: ids[i], Events: []*api.Event{ev}, Extra: mem.Postings("o", []*api.Event{ev})}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	lat := make([][]time.Duration, tasks)
+	gens := make([]*wordGen, tasks)
+	for i := range gens {
+		gens[i] = newWordGen(int64(i))
+	}
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := 0; i < tasks; i++ {
+		n := b.N / tasks
+		if i < b.N%tasks {
+			n++
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g := gens[i]
+			id := ids[i]
+			for s := uint64(2); s < uint64(2+n); s++ {
+				evs := []*api.Event{api.NewEvent(id, s, timestamppb.Now(), &api.UserMessage{Text: g.text(30)})}
+				t := time.Now()
+				if _, err := st.Append(ctx, persistence.Append{TaskID: id, Events: evs, Extra: mem.Postings("o", evs)}); err != nil {
+					b.Error(err)
+					return
+				}
+				lat[i] = append(lat[i], time.Since(t))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	if len(all) > 0 {
+		b.ReportMetric(float64(len(all))/elapsed.Seconds(), "events/s")
+		b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
+		b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+	}
+}

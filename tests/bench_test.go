@@ -13,8 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"lemo/api"
 	"lemo/client"
+	"lemo/memory"
+	"lemo/persistence"
 )
 
 // percentile returns the p-th percentile of sorted durations.
@@ -191,4 +195,115 @@ func selfCPUTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkServeReady100kTasks measures how long the real lemo serve takes
+// from exec to serving (store opened, memory caught up, recovery done, the
+// remote API listening) over a data folder of 100,000 stored Tasks whose
+// history the memory has indexed, as a daemon that ran for a long time
+// leaves it.
+func BenchmarkServeReady100kTasks(b *testing.B) {
+	const tasks = 100_000
+	// LEMO_SERVE_BENCH_DIR keeps the seeded folder between runs (seeding
+	// takes a minute or two).
+	data := filepath.Join(b.TempDir(), "data")
+	if dir := os.Getenv("LEMO_SERVE_BENCH_DIR"); dir != "" {
+		data = filepath.Join(dir, "data-100k")
+	}
+	if _, err := os.Stat(filepath.Join(data, "seeded")); err != nil {
+		if err := os.RemoveAll(data); err != nil {
+			b.Fatal(err)
+		}
+		seedIndexedTasks(b, data, tasks)
+		if err := os.WriteFile(filepath.Join(data, "seeded"), nil, 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		d := launchDaemon(b, lemoBin, data)
+		select {
+		case <-d.ready:
+		case <-d.done:
+			b.Fatalf("lemo serve exited: %v\n%s", d.err, d.logs())
+		case <-time.After(time.Minute):
+			b.Fatalf("lemo serve not serving within a minute:\n%s", d.logs())
+		}
+		lat = append(lat, time.Since(t0))
+		b.StopTimer()
+		d.stop()
+		b.StartTimer()
+	}
+	b.StopTimer()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(ms(percentile(lat, 0.5)), "p50-ms")
+	b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
+}
+
+// seedIndexedTasks writes n finished Tasks of three events (created, a
+// request of some words, finished) into a new data folder through the
+// store and the memory, as the daemon writes them, and lets the memory
+// index them.
+func seedIndexedTasks(b *testing.B, data string, n int) {
+	b.Helper()
+	dd, err := persistence.OpenDataDir(data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer dd.Close()
+	st, err := persistence.Open(dd, persistence.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	mem, err := memory.Open(ctx, st, memory.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer mem.Close()
+	words := strings.Fields("alpha build cache deploy error fetch graph handler index journal kernel ledger module network " +
+		"option parser queue render schema token update vector worker yaml zone budget cycle delta event")
+	base := time.Now().Add(-time.Duration(n) * time.Millisecond)
+	work := make(chan int)
+	errs := make(chan error, 64)
+	var wg sync.WaitGroup
+	for w := 0; w < 64; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				id := persistence.NewTaskID(base.Add(time.Duration(i) * time.Millisecond))
+				var req strings.Builder
+				for j := 0; j < 16; j++ {
+					req.WriteString(words[(i*7+j*13)%len(words)] + " ")
+				}
+				fmt.Fprintf(&req, "ticket-%d", i)
+				now := timestamppb.Now()
+				evs := []*api.Event{
+					api.NewEvent(id, 1, now, &api.TaskCreated{Owner: "local", Model: "fake/echo", Title: "seeded"}),
+					api.NewEvent(id, 2, now, &api.UserMessage{Text: req.String()}),
+					api.NewEvent(id, 3, now, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_FINISHED}),
+				}
+				if _, err := st.Append(ctx, persistence.Append{TaskID: id, Events: evs, Extra: mem.Postings("local", evs)}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+	if err := mem.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
 }
