@@ -33,8 +33,13 @@ type session struct {
 
 // Messages from a session's goroutines to the session.
 type (
-	commandDone struct{}
-	pumpEnded   struct {
+	// commandDone ends a command; the session sends its response (nil
+	// when the command panicked and was answered already).
+	commandDone struct {
+		id       uint64
+		response *api.Response
+	}
+	pumpEnded struct {
 		id uint64
 		p  *pump
 	}
@@ -68,6 +73,9 @@ func (s *session) Receive(ctx actor.Context) {
 		s.handle(ctx, m)
 	case *commandDone:
 		s.inflight--
+		if m.response != nil {
+			s.reply(m.id, m.response)
+		}
 	case *pumpEnded:
 		if s.subs[m.id] == m.p {
 			delete(s.subs, m.id)
@@ -149,10 +157,14 @@ func (s *session) handle(ctx actor.Context, req *api.Request) {
 		s.inflight++
 		self, root, caller, sctx := s.self, ctx.ActorSystem().Root, s.caller(), s.ctx
 		s.g.goroutine(func() {
-			defer root.Send(self, &commandDone{})
+			// The session answers once it counted the command done, so a
+			// client that sends its next command on an answer is never
+			// told it has too many in flight.
+			done := &commandDone{id: id}
+			defer root.Send(self, done)
 			cctx, cancel := context.WithTimeout(sctx, s.g.cfg.Limits.CommandTimeout)
 			defer cancel()
-			s.reply(id, s.g.execute(cctx, caller, req))
+			done.response = s.g.execute(cctx, caller, req)
 		}, func(v any) {
 			s.reply(id, errorResponse(&cmdError{code: api.ErrorCode_ERROR_CODE_INTERNAL, msg: fmt.Sprintf("the daemon failed on this command: %v", v)}))
 		})
