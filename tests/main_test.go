@@ -96,7 +96,9 @@ func launchDaemon(t testing.TB, bin, data string, args ...string) *daemon {
 		args = append([]string{"--listen", "127.0.0.1:0"}, args...)
 	}
 	d.cmd = exec.Command(bin, append([]string{"serve", "--data", data}, args...)...)
-	d.cmd.Env = cleanEnv("LEMO_LOG_FORMAT=json", "LEMO_FAKE_ENABLED=true", "LEMO_OLLAMA_DISABLED=true")
+	// The log is read from stderr, also under a config (the example one)
+	// that sends it to stdout.
+	d.cmd.Env = cleanEnv("LEMO_LOG_FORMAT=json", "LEMO_LOG_OUTPUT=stderr", "LEMO_FAKE_ENABLED=true", "LEMO_OLLAMA_DISABLED=true")
 	stderr, err := d.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
