@@ -100,7 +100,7 @@ type Provider struct {
 
 // Fake configures the scripted demo provider (no network).
 type Fake struct {
-	Enabled bool `yaml:"enabled" env:"LEMO_FAKE_ENABLED" help:"offer the scripted demo models fake/echo (no network)"`
+	Enabled bool `yaml:"enabled" env:"LEMO_FAKE_ENABLED" help:"offer the scripted demo models fake/echo, fake/loop, fake/shell, ... (no network; see lemo models)"`
 }
 
 // Tools configures the built-in tools.
