@@ -334,6 +334,27 @@ func RunConformance(t *testing.T, c Conformance) {
 		}
 	})
 
+	t.Run("error classes", func(t *testing.T) {
+		for _, ec := range ErrorCases(c.Flavor) {
+			t.Run(ec.Name, func(t *testing.T) {
+				sc := ec.Scenario
+				sc.Match = "fail"
+				s, m := start(t, sc)
+				_, err := m.Stream(ctx, user("fail"), func(providers.Delta) {})
+				var pe *providers.Error
+				if !errors.As(err, &pe) || pe.Class != ec.Class || pe.Status != sc.Status {
+					t.Fatalf("Stream() = %v, want class %v with HTTP %d", err, ec.Class, sc.Status)
+				}
+				if !strings.Contains(err.Error(), pe.Provider) || pe.Provider == "" {
+					t.Fatalf("Stream() = %v, want the provider named", err)
+				}
+				if n := len(s.ChatRequests()); !ec.Class.Retryable() && n != 1 {
+					t.Fatalf("chat requests = %d, want 1: class %v is not retried", n, ec.Class)
+				}
+			})
+		}
+	})
+
 	t.Run("wrong key is auth and never echoed", func(t *testing.T) {
 		s := StartServer(t, Options{Flavor: c.Flavor, APIKey: ConformanceKey})
 		const bad = "sk-wrong-key-should-not-leak-42"
@@ -385,5 +406,75 @@ func Eventually(t testing.TB, within time.Duration, f func() error) {
 			t.Fatalf("after %v: %v", within, err)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// ErrorCase is one error answer of a real service and the class Lemo
+// must map it to.
+type ErrorCase struct {
+	Name     string
+	Scenario Scenario // Status, Body/Message, ContentType, Headers
+	Class    providers.Class
+}
+
+// ErrorCases are the error answers each service sends for the failure
+// classes (auth, quota, rate limit, context overflow, unknown model,
+// server trouble), as notes/providers.md records them (§1.6, §2.4, §3.3,
+// §4.4). Bodies given verbatim are the service's own envelopes; the others
+// use the flavour's default envelope.
+func ErrorCases(f Flavor) []ErrorCase {
+	switch f {
+	case FlavorOllama:
+		return []ErrorCase{
+			{"auth 401", Scenario{Status: 401}, providers.ClassAuth},
+			{"cloud quota 429", Scenario{Status: 429, Message: "you (fake-user) have reached your session usage limit, upgrade for higher limits: https://ollama.com/upgrade"}, providers.ClassQuota},
+			{"rate limit 429", Scenario{Status: 429}, providers.ClassRateLimit},
+			{"context overflow 400", Scenario{Status: 400, Message: "the input length exceeds the context length"}, providers.ClassContextOverflow},
+			{"model not found 404", Scenario{Status: 404, Message: `model "x" not found, try pulling it first`}, providers.ClassModelNotFound},
+			{"html 502", Scenario{Status: 502}, providers.ClassTransient},
+		}
+	case FlavorOpenRouter:
+		return []ErrorCase{
+			{"auth 401", Scenario{Status: 401, Message: "User not found."}, providers.ClassAuth},
+			{"credits 402", Scenario{Status: 402, Body: `{"error":{"code":402,"message":"Insufficient credits. Add more using https://openrouter.ai/settings/credits","metadata":{"error_type":"payment_required"}}}`}, providers.ClassQuota},
+			{"rate limit 429", Scenario{Status: 429}, providers.ClassRateLimit},
+			{"context overflow 400", Scenario{Status: 400, Body: `{"error":{"message":"This endpoint's maximum context length is 131072 tokens. However, you requested about 150321 tokens (150321 of text input). Please reduce the length of either one, or use the \"middle-out\" transform to compress your prompt automatically.","code":400,"metadata":{"provider_name":null}}}`}, providers.ClassContextOverflow},
+			{"typed context overflow 400", Scenario{Status: 400, Body: `{"error":{"code":400,"message":"Input is too long for requested model.","metadata":{"error_type":"context_length_exceeded","provider_name":"Anthropic"}}}`}, providers.ClassContextOverflow},
+			{"no tool endpoints 404", Scenario{Status: 404, Message: "No endpoints found that support tool use"}, providers.ClassModelNotFound},
+			{"provider down 502", Scenario{Status: 502, Body: `{"error":{"code":502,"message":"Provider returned error","metadata":{"error_type":"provider_unavailable"}}}`}, providers.ClassTransient},
+		}
+	case FlavorNVIDIA:
+		return []ErrorCase{
+			{"auth 403 problem", Scenario{Status: 403, Message: "Authorization failed"}, providers.ClassAuth},
+			// NVIDIA's credits error is unverified (notes §3.3): a 402
+			// problem+json, as its gateway answers other statuses.
+			{"credits 402 problem", Scenario{Status: 402, Body: `{"status":402,"title":"Payment Required","detail":"Account has insufficient credits"}`, ContentType: "application/problem+json"}, providers.ClassQuota},
+			{"rate limit 429 problem", Scenario{Status: 429}, providers.ClassRateLimit},
+			{"context overflow 400 vllm", Scenario{Status: 400, Body: `{"object":"error","message":"This model's maximum context length is 16384 tokens. However, you requested 16448 tokens (64 in the messages, 16384 in the completion). Please reduce the length of the messages or completion.","type":"BadRequestError","param":null,"code":400}`}, providers.ClassContextOverflow},
+			{"not entitled 404", Scenario{Status: 404, Body: `{"detail":"Function not found for account"}`, ContentType: "application/problem+json"}, providers.ClassModelNotFound},
+			{"bad gateway 502", Scenario{Status: 502}, providers.ClassTransient},
+		}
+	case FlavorZen:
+		return []ErrorCase{
+			{"auth 401", Scenario{Status: 401, Message: "Invalid API key."}, providers.ClassAuth},
+			{"credits 401", Scenario{Status: 401, Body: `{"type":"error","error":{"type":"CreditsError","message":"No payment method. Add a payment method here: https://opencode.ai/workspace/billing"}}`}, providers.ClassQuota},
+			{"monthly limit 401", Scenario{Status: 401, Body: `{"type":"error","error":{"type":"MonthlyLimitError","message":"Your workspace has reached its monthly spending limit."}}`}, providers.ClassQuota},
+			{"free usage 429", Scenario{Status: 429, Body: `{"type":"error","error":{"type":"FreeUsageLimitError","message":"Rate limit exceeded. Please try again later."},"metadata":{}}`}, providers.ClassQuota},
+			{"rate limit 429", Scenario{Status: 429}, providers.ClassRateLimit},
+			// Upstream errors pass through with their status (404 becomes
+			// 400) and the message prefixed with the provider's name.
+			{"upstream context overflow 400", Scenario{Status: 400, Body: `{"error":{"message":"Error from provider (OpenAI): This model's maximum context length is 128000 tokens. However, your messages resulted in 131211 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`}, providers.ClassContextOverflow},
+			{"upstream token limit 400", Scenario{Status: 400, Body: `{"error":{"message":"Error from provider (Moonshot AI): Invalid request: Your request exceeded model token limit: 262144","type":"invalid_request_error"}}`}, providers.ClassContextOverflow},
+			{"model 401", Scenario{Status: 401, Body: `{"type":"error","error":{"type":"ModelError","message":"Model acme-x not supported"}}`}, providers.ClassModelNotFound},
+			{"internal 500", Scenario{Status: 500}, providers.ClassTransient},
+		}
+	}
+	return []ErrorCase{
+		{"auth 401", Scenario{Status: 401, Body: `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}`}, providers.ClassAuth},
+		{"quota 429", Scenario{Status: 429, Body: `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`}, providers.ClassQuota},
+		{"rate limit 429", Scenario{Status: 429}, providers.ClassRateLimit},
+		{"context overflow 400", Scenario{Status: 400, Body: `{"object":"error","message":"This model's maximum context length is 32768 tokens. However, you requested 40000 tokens.","type":"BadRequestError","param":null,"code":400}`}, providers.ClassContextOverflow},
+		{"model not found 404", Scenario{Status: 404, Body: `{"error":{"message":"The model 'x' does not exist","type":"invalid_request_error","code":"model_not_found"}}`}, providers.ClassModelNotFound},
+		{"server 500", Scenario{Status: 500}, providers.ClassTransient},
 	}
 }

@@ -64,7 +64,27 @@ func classify(status int, info ErrorInfo) providers.Class {
 	if status == http.StatusForbidden && info.Reasons {
 		return providers.ClassBadRequest // OpenRouter moderation, not credentials
 	}
-	return retry.ClassForStatus(status, info.Message)
+	c := retry.ClassForStatus(status, info.Message)
+	if c == providers.ClassBadRequest && upstreamOverflow(info.Message) {
+		return providers.ClassContextOverflow
+	}
+	return c
+}
+
+// upstreamOverflowPhrases are context-overflow texts of upstream vendors
+// that gateways pass on verbatim (Zen: "Error from provider (Moonshot AI):
+// Invalid request: Your request exceeded model token limit: 262144";
+// Anthropic through OpenRouter: "Input is too long for requested model").
+var upstreamOverflowPhrases = []string{"exceeded model token limit", "input is too long"}
+
+func upstreamOverflow(msg string) bool {
+	m := strings.ToLower(msg)
+	for _, p := range upstreamOverflowPhrases {
+		if strings.Contains(m, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // httpError builds the *providers.Error for a response with status >= 400.
