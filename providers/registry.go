@@ -103,16 +103,30 @@ type hinted struct {
 func (h *hinted) Error() string { return h.err.Error() + "; " + h.hint }
 func (h *hinted) Unwrap() error { return h.err }
 
-// configHints names, per provider, what configures it: the conventional
-// variable, the LEMO_* variable and the lemo.yaml key (config/ is the
-// source of truth; its key table is in the README).
-var configHints = []struct{ name, hint string }{
-	{"ollama", "Ollama is used at OLLAMA_HOST (or LEMO_OLLAMA_BASE_URL, providers.ollama.base_url; default http://127.0.0.1:11434): start it there or point the setting at it"},
-	{"ollama-cloud", "Ollama Cloud needs OLLAMA_API_KEY (or providers.ollama_cloud.api_key)"},
-	{"openrouter", "OpenRouter needs OPENROUTER_API_KEY (or providers.openrouter.api_key; LEMO_OPENROUTER_BASE_URL changes its address)"},
-	{"nvidia", "NVIDIA NIM needs NVIDIA_API_KEY (or providers.nvidia.api_key; LEMO_NVIDIA_BASE_URL changes its address)"},
-	{"zen", "OpenCode Zen needs OPENCODE_API_KEY (or providers.zen.api_key; LEMO_ZEN_BASE_URL changes its address)"},
-	{"openai", "an OpenAI-compatible server needs LEMO_OPENAI_BASE_URL (or providers.openai.base_url) and, if it asks for one, LEMO_OPENAI_API_KEY"},
+// configHints names, per provider, what configures it: its lemo.yaml
+// section, the variable that holds its key (or address), and a sentence
+// with the conventional variable, the LEMO_* variable and the key (config/
+// is the source of truth; its key table is in the README).
+var configHints = []struct{ name, section, variable, hint string }{
+	{"ollama", "providers.ollama", "OLLAMA_HOST (its address)", "Ollama is used at OLLAMA_HOST (or LEMO_OLLAMA_BASE_URL, providers.ollama.base_url; default http://127.0.0.1:11434): start it there or point the setting at it"},
+	{"ollama-cloud", "providers.ollama_cloud", "OLLAMA_API_KEY", "Ollama Cloud needs OLLAMA_API_KEY (or providers.ollama_cloud.api_key)"},
+	{"openrouter", "providers.openrouter", "OPENROUTER_API_KEY", "OpenRouter needs OPENROUTER_API_KEY (or providers.openrouter.api_key; LEMO_OPENROUTER_BASE_URL changes its address)"},
+	{"nvidia", "providers.nvidia", "NVIDIA_API_KEY", "NVIDIA NIM needs NVIDIA_API_KEY (or providers.nvidia.api_key; LEMO_NVIDIA_BASE_URL changes its address)"},
+	{"zen", "providers.zen", "OPENCODE_API_KEY", "OpenCode Zen needs OPENCODE_API_KEY (or providers.zen.api_key; LEMO_ZEN_BASE_URL changes its address)"},
+	{"openai", "providers.openai", "LEMO_OPENAI_API_KEY", "an OpenAI-compatible server needs LEMO_OPENAI_BASE_URL (or providers.openai.base_url) and, if it asks for one, LEMO_OPENAI_API_KEY"},
+}
+
+// ConfigSection returns the lemo.yaml section that configures the provider
+// called name ("providers.openrouter") and the environment variable that
+// holds its key (or, for a local Ollama, its address); "" for a name Lemo
+// does not know.
+func ConfigSection(name string) (section, variable string) {
+	for _, h := range configHints {
+		if h.name == name {
+			return h.section, h.variable
+		}
+	}
+	return "", ""
 }
 
 // afterConfig ends every hint: configuration is read when the daemon starts.

@@ -460,17 +460,6 @@ func (e *doctorEnv) tls() []checkResult {
 	return []checkResult{{Check: "tls", Status: checkOK, Detail: fmt.Sprintf("%s valid until %s", c.Cert, leaf.NotAfter.Format(time.DateOnly))}}
 }
 
-// providerHints names, for each provider, its configuration key and the
-// variable that holds its key.
-var providerHints = map[string][2]string{
-	"ollama":       {"providers.ollama", "OLLAMA_HOST (its address)"},
-	"ollama-cloud": {"providers.ollama_cloud", "OLLAMA_API_KEY"},
-	"openrouter":   {"providers.openrouter", "OPENROUTER_API_KEY"},
-	"nvidia":       {"providers.nvidia", "NVIDIA_API_KEY"},
-	"zen":          {"providers.zen", "OPENCODE_API_KEY"},
-	"openai":       {"providers.openai", "LEMO_OPENAI_API_KEY"},
-}
-
 // providers asks each configured provider for its models, concurrently.
 func (e *doctorEnv) providers(ctx context.Context) []checkResult {
 	reg, err := buildProviders(e.cfg, zerolog.Nop())
@@ -507,7 +496,7 @@ func (e *doctorEnv) provider(ctx context.Context, name string, p providers.Provi
 	defer cancel()
 	start := time.Now()
 	ms, err := p.Models(ctx)
-	hint := providerHints[name]
+	section, variable := providers.ConfigSection(name)
 	if err != nil {
 		why := err.Error()
 		var pe *providers.Error
@@ -518,25 +507,25 @@ func (e *doctorEnv) provider(ctx context.Context, name string, p providers.Provi
 		switch providers.ClassOf(err) {
 		case providers.ClassAuth:
 			r.Detail = "authentication refused: " + why
-			r.Fix = "check the API key (" + hint[1] + ", or " + hint[0] + ".api_key)"
+			r.Fix = "check the API key (" + variable + ", or " + section + ".api_key)"
 		case providers.ClassQuota:
 			r.Fix = "the account's credits or quota are exhausted"
 		case providers.ClassCancelled:
 			r.Detail = fmt.Sprintf("no answer within %s: %s", e.timeout, why)
-			r.Fix = "check that it runs and is reachable (" + hint[0] + ".base_url), or disable it with " + hint[0] + ".disabled"
+			r.Fix = "check that it runs and is reachable (" + section + ".base_url), or disable it with " + section + ".disabled"
 		default:
 			r.Detail = "unreachable or failing: " + why
-			r.Fix = "check that it runs and is reachable (" + hint[0] + ".base_url), or disable it with " + hint[0] + ".disabled"
+			r.Fix = "check that it runs and is reachable (" + section + ".base_url), or disable it with " + section + ".disabled"
 		}
-		if hint[0] == "" {
+		if section == "" {
 			r.Fix = ""
 		}
 		return r
 	}
 	if len(ms) == 0 {
 		r.Status, r.Detail = checkWarn, "reachable and authenticated, but it lists no model"
-		if hint[0] != "" {
-			r.Fix = "pull or enable a model, or widen " + hint[0] + ".models"
+		if section != "" {
+			r.Fix = "pull or enable a model, or widen " + section + ".models"
 		}
 		return r
 	}
