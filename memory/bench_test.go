@@ -580,25 +580,29 @@ func BenchmarkAppend64TasksIndexed(b *testing.B) {
 		}
 	}
 	lat := make([][]time.Duration, tasks)
-	gens := make([]*wordGen, tasks)
-	for i := range gens {
-		gens[i] = newWordGen(int64(i))
+	// The texts are drawn before the clock starts.
+	g := newWordGen(1)
+	texts := make([][]string, tasks)
+	for i := range texts {
+		n := b.N / tasks
+		if i < b.N%tasks {
+			n++
+		}
+		for range n {
+			texts[i] = append(texts[i], g.text(30))
+		}
 	}
 	b.ResetTimer()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := 0; i < tasks; i++ {
-		n := b.N / tasks
-		if i < b.N%tasks {
-			n++
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			g := gens[i]
 			id := ids[i]
-			for s := uint64(2); s < uint64(2+n); s++ {
-				evs := []*api.Event{api.NewEvent(id, s, timestamppb.Now(), &api.UserMessage{Text: g.text(30)})}
+			for j, text := range texts[i] {
+				s := uint64(j + 2)
+				evs := []*api.Event{api.NewEvent(id, s, timestamppb.Now(), &api.UserMessage{Text: text})}
 				t := time.Now()
 				if _, err := st.Append(ctx, persistence.Append{TaskID: id, Events: evs, Extra: mem.Postings("o", evs)}); err != nil {
 					b.Error(err)
