@@ -10,10 +10,23 @@ import (
 	"lemo/providers"
 )
 
+// Live names what RunLive needs beyond the provider under test.
+type Live struct {
+	// Model is the model to run the scenarios on.
+	Model string
+	// WrongKey, when set, is the same provider configured with a key the
+	// service must refuse (nil for a local Ollama, which takes no key).
+	WrongKey providers.Provider
+}
+
 // RunLive runs the conformance scenarios that make sense against a real
 // service (opt-in live tests, build tag "live"): discovery, a streamed
-// answer, a tool round trip with Lemo's call ids, and cancellation.
-func RunLive(t *testing.T, p providers.Provider, model string) {
+// answer, reasoning where the model reasons, a tool round trip with Lemo's
+// call ids, cancellation, an unknown model and a refused key mapped to
+// their classes. Truncated streams and server errors cannot be provoked on
+// a real service; the fakes cover them.
+func RunLive(t *testing.T, p providers.Provider, l Live) {
+	model := l.Model
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	ms, err := p.Models(ctx)
@@ -34,6 +47,48 @@ func RunLive(t *testing.T, p providers.Provider, model string) {
 			t.Fatalf("Stream() = %+v, %v (%d deltas)", resp, err, deltas)
 		}
 		t.Logf("text %q usage %+v finish %q", resp.Text, resp.Usage, resp.FinishReason)
+	})
+
+	t.Run("reasoning", func(t *testing.T) {
+		if !m.Info().Reasoning {
+			t.Skip("model does not reason")
+		}
+		var deltas int
+		resp, err := m.Stream(ctx, &providers.Request{Think: true, Messages: []providers.Message{{Role: providers.RoleUser, Content: "Is 91 a prime number? Think, then answer yes or no."}}},
+			func(d providers.Delta) {
+				if d.Kind == providers.DeltaReasoning {
+					deltas++
+				}
+			})
+		if err != nil || resp.Reasoning == "" || deltas == 0 {
+			t.Fatalf("Stream() = %+v, %v (%d reasoning deltas); want reasoning", resp, err, deltas)
+		}
+	})
+
+	t.Run("unknown model", func(t *testing.T) {
+		um, err := p.Model(ctx, "lemo-no-such-model-"+time.Now().Format("150405"))
+		if err == nil {
+			_, err = um.Stream(ctx, &providers.Request{Messages: []providers.Message{{Role: providers.RoleUser, Content: "hi"}}}, nil)
+		}
+		if providers.ClassOf(err) != providers.ClassModelNotFound {
+			t.Fatalf("an unknown model: %v (class %v), want model not found", err, providers.ClassOf(err))
+		}
+	})
+
+	t.Run("wrong key", func(t *testing.T) {
+		if l.WrongKey == nil {
+			t.Skip("this service takes no key")
+		}
+		_, err := l.WrongKey.Models(ctx)
+		if err == nil {
+			var wm providers.Model
+			if wm, err = l.WrongKey.Model(ctx, model); err == nil {
+				_, err = wm.Stream(ctx, &providers.Request{Messages: []providers.Message{{Role: providers.RoleUser, Content: "hi"}}}, nil)
+			}
+		}
+		if providers.ClassOf(err) != providers.ClassAuth {
+			t.Fatalf("a refused key: %v (class %v), want auth", err, providers.ClassOf(err))
+		}
 	})
 
 	t.Run("tool round trip", func(t *testing.T) {

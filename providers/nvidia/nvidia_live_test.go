@@ -24,5 +24,9 @@ func TestLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake.RunLive(t, p, model)
+	wrong, err := New(Config{APIKey: "lemo-live-wrong-key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake.RunLive(t, p, fake.Live{Model: model, WrongKey: wrong})
 }

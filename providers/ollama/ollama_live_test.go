@@ -37,5 +37,13 @@ func TestLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake.RunLive(t, p, model)
+	l := fake.Live{Model: model}
+	if key != "" { // Ollama Cloud refuses a wrong key; a local server takes none
+		wrong := cfg
+		wrong.APIKey = "lemo-live-wrong-key"
+		if l.WrongKey, err = New(wrong); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fake.RunLive(t, p, l)
 }

@@ -28,5 +28,9 @@ func TestLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake.RunLive(t, p, model)
+	wrong, err := New(Config{APIKey: "lemo-live-wrong-key", Title: "Lemo live test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake.RunLive(t, p, fake.Live{Model: model, WrongKey: wrong})
 }
