@@ -77,19 +77,33 @@ func cleanEnv(extra ...string) []string {
 func startDaemon(t testing.TB, data string, args ...string) *daemon {
 	t.Helper()
 	d := launchDaemon(t, lemoBin, data, args...)
-	select {
-	case <-d.ready:
-	case <-d.done:
-		t.Fatalf("lemo serve exited before serving: %v\n%s", d.err, d.logs())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("lemo serve did not start within 30s:\n%s", d.logs())
-	}
+	d.waitServing()
 	return d
 }
 
-// launchDaemon starts bin serve on data without waiting for it; ready is
-// closed once it serves.
+// waitServing waits until the daemon serves; it fails the test if the
+// daemon exits first or takes longer than 30s.
+func (d *daemon) waitServing() {
+	d.t.Helper()
+	select {
+	case <-d.ready:
+	case <-d.done:
+		d.t.Fatalf("lemo serve exited before serving: %v\n%s", d.err, d.logs())
+	case <-time.After(30 * time.Second):
+		d.t.Fatalf("lemo serve did not start within 30s:\n%s", d.logs())
+	}
+}
+
+// launchDaemon starts bin serve on data without waiting for it, with the
+// demo models on and no local Ollama; ready is closed once it serves.
 func launchDaemon(t testing.TB, bin, data string, args ...string) *daemon {
+	t.Helper()
+	return launchDaemonEnv(t, bin, data, []string{"LEMO_FAKE_ENABLED=true", "LEMO_OLLAMA_DISABLED=true"}, args...)
+}
+
+// launchDaemonEnv is launchDaemon with env (and not the demo settings)
+// added to the clean environment.
+func launchDaemonEnv(t testing.TB, bin, data string, env []string, args ...string) *daemon {
 	t.Helper()
 	d := &daemon{t: t, data: data, done: make(chan struct{}), ready: make(chan struct{})}
 	if !slices.Contains(args, "--listen") {
@@ -98,7 +112,7 @@ func launchDaemon(t testing.TB, bin, data string, args ...string) *daemon {
 	d.cmd = exec.Command(bin, append([]string{"serve", "--data", data}, args...)...)
 	// The log is read from stderr, also under a config (the example one)
 	// that sends it to stdout.
-	d.cmd.Env = cleanEnv("LEMO_LOG_FORMAT=json", "LEMO_LOG_OUTPUT=stderr", "LEMO_FAKE_ENABLED=true", "LEMO_OLLAMA_DISABLED=true")
+	d.cmd.Env = cleanEnv(append([]string{"LEMO_LOG_FORMAT=json", "LEMO_LOG_OUTPUT=stderr"}, env...)...)
 	stderr, err := d.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

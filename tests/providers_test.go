@@ -1,20 +1,15 @@
 package tests
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -39,46 +34,13 @@ func fakeKey(t testing.TB, prefix string) string {
 }
 
 // serveWithEnv starts lemo serve on data with the remote API on a free
-// port and env added to the clean environment. launchDaemon disables local
-// Ollama through the environment, which a configuration file cannot undo,
-// so this launcher builds the environment itself.
+// port and env added to the clean environment (not the demo settings:
+// launchDaemon disables local Ollama through the environment, which a
+// configuration file cannot undo).
 func serveWithEnv(t testing.TB, data string, env ...string) *remoteDaemon {
 	t.Helper()
-	d := &daemon{t: t, data: data, done: make(chan struct{}), ready: make(chan struct{})}
-	d.cmd = exec.Command(lemoBin, "serve", "--data", data, "--listen", "127.0.0.1:0")
-	d.cmd.Env = cleanEnv(append([]string{"LEMO_LOG_FORMAT=json"}, env...)...)
-	stderr, err := d.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		var once sync.Once
-		for sc.Scan() {
-			line := sc.Text()
-			d.mu.Lock()
-			d.log.WriteString(line + "\n")
-			d.mu.Unlock()
-			if strings.Contains(line, "lemo is serving") {
-				once.Do(func() { close(d.ready) })
-			}
-		}
-		_, _ = io.Copy(io.Discard, stderr)
-		d.err = d.cmd.Wait()
-		close(d.done)
-	}()
-	t.Cleanup(func() { d.kill() })
-	select {
-	case <-d.ready:
-	case <-d.done:
-		t.Fatalf("lemo serve exited before serving: %v\n%s", d.err, d.logs())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("lemo serve did not start within 30s:\n%s", d.logs())
-	}
+	d := launchDaemonEnv(t, lemoBin, data, env)
+	d.waitServing()
 	l, err := client.FindLocal(data)
 	if err != nil || l.TokenErr != nil {
 		t.Fatalf("FindLocal: %v, %v\n%s", err, l.TokenErr, d.logs())
