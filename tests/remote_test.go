@@ -227,6 +227,9 @@ func TestHostilePeers(t *testing.T) {
 			buf := make([]byte, 4096)
 			for {
 				if _, err := conn.Read(buf); err != nil {
+					if ne, ok := err.(net.Error); ok && ne.Timeout() {
+						return fmt.Errorf("the daemon kept a connection of garbage open for 10s")
+					}
 					return nil // the daemon closed the connection
 				}
 			}
