@@ -171,7 +171,7 @@ func TestDiscovery(t *testing.T) {
 	mine := r.must(map[string]any{"prompt": "hello"}, runOpts{})
 	home := lookupEnv(r.dt.env, "HOME")
 	bucket := filepath.Join(home, ".pi", "agent", "sessions", "--work-proj--")
-	own := writeSession(t, bucket, "0195-agent-own", "/work/proj")
+	own := writeSession(t, bucket, "0195-agent-own", "/srv/proj")
 	// An omp-style file: a title slot first.
 	omp := filepath.Join(bucket, "2026-01-02T00-00-00-000Z_0195-omp-style.jsonl")
 	os.WriteFile(omp, []byte(`{"type":"title","v":1,"title":"t","pad":"   "}`+"\n"+`{"type":"session","version":3,"id":"0195-omp-style","cwd":"/w"}`+"\n"), 0o644)
@@ -195,7 +195,7 @@ func TestDiscovery(t *testing.T) {
 		got["0195-agent-own"].Source != SourceAgent || got["0195-agent-own"].Path != own || got["0195-omp-style"].Source != SourceAgent {
 		t.Fatalf("Discover(all) = %+v", all)
 	}
-	if e := got["0195-agent-own"]; e.Cwd != "/work/proj" || e.FirstPrompt != "fix the bug" || e.Created.IsZero() {
+	if e := got["0195-agent-own"]; e.Cwd != "/srv/proj" || e.FirstPrompt != "fix the bug" || e.Created.IsZero() {
 		t.Fatalf("entry = %+v", e)
 	}
 	task, _ := r.dt.catalog.Discover(Scope{TaskID: "task-1"})
