@@ -52,9 +52,7 @@ func serveWithEnv(t testing.TB, data string, env ...string) *remoteDaemon {
 type providerCase struct {
 	name   string // registry name: the model ids' prefix
 	flavor fake.Flavor
-	// env points the provider at the fake; key is the API key ("" for
-	// local Ollama, which has none).
-	env []string
+	// key is the API key ("" for local Ollama, which has none).
 	key string
 	srv *fake.Server
 	// model is the one the Task uses (tools and reasoning); window is
