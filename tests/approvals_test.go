@@ -137,3 +137,70 @@ func hasEvent(evs []*api.Event, pred func(*api.Event) bool) bool {
 	}
 	return false
 }
+
+// An approval survives the daemon: one pending when lemo serve is stopped
+// cleanly, and one pending when it is killed, are both listed again by the
+// next daemon and in the history a client reads then. Their Tasks are
+// paused as interrupted (the design: a restart pauses, it does not cancel
+// approvals); approved, and continued as lemo approve says, each call runs
+// once and its Task finishes.
+func TestApprovalSurvivesServeRestart(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	d := serveRemote(t, data)
+	c := d.connect(t, "")
+	ask := []*api.ToolApproval{{Tool: "tasks.list", Rule: api.ApprovalRule_APPROVAL_RULE_ASK}}
+	var ids []string
+	awaiting := func() {
+		t.Helper()
+		m, err := c.CreateTask(context.Background(), client.CreateTask{Model: "fake/call", Request: "tasks.list {}", Approvals: ask})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitTask(t, c, m.GetTaskId(), "awaiting approval", statusIs(api.TaskStatus_TASK_STATUS_AWAITING_APPROVAL))
+		ids = append(ids, m.GetTaskId())
+	}
+	awaiting()
+	d.stop()
+	d = serveRemote(t, data)
+	c = d.connect(t, "")
+	if out, _ := cli(t, data, "approvals"); !strings.Contains(out, ids[0]+".call-1-1") {
+		t.Fatalf("lemo approvals after a clean stop:\n%s", out)
+	}
+	awaiting()
+	d.kill()
+	d = serveRemote(t, data)
+	c = d.connect(t, "")
+
+	out, code := cli(t, data, "approvals")
+	for _, id := range ids {
+		if code != 0 || !strings.Contains(out, id+".call-1-1") {
+			t.Fatalf("lemo approvals after the restarts (exit %d) lacks %s:\n%s", code, id, out)
+		}
+	}
+	for _, id := range ids {
+		// Announced again: a subscription from seq 1 of the new daemon
+		// sees the request, and no resolution.
+		evs := history(t, c, id)
+		if !hasEvent(evs, func(e *api.Event) bool { return e.GetApprovalRequested().GetCallId() == "call-1-1" }) ||
+			hasEvent(evs, func(e *api.Event) bool { return e.GetApprovalResolved() != nil }) {
+			t.Fatalf("task %s after the restarts:\n%v", id, evs)
+		}
+		out, code := cli(t, data, "approve", id+".call-1-1")
+		if code != 0 || !strings.Contains(out, "lemo continue "+id) {
+			t.Fatalf("lemo approve after the restarts: exit %d\n%s", code, out)
+		}
+		if out, code := cli(t, data, "continue", id); code != 0 {
+			t.Fatalf("lemo continue: exit %d\n%s", code, out)
+		}
+		waitTask(t, c, id, "finished", statusIs(api.TaskStatus_TASK_STATUS_FINISHED))
+		ran := 0
+		for _, e := range history(t, c, id) {
+			if e.GetToolExecutionStarted() != nil {
+				ran++
+			}
+		}
+		if ran != 1 {
+			t.Fatalf("task %s: the approved call started %d times, want once", id, ran)
+		}
+	}
+}

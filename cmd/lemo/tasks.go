@@ -313,6 +313,11 @@ func resolve(ctx context.Context, cmd string, args []string, stdout, stderr io.W
 		word = "denied"
 	}
 	fmt.Fprintf(stdout, "%s %s; task %s is %s\n", word, pos[0], m.GetTaskId(), statusWord(m.GetStatus()))
+	if m.GetStatus() == api.TaskStatus_TASK_STATUS_PAUSED {
+		// A decision does not continue a paused Task (one the daemon's
+		// stop interrupted, for example): the person says when it goes on.
+		fmt.Fprintf(stdout, "the decision takes effect when it continues: lemo continue %s\n", m.GetTaskId())
+	}
 	return nil
 }
 
