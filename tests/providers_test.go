@@ -115,8 +115,9 @@ func TestProvidersEndToEnd(t *testing.T) {
 	// would be: finding it proves that searching the store finds such text.
 	canary := fakeKey(t, "canary-")
 	data := t.TempDir()
-	d := serveWithEnv(t, data, env...)
+	d := serveWithEnv(t, data, append(env, "LEMO_HTTP_LISTEN=127.0.0.1:0")...)
 	conn := d.connect(t, "")
+	metricsAddr := httpAddr(t, d.daemon)
 
 	t.Run("models", func(t *testing.T) {
 		out, code := cli(t, data, "models", "--json")
@@ -211,6 +212,11 @@ func TestProvidersEndToEnd(t *testing.T) {
 				}
 				if finalAnswer(evs) != "" {
 					t.Fatalf("an auth failure recorded an answer %q", finalAnswer(evs))
+				}
+				// The failure is counted by provider and class.
+				series := `lemo_provider_errors_total{provider="` + c.name + `",class="auth"}`
+				if n := scrape(t, metricsAddr)[series]; n < 1 {
+					t.Fatalf("%s = %v after an auth failure", series, n)
 				}
 			})
 
