@@ -1,12 +1,16 @@
 package tests
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"lemo/api"
+	"lemo/client"
 )
 
 func TestVersion(t *testing.T) {
@@ -27,6 +31,40 @@ func TestServeStartsAndStopsCleanly(t *testing.T) {
 	}
 	// It starts again on the same folder.
 	startDaemon(t, data).stop()
+}
+
+// Ctrl-C (SIGINT) stops lemo serve cleanly while a Task runs: the Task is
+// durably paused as interrupted (read by the next daemon), and continuing
+// it there goes on from where it was.
+func TestCtrlCPausesRunningTasks(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	d := serveRemote(t, data)
+	c := d.connect(t, "")
+	m, err := c.CreateTask(context.Background(), client.CreateTask{Request: "loop", Model: "fake/loop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := m.GetTaskId()
+	running := waitTask(t, c, id, "some progress", func(m *api.TaskMeta) bool { return m.GetLastSeq() > 10 })
+	d.stop() // SIGINT, as Ctrl-C sends; exit status 0
+	d = serveRemote(t, data)
+	c = d.connect(t, "")
+	m, err = c.Task(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.GetStatus() != api.TaskStatus_TASK_STATUS_PAUSED || m.GetPauseReason() != api.PauseReason_PAUSE_REASON_INTERRUPTED || m.GetLastSeq() < running.GetLastSeq() {
+		t.Fatalf("after Ctrl-C and a restart: %v (it had %d events)", m, running.GetLastSeq())
+	}
+	if _, err := c.Continue(context.Background(), id, ""); err != nil {
+		t.Fatal(err)
+	}
+	waitTask(t, c, id, "progress after continue", func(n *api.TaskMeta) bool {
+		return n.GetStatus() == api.TaskStatus_TASK_STATUS_RUNNING && n.GetLastSeq() > m.GetLastSeq()+5
+	})
+	if _, err := c.Cancel(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // A bad config file, an unknown key, an unreadable data folder and a second
