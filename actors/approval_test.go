@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"lemo/actors"
+	"lemo/actors/taskstate"
 	"lemo/api"
 	"lemo/providers"
 	"lemo/providers/fake"
@@ -24,6 +25,9 @@ func (guardedTool) Approval(in json.RawMessage) tools.Approval {
 	a := tools.Approval{Required: true, Reason: "guarded: " + string(in)}
 	if strings.Contains(string(in), "hurry") {
 		a.Deadline = 200 * time.Millisecond
+	}
+	if strings.Contains(string(in), "within the hour") {
+		a.Deadline = time.Hour
 	}
 	return a
 }
@@ -268,5 +272,62 @@ func TestPolicyDenyRefusesTheCall(t *testing.T) {
 		return e.GetToolFailed().GetKind() == api.ToolFailureKind_TOOL_FAILURE_KIND_NOT_APPROVED && strings.Contains(e.GetToolFailed().GetMessage(), "denied by policy")
 	}) {
 		t.Fatalf("policy deny:\n%s", dump(evs))
+	}
+}
+
+// A decision that comes after the approval's deadline is not taken: the
+// approval is recorded as timed out (never as the person's decision), the
+// caller is told, and the call never runs. Here the deadline passes on the
+// daemon's clock before the timer that would record it fires.
+func TestLateDecisionIsATimeout(t *testing.T) {
+	h := newHarness(t, fake.Sequence(
+		fake.Turn{ToolCalls: []providers.ToolCall{call("p", "test_guarded", "within the hour")}},
+		fake.Turn{Text: "went on without it"},
+	), extraTools()...)
+	id := h.create("late")
+	h.waitStatus(id, api.TaskStatus_TASK_STATUS_AWAITING_APPROVAL)
+	h.skew.Store(int64(2 * time.Hour))
+	_, err := h.d.ResolveApproval(context.Background(), actors.Operator, id+".call-1-1", true, "")
+	if !errors.Is(err, taskstate.ErrExpired) {
+		t.Fatalf("a decision after the deadline: %v, want ErrExpired", err)
+	}
+	evs := h.waitStatus(id, api.TaskStatus_TASK_STATUS_FINISHED)
+	if !has(evs, func(e *api.Event) bool {
+		return e.GetApprovalResolved().GetOutcome() == api.ApprovalOutcome_APPROVAL_OUTCOME_TIMED_OUT
+	}) || has(evs, func(e *api.Event) bool {
+		return e.GetApprovalResolved().GetOutcome() == api.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED
+	}) || has(evs, func(e *api.Event) bool { return e.GetToolExecutionStarted() != nil }) {
+		t.Fatalf("late decision:\n%s", dump(evs))
+	}
+}
+
+// An approval whose deadline passed while the daemon was down is recorded
+// as timed out when the daemon starts, also for a Task its stop had paused
+// (not only for Tasks found running), before anyone touches the Task.
+func TestApprovalExpiredWhileDownTimesOutAtStartup(t *testing.T) {
+	h := newHarness(t, fake.Sequence(
+		fake.Turn{ToolCalls: []providers.ToolCall{call("p", "test_guarded", "within the hour")}},
+		fake.Turn{Text: "went on without it"},
+	), extraTools()...)
+	id := h.create("expires while down")
+	h.waitStatus(id, api.TaskStatus_TASK_STATUS_AWAITING_APPROVAL)
+	h.stop() // a clean stop pauses the Task as interrupted; the approval stays
+	h.skew.Store(int64(2 * time.Hour))
+	h.start()
+	if ps, err := h.d.PendingApprovals(context.Background(), actors.Operator); err != nil || len(ps) != 0 {
+		t.Fatalf("pending after a restart past the deadline = %v, %v; want none", ps, err)
+	}
+	var resolved *api.ApprovalResolved
+	err := h.store.Events(id, 1, 0, func(ev *api.Event) error {
+		if r := ev.GetApprovalResolved(); r != nil {
+			resolved = r
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resolved.GetOutcome() != api.ApprovalOutcome_APPROVAL_OUTCOME_TIMED_OUT || !strings.Contains(resolved.GetReason(), "while the daemon was down") {
+		t.Fatalf("the approval after the restart: %v", resolved)
 	}
 }

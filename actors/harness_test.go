@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,6 +44,8 @@ type harness struct {
 	opts   actors.Options
 	blocks *blockRegistry
 	obs    *countingObserver
+	// skew moves the daemon's clock ahead of the real one (nanoseconds).
+	skew atomic.Int64
 }
 
 // countingObserver counts what the tree reports, by outcome.
@@ -119,7 +122,8 @@ func (h *harness) start() {
 	if err := reg.Register(fake.NewScripted("fake", h.model, fake.NewScriptedModel("healthy", 8192, fake.Echo()))); err != nil {
 		h.t.Fatal(err)
 	}
-	if h.d, err = actors.Start(context.Background(), actors.Deps{Store: h.store, Providers: reg, Tools: h.tools, Log: testLog(h.t), Observer: h.obs}, h.opts); err != nil {
+	now := func() time.Time { return time.Now().Add(time.Duration(h.skew.Load())) }
+	if h.d, err = actors.Start(context.Background(), actors.Deps{Store: h.store, Providers: reg, Tools: h.tools, Log: testLog(h.t), Observer: h.obs, Now: now}, h.opts); err != nil {
 		h.t.Fatal(err)
 	}
 }

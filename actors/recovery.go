@@ -48,28 +48,49 @@ func appendBodies(ctx context.Context, st *persistence.Store, s *taskstate.State
 
 // recoverStore runs before the daemon accepts work: every Task found running
 // or awaiting approval is recovered (open Cycle and calls closed, running
-// paused as interrupted). It returns how many Tasks it changed.
+// paused as interrupted), and so is every Task (a paused one too) with an
+// approval whose deadline passed while the daemon was down: it is recorded
+// as timed out. It returns how many Tasks it changed.
 func recoverStore(ctx context.Context, st *persistence.Store, now time.Time) (int, error) {
-	n := 0
+	var ids []string
+	seen := make(map[string]bool)
 	for _, status := range []api.TaskStatus{api.TaskStatus_TASK_STATUS_RUNNING, api.TaskStatus_TASK_STATUS_AWAITING_APPROVAL} {
 		metas, err := st.TasksWithStatus(status)
 		if err != nil {
-			return n, err
+			return 0, err
 		}
 		for _, m := range metas {
-			s, err := loadState(st, m.GetTaskId())
-			if err != nil {
-				return n, fmt.Errorf("task %s: %w", m.GetTaskId(), err)
+			if !seen[m.GetTaskId()] {
+				seen[m.GetTaskId()] = true
+				ids = append(ids, m.GetTaskId())
 			}
-			bodies := s.Recover(now)
-			if len(bodies) == 0 {
-				continue
-			}
-			if err := appendBodies(ctx, st, s, bodies, now); err != nil {
-				return n, fmt.Errorf("task %s: %w", m.GetTaskId(), err)
-			}
-			n++
 		}
+	}
+	pending, err := st.PendingApprovals("")
+	if err != nil {
+		return 0, err
+	}
+	for _, ev := range pending {
+		a := ev.GetApprovalRequested()
+		if a.GetDeadline() != nil && !now.Before(a.GetDeadline().AsTime()) && !seen[ev.GetTaskId()] {
+			seen[ev.GetTaskId()] = true
+			ids = append(ids, ev.GetTaskId())
+		}
+	}
+	n := 0
+	for _, id := range ids {
+		s, err := loadState(st, id)
+		if err != nil {
+			return n, fmt.Errorf("task %s: %w", id, err)
+		}
+		bodies := s.Recover(now)
+		if len(bodies) == 0 {
+			continue
+		}
+		if err := appendBodies(ctx, st, s, bodies, now); err != nil {
+			return n, fmt.Errorf("task %s: %w", id, err)
+		}
+		n++
 	}
 	return n, nil
 }

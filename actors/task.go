@@ -360,6 +360,17 @@ func (t *task) command(ctx actor.Context, tc *taskCommand) {
 			t.live = make(map[string]liveResult)
 		}
 	case *cmdResolve:
+		if c.outcome != api.ApprovalOutcome_APPROVAL_OUTCOME_TIMED_OUT && t.st.Expired(c.approvalID, t.env.now()) {
+			// Too late: recorded as the timeout it is, never as a
+			// decision; the caller learns it once that is durable.
+			t.stopTimer(c.approvalID)
+			if bodies, err = t.st.Resolve(c.approvalID, api.ApprovalOutcome_APPROVAL_OUTCOME_TIMED_OUT, "", "deadline passed"); err == nil {
+				r, late := tc.reply, fmt.Errorf("%w: approval %s (recorded as timed out)", taskstate.ErrExpired, c.approvalID)
+				t.persist(ctx, bodies, nil, func(actor.Context) { replyTo(r, reply{err: late}) })
+				return
+			}
+			break
+		}
 		bodies, err = t.st.Resolve(c.approvalID, c.outcome, c.by, c.reason)
 	case *cmdSteer:
 		t.steer(ctx, c, tc.reply)

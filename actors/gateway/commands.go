@@ -181,7 +181,7 @@ func toError(err error) *cmdError {
 		code = api.ErrorCode_ERROR_CODE_NOT_FOUND
 	case errors.Is(err, actors.ErrInvalid), errors.Is(err, services.ErrInvalid):
 		code = api.ErrorCode_ERROR_CODE_INVALID
-	case errors.As(err, &se), errors.Is(err, services.ErrConflict):
+	case errors.As(err, &se), errors.Is(err, services.ErrConflict), errors.Is(err, taskstate.ErrExpired):
 		code = api.ErrorCode_ERROR_CODE_CONFLICT
 	case errors.Is(err, actors.ErrStopped):
 		code = api.ErrorCode_ERROR_CODE_UNAVAILABLE

@@ -16,6 +16,18 @@ import (
 // ErrNotFound: no such Task (or one the caller may not see).
 var ErrNotFound = errors.New("task: not found")
 
+// ErrExpired: a decision came after its approval's deadline; the approval
+// was recorded as timed out instead.
+var ErrExpired = errors.New("approval: its deadline passed before the decision")
+
+// Expired reports whether the pending approval id has a deadline that now
+// has reached: a decision then is too late (the timer that records the
+// timeout may not have fired yet, or the daemon was down).
+func (s *State) Expired(id string, now time.Time) bool {
+	a, ok := s.Approvals[id]
+	return ok && !a.Deadline.IsZero() && !now.Before(a.Deadline)
+}
+
 // StateError refuses a command the Task's status does not allow.
 type StateError struct {
 	Op     string

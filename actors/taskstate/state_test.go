@@ -299,3 +299,27 @@ func TestRuleNeed(t *testing.T) {
 		t.Errorf("files.read: %+v, want nothing", n)
 	}
 }
+
+func TestExpired(t *testing.T) {
+	deadline := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	s := New()
+	s.Approvals = map[string]*Approval{
+		"with": {ID: "with", Deadline: deadline},
+		"none": {ID: "none"},
+	}
+	for _, tc := range []struct {
+		id   string
+		now  time.Time
+		want bool
+	}{
+		{"with", deadline.Add(-time.Second), false},
+		{"with", deadline, true},
+		{"with", deadline.Add(time.Hour), true},
+		{"none", deadline.Add(time.Hour), false},
+		{"unknown", deadline.Add(time.Hour), false},
+	} {
+		if got := s.Expired(tc.id, tc.now); got != tc.want {
+			t.Errorf("Expired(%q, %v) = %v, want %v", tc.id, tc.now, got, tc.want)
+		}
+	}
+}
