@@ -4,10 +4,14 @@
 // Tasks reach it only through the system tool (tools/system), which this
 // registry serves.
 //
-// The registry stands alone (a mutex-guarded map shared by the gateway's
-// sessions and the tool goroutines): the design places a services actor
-// under the daemon's root, which needs a hook in package actors; until then
-// cmd/lemo constructs one Registry and hands it to both.
+// The registry is a mutex-guarded structure shared by the gateway's
+// sessions (edge actor system) and the system tool's goroutines (internal
+// system), not an actor under the daemon's root as the design first drew
+// it: it has no lifecycle of its own (a Service lives exactly as long as
+// the session that registered it, whose actor unregisters it when it
+// stops), its operations are short map updates, and an actor would add a
+// message hop across the two systems to every call and answer. cmd/lemo
+// constructs one Registry and hands it to both.
 //
 // Visibility: a Service registered with an owner's token serves that
 // owner's Tasks; one registered with an operator token serves every
