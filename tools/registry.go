@@ -268,6 +268,12 @@ func withRequestApproval(name string, schema json.RawMessage) (json.RawMessage, 
 // Arguments that are not a JSON object are returned as they are, for the
 // input validation to refuse; a property that is not a string is an error.
 func SplitApprovalRequest(args json.RawMessage) (input json.RawMessage, reason string, err error) {
+	// Most calls carry no request: spare them decoding (a file's content
+	// can be megabytes). A key spelled with escapes is not seen here; it
+	// then stays in the input, which the tool's schema judges.
+	if !bytes.Contains(args, []byte(`"`+RequestApproval+`"`)) {
+		return args, "", nil
+	}
 	members, perr := objectMembers(args)
 	if perr != nil {
 		return args, "", nil
