@@ -27,6 +27,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"lemo/api"
+	"lemo/remoting"
 )
 
 // Metadata keys shared with the daemon's gateway.
@@ -180,7 +181,7 @@ func (n *Node) Close() error {
 	n.gate.Lock()
 	n.closing = true
 	n.gate.Unlock()
-	n.remote.Shutdown(true)
+	remoting.Shutdown(n.remote)
 	n.system.Shutdown()
 	return nil
 }

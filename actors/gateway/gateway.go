@@ -25,6 +25,7 @@ import (
 	"lemo/api"
 	"lemo/logging"
 	"lemo/providers"
+	"lemo/remoting"
 	"lemo/tools"
 )
 
@@ -340,7 +341,7 @@ func (g *Gateway) Stop(ctx context.Context) error {
 		}
 		g.guard.close()
 		if g.remote != nil {
-			g.remote.Shutdown(true)
+			remoting.Shutdown(g.remote)
 		}
 		g.system.Shutdown()
 	})
