@@ -165,6 +165,12 @@ func BenchmarkRemoteFanout(b *testing.B) {
 			b.ReportMetric(1, "stalled-fell-behind")
 		} else {
 			b.ReportMetric(0, "stalled-fell-behind")
+			b.Errorf("the stalled client was never told it fell behind")
+		}
+		// The Task streams at its nominal rate whatever the clients do:
+		// deltas-1 intervals of 1/rate seconds, with 10% to spare.
+		if nominal := float64(deltas-1) / rate; float64(last-first)/1e9 > nominal*1.1 {
+			b.Errorf("the Task took %.2f s to stream, nominal %.2f s: something slowed it", float64(last-first)/1e9, nominal)
 		}
 		for i := range conns {
 			subs[i].Close()
