@@ -5,10 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"lemo/tools/internal/proc"
 )
@@ -121,7 +118,7 @@ func (p *process) stop(spec procSpec, exitGrace, killGrace time.Duration) exitRe
 		r.Kill = p.child.Terminate(killGrace)
 	}
 	r.Code, r.Signal = proc.Exit(p.child.State())
-	r.Stragglers = sweep(p.pid, spec.tag, killGrace)
+	r.Stragglers = proc.Sweep(p.pid, spec.tag, killGrace)
 	return r
 }
 
@@ -135,42 +132,4 @@ func waitClosed(c <-chan struct{}, d time.Duration) bool {
 	case <-t.C:
 		return false
 	}
-}
-
-// sweep stops the live processes of group pgid and those whose environment
-// holds tag: SIGTERM (to each and to the groups they lead), then SIGKILL
-// after grace for those still alive (proc.Escalate). It returns how many
-// it found.
-func sweep(pgid int, tag string, grace time.Duration) int {
-	found := stragglers(pgid, tag)
-	if len(found) == 0 {
-		return 0
-	}
-	signal := func(sig syscall.Signal) { signalAll(stragglers(pgid, tag), sig) }
-	gone := func() bool { return len(stragglers(pgid, tag)) == 0 }
-	proc.Escalate(signal, gone, time.Time{}, grace)
-	return len(found)
-}
-
-func signalAll(ps []proc.Stat, sig syscall.Signal) {
-	for _, p := range ps {
-		if p.Pgrp == p.Pid {
-			_ = proc.SignalGroup(p.Pid, sig)
-		}
-		_ = unix.Kill(p.Pid, sig)
-	}
-}
-
-// stragglers lists live (not zombie) processes other than this one that
-// are in group pgid or carry tag in their environment, from /proc.
-func stragglers(pgid int, tag string) []proc.Stat {
-	self := os.Getpid()
-	var out []proc.Stat
-	_ = proc.Walk(func(s proc.Stat) bool {
-		if s.Pid != self && !s.Dead() && (s.Pgrp == pgid || (tag != "" && proc.HasEnv(s.Pid, tag))) {
-			out = append(out, s)
-		}
-		return true
-	})
-	return out
 }
