@@ -14,12 +14,14 @@
 // says so (background_killed). The shell is always reaped; members that are
 // children of the daemon (when it is a child subreaper) are reaped too;
 // zombies of another parent are dead and are not waited for. The pipes are
-// read by the package (not os/exec), so Wait never blocks on a grandchild;
-// a process that left the group (setsid) and holds the output open is given
-// KillGrace and then no longer read. Such a process, and the shell's
-// grandchildren when the daemon itself is killed with SIGKILL, escape the
-// group and are not stopped: containing them needs a cgroup or a PID
-// namespace, or a startup sweep of recorded process groups by the daemon.
+// read by the package (not os/exec), so Wait never blocks on a grandchild.
+// Every command's environment carries its run's id (RunTagVariable): when
+// the run ends, processes that left the group (setsid) but kept that
+// environment are found in /proc and stopped the same way. One that also
+// dropped the variable and holds the output open is given KillGrace and
+// then no longer read; it, and the shell's grandchildren when the daemon
+// itself is killed with SIGKILL, are not stopped: containing them needs a
+// cgroup or a PID namespace.
 // The process machinery (groups, Pdeathsig, escalation, reaping, the
 // environment rules) is tools/internal/proc's; the policy is this package's.
 //

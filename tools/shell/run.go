@@ -2,11 +2,15 @@ package shell
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,7 +80,15 @@ func (t *Tool) run(ctx context.Context, command, dir string, timeout time.Durati
 	defer stop()
 	cmd := exec.CommandContext(runCtx, t.cfg.Shell, "-c", command)
 	cmd.Dir = dir
-	cmd.Env = t.env
+	tag, err := runTag()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		errR.Close()
+		errW.Close()
+		return nil, err
+	}
+	cmd.Env = append(slices.DeleteFunc(slices.Clone(t.env), func(kv string) bool { return strings.HasPrefix(kv, RunTagVariable+"=") }), tag)
 	cmd.Stdin = nil // /dev/null
 	cmd.Stdout = outW
 	cmd.Stderr = errW
@@ -184,10 +196,13 @@ wait:
 	}
 	res.duration = time.Since(begin)
 
-	// The shell is gone; processes it left in its group are not.
+	// The shell is gone; processes it left in its group are not. Nor,
+	// perhaps, are those that left the group (setsid) but carry the run's
+	// tag in their environment: they are stopped the same way.
 	killed, leftover := proc.StopGroup(pgid, termAt, t.cfg.KillGrace)
+	escaped := proc.Sweep(pgid, tag, t.cfg.KillGrace) > 0
 	res.killed = killed
-	res.background = leftover && termAt.IsZero()
+	res.background = (leftover || escaped) && termAt.IsZero()
 
 	// Every writer in the group is gone; a process that left the group
 	// (setsid) may still hold the pipes: give it KillGrace, then stop
@@ -224,6 +239,19 @@ wait:
 		return nil, ctx.Err()
 	}
 	return res, nil
+}
+
+// RunTagVariable is set in the environment of every command to an id of
+// its run, so that descendants that left the run's process group can be
+// found and stopped when it ends.
+const RunTagVariable = "SHELL_RUN_ID"
+
+func runTag() (string, error) {
+	b := make([]byte, 12)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("shell: run id: %w", err)
+	}
+	return RunTagVariable + "=" + hex.EncodeToString(b), nil
 }
 
 // heartbeat is the longest gap between state updates of a running command

@@ -117,7 +117,7 @@ func TestBackgroundAndHeldOutput(t *testing.T) {
 // TestEscapedProcessHoldsOutput: a process that leaves the group (setsid)
 // and keeps stdout open cannot be found by group; the run still returns
 // within KillGrace and says why the output may be incomplete.
-func TestEscapedProcessHoldsOutput(t *testing.T) {
+func TestEscapedProcessIsStopped(t *testing.T) {
 	if _, err := exec.LookPath("setsid"); err != nil {
 		t.Skip("setsid not installed")
 	}
@@ -126,6 +126,34 @@ func TestEscapedProcessHoldsOutput(t *testing.T) {
 	// The shell waits until the child has left its group (field 5 of
 	// /proc/PID/stat is the group), so the escape is certain.
 	r := h.must(obj{"command": `setsid sleep 1000 & p=$!; while [ "$(cut -d' ' -f5 /proc/$p/stat)" = "$$" ]; do sleep 0.01; done; echo $p`})
+	took := time.Since(start)
+	pid, err := strconv.Atoi(strings.TrimSpace(r.Stdout))
+	if err != nil {
+		t.Fatalf("stdout %q: %v", r.Stdout, err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	// It carried the run's tag: stopped before the run returned.
+	if st, err := proc.ReadStat(pid); err == nil && !st.Dead() {
+		t.Fatalf("the escaped process %d is still running: %+v", pid, st)
+	}
+	if !r.BackgroundKilled || strings.Contains(r.Note, "kept the output open") {
+		t.Errorf("result %+v; want background_killed and no held output", r)
+	}
+	if took > h.tool.cfg.KillGrace+2*time.Second {
+		t.Errorf("run took %v", took)
+	}
+}
+
+// A process that left the group and dropped the run's tag from its
+// environment is not found: it holds the output, which is read for
+// KillGrace and then given up, and the result says so.
+func TestUntaggedEscapedProcessHoldsOutput(t *testing.T) {
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("setsid not installed")
+	}
+	h := newHarness(t, testConfig(randomHex()))
+	start := time.Now()
+	r := h.must(obj{"command": `env -u ` + RunTagVariable + ` setsid sleep 1000 & p=$!; while [ "$(cut -d' ' -f5 /proc/$p/stat)" = "$$" ]; do sleep 0.01; done; echo $p`})
 	took := time.Since(start)
 	pid, err := strconv.Atoi(strings.TrimSpace(r.Stdout))
 	if err != nil {

@@ -26,8 +26,10 @@
 // was reaped. StopGroup stops what a reaped child left in its group (a
 // background job, a grandchild holding a pipe) the same way and reaps
 // those members that are children of the daemon (when it is a child
-// subreaper). Escalate is that sequence for any set of processes, for
-// tools that sweep more than a group.
+// subreaper). Escalate is that sequence for any set of processes; Sweep
+// applies it to a group and to every process whose environment carries a
+// tag the tool set for its child, which finds descendants that left the
+// group (setsid). Shell and delegate both sweep when a run ends.
 //
 // /proc. Walk reads the stat line (ParseStat) of every process; HasEnv
 // looks for an exact entry in a process's environment, which finds
