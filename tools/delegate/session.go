@@ -282,12 +282,30 @@ func (r *runner) serve() error {
 	exited := r.p.exited
 	var drain <-chan time.Time
 	var closedErr error
+	done, inbox := r.ctx.Done(), r.inbox
+	stopping := false
 loop:
 	for {
+		if stopping && len(r.pending) == 0 {
+			break
+		}
 		select {
-		case <-r.ctx.Done():
-			break loop
-		case m := <-r.inbox:
+		case <-done:
+			if len(r.pending) == 0 {
+				break loop
+			}
+			// The call ends with commands in flight, which the agent may
+			// have answered already (pi answers an abort after the
+			// agent_end that ends the run): read its output a little
+			// longer, take no new command, and fail only what is still
+			// unanswered then.
+			stopping, done, inbox = true, nil, nil
+			if drain == nil {
+				t := time.NewTimer(r.s.limits.exitGrace)
+				defer t.Stop()
+				drain = t.C
+			}
+		case m := <-inbox:
 			r.onInbox(m)
 		case m, ok := <-r.frames:
 			if !ok {
@@ -309,7 +327,9 @@ loop:
 			defer t.Stop()
 			drain = t.C
 		case <-drain:
-			closedErr = fmt.Errorf("%w: the agent exited", ErrClosed)
+			if !stopping {
+				closedErr = fmt.Errorf("%w: the agent exited", ErrClosed)
+			}
 			break loop
 		}
 	}
