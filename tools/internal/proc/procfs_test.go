@@ -73,8 +73,10 @@ func TestWalkFindsThisProcess(t *testing.T) {
 	if !LiveMembers(syscall.Getpgrp()) {
 		t.Error("LiveMembers of this process's group = false")
 	}
-	if s, err := ReadStat(os.Getpid()); err != nil || s != me {
-		t.Errorf("ReadStat = %+v, %v; want %+v", s, err, me)
+	// The state letter moves between running and sleeping from one read
+	// to the next; the rest does not.
+	if s, err := ReadStat(os.Getpid()); err != nil || s.Pid != me.Pid || s.PPid != me.PPid || s.Pgrp != me.Pgrp || s.Dead() {
+		t.Errorf("ReadStat = %+v, %v; want %+v (any live state)", s, err, me)
 	}
 	if ps, err := Processes(func(s Stat) bool { return s.Pid == os.Getpid() }); err != nil || len(ps) != 0 {
 		t.Errorf("Processes lists this process: %+v, %v", ps, err)
