@@ -118,7 +118,7 @@ func (p *process) stop(spec procSpec, exitGrace, killGrace time.Duration) exitRe
 		r.Kill = p.child.Terminate(killGrace)
 	}
 	r.Code, r.Signal = proc.Exit(p.child.State())
-	r.Stragglers = proc.Sweep(p.pid, spec.tag, killGrace)
+	r.Stragglers = proc.Sweep(p.pid, spec.tag, p.child.Since(), killGrace)
 	return r
 }
 

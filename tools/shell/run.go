@@ -200,7 +200,7 @@ wait:
 	// perhaps, are those that left the group (setsid) but carry the run's
 	// tag in their environment: they are stopped the same way.
 	killed, leftover := proc.StopGroup(pgid, termAt, t.cfg.KillGrace)
-	escaped := proc.Sweep(pgid, tag, t.cfg.KillGrace) > 0
+	escaped := proc.Sweep(pgid, tag, p.Since(), t.cfg.KillGrace) > 0
 	res.killed = killed
 	res.background = (leftover || escaped) && termAt.IsZero()
 

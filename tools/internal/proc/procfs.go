@@ -14,15 +14,18 @@ type Stat struct {
 	// State is R (running), S (sleeping), D (disk sleep), T (stopped),
 	// Z (zombie: dead, not yet reaped), X (dead), ...
 	State byte
+	// Start is when the process started, in ticks since boot (field 22;
+	// 0 when the line ends before it). See Ticks.
+	Start uint64
 }
 
 // Dead reports a process that has ended (a zombie not yet reaped, or one
 // on its way out).
 func (s Stat) Dead() bool { return s.State == 'Z' || s.State == 'X' }
 
-// ParseStat parses the start of a /proc/<pid>/stat line: "pid (comm) state
-// ppid pgrp ...". The command name may hold spaces and parentheses: it ends
-// at the last ')'. The state is a letter.
+// ParseStat parses a /proc/<pid>/stat line: "pid (comm) state ppid pgrp
+// ... starttime ...". The command name may hold spaces and parentheses: it
+// ends at the last ')'. The state is a letter.
 func ParseStat(b []byte) (Stat, bool) {
 	open := bytes.IndexByte(b, ' ')
 	end := bytes.LastIndexByte(b, ')')
@@ -45,7 +48,35 @@ func ParseStat(b []byte) (Stat, bool) {
 		return Stat{}, false
 	}
 	s.State = f[0][0]
+	if len(f) > 19 { // starttime is field 22; f[0] is field 3
+		if s.Start, err = strconv.ParseUint(string(f[19]), 10, 64); err != nil {
+			return Stat{}, false
+		}
+	}
 	return s, true
+}
+
+// ticksPerSecond is USER_HZ, the unit of the times /proc reports: 100 on
+// Linux, whatever the kernel's own tick rate.
+const ticksPerSecond = 100
+
+// Ticks returns the time since boot in the unit of Stat.Start (from
+// /proc/uptime), rounded down: a process started after the call has a
+// Start at least as large.
+func Ticks() (uint64, error) {
+	b, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		return 0, err
+	}
+	f := bytes.Fields(b)
+	if len(f) == 0 {
+		return 0, &os.PathError{Op: "parse", Path: "/proc/uptime", Err: os.ErrInvalid}
+	}
+	secs, err := strconv.ParseFloat(string(f[0]), 64)
+	if err != nil {
+		return 0, &os.PathError{Op: "parse", Path: "/proc/uptime", Err: err}
+	}
+	return uint64(secs * ticksPerSecond), nil
 }
 
 func isLetter(c byte) bool { return ('A' <= c && c <= 'Z') || ('a' <= c && c <= 'z') }

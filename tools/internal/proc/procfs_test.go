@@ -3,8 +3,10 @@ package proc
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestParseStat(t *testing.T) {
@@ -29,6 +31,8 @@ func TestParseStat(t *testing.T) {
 		{"9 )( S 3 4", Stat{}, false},
 		{"9 (x) ) 3 4", Stat{}, false},
 		{"9 (x) \x00 3 4", Stat{}, false},
+		{"42 (sleep) S 7 42 42 0 -1 4194304 100 0 0 0 1 2 0 0 20 0 1 0 123456 8192 100", Stat{Pid: 42, PPid: 7, Pgrp: 42, State: 'S', Start: 123456}, true},
+		{"42 (sleep) S 7 42 42 0 -1 4194304 100 0 0 0 1 2 0 0 20 0 1 0 soon 8192", Stat{}, false},
 	} {
 		got, ok := ParseStat([]byte(c.line))
 		if got != c.want || ok != c.ok {
@@ -54,6 +58,28 @@ func FuzzParseStat(f *testing.F) {
 			t.Fatalf("ParseStat(%q) = %+v, %v; want %+v", b, got, ok, want)
 		}
 	})
+}
+
+// Ticks is the clock of Stat.Start: this process started before now, and
+// a child started after a reading has a Start at least as large.
+func TestTicks(t *testing.T) {
+	before, err := Ticks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	me, err := ReadStat(os.Getpid())
+	if err != nil || me.Start == 0 || me.Start > before {
+		t.Fatalf("this process started at %d (%v); Ticks = %d", me.Start, err, before)
+	}
+	p, err := Start(exec.Command("sleep", "10"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Terminate(time.Second)
+	child, err := ReadStat(p.Pid())
+	if err != nil || child.Start < p.Since() || p.Since() < before {
+		t.Fatalf("child started at %d (%v); Since = %d, Ticks before = %d", child.Start, err, p.Since(), before)
+	}
 }
 
 func TestWalkFindsThisProcess(t *testing.T) {

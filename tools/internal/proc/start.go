@@ -15,6 +15,8 @@ type Process struct {
 	pid  int
 	done chan struct{}
 	err  error // cmd.Wait's, set before done is closed
+	// since is Ticks just before the child started (0 when unknown).
+	since uint64
 }
 
 // Start starts cmd in a process group of its own (the group id is the
@@ -33,6 +35,7 @@ func Start(cmd *exec.Cmd) (*Process, error) {
 	cmd.SysProcAttr.Setpgid = true
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	p := &Process{cmd: cmd, done: make(chan struct{})}
+	p.since, _ = Ticks() // 0 (every process) if /proc cannot tell
 	started := make(chan error, 1)
 	go func() {
 		// Pdeathsig fires when the creating thread ends: keep it until
@@ -56,6 +59,10 @@ func Start(cmd *exec.Cmd) (*Process, error) {
 
 // Pid is the child's process id, which is also its process group id.
 func (p *Process) Pid() int { return p.pid }
+
+// Since is the time (Ticks) just before the child started: none of its
+// descendants started earlier (see Sweep).
+func (p *Process) Since() uint64 { return p.since }
 
 // Done is closed once the child has been reaped.
 func (p *Process) Done() <-chan struct{} { return p.done }

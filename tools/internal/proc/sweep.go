@@ -12,16 +12,18 @@ import (
 // holds tag ("NAME=value"; "" for none): SIGTERM to each (and to the groups
 // they lead), then SIGKILL after grace for those still alive (Escalate).
 // A tag finds the descendants that left the group (setsid) and were
-// re-parented, as long as they kept their environment. It returns how
-// many processes it found. Those that were re-parented to this process (a
-// child subreaper) are reaped.
-func Sweep(pgid int, tag string, grace time.Duration) int {
-	found := stragglers(pgid, tag)
+// re-parented, as long as they kept their environment. Only processes that
+// started at or after since (Ticks, read before the child was started; 0
+// for any) can be descendants, so only their environments are read. It
+// returns how many processes it found. Those that were re-parented to this
+// process (a child subreaper) are reaped.
+func Sweep(pgid int, tag string, since uint64, grace time.Duration) int {
+	found := stragglers(pgid, tag, since)
 	if len(found) == 0 {
 		return 0
 	}
-	signal := func(sig syscall.Signal) { signalAll(stragglers(pgid, tag), sig) }
-	gone := func() bool { return len(stragglers(pgid, tag)) == 0 }
+	signal := func(sig syscall.Signal) { signalAll(stragglers(pgid, tag, since), sig) }
+	gone := func() bool { return len(stragglers(pgid, tag, since)) == 0 }
 	Escalate(signal, gone, time.Time{}, grace)
 	self := os.Getpid()
 	for _, p := range found {
@@ -43,12 +45,13 @@ func signalAll(ps []Stat, sig syscall.Signal) {
 }
 
 // stragglers lists live (not zombie) processes other than this one that
-// are in group pgid or carry tag in their environment, from /proc.
-func stragglers(pgid int, tag string) []Stat {
+// are in group pgid or, started at or after since, carry tag in their
+// environment, from /proc.
+func stragglers(pgid int, tag string, since uint64) []Stat {
 	self := os.Getpid()
 	var out []Stat
 	_ = Walk(func(s Stat) bool {
-		if s.Pid != self && !s.Dead() && (s.Pgrp == pgid || (tag != "" && HasEnv(s.Pid, tag))) {
+		if s.Pid != self && !s.Dead() && (s.Pgrp == pgid || (tag != "" && s.Start >= since && HasEnv(s.Pid, tag))) {
 			out = append(out, s)
 		}
 		return true
