@@ -478,26 +478,35 @@ func (m *Model) selectedTask() string {
 	return ""
 }
 
-func (m *Model) moveTree(k string) {
-	page := max(m.treeRows()-1, 1)
+// moveCursor moves a list cursor over n rows by key k (a page is page
+// rows) and keeps it in the list; ok is false for a key that does not move.
+func moveCursor(cursor, n, page int, k string) (moved int, ok bool) {
 	switch k {
 	case "up", "k":
-		m.cursor--
+		cursor--
 	case "down", "j":
-		m.cursor++
+		cursor++
 	case "pgup":
-		m.cursor -= page
+		cursor -= page
 	case "pgdown", " ":
-		m.cursor += page
+		cursor += page
 	case "home", "g":
-		m.cursor = 0
+		cursor = 0
 	case "end", "G":
-		m.cursor = len(m.rows) - 1
+		cursor = n - 1
 	default:
+		return cursor, false
+	}
+	return max(min(cursor, n-1), 0), true
+}
+
+func (m *Model) moveTree(k string) {
+	c, ok := moveCursor(m.cursor, len(m.rows), max(m.treeRows()-1, 1), k)
+	if !ok {
 		m.dirty = false
 		return
 	}
-	m.cursor = max(min(m.cursor, len(m.rows)-1), 0)
+	m.cursor = c
 	if m.cursor < len(m.rows) {
 		m.selKey = m.rows[m.cursor].key
 	}

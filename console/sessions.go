@@ -84,29 +84,16 @@ func (m *Model) selectedSession() *api.DelegateSession {
 }
 
 func (m *Model) sessionsKey(k string) tea.Cmd {
-	s := &m.sessions
-	n := len(s.list.GetSessions())
-	page := max(m.treeRows()-1, 1)
-	switch k {
-	case "r":
+	if k == "r" {
 		return m.loadSessions()
-	case "up", "k":
-		s.cursor--
-	case "down", "j":
-		s.cursor++
-	case "pgup":
-		s.cursor -= page
-	case "pgdown", " ":
-		s.cursor += page
-	case "home", "g":
-		s.cursor = 0
-	case "end", "G":
-		s.cursor = n - 1
-	default:
+	}
+	s := &m.sessions
+	c, ok := moveCursor(s.cursor, len(s.list.GetSessions()), max(m.treeRows()-1, 1), k)
+	if !ok {
 		m.dirty = false
 		return nil
 	}
-	s.cursor = max(min(s.cursor, n-1), 0)
+	s.cursor = c
 	return nil
 }
 
