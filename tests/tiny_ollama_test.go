@@ -1,9 +1,11 @@
 package tests
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -236,17 +238,36 @@ func TestTinyOllamaNative(t *testing.T) {
 		if _, err := ip.d.Cancel(context.Background(), actors.Operator, m.GetTaskId()); err != nil {
 			t.Fatal(err)
 		}
-		// With one request at a time, a generation that went on would hold
-		// the next request until the context filled (tens of seconds).
-		start := time.Now()
-		client := &http.Client{Timeout: 10 * time.Second}
-		resp, err := client.Post(srv.Direct+"/api/chat", "application/json", strings.NewReader(`{"model":"tiny","stream":false,"messages":[{"role":"user","content":"Hi"}]}`))
-		if err != nil {
-			t.Fatalf("next request: %v; the cancelled generation kept the server busy", err)
+		var chat *tiny.Request
+		for _, r := range srv.Requests() {
+			if r.Path == "/api/chat" && bytes.Contains(r.Body, []byte("sing forever")) {
+				chat = &r
+			}
 		}
+		if chat == nil {
+			t.Fatal("the proxy saw no chat request for the endless answer")
+		}
+		// The answer has no end (Lemo sends no num_predict): the request can
+		// only end because the Cycle closed the connection.
+		select {
+		case <-chat.Ended:
+		case <-time.After(time.Minute):
+			t.Fatalf("the endless answer still streams a minute after the cancel\nserver log:\n%s", srv.Log())
+		}
+		if !chat.ClientGone() {
+			t.Fatal("the endless answer ended on the server's side, not by the cancel closing the connection")
+		}
+		// With one request at a time, a generation that went on would hold
+		// the next request for ever; the same num_ctx keeps the same runner.
+		client := &http.Client{Timeout: time.Minute}
+		resp, err := client.Post(srv.Direct+"/api/chat", "application/json", strings.NewReader(`{"model":"tiny","stream":false,"options":{"num_ctx":4096},"messages":[{"role":"user","content":"Hi"}]}`))
+		if err != nil {
+			t.Fatalf("next request: %v; the cancelled generation kept the server busy\nserver log:\n%s", err, srv.Log())
+		}
+		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if d := time.Since(start); resp.StatusCode != 200 || d > 5*time.Second {
-			t.Fatalf("next request: status %d after %v; the cancelled generation kept the server busy", resp.StatusCode, d)
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "Hello from tiny!") {
+			t.Fatalf("next request: status %d, body %s", resp.StatusCode, body)
 		}
 	})
 }

@@ -55,6 +55,23 @@ type Options struct {
 type Request struct {
 	Method, Path string
 	Body         []byte
+	// Ended is closed when the proxy has finished the request.
+	Ended <-chan struct{}
+
+	end *requestEnd
+}
+
+type requestEnd struct {
+	done       chan struct{}
+	clientGone bool // written before done is closed
+}
+
+// ClientGone reports whether the request ended because its client closed
+// the connection (for a streaming answer: the client cancelled it) rather
+// than because the server finished the answer. Valid once Ended is closed.
+func (r Request) ClientGone() bool {
+	<-r.Ended
+	return r.end.clientGone
 }
 
 // Server is a running tiny-ollama server.
@@ -64,8 +81,19 @@ type Server struct {
 	// Direct is the server's own base URL.
 	Direct string
 
+	state    string
 	mu       sync.Mutex
 	requests []Request
+}
+
+// Log returns the server's log (server and runners) so far, for failure
+// messages.
+func (s *Server) Log() string {
+	b, err := os.ReadFile(filepath.Join(s.state, "serve.log"))
+	if err != nil {
+		return "(no serve.log: " + err.Error() + ")"
+	}
+	return string(b)
 }
 
 // Requests returns the requests the proxy saw so far.
@@ -139,7 +167,7 @@ func Start(t testing.TB, o Options) *Server {
 			t.Errorf("tiny-ollama stop.sh: %v\n%s", err, out)
 		}
 	})
-	s := &Server{Direct: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	s := &Server{Direct: fmt.Sprintf("http://127.0.0.1:%d", port), state: state}
 	s.URL = s.Direct
 	if o.Record {
 		target, _ := url.Parse(s.Direct)
@@ -148,9 +176,18 @@ func Start(t testing.TB, o Options) *Server {
 		ps := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			body, _ := io.ReadAll(r.Body)
 			r.Body = io.NopCloser(bytes.NewReader(body))
+			end := &requestEnd{done: make(chan struct{})}
 			s.mu.Lock()
-			s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Body: body})
+			s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Body: body, Ended: end.done, end: end})
 			s.mu.Unlock()
+			// Deferred: the proxy panics with http.ErrAbortHandler when a
+			// streamed copy fails. The server cancels a request's context
+			// when its client goes away, and only after the handler returns
+			// otherwise.
+			defer func() {
+				end.clientGone = r.Context().Err() != nil
+				close(end.done)
+			}()
 			proxy.ServeHTTP(w, r)
 		}))
 		t.Cleanup(ps.Close)
