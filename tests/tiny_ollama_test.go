@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -150,7 +148,7 @@ func lastInput(evs []*api.Event) *api.InputSummary {
 // TestTinyOllamaNative runs real Tasks against a real Ollama server through
 // the native API.
 func TestTinyOllamaNative(t *testing.T) {
-	srv := tiny.Start(t, tiny.Options{Record: true, Env: []string{"OLLAMA_NUM_PARALLEL=1"}})
+	srv := tiny.Start(t, tiny.Options{Record: true})
 	p, err := ollama.New(ollama.Config{BaseURL: srv.URL, Retry: retry.Policy{MaxAttempts: 1}})
 	if err != nil {
 		t.Fatal(err)
@@ -220,7 +218,7 @@ func TestTinyOllamaNative(t *testing.T) {
 		assertTruncated(t, evs)
 	})
 
-	t.Run("cancel stops the generation", func(t *testing.T) {
+	t.Run("cancel closes the stream", func(t *testing.T) {
 		m, err := ip.d.CreateTask(context.Background(), actors.Operator, actors.CreateTask{Request: "sing forever", Model: "ollama/tiny"})
 		if err != nil {
 			t.Fatal(err)
@@ -247,8 +245,9 @@ func TestTinyOllamaNative(t *testing.T) {
 		if chat == nil {
 			t.Fatal("the proxy saw no chat request for the endless answer")
 		}
-		// The answer has no end (Lemo sends no num_predict): the request can
-		// only end because the Cycle closed the connection.
+		// The answer goes on to Ollama's cap of 10 x num_ctx tokens (Lemo
+		// sends no num_predict), minutes here: within the minute the
+		// request can only end because the Cycle closed the connection.
 		select {
 		case <-chat.Ended:
 		case <-time.After(time.Minute):
@@ -257,18 +256,13 @@ func TestTinyOllamaNative(t *testing.T) {
 		if !chat.ClientGone() {
 			t.Fatal("the endless answer ended on the server's side, not by the cancel closing the connection")
 		}
-		// With one request at a time, a generation that went on would hold
-		// the next request for ever; the same num_ctx keeps the same runner.
-		client := &http.Client{Timeout: time.Minute}
-		resp, err := client.Post(srv.Direct+"/api/chat", "application/json", strings.NewReader(`{"model":"tiny","stream":false,"options":{"num_ctx":4096},"messages":[{"role":"user","content":"Hi"}]}`))
-		if err != nil {
-			t.Fatalf("next request: %v; the cancelled generation kept the server busy\nserver log:\n%s", err, srv.Log())
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "Hello from tiny!") {
-			t.Fatalf("next request: status %d, body %s", resp.StatusCode, body)
-		}
+		// Whether Ollama then serves the next request is Ollama's part, and
+		// 0.17.4 does not always: when the client goes away while its chat
+		// handler's goroutine is about to pass on a chunk, the handler returns
+		// without draining the unbuffered channel, the goroutine blocks for
+		// ever and holds one of the runner's OLLAMA_NUM_PARALLEL slots until
+		// the model unloads (server/routes.go ChatHandler, gin's Stream). A
+		// follow-up request here failed CI that way once in a few runs.
 	})
 }
 

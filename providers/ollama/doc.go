@@ -42,6 +42,14 @@
 // are not listed. For a thinking model, Request.Think is sent as think
 // true/false (the server would default to true).
 //
+// Known server limitation (Ollama 0.17.4): a stream the client cancels
+// usually stops the generation at once, but when the client goes away just
+// as the server's chat handler passes on a chunk, the handler's goroutine
+// blocks for ever and keeps one of the model runner's OLLAMA_NUM_PARALLEL
+// slots until the model unloads (OLLAMA_KEEP_ALIVE, 5 min by default).
+// With one slot, later calls to that model then wait. Lemo cannot undo it
+// from the client side; tests/tiny_ollama_test.go explains the mechanism.
+//
 // Lifecycle:
 //  1. cmd/lemo builds a Config (BaseURL from ParseHost(OLLAMA_HOST), or
 //     CloudBaseURL with APIKey from OLLAMA_API_KEY) and calls New.

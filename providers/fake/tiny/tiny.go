@@ -46,9 +46,6 @@ type Options struct {
 	// Record puts a recording reverse proxy in front of the server; URL
 	// then points at the proxy.
 	Record bool
-	// Env adds OLLAMA_* variables for the server (for example
-	// OLLAMA_NUM_PARALLEL=1).
-	Env []string
 }
 
 // Request is one request the recording proxy forwarded.
@@ -154,7 +151,7 @@ func Start(t testing.TB, o Options) *Server {
 	ln.Close()
 	state := t.TempDir()
 	cmd := exec.Command(filepath.Join(kit, "start.sh"), strconv.Itoa(port), state)
-	cmd.Env = append(append(os.Environ(), "TINY_OLLAMA_NO_BUILD=1"), o.Env...)
+	cmd.Env = append(os.Environ(), "TINY_OLLAMA_NO_BUILD=1")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) && ee.ExitCode() == 3 {
