@@ -17,7 +17,17 @@ type Stat struct {
 	// Start is when the process started, in ticks since boot (field 22;
 	// 0 when the line ends before it). See Ticks.
 	Start uint64
+	// Flags are the kernel's PF_* flags of the process (field 9; 0 when
+	// the line ends before it).
+	Flags uint64
 }
+
+// pfKthread is the PF_KTHREAD flag: a kernel thread.
+const pfKthread = 0x00200000
+
+// Kernel reports a kernel thread: it has no environment, command line or
+// user memory of its own.
+func (s Stat) Kernel() bool { return s.Flags&pfKthread != 0 }
 
 // Dead reports a process that has ended (a zombie not yet reaped, or one
 // on its way out).
@@ -48,6 +58,11 @@ func ParseStat(b []byte) (Stat, bool) {
 		return Stat{}, false
 	}
 	s.State = f[0][0]
+	if len(f) > 6 { // flags is field 9
+		if s.Flags, err = strconv.ParseUint(string(f[6]), 10, 64); err != nil {
+			return Stat{}, false
+		}
+	}
 	if len(f) > 19 { // starttime is field 22; f[0] is field 3
 		if s.Start, err = strconv.ParseUint(string(f[19]), 10, 64); err != nil {
 			return Stat{}, false
@@ -144,15 +159,29 @@ func LiveMembers(pgid int) bool {
 // when that cannot be read (another user's process, a zombie, or one that
 // ended).
 func HasEnv(pid int, kv string) bool {
+	has, _ := envHolds(pid, kv)
+	return has
+}
+
+// envHolds is HasEnv, and tells whether the environment read empty. The
+// kernel shows an empty environment for a process that has none (env -i),
+// for a kernel thread, and for a process in the middle of an execve: from
+// the moment its new image replaces the old until the new stack is set up,
+// which on a busy machine can be caught right after a descendant called
+// setsid and exec'd its program.
+func envHolds(pid int, kv string) (has, empty bool) {
 	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
 	if err != nil {
-		return false
+		return false, false
+	}
+	if len(env) == 0 {
+		return false, true
 	}
 	needle := []byte(kv)
 	for e := range bytes.SplitSeq(env, []byte{0}) {
 		if bytes.Equal(e, needle) {
-			return true
+			return true, false
 		}
 	}
-	return false
+	return false, false
 }

@@ -15,7 +15,9 @@ func TestParseStat(t *testing.T) {
 		want Stat
 		ok   bool
 	}{
-		{"42 (sleep) S 7 42 42 0 -1 4194304 ...", Stat{Pid: 42, PPid: 7, Pgrp: 42, State: 'S'}, true},
+		{"42 (sleep) S 7 42 42 0 -1 4194304 ...", Stat{Pid: 42, PPid: 7, Pgrp: 42, State: 'S', Flags: 4194304}, true},
+		{"2 (kthreadd) S 0 0 0 0 -1 2129984 ...", Stat{Pid: 2, State: 'S', Flags: 2129984}, true},
+		{"42 (x) S 7 42 42 0 -1 flags", Stat{}, false},
 		{"9 (a) b) (c S 1 2 ...) Z 3 4 5", Stat{Pid: 9, PPid: 3, Pgrp: 4, State: 'Z'}, true},
 		{"9 (with space) R 3 4", Stat{Pid: 9, PPid: 3, Pgrp: 4, State: 'R'}, true},
 		{"9 () X 0 0", Stat{Pid: 9, State: 'X'}, true},
@@ -31,13 +33,28 @@ func TestParseStat(t *testing.T) {
 		{"9 )( S 3 4", Stat{}, false},
 		{"9 (x) ) 3 4", Stat{}, false},
 		{"9 (x) \x00 3 4", Stat{}, false},
-		{"42 (sleep) S 7 42 42 0 -1 4194304 100 0 0 0 1 2 0 0 20 0 1 0 123456 8192 100", Stat{Pid: 42, PPid: 7, Pgrp: 42, State: 'S', Start: 123456}, true},
+		{"42 (sleep) S 7 42 42 0 -1 4194304 100 0 0 0 1 2 0 0 20 0 1 0 123456 8192 100", Stat{Pid: 42, PPid: 7, Pgrp: 42, State: 'S', Start: 123456, Flags: 4194304}, true},
 		{"42 (sleep) S 7 42 42 0 -1 4194304 100 0 0 0 1 2 0 0 20 0 1 0 soon 8192", Stat{}, false},
 	} {
 		got, ok := ParseStat([]byte(c.line))
 		if got != c.want || ok != c.ok {
 			t.Errorf("ParseStat(%q) = %+v, %v; want %+v, %v", c.line, got, ok, c.want, c.ok)
 		}
+	}
+}
+
+// Kernel threads are told by PF_KTHREAD in the flags; this process is not
+// one.
+func TestKernel(t *testing.T) {
+	if !(Stat{Flags: 2129984}).Kernel() || (Stat{Flags: 4194304}).Kernel() {
+		t.Error("Kernel does not read PF_KTHREAD (0x00200000)")
+	}
+	self, err := ReadStat(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if self.Kernel() || self.Flags == 0 {
+		t.Errorf("this process: %+v, want flags without PF_KTHREAD", self)
 	}
 }
 

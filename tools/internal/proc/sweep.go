@@ -17,8 +17,14 @@ import (
 // for any) can be descendants, so only their environments are read. It
 // returns how many processes it found. Those that were re-parented to this
 // process (a child subreaper) are reaped.
+//
+// A candidate whose environment reads empty may be in the middle of an
+// execve (see envHolds): the first search looks again, settleAttempts times
+// settlePause apart, until no such candidate is left, so a descendant that
+// has just left the group is not missed. Only processes whose tag was read
+// are ever signalled.
 func Sweep(pgid int, tag string, since uint64, grace time.Duration) int {
-	found := stragglers(pgid, tag, since)
+	found := discover(pgid, tag, since)
 	if len(found) == 0 {
 		return 0
 	}
@@ -44,17 +50,57 @@ func signalAll(ps []Stat, sig syscall.Signal) {
 	}
 }
 
+// How long the first search of a sweep waits for candidates whose
+// environment reads empty; pause is time.Sleep, replaced in tests.
+const (
+	settleAttempts = 50
+	settlePause    = 10 * time.Millisecond
+)
+
+var pause = time.Sleep
+
+// discover is stragglers, looking again while a candidate's environment
+// reads empty (at most settleAttempts times).
+func discover(pgid int, tag string, since uint64) []Stat {
+	found, unsure := scan(pgid, tag, since)
+	for attempt := 0; unsure > 0 && attempt < settleAttempts; attempt++ {
+		pause(settlePause)
+		found, unsure = scan(pgid, tag, since)
+	}
+	return found
+}
+
 // stragglers lists live (not zombie) processes other than this one that
 // are in group pgid or, started at or after since, carry tag in their
 // environment, from /proc.
 func stragglers(pgid int, tag string, since uint64) []Stat {
+	found, _ := scan(pgid, tag, since)
+	return found
+}
+
+// scan is stragglers, and counts the candidates (started at or after
+// since, live, not kernel threads, outside the group) whose environment
+// read empty.
+func scan(pgid int, tag string, since uint64) (found []Stat, unsure int) {
 	self := os.Getpid()
-	var out []Stat
 	_ = Walk(func(s Stat) bool {
-		if s.Pid != self && !s.Dead() && (s.Pgrp == pgid || (tag != "" && s.Start >= since && HasEnv(s.Pid, tag))) {
-			out = append(out, s)
+		if s.Pid == self || s.Dead() {
+			return true
+		}
+		if s.Pgrp == pgid {
+			found = append(found, s)
+			return true
+		}
+		if tag == "" || s.Start < since || s.Kernel() {
+			return true
+		}
+		switch has, empty := envHolds(s.Pid, tag); {
+		case has:
+			found = append(found, s)
+		case empty:
+			unsure++
 		}
 		return true
 	})
-	return out
+	return found, unsure
 }
