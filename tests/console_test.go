@@ -112,29 +112,71 @@ func (term *terminal) waitFor(what ...string) string {
 	}
 }
 
-// selectRow moves the tree's cursor (›) to the row that shows text.
-func (term *terminal) selectRow(text string) {
+// waitWithout polls the screen until it no longer shows text.
+func (term *terminal) waitWithout(text string) string {
 	term.t.Helper()
-	term.keys("Home")
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		s := term.screen()
-		for _, line := range strings.Split(s, "\n") {
-			if strings.HasPrefix(line, "›") && strings.Contains(line, text) {
-				return
+		if !strings.Contains(s, text) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			term.t.Fatalf("the console kept showing %q; screen:\n%s", text, s)
+		}
+		waitABit()
+	}
+}
+
+// helpShown is a line of the console's key help (?).
+const helpShown = "quit (the daemon and its Tasks go on)"
+
+// settle returns the screen once the console has handled every key sent
+// so far: keys are handled in order, so once the help a ? opens is shown
+// and closed by another, the keys before it are done. (Waiting for the
+// screen to change is not enough: clocks and counters change it too.)
+func (term *terminal) settle() string {
+	term.t.Helper()
+	term.keys("?")
+	term.waitFor(helpShown)
+	term.keys("?")
+	return term.waitWithout(helpShown)
+}
+
+// selectRow moves the tree's cursor (›) to the row that shows text: from a
+// settled screen it sends as many Down (or Up) as the row is away, and
+// looks again, until the cursor is on it.
+func (term *terminal) selectRow(text string) {
+	term.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		s := term.settle()
+		cursor, row, tree := -1, -1, false
+		for i, line := range strings.Split(s, "\n") {
+			tree = tree || strings.Contains(line, "ACTOR")
+			if strings.HasPrefix(line, "›") {
+				cursor = i
 			}
+			if tree && row < 0 && strings.Contains(line, text) {
+				row = i
+			}
+		}
+		if cursor >= 0 && cursor == row {
+			return
 		}
 		if time.Now().After(deadline) {
 			term.t.Fatalf("could not select the row %q; screen:\n%s", text, s)
 		}
-		if !strings.Contains(s, text) {
+		if cursor < 0 || row < 0 {
 			waitABit() // the row is not there yet
 			continue
 		}
-		term.keys("Down")
-		// Wait for the cursor to move before looking again.
-		for i := 0; i < 100 && term.screen() == s; i++ {
-			waitABit()
+		key, n := "Down", row-cursor
+		if n < 0 {
+			key, n = "Up", -n
+		}
+		for range n {
+			term.keys(key)
 		}
 	}
 }
