@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
-	"time"
 
 	"lemo/providers"
 	"lemo/providers/fake/tiny"
@@ -68,20 +67,7 @@ func TestTinyOllamaV1(t *testing.T) {
 	})
 
 	t.Run("cancel", func(t *testing.T) {
-		cctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		// The answer has no end: Stream returns only because of the cancel,
-		// and promptly however long the answer took to start.
-		var cancelled time.Time
-		_, err := m.Stream(cctx, &providers.Request{Messages: []providers.Message{user("sing forever")}}, func(providers.Delta) {
-			if cancelled.IsZero() {
-				cancelled = time.Now()
-				cancel()
-			}
-		})
-		if providers.ClassOf(err) != providers.ClassCancelled || time.Since(cancelled) > 10*time.Second {
-			t.Fatalf("Stream() = %v %v after the cancel, want cancelled promptly", err, time.Since(cancelled))
-		}
+		tiny.CheckCancel(t, m)
 	})
 
 	t.Run("unknown model", func(t *testing.T) {

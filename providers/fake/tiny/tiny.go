@@ -11,7 +11,8 @@
 //  3. Server.URL is the native API's base URL (URL+"/v1" the
 //     OpenAI-compatible one); Server.Requests returns the request bodies a
 //     recording proxy in front of the server saw, when started with
-//     Record.
+//     Record, and Request.Ended/ClientGone tell how each ended.
+//  4. CheckCancel is the cancel check every provider over the kit runs.
 //
 // Outside CI a test skips, saying why, when the kit or its binary is
 // missing; with CI=true it fails instead, so CI never passes without
@@ -25,6 +26,7 @@ package tiny
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -39,6 +41,9 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
+
+	"lemo/providers"
 )
 
 // Options tune a server.
@@ -191,4 +196,25 @@ func Start(t testing.TB, o Options) *Server {
 		s.URL = ps.URL
 	}
 	return s
+}
+
+// CheckCancel streams the kit's endless answer ("sing forever") from m and
+// cancels it at the first delta. The answer ends only through the cancel,
+// so Stream must return a cancelled error, and promptly after the cancel
+// however long the answer took to start.
+func CheckCancel(t testing.TB, m providers.Model) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var cancelled time.Time
+	req := &providers.Request{Messages: []providers.Message{{Role: providers.RoleUser, Content: "sing forever"}}}
+	_, err := m.Stream(ctx, req, func(providers.Delta) {
+		if cancelled.IsZero() {
+			cancelled = time.Now()
+			cancel()
+		}
+	})
+	if providers.ClassOf(err) != providers.ClassCancelled || cancelled.IsZero() || time.Since(cancelled) > 10*time.Second {
+		t.Fatalf("Stream() = %v %v after the cancel, want cancelled promptly", err, time.Since(cancelled))
+	}
 }
