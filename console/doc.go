@@ -18,7 +18,8 @@
 //   - the delegate agent's sessions (S): kind, where stored, the Task that
 //     created each, when it last changed and its first prompt; an operator
 //     sees every session with its file, another token those its Tasks
-//     created (client.Conn.DelegateSessions); Enter opens the Task;
+//     created (client.Conn.DelegateSessions), read again every Refresh
+//     while the pane is open and on r; Enter opens the Task;
 //   - actions, each confirmed with y: pause, continue and cancel a Task,
 //     approve or deny its first pending approval, stop one running tool
 //     call (recorded as a cancelled failure; the Task goes on).

@@ -42,8 +42,9 @@ type Options struct {
 	// updates (default 50ms: at most 20 frames a second). Updates that
 	// arrive between frames are applied together.
 	Frame time.Duration
-	// Refresh is how often the actor tree and the pending approvals are
-	// read (default 1s).
+	// Refresh is how often the actor tree, the pending approvals and,
+	// while their pane is open, the delegate sessions are read (default
+	// 1s).
 	Refresh time.Duration
 	// MaxTasks bounds the Tasks listed at start, newest first (default
 	// 500); Tasks created later are added as they appear.
@@ -158,6 +159,7 @@ type Model struct {
 	polling  bool
 	pollSoon bool
 	lastPoll time.Time
+	frameAt  time.Time // the last frame's time: the model's clock
 
 	// Rendering: the frame is re-rendered only when something changed.
 	dirty   bool
@@ -235,6 +237,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 // onFrame applies what arrived since the last frame, polls the tree when
 // it is time, and schedules the next frame.
 func (m *Model) onFrame(now time.Time) tea.Cmd {
+	m.frameAt = now
 	if m.drain() > 0 {
 		m.dirty = true
 	}
@@ -242,6 +245,9 @@ func (m *Model) onFrame(now time.Time) tea.Cmd {
 	if !m.polling && (m.pollSoon || now.Sub(m.lastPoll) >= m.o.Refresh) {
 		m.polling, m.pollSoon, m.lastPoll = true, false, now
 		cmds = append(cmds, m.poll())
+	}
+	if m.pane == paneSessions && now.Sub(m.sessions.readAt) >= m.o.Refresh {
+		cmds = append(cmds, m.loadSessions())
 	}
 	return tea.Batch(cmds...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
 
@@ -13,14 +14,15 @@ import (
 // The sessions pane lists the delegate agent's sessions (S): for an
 // operator every session, those in the agent's own folders too, with the
 // file each is stored in; for another token the sessions its Tasks
-// created. It is read when the pane opens and on r; Enter opens the
-// selected session's Task.
+// created. It is read when the pane opens, again every Options.Refresh
+// while it is open, and on r; Enter opens the selected session's Task.
 
 // sessionsState is what the sessions pane shows.
 type sessionsState struct {
 	list    *api.DelegateSessionList
 	err     error
 	loading bool
+	readAt  time.Time // the frame time of the last read begun
 	cursor  int
 	top     int
 }
@@ -43,7 +45,7 @@ func (m *Model) loadSessions() tea.Cmd {
 	if m.sessions.loading {
 		return nil
 	}
-	m.sessions.loading = true
+	m.sessions.loading, m.sessions.readAt = true, m.frameAt
 	ctx, b, timeout := m.ctx, m.b, m.o.ActionTimeout
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(ctx, timeout)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
 
@@ -56,6 +57,39 @@ func TestSessionsPane(t *testing.T) {
 	tm.keys("S", "esc")
 	if tm.pane != paneTree {
 		t.Errorf("esc did not go back to the tree")
+	}
+}
+
+// While the pane is open the sessions are read again every Refresh (1s
+// here), as the tree is; in the tree they are not read.
+func TestSessionsPaneRefreshes(t *testing.T) {
+	f := fixture()
+	tm := newTestModel(t, f, 80, 24)
+	tm.keys("S")
+	reads := func() int {
+		n := 0
+		for _, c := range f.recorded() {
+			if strings.HasPrefix(c, "sessions") {
+				n++
+			}
+		}
+		return n
+	}
+	if n := reads(); n != 1 {
+		t.Fatalf("opening the pane read the sessions %d times, want 1", n)
+	}
+	tm.frame(epoch.Add(500 * time.Millisecond))
+	if n := reads(); n != 1 {
+		t.Errorf("read again after 500ms: %d reads", n)
+	}
+	tm.frame(epoch.Add(time.Second))
+	if n := reads(); n != 2 {
+		t.Errorf("%d reads after a second, want 2", n)
+	}
+	tm.keys("esc")
+	tm.frame(epoch.Add(5 * time.Second))
+	if n := reads(); n != 2 {
+		t.Errorf("%d reads with the pane closed, want still 2", n)
 	}
 }
 
