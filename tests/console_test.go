@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -175,9 +176,7 @@ func (term *terminal) selectRow(text string) {
 		if n < 0 {
 			key, n = "Up", -n
 		}
-		for range n {
-			term.keys(key)
-		}
+		term.keys(slices.Repeat([]string{key}, n)...)
 	}
 }
 
