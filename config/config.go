@@ -89,8 +89,10 @@ type Provider struct {
 	BaseURL  string        `yaml:"base_url" env:"BASE_URL" help:"API base URL; empty: the provider's usual address"`
 	APIKey   string        `yaml:"api_key" env:"API_KEY" help:"API key; prefer the provider's conventional variable; never logged"`
 	Timeout  time.Duration `yaml:"timeout" env:"TIMEOUT" help:"connect and response-header timeout"`
-	Models   []string      `yaml:"models" env:"MODELS" help:"allow-list of model names (comma-separated in the environment); empty: all"`
-	CacheTTL time.Duration `yaml:"cache_ttl" env:"CACHE_TTL" help:"how long a model listing is reused"`
+	// IdleTimeout gives up a stream that sends nothing for this long.
+	IdleTimeout time.Duration `yaml:"idle_timeout" env:"IDLE_TIMEOUT" help:"a model stream that sends nothing for this long fails (transient, retried only before output)"`
+	Models      []string      `yaml:"models" env:"MODELS" help:"allow-list of model names (comma-separated in the environment); empty: all"`
+	CacheTTL    time.Duration `yaml:"cache_ttl" env:"CACHE_TTL" help:"how long a model listing is reused"`
 	// NumCtx caps the context window Lemo requests (Ollama num_ctx); 0: the
 	// model's own window.
 	NumCtx       int           `yaml:"num_ctx" env:"NUM_CTX" help:"cap on the context window requested (Ollama num_ctx); 0: the model's window"`
@@ -120,8 +122,8 @@ type Shell struct {
 
 // Default returns the built-in configuration.
 func Default() *Config {
-	ollama := Provider{Timeout: 30 * time.Second, CacheTTL: time.Minute, NumCtx: 32768, MaxRetries: 3, MaxRetryWait: 30 * time.Second}
-	remote := Provider{Timeout: 30 * time.Second, CacheTTL: 10 * time.Minute, MaxRetries: 3, MaxRetryWait: 30 * time.Second}
+	ollama := Provider{Timeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, CacheTTL: time.Minute, NumCtx: 32768, MaxRetries: 3, MaxRetryWait: 30 * time.Second}
+	remote := Provider{Timeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, CacheTTL: 10 * time.Minute, MaxRetries: 3, MaxRetryWait: 30 * time.Second}
 	return &Config{
 		Storage: Storage{MinFreeMiB: 512},
 		Data:    "lemo-data",

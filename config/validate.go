@@ -81,6 +81,9 @@ func (c *Config) Validate() []error {
 		if p.Timeout <= 0 {
 			add(where+".timeout", "must be a positive duration (got %s)", p.Timeout)
 		}
+		if p.IdleTimeout <= 0 {
+			add(where+".idle_timeout", "must be a positive duration (got %s): how long a model stream may send nothing", p.IdleTimeout)
+		}
 		if p.CacheTTL < 0 {
 			add(where+".cache_ttl", "must not be negative")
 		}

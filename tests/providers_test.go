@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -78,8 +79,14 @@ func providerScript(authStatus int) []fake.Scenario {
 			ToolCalls: []fake.Call{{Name: "tasks_list", Arguments: `{"limit":5}`}}, Usage: &fake.Usage{Prompt: 321, Completion: 17}},
 		auth,
 		{Match: "CUTSHORT", Text: []string{"partial"}, Truncate: true},
+		{Match: "STALLNOW", Text: []string{"partial"}, Hold: true},
 	}
 }
+
+// stallTimeout is the providers' idle timeout in TestProvidersEndToEnd:
+// short, so that a stalled stream fails soon, yet long enough that a busy
+// machine does not stall a live one.
+const stallTimeout = 2 * time.Second
 
 func TestProvidersEndToEnd(t *testing.T) {
 	cases := []*providerCase{
@@ -95,6 +102,9 @@ func TestProvidersEndToEnd(t *testing.T) {
 	}
 	var env []string
 	for _, c := range cases {
+		// A stream that stops sending is given up after this long.
+		vendor := strings.ToUpper(strings.ReplaceAll(c.name, "-", "_"))
+		env = append(env, "LEMO_"+vendor+"_IDLE_TIMEOUT="+stallTimeout.String())
 		c.srv = fake.StartServer(t, fake.Options{Flavor: c.flavor, APIKey: c.key, Script: providerScript(c.authStatus)})
 		switch c.name {
 		case "ollama":
@@ -237,6 +247,23 @@ func TestProvidersEndToEnd(t *testing.T) {
 				}
 				if a := finalAnswer(evs); a != "" {
 					t.Fatalf("a truncated stream was recorded as the answer %q", a)
+				}
+			})
+
+			t.Run("a stream that stops sending fails the Cycle", func(t *testing.T) {
+				meta, err := conn.CreateTask(context.Background(), client.CreateTask{Request: "STALLNOW please", Model: model, ToolsRestricted: true})
+				if err != nil {
+					t.Fatalf("CreateTask: %v", err)
+				}
+				id := meta.GetTaskId()
+				waitTask(t, conn, id, "fail", statusIs(api.TaskStatus_TASK_STATUS_FAILED))
+				evs, err := conn.ReadHistory(context.Background(), id, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f := lastFailure(evs)
+				if f == nil || f.GetKind() != "transient" || !strings.Contains(f.GetMessage(), c.name) || !strings.Contains(f.GetMessage(), "idle_timeout") {
+					t.Fatalf("failure = %v, want a transient idle-stream error naming %s and idle_timeout", f, c.name)
 				}
 			})
 

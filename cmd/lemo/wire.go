@@ -42,26 +42,26 @@ func buildProviders(cfg *config.Config, log zerolog.Logger) (*providers.Registry
 		}
 	}
 	if c := p.Ollama; !c.Disabled {
-		add(ollama.New(ollama.Config{BaseURL: c.BaseURL, APIKey: c.APIKey, Timeout: c.Timeout, Models: c.Models, CacheTTL: c.CacheTTL, NumCtxCap: c.NumCtx, Retry: policy(c), Log: plog("ollama")}))
+		add(ollama.New(ollama.Config{BaseURL: c.BaseURL, APIKey: c.APIKey, Timeout: c.Timeout, IdleTimeout: c.IdleTimeout, Models: c.Models, CacheTTL: c.CacheTTL, NumCtxCap: c.NumCtx, Retry: policy(c), Log: plog("ollama")}))
 	}
 	if c := p.OllamaCloud; !c.Disabled && c.APIKey != "" {
 		base := c.BaseURL
 		if base == "" {
 			base = ollama.CloudBaseURL
 		}
-		add(ollama.New(ollama.Config{Name: "ollama-cloud", BaseURL: base, APIKey: c.APIKey, Timeout: c.Timeout, Models: c.Models, CacheTTL: c.CacheTTL, NumCtxCap: c.NumCtx, Retry: policy(c), Log: plog("ollama-cloud")}))
+		add(ollama.New(ollama.Config{Name: "ollama-cloud", BaseURL: base, APIKey: c.APIKey, Timeout: c.Timeout, IdleTimeout: c.IdleTimeout, Models: c.Models, CacheTTL: c.CacheTTL, NumCtxCap: c.NumCtx, Retry: policy(c), Log: plog("ollama-cloud")}))
 	}
 	if c := p.OpenRouter; !c.Disabled && c.APIKey != "" {
-		add(openrouter.New(openrouter.Config{BaseURL: c.BaseURL, APIKey: c.APIKey, Timeout: c.Timeout, Models: c.Models, CacheTTL: c.CacheTTL, Retry: policy(c), Log: plog("openrouter")}))
+		add(openrouter.New(openrouter.Config{BaseURL: c.BaseURL, APIKey: c.APIKey, Timeout: c.Timeout, IdleTimeout: c.IdleTimeout, Models: c.Models, CacheTTL: c.CacheTTL, Retry: policy(c), Log: plog("openrouter")}))
 	}
 	if c := p.NVIDIA; !c.Disabled && c.APIKey != "" {
-		add(nvidia.New(nvidia.Config{BaseURL: c.BaseURL, APIKey: c.APIKey, Timeout: c.Timeout, Models: c.Models, CacheTTL: c.CacheTTL, Retry: policy(c), Log: plog("nvidia")}))
+		add(nvidia.New(nvidia.Config{BaseURL: c.BaseURL, APIKey: c.APIKey, Timeout: c.Timeout, IdleTimeout: c.IdleTimeout, Models: c.Models, CacheTTL: c.CacheTTL, Retry: policy(c), Log: plog("nvidia")}))
 	}
 	if c := p.Zen; !c.Disabled && c.APIKey != "" {
-		add(zen.New(zen.Config{BaseURL: c.BaseURL, APIKey: c.APIKey, Timeout: c.Timeout, Models: c.Models, CacheTTL: c.CacheTTL, Retry: policy(c), Log: plog("zen")}))
+		add(zen.New(zen.Config{BaseURL: c.BaseURL, APIKey: c.APIKey, Timeout: c.Timeout, IdleTimeout: c.IdleTimeout, Models: c.Models, CacheTTL: c.CacheTTL, Retry: policy(c), Log: plog("zen")}))
 	}
 	if c := p.OpenAI; !c.Disabled && c.BaseURL != "" {
-		add(openai.New(openai.Config{BaseURL: c.BaseURL, APIKey: c.APIKey, Timeout: c.Timeout, Models: c.Models, CacheTTL: c.CacheTTL, Retry: policy(c), Log: plog("openai")}))
+		add(openai.New(openai.Config{BaseURL: c.BaseURL, APIKey: c.APIKey, Timeout: c.Timeout, IdleTimeout: c.IdleTimeout, Models: c.Models, CacheTTL: c.CacheTTL, Retry: policy(c), Log: plog("openai")}))
 	}
 	if p.Fake.Enabled {
 		add(demoProvider(), nil)

@@ -22,6 +22,8 @@ type ProviderParams struct {
 	BaseURL string
 	APIKey  string
 	Models  []string
+	// IdleTimeout is the stream idle timeout (0: the provider's default).
+	IdleTimeout time.Duration
 }
 
 // Conformance describes a provider for RunConformance.
@@ -224,6 +226,33 @@ func RunConformance(t *testing.T, c Conformance) {
 		Eventually(t, 2*time.Second, func() error {
 			if s.Disconnects() < 1 {
 				return errors.New("the fake has not seen the disconnect")
+			}
+			return nil
+		})
+	})
+
+	t.Run("a stream that stops sending fails after the idle timeout", func(t *testing.T) {
+		s := StartServer(t, Options{Flavor: c.Flavor, APIKey: ConformanceKey, Script: []Scenario{
+			{Match: "stall", Text: []string{"first"}, Hold: true}}})
+		p := c.New(t, ProviderParams{BaseURL: s.URL(), APIKey: ConformanceKey, IdleTimeout: 50 * time.Millisecond})
+		m, err := p.Model(ctx, c.Model)
+		if err != nil {
+			t.Fatalf("Model(%q) = %v", c.Model, err)
+		}
+		_, err = m.Stream(ctx, user("stall"), func(providers.Delta) {})
+		if !errors.Is(err, providers.ErrStreamIdle) || providers.ClassOf(err) != providers.ClassTransient {
+			t.Fatalf("Stream() = %v, want a transient error wrapping ErrStreamIdle", err)
+		}
+		var pe *providers.Error
+		if !errors.As(err, &pe) || !pe.OutputStarted || !strings.Contains(pe.Message, "idle_timeout") {
+			t.Fatalf("Stream() = %#v, want OutputStarted and a message naming idle_timeout", err)
+		}
+		if n := len(s.ChatRequests()); n != 1 {
+			t.Fatalf("chat requests = %d, want 1 (no retry after output)", n)
+		}
+		Eventually(t, 2*time.Second, func() error {
+			if s.Disconnects() < 1 {
+				return errors.New("the fake has not seen the stalled stream closed")
 			}
 			return nil
 		})

@@ -163,16 +163,17 @@ func (p *Provider) chatOnce(ctx context.Context, payload []byte, emit func(provi
 		}
 		return nil, &providers.Error{Provider: p.cfg.Name, Class: providers.ClassTransient, Message: retry.CleanMessage("request failed: "+err.Error(), p.cfg.APIKey), Err: err}
 	}
-	defer resp.Body.Close()
+	stream := providers.WatchIdle(resp.Body, p.cfg.IdleTimeout)
+	defer stream.Close()
 	if resp.StatusCode >= http.StatusBadRequest {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		body, _ := io.ReadAll(io.LimitReader(stream, maxErrorBody))
 		if ctx.Err() != nil {
 			return nil, providers.Cancelled(p.cfg.Name, ctx.Err())
 		}
 		return nil, p.httpError(resp, body)
 	}
 	st := chatState{p: p, emit: emit}
-	return st.read(ctx, resp.Body)
+	return st.read(ctx, stream)
 }
 
 // httpError classifies an error answer by its status and message (the
@@ -329,6 +330,9 @@ func (st *chatState) truncated(err error) *providers.Error {
 		msg += ": " + err.Error()
 		if errors.Is(err, errLineTooLong) {
 			msg = err.Error()
+		}
+		if errors.Is(err, providers.ErrStreamIdle) {
+			msg = providers.IdleMessage(st.p.cfg.IdleTimeout)
 		}
 		cause = fmt.Errorf("%w: %w", providers.ErrTruncated, err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"lemo/providers"
 	"lemo/providers/openaicompat"
 	"lemo/providers/retry"
 )
@@ -57,6 +58,10 @@ type Config struct {
 	// Timeout bounds connecting and waiting for response headers (0 means
 	// DefaultTimeout); streams are bounded by their context only.
 	Timeout time.Duration
+	// IdleTimeout bounds the gap between two reads of a stream: a stream
+	// that sends nothing for this long fails as transient (0 means
+	// providers.DefaultIdleTimeout).
+	IdleTimeout time.Duration
 	// Models, when not empty, is the allow-list of model names.
 	Models []string
 	// CacheTTL is how long discovery results are kept (0 means
@@ -92,6 +97,9 @@ func (c Config) Validate() error {
 	}
 	if c.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("%sTimeout: want 0 (default %v) or a positive duration", p, DefaultTimeout))
+	}
+	if c.IdleTimeout < 0 {
+		errs = append(errs, fmt.Errorf("%sIdleTimeout: want 0 (default %v) or a positive duration", p, providers.DefaultIdleTimeout))
 	}
 	if c.NumCtxCap < 0 || (c.NumCtxCap > 0 && c.NumCtxCap < 2048) {
 		errs = append(errs, fmt.Errorf("%sNumCtxCap: %d is not accepted: want 0 (default %d) or at least 2048 tokens", p, c.NumCtxCap, DefaultNumCtxCap))

@@ -53,6 +53,9 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = providers.DefaultIdleTimeout
+	}
 	if cfg.CacheTTL == 0 {
 		cfg.CacheTTL = DefaultCacheTTL
 	}

@@ -36,7 +36,7 @@ func newProvider(t testing.TB, cfg Config) *Provider {
 func TestConformance(t *testing.T) {
 	fake.RunConformance(t, fake.Conformance{Flavor: fake.FlavorOllama, Model: "qwen3:8b",
 		New: func(t testing.TB, p fake.ProviderParams) providers.Provider {
-			return newProvider(t, Config{BaseURL: p.BaseURL, APIKey: p.APIKey, Models: p.Models, CacheTTL: -1})
+			return newProvider(t, Config{BaseURL: p.BaseURL, APIKey: p.APIKey, Models: p.Models, IdleTimeout: p.IdleTimeout, CacheTTL: -1})
 		}})
 }
 

@@ -14,7 +14,7 @@ import (
 func TestConformance(t *testing.T) {
 	fake.RunConformance(t, fake.Conformance{Flavor: fake.FlavorOpenAI, Model: "local-model",
 		New: func(t testing.TB, p fake.ProviderParams) providers.Provider {
-			prov, err := New(Config{BaseURL: p.BaseURL, APIKey: p.APIKey, Models: p.Models, CacheTTL: -1,
+			prov, err := New(Config{BaseURL: p.BaseURL, APIKey: p.APIKey, Models: p.Models, CacheTTL: -1, IdleTimeout: p.IdleTimeout,
 				Retry: retry.Policy{BaseDelay: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxRetryAfter: time.Second}})
 			if err != nil {
 				t.Fatal(err)

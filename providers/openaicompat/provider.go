@@ -83,9 +83,13 @@ type Options struct {
 	BaseURL string
 	// APIKey is sent by Hooks.Auth; never logged or put in errors.
 	APIKey string
-	// Timeout bounds connecting and waiting for response headers; streams
-	// are bounded by ctx only (0 means DefaultTimeout).
+	// Timeout bounds connecting and waiting for response headers (0 means
+	// DefaultTimeout).
 	Timeout time.Duration
+	// IdleTimeout bounds the gap between two reads of a stream: a stream
+	// that sends nothing for this long fails as transient (0 means
+	// providers.DefaultIdleTimeout).
+	IdleTimeout time.Duration
 	// Models, when not empty, is the allow-list of model names.
 	Models []string
 	// CacheTTL is how long discovery results are kept (0 means
@@ -121,6 +125,9 @@ func (o Options) Validate(prefix string) error {
 	}
 	if o.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("%sTimeout: %v is not accepted: want 0 (default %v) or a positive duration", prefix, o.Timeout, DefaultTimeout))
+	}
+	if o.IdleTimeout < 0 {
+		errs = append(errs, fmt.Errorf("%sIdleTimeout: %v is not accepted: want 0 (default %v) or a positive duration", prefix, o.IdleTimeout, providers.DefaultIdleTimeout))
 	}
 	if o.MaxResponseBytes < 0 {
 		errs = append(errs, fmt.Errorf("%sMaxResponseBytes: want 0 (default %d) or a positive byte count", prefix, DefaultMaxResponseBytes))
@@ -188,6 +195,9 @@ func New(o Options) (*Provider, error) {
 	}
 	if o.CacheTTL == 0 {
 		o.CacheTTL = DefaultCacheTTL
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = providers.DefaultIdleTimeout
 	}
 	if o.MaxLineBytes == 0 {
 		o.MaxLineBytes = DefaultMaxLineBytes

@@ -20,7 +20,7 @@ var fastRetry = retry.Policy{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDel
 
 func newPlain(t testing.TB, p fake.ProviderParams) *Provider {
 	t.Helper()
-	prov, err := New(Options{Name: "plain", BaseURL: p.BaseURL, APIKey: p.APIKey, Models: p.Models, Retry: fastRetry,
+	prov, err := New(Options{Name: "plain", BaseURL: p.BaseURL, APIKey: p.APIKey, Models: p.Models, IdleTimeout: p.IdleTimeout, Retry: fastRetry,
 		CacheTTL: -1, Hooks: Hooks{UnknownTools: true, Body: func(b *ChatRequest, _ *providers.Request, _ providers.ModelInfo) {
 			b.StreamOptions = &StreamOptions{IncludeUsage: true}
 		}}})

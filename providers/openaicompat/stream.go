@@ -62,9 +62,10 @@ func (p *Provider) streamOnce(ctx context.Context, payload []byte, emit func(pro
 		}
 		return nil, &providers.Error{Provider: p.opts.Name, Class: providers.ClassTransient, Message: retry.CleanMessage("request failed: "+cause(err), p.opts.APIKey), Err: err}
 	}
-	defer resp.Body.Close()
+	stream := providers.WatchIdle(resp.Body, p.opts.IdleTimeout)
+	defer stream.Close()
 	if resp.StatusCode >= 400 {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		body, _ := io.ReadAll(io.LimitReader(stream, maxErrorBody))
 		if ctx.Err() != nil {
 			return nil, providers.Cancelled(p.opts.Name, ctx.Err())
 		}
@@ -75,9 +76,9 @@ func (p *Provider) streamOnce(ctx context.Context, payload []byte, emit func(pro
 		st.think = &thinkSplitter{}
 	}
 	if ct := resp.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/json") {
-		return st.whole(ctx, resp.Body)
+		return st.whole(ctx, stream)
 	}
-	return st.sse(ctx, resp.Body)
+	return st.sse(ctx, stream)
 }
 
 // state assembles one streamed answer.
@@ -337,6 +338,8 @@ func (st *state) truncated(cause error) *providers.Error {
 	msg := "stream ended without its terminal marker"
 	if errors.Is(cause, ErrLineTooLong) {
 		msg = cause.Error()
+	} else if errors.Is(cause, providers.ErrStreamIdle) {
+		msg = providers.IdleMessage(st.p.opts.IdleTimeout)
 	} else if cause != io.EOF && cause != nil {
 		msg += ": " + cause.Error()
 	}

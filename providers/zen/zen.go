@@ -47,8 +47,11 @@ type Config struct {
 	// big-pickle) answer. Never logged nor put in errors.
 	APIKey string
 	// Timeout bounds connecting and waiting for response headers (0 means
-	// openaicompat.DefaultTimeout); streams are bounded by ctx only.
+	// openaicompat.DefaultTimeout).
 	Timeout time.Duration
+	// IdleTimeout bounds the gap between two reads of a stream (0 means
+	// providers.DefaultIdleTimeout); a stalled stream fails as transient.
+	IdleTimeout time.Duration
 	// Models, when not empty, is the allow-list of model ids.
 	Models []string
 	// CacheTTL is how long discovery results are kept (0: 5 minutes,
@@ -80,7 +83,7 @@ func New(cfg Config) (*Provider, error) {
 	known := maps.Clone(KnownModels)
 	maps.Copy(known, cfg.Known)
 	opts := openaicompat.Options{
-		Name: cfg.Name, BaseURL: cfg.BaseURL, APIKey: cfg.APIKey, Timeout: cfg.Timeout, Models: cfg.Models,
+		Name: cfg.Name, BaseURL: cfg.BaseURL, APIKey: cfg.APIKey, Timeout: cfg.Timeout, IdleTimeout: cfg.IdleTimeout, Models: cfg.Models,
 		CacheTTL: cfg.CacheTTL, Retry: cfg.Retry, Known: known, HTTPClient: cfg.HTTPClient, Log: cfg.Log,
 		Hooks: openaicompat.Hooks{Usable: Usable, UnknownTools: true},
 	}

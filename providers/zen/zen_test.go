@@ -29,7 +29,7 @@ func newProvider(t testing.TB, cfg Config) *Provider {
 func TestConformance(t *testing.T) {
 	fake.RunConformance(t, fake.Conformance{Flavor: fake.FlavorZen, Model: "glm-5",
 		New: func(t testing.TB, p fake.ProviderParams) providers.Provider {
-			return newProvider(t, Config{BaseURL: p.BaseURL, APIKey: p.APIKey, Models: p.Models})
+			return newProvider(t, Config{BaseURL: p.BaseURL, APIKey: p.APIKey, Models: p.Models, IdleTimeout: p.IdleTimeout})
 		}})
 }
 
