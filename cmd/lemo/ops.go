@@ -78,6 +78,13 @@ func newOps() *ops {
 		}
 		return map[string]float64{"authenticated": float64(s.Open - s.Unauthenticated), "unauthenticated": float64(s.Unauthenticated)}
 	})
+	o.reg.NewCounterFunc("lemo_remote_connections_accepted_total", "Connections the remote API took in since start (refused ones aside).", "", func() map[string]float64 {
+		var s gateway.ConnStats
+		if g := o.gw.Load(); g != nil {
+			s = g.Connections()
+		}
+		return map[string]float64{"": float64(s.Accepted)}
+	})
 	o.reg.NewCounterFunc("lemo_remote_connections_closed_total", "Connections the remote API closed since start: refused (the limit reached, all authenticated), evicted (for a newer one while unauthenticated connections filled their quota), timed_out (no valid token within remote.auth_timeout).", "reason", func() map[string]float64 {
 		var s gateway.ConnStats
 		if g := o.gw.Load(); g != nil {
