@@ -133,7 +133,7 @@ func (l *Limits) defaults() {
 	set(&l.MaxSubscriptionsTotal, 8192)
 	set(&l.MaxConnections, 256)
 	if l.ConnectionReserve <= 0 {
-		l.ConnectionReserve = min(32, l.MaxConnections/8)
+		l.ConnectionReserve = min(32, max(1, l.MaxConnections/8))
 	}
 	if l.AuthTimeout <= 0 {
 		l.AuthTimeout = 5 * time.Second
@@ -240,8 +240,8 @@ func Start(ctx context.Context, cfg Config) (*Gateway, error) {
 	if cfg.ServerTLS != nil && cfg.ClientTLS == nil {
 		return nil, errors.New("gateway: with TLS the daemon dials back to clients over TLS: ClientTLS is required")
 	}
-	if lim := cfg.Limits; lim.ConnectionReserve >= lim.MaxConnections {
-		return nil, fmt.Errorf("gateway: the connection reserve (%d) must be below the connection limit (%d): unauthenticated connections need room too", lim.ConnectionReserve, lim.MaxConnections)
+	if err := cfg.Limits.check(); err != nil {
+		return nil, err
 	}
 	// remote.Start panics when it cannot listen: find out first.
 	if l, err := net.Listen("tcp", cfg.Listen); err != nil {

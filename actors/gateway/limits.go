@@ -55,6 +55,14 @@ func admitOne(h held, q quota) error {
 	return nil
 }
 
+// check reports limits that cannot work together (after defaults).
+func (l *Limits) check() error {
+	if l.ConnectionReserve >= l.MaxConnections {
+		return fmt.Errorf("gateway: the connection reserve (%d) must be below the connection limit (%d): connections still authenticating need room too", l.ConnectionReserve, l.MaxConnections)
+	}
+	return nil
+}
+
 func (l *Limits) sessionQuota() quota {
 	return quota{perToken: l.MaxSessionsPerToken, total: l.MaxSessionsTotal,
 		perTokenKey: "remote.max_sessions_per_token", totalKey: "remote.max_sessions",

@@ -40,6 +40,26 @@ func TestAdmitOne(t *testing.T) {
 	}
 }
 
+func TestLimitsDefaultsAndCheck(t *testing.T) {
+	for _, tc := range []struct {
+		in      Limits
+		reserve int
+		ok      bool
+	}{
+		{Limits{}, 32, true},
+		{Limits{MaxConnections: 40}, 5, true},
+		{Limits{MaxConnections: 4}, 1, true},
+		{Limits{MaxConnections: 1}, 1, false},
+		{Limits{MaxConnections: 10, ConnectionReserve: 10}, 10, false},
+	} {
+		l := tc.in
+		l.defaults()
+		if err := l.check(); l.ConnectionReserve != tc.reserve || (err == nil) != tc.ok {
+			t.Errorf("%+v: reserve %d, check %v; want reserve %d, ok %v", tc.in, l.ConnectionReserve, err, tc.reserve, tc.ok)
+		}
+	}
+}
+
 func TestAdmitConn(t *testing.T) {
 	const max, reserve = 10, 3 // at most 7 unauthenticated
 	for _, tc := range []struct {
