@@ -22,6 +22,7 @@ type Config struct {
 	Delegate  Delegate  `yaml:"delegate"`
 	Storage   Storage   `yaml:"storage"`
 	HTTP      HTTP      `yaml:"http"`
+	Remote    Remote    `yaml:"remote"`
 }
 
 // Log configures logging.
@@ -148,5 +149,7 @@ func Default() *Config {
 			OpenAI:      remote,
 		},
 		Tools: Tools{Shell: Shell{Enabled: true, Approval: "ask", Timeout: 2 * time.Minute}},
+		Remote: Remote{MaxConnections: 256, ConnectionReserve: 32, AuthTimeout: 5 * time.Second,
+			MaxSessions: 1024, MaxSessionsPerToken: 128, MaxSubscriptions: 8192, MaxSubscriptionsPerToken: 1024},
 	}
 }

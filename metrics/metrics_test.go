@@ -27,6 +27,9 @@ func TestExposition(t *testing.T) {
 	r.NewGaugeFunc("lemo_store_free_bytes", "Free.", "", func() map[string]float64 {
 		return map[string]float64{"": 78303649792}
 	})
+	r.NewCounterFunc("lemo_remote_connections_closed_total", "Closed.", "reason", func() map[string]float64 {
+		return map[string]float64{"timed_out": 3}
+	})
 	var b strings.Builder
 	r.WriteText(&b)
 	out := b.String()
@@ -43,6 +46,9 @@ func TestExposition(t *testing.T) {
 		`lemo_append_batch_size_bucket{le="4"} 1` + "\n",
 		`lemo_tasks{status="finished"} 7` + "\n",
 		"lemo_store_free_bytes 78303649792\n",
+		"# TYPE lemo_remote_connections_closed_total counter\n",
+		`lemo_remote_connections_closed_total{reason="timed_out"} 3` + "\n",
+		"# TYPE lemo_tasks gauge\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("exposition lacks %q:\n%s", want, out)

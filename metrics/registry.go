@@ -175,21 +175,34 @@ type GaugeFunc struct {
 	name, help string
 	labels     []string
 	f          func() map[string]float64
+	// kind is "gauge", or "counter" for a CounterFunc.
+	kind string
 }
 
 // NewGaugeFunc registers a gauge whose values f computes at each scrape; f
 // maps the label value (one label at most) to the value ("" without a
 // label).
 func (r *Registry) NewGaugeFunc(name, help, label string, f func() map[string]float64) {
-	g := &GaugeFunc{name: name, help: help, f: f}
+	r.add(name, newFunc(name, help, label, "gauge", f))
+}
+
+// NewCounterFunc registers a counter family whose values f reads at each
+// scrape from counts kept elsewhere (they must only grow); label as for
+// NewGaugeFunc.
+func (r *Registry) NewCounterFunc(name, help, label string, f func() map[string]float64) {
+	r.add(name, newFunc(name, help, label, "counter", f))
+}
+
+func newFunc(name, help, label, kind string, f func() map[string]float64) *GaugeFunc {
+	g := &GaugeFunc{name: name, help: help, f: f, kind: kind}
 	if label != "" {
 		g.labels = []string{label}
 	}
-	r.add(name, g)
+	return g
 }
 
 func (g *GaugeFunc) write(w io.Writer) {
-	header(w, g.name, g.help, "gauge")
+	header(w, g.name, g.help, g.kind)
 	vals := g.f()
 	keys := make([]string, 0, len(vals))
 	for k := range vals {

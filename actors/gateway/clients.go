@@ -7,3 +7,13 @@ func (g *Gateway) Sessions() int {
 	defer g.guard.mu.Unlock()
 	return len(g.guard.sessions)
 }
+
+// Subscriptions returns how many subscriptions every session holds.
+func (g *Gateway) Subscriptions() int {
+	g.guard.mu.Lock()
+	defer g.guard.mu.Unlock()
+	return g.guard.subs
+}
+
+// Connections counts the remote API's connections.
+func (g *Gateway) Connections() ConnStats { return g.conns.snapshot() }

@@ -10,6 +10,18 @@
 // batches silently):
 //   - Binds loopback unless TLS is configured; an address in use is an
 //     error (ErrAddressInUse), not a panic.
+//   - Connections are bounded (conns): every connection is seen as gRPC
+//     accepts it, before TLS and HTTP/2; one that presents no valid token
+//     within AuthTimeout is closed; at most MaxConnections are open, and at
+//     most MaxConnections-ConnectionReserve of them unauthenticated. A new
+//     connection beyond that takes the place of the oldest unauthenticated
+//     one, so a client that presents its token at once always gets in; only
+//     when every open connection is authenticated is a new one refused.
+//     At most 16 streams per connection.
+//   - Sessions and subscriptions are bounded per token (whatever address
+//     or connection they come from) and overall; a refusal is an Error
+//     that names the limit, its value and its configuration key. A
+//     session's subscriptions are bounded too (MaxSubscriptions).
 //   - A gRPC stream interceptor (guard) checks the connection's token
 //     (metadata "lemo-token") and inspects every message batch before
 //     protoactor decodes it: the first message must declare the client's own
@@ -31,7 +43,10 @@
 //     at most 64 commands at once.
 //   - The daemon dials replies back to each client; it presents the
 //     client's callback secret (from Hello) so clients can refuse anyone
-//     else.
+//     else. An address's secret belongs to the first token and secret that
+//     declared it until its last session ends: a hello from the same IP
+//     with another token or secret is refused (ERROR_CODE_CONFLICT), so no
+//     peer can replace the secret presented to another client.
 //
 // Subscriptions (pump): subscribe to the hub first, then replay history
 // from the requested seqs, then live updates, dropping events already

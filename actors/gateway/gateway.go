@@ -77,11 +77,27 @@ type Limits struct {
 	WriterBatch int
 	WriterQueue int
 	// MaxInflight bounds a session's commands in flight (default 64);
-	// MaxSubscriptions its subscriptions (default 64); MaxSessions the
-	// sessions of one client node (default 256).
+	// MaxSubscriptions its subscriptions (default 64).
 	MaxInflight      int
 	MaxSubscriptions int
-	MaxSessions      int
+	// MaxSessionsPerToken bounds the sessions of one token, whatever the
+	// addresses and connections they come from (default 128);
+	// MaxSessionsTotal every client's (default 1024).
+	MaxSessionsPerToken int
+	MaxSessionsTotal    int
+	// MaxSubscriptionsPerToken bounds the subscriptions of one token over
+	// all its sessions (default 1024); MaxSubscriptionsTotal every
+	// client's (default 8192).
+	MaxSubscriptionsPerToken int
+	MaxSubscriptionsTotal    int
+	// MaxConnections bounds the open connections to the remote API
+	// (default 256); ConnectionReserve of them are kept for connections
+	// that authenticated (default 32). AuthTimeout is how long a
+	// connection may stay open without presenting a valid token (default
+	// 5s).
+	MaxConnections    int
+	ConnectionReserve int
+	AuthTimeout       time.Duration
 	// CommandTimeout bounds one command (default 2m).
 	CommandTimeout time.Duration
 	// HubBuffer is each subscription's queue at the daemon's hub (default
@@ -111,7 +127,17 @@ func (l *Limits) defaults() {
 	set(&l.WriterQueue, 1024)
 	set(&l.MaxInflight, 64)
 	set(&l.MaxSubscriptions, 64)
-	set(&l.MaxSessions, 256)
+	set(&l.MaxSessionsPerToken, 128)
+	set(&l.MaxSessionsTotal, 1024)
+	set(&l.MaxSubscriptionsPerToken, 1024)
+	set(&l.MaxSubscriptionsTotal, 8192)
+	set(&l.MaxConnections, 256)
+	if l.ConnectionReserve <= 0 {
+		l.ConnectionReserve = min(32, max(1, l.MaxConnections/8))
+	}
+	if l.AuthTimeout <= 0 {
+		l.AuthTimeout = 5 * time.Second
+	}
 	set(&l.HubBuffer, 1024)
 	set(&l.SnapshotPage, 256)
 	if l.Linger == 0 {
@@ -179,6 +205,7 @@ type Gateway struct {
 	system *actor.ActorSystem
 	remote *remote.Remote
 	guard  *guard
+	conns  *conns
 	out    *outbox
 	feeds  *feeds
 	pid    *actor.PID
@@ -213,6 +240,9 @@ func Start(ctx context.Context, cfg Config) (*Gateway, error) {
 	if cfg.ServerTLS != nil && cfg.ClientTLS == nil {
 		return nil, errors.New("gateway: with TLS the daemon dials back to clients over TLS: ClientTLS is required")
 	}
+	if err := cfg.Limits.check(); err != nil {
+		return nil, err
+	}
 	// remote.Start panics when it cannot listen: find out first.
 	if l, err := net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("%w: listen on %s: %v (is another lemo daemon or program using it?)", ErrAddressInUse, cfg.Listen, err)
@@ -229,12 +259,20 @@ func Start(ctx context.Context, cfg Config) (*Gateway, error) {
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 20 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.ConnectionTimeout(10 * time.Second),
+		// Lemo's clients use one stream per connection (protoactor's
+		// Receive) and a unary call to probe; nothing needs more.
+		grpc.MaxConcurrentStreams(maxStreams),
+		// An idle connection holds no write buffer (64 KiB each
+		// otherwise): a flood of connections costs less.
+		grpc.SharedWriteBuffer(true),
 	}
-	dialCreds := insecure.NewCredentials()
+	// Every connection goes through conns (its limits and auth timeout)
+	// before TLS or HTTP/2 see it.
+	serverCreds, dialCreds := insecure.NewCredentials(), insecure.NewCredentials()
 	if cfg.ServerTLS != nil {
-		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(cfg.ServerTLS)))
-		dialCreds = credentials.NewTLS(cfg.ClientTLS)
+		serverCreds, dialCreds = credentials.NewTLS(cfg.ServerTLS), credentials.NewTLS(cfg.ClientTLS)
 	}
+	serverOpts = append(serverOpts, grpc.Creds(limitedCreds{TransportCredentials: serverCreds, c: g.conns}))
 	rc := remote.Configure(host, port,
 		remote.WithServerOptions(serverOpts...),
 		remote.WithDialOptions(
@@ -279,6 +317,8 @@ func newGateway(cfg Config) *Gateway {
 		return logging.Slog(cfg.Log, "protoactor-edge")
 	}), actor.WithDeadLetterRequestLogging(false))
 	g.guard = newGuard(cfg.Tokens, gatewayName, cfg.ServerTLS != nil, g.log)
+	g.conns = newConns(cfg.Limits, g.log)
+	g.guard.conns = g.conns
 	g.out = &outbox{root: g.system.Root, max: cfg.Limits.MaxMessageBytes}
 	g.feeds = newFeeds(g)
 	return g
@@ -315,6 +355,9 @@ func IsLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// maxStreams bounds the concurrent gRPC streams of one connection.
+const maxStreams = 16
+
 // Addr returns the address the gateway listens on.
 func (g *Gateway) Addr() string { return g.addr }
 
@@ -340,6 +383,7 @@ func (g *Gateway) Stop(ctx context.Context) error {
 			}
 		}
 		g.guard.close()
+		g.conns.close()
 		if g.remote != nil {
 			remoting.Shutdown(g.remote)
 		}
@@ -404,11 +448,17 @@ func (a *gatewayActor) hello(ctx actor.Context, req *api.Request) {
 	name := NewSecret()[:22]
 	id := ctx.Self().Id + "/" + name
 	address := hdr.Get(hdrAddress)
-	if err := g.guard.addSession(id, hdr.Get(hdrPeer), address, string(hello.GetCallbackSecret()), g.cfg.Limits.MaxSessions); err != nil {
-		reply(errorResponse(&cmdError{code: api.ErrorCode_ERROR_CODE_BUSY, msg: err.Error()}))
+	claim := sessionClaim{id: id, peer: hdr.Get(hdrPeer), token: hdr.Get(hdrToken), address: address, secret: string(hello.GetCallbackSecret())}
+	if err := g.guard.addSession(claim, &g.cfg.Limits); err != nil {
+		code := api.ErrorCode_ERROR_CODE_BUSY
+		if errors.Is(err, ErrAddressClaimed) {
+			code = api.ErrorCode_ERROR_CODE_CONFLICT
+		}
+		g.log.Warn().Err(err).Str("owner", p.Owner).Str("address", address).Msg("a session was refused")
+		reply(errorResponse(&cmdError{code: code, msg: err.Error()}))
 		return
 	}
-	s := &session{g: g, id: id, principal: p, client: client, peer: hdr.Get(hdrPeer), address: address, name: hello.GetClient(), hello: req.GetId()}
+	s := &session{g: g, id: id, principal: p, client: client, peer: hdr.Get(hdrPeer), token: claim.token, address: address, name: hello.GetClient(), hello: req.GetId()}
 	if _, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return s }), name); err != nil {
 		g.guard.removeSession(id, address)
 		reply(errorResponse(&cmdError{code: api.ErrorCode_ERROR_CODE_INTERNAL, msg: "open session: " + err.Error()}))

@@ -41,6 +41,9 @@ const (
 	hdrOwner    = "lemo-owner"
 	hdrOperator = "lemo-operator"
 	hdrAddress  = "lemo-address"
+	// hdrToken identifies the token (a digest of its digest), for the
+	// per-token limits.
+	hdrToken = "lemo-token-id"
 )
 
 // Type names a peer may send.
@@ -81,27 +84,49 @@ type guard struct {
 	gate    sync.RWMutex
 	closing bool // guarded by gate
 
+	// conns, when set, is told which connections authenticated.
+	conns *conns
+
 	mu sync.Mutex
-	// sessions maps a session actor's id to its peer key.
-	sessions map[string]string
-	// perPeer counts sessions by peer key.
-	perPeer map[string]int
+	// sessions maps a session actor's id to its peer key and token.
+	sessions map[string]sessionEntry
+	// sessionsBy and subsBy count sessions and subscriptions by token id;
+	// subs is every client's subscriptions.
+	sessionsBy map[string]int
+	subsBy     map[string]int
+	subs       int
 	// callbacks maps a client's address to the secret the daemon presents
-	// when it dials it, with the number of sessions using it.
+	// when it dials it, the token that declared it, and the number of
+	// sessions using it.
 	callbacks map[string]*callback
+}
+
+type sessionEntry struct {
+	peer, token string
 }
 
 type callback struct {
 	secret string
+	token  string
 	users  int
 }
 
 func newGuard(tokens *Tokens, gatewayID string, anyHost bool, log zerolog.Logger) *guard {
 	return &guard{tokens: tokens, gatewayID: gatewayID, anyHost: anyHost, log: log,
-		sessions: make(map[string]string), perPeer: make(map[string]int), callbacks: make(map[string]*callback)}
+		sessions: make(map[string]sessionEntry), sessionsBy: make(map[string]int), subsBy: make(map[string]int), callbacks: make(map[string]*callback)}
 }
 
-// authenticate returns the principal and token digest of the call's token.
+// tokenID identifies a token in the per-token counts and headers without
+// revealing its digest.
+func tokenID(digest [32]byte) string {
+	h := sha256.New()
+	h.Write([]byte("lemo token id\x00"))
+	h.Write(digest[:])
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// authenticate returns the principal and token digest of the call's token;
+// a valid token authenticates the call's connection.
 func (g *guard) authenticate(ctx context.Context) (Principal, [32]byte, bool) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	vals := md.Get(MetadataToken)
@@ -109,6 +134,9 @@ func (g *guard) authenticate(ctx context.Context) (Principal, [32]byte, bool) {
 		return Principal{}, [32]byte{}, false
 	}
 	p, ok := g.tokens.Lookup(vals[0])
+	if ok && g.conns != nil {
+		g.conns.authenticated(peerAddr(ctx))
+	}
 	return p, sha256.Sum256([]byte(vals[0])), ok
 }
 
@@ -176,6 +204,10 @@ func peerIP(ctx context.Context) net.IP {
 func (g *guard) dialStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	g.mu.Lock()
 	cb := g.callbacks[cc.Target()]
+	if cb != nil && cb.users == 0 {
+		// Kept only to deliver a refused hello's answer: this is its dial.
+		delete(g.callbacks, cc.Target())
+	}
 	g.mu.Unlock()
 	if cb != nil {
 		ctx = metadata.AppendToOutgoingContext(ctx, MetadataCallback, cb.secret)
@@ -183,26 +215,46 @@ func (g *guard) dialStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.
 	return streamer(ctx, desc, cc, method, opts...)
 }
 
-// errTooManySessions: a peer opened more sessions than allowed.
-var errTooManySessions = errors.New("too many sessions for this client")
+// ErrAddressClaimed: a client declared an address whose callback another
+// client node (another token or callback secret) holds.
+var ErrAddressClaimed = errors.New("gateway: address claimed by another client")
 
-// addSession binds a session actor to a peer (and the peer's callback
-// secret to its address).
-func (g *guard) addSession(id, peerKey, address, secret string, limit int) error {
+// sessionClaim is what a hello binds: a session actor to a peer, a token
+// and the callback secret of the peer's address.
+type sessionClaim struct {
+	id, peer, token, address, secret string
+}
+
+// addSession binds a session actor to its peer and token, and the peer's
+// callback secret to its address, within the session limits. An address
+// belongs to the first node that declared it until its last session ends:
+// a peer that can connect from the same IP (any local user on loopback)
+// cannot replace the secret the daemon presents to another client.
+//
+// A hello refused for a limit is answered too, which needs the secret when
+// the daemon dials the client: the address keeps it (with no user) until
+// that dial, and a later claim of the address replaces it.
+func (g *guard) addSession(c sessionClaim, lim *Limits) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.perPeer[peerKey] >= limit {
-		return errTooManySessions
+	cb := g.callbacks[c.address]
+	if cb != nil && cb.users > 0 && (cb.token != c.token || subtle.ConstantTimeCompare([]byte(cb.secret), []byte(c.secret)) != 1) {
+		return fmt.Errorf("%w: %s is in use by another client node (another token or callback secret); a client must listen on an address of its own", ErrAddressClaimed, c.address)
 	}
-	g.sessions[id] = peerKey
-	g.perPeer[peerKey]++
-	cb := g.callbacks[address]
+	if cb != nil && cb.users == 0 {
+		cb = nil
+	}
+	if err := admitOne(held{byToken: g.sessionsBy[c.token], all: len(g.sessions)}, lim.sessionQuota()); err != nil {
+		if cb == nil {
+			g.callbacks[c.address] = &callback{secret: c.secret, token: c.token}
+		}
+		return err
+	}
+	g.sessions[c.id] = sessionEntry{peer: c.peer, token: c.token}
+	g.sessionsBy[c.token]++
 	if cb == nil {
-		cb = &callback{}
-		g.callbacks[address] = cb
-	}
-	if secret != "" {
-		cb.secret = secret
+		cb = &callback{secret: c.secret, token: c.token}
+		g.callbacks[c.address] = cb
 	}
 	cb.users++
 	return nil
@@ -211,13 +263,13 @@ func (g *guard) addSession(id, peerKey, address, secret string, limit int) error
 func (g *guard) removeSession(id, address string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	key, ok := g.sessions[id]
+	e, ok := g.sessions[id]
 	if !ok {
 		return
 	}
 	delete(g.sessions, id)
-	if g.perPeer[key]--; g.perPeer[key] <= 0 {
-		delete(g.perPeer, key)
+	if g.sessionsBy[e.token]--; g.sessionsBy[e.token] <= 0 {
+		delete(g.sessionsBy, e.token)
 	}
 	if cb := g.callbacks[address]; cb != nil {
 		if cb.users--; cb.users <= 0 {
@@ -226,11 +278,36 @@ func (g *guard) removeSession(id, address string) {
 	}
 }
 
+// addSubscription counts one more subscription of token, within the
+// subscription limits; removeSubscription counts one less.
+func (g *guard) addSubscription(token string, lim *Limits) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := admitOne(held{byToken: g.subsBy[token], all: g.subs}, lim.subscriptionQuota()); err != nil {
+		return err
+	}
+	g.subsBy[token]++
+	g.subs++
+	return nil
+}
+
+func (g *guard) removeSubscription(token string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.subsBy[token] <= 0 {
+		return
+	}
+	if g.subsBy[token]--; g.subsBy[token] == 0 {
+		delete(g.subsBy, token)
+	}
+	g.subs--
+}
+
 func (g *guard) sessionPeer(id string) (string, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	k, ok := g.sessions[id]
-	return k, ok
+	e, ok := g.sessions[id]
+	return e.peer, ok
 }
 
 // guardedStream is one authenticated Receive stream.
@@ -293,7 +370,7 @@ func (s *guardedStream) inspect(msg *remote.RemoteMessage) error {
 		}
 		s.address = sc.GetAddress()
 		s.key = peerKey(s.digest, s.address)
-		s.header = map[string]string{hdrPeer: s.key, hdrOwner: s.principal.Owner, hdrOperator: strconv.FormatBool(s.principal.Operator), hdrAddress: s.address}
+		s.header = map[string]string{hdrPeer: s.key, hdrOwner: s.principal.Owner, hdrOperator: strconv.FormatBool(s.principal.Operator), hdrAddress: s.address, hdrToken: tokenID(s.digest)}
 		return nil
 	case *remote.RemoteMessage_MessageBatch:
 		if s.address == "" {

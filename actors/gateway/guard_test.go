@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -105,10 +107,10 @@ func TestGuardStream(t *testing.T) {
 	g := testGuard(t)
 	const session = "gateway/abcdefghijklmnopqrstuv"
 	key := peerKey(sha256Of(testToken), testAddress)
-	if err := g.addSession(session, key, testAddress, "", 10); err != nil {
+	if err := g.addSession(sessionClaim{id: session, peer: key, token: "alice", address: testAddress}, testLimits()); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.addSession("gateway/other", "someone-else", "127.0.0.1:1", "", 10); err != nil {
+	if err := g.addSession(sessionClaim{id: "gateway/other", peer: "someone-else", token: "bob", address: "127.0.0.1:1"}, testLimits()); err != nil {
 		t.Fatal(err)
 	}
 	me := &actor.PID{Address: testAddress, Id: "c1"}
@@ -182,7 +184,7 @@ func (nopT) Errorf(string, ...any) {}
 func TestGuardDropsMessagesToEndedSessions(t *testing.T) {
 	g := testGuard(t)
 	key := peerKey(sha256Of(testToken), testAddress)
-	if err := g.addSession("gateway/live", key, testAddress, "", 10); err != nil {
+	if err := g.addSession(sessionClaim{id: "gateway/live", peer: key, token: "alice", address: testAddress}, testLimits()); err != nil {
 		t.Fatal(err)
 	}
 	data := marshal(&api.Request{Id: 1, Command: &api.Request_Goodbye{Goodbye: &api.Goodbye{}}})
@@ -197,8 +199,8 @@ func TestGuardDropsMessagesToEndedSessions(t *testing.T) {
 		t.Fatalf("delivered %v, want only the live session's envelope", envs)
 	}
 	g.removeSession("gateway/live", testAddress)
-	if _, ok := g.sessionPeer("gateway/live"); ok || len(g.callbacks) != 0 || len(g.perPeer) != 0 {
-		t.Fatalf("removeSession left state: %v %v %v", g.sessions, g.callbacks, g.perPeer)
+	if _, ok := g.sessionPeer("gateway/live"); ok || len(g.callbacks) != 0 || len(g.sessionsBy) != 0 {
+		t.Fatalf("removeSession left state: %v %v %v", g.sessions, g.callbacks, g.sessionsBy)
 	}
 }
 
@@ -260,17 +262,156 @@ func TestGuardUnaryAndRecovery(t *testing.T) {
 	}
 }
 
-func TestGuardSessionLimit(t *testing.T) {
+func testLimits() *Limits {
+	l := Limits{MaxSessionsPerToken: 3, MaxSessionsTotal: 5, MaxSubscriptionsPerToken: 4, MaxSubscriptionsTotal: 6}
+	l.defaults()
+	return &l
+}
+
+// Sessions are limited per token, whatever address (source port) they
+// declare, and overall; an ended session frees its place.
+func TestGuardSessionLimits(t *testing.T) {
 	g := testGuard(t)
+	lim := testLimits()
+	add := func(id, token, address string) error {
+		return g.addSession(sessionClaim{id: id, peer: token + address, token: token, address: address, secret: token}, lim)
+	}
+	// One token, three sessions from three ports of one IP.
 	for i := 0; i < 3; i++ {
-		if err := g.addSession("gateway/s"+string(rune('a'+i)), "k", testAddress, "", 3); err != nil {
+		if err := add(fmt.Sprintf("gateway/a%d", i), "alice", fmt.Sprintf("127.0.0.1:%d", 40000+i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := g.addSession("gateway/sd", "k", testAddress, "", 3); !errors.Is(err, errTooManySessions) {
-		t.Fatalf("fourth session: %v", err)
+	err := add("gateway/a3", "alice", "127.0.0.1:40003")
+	var le *LimitError
+	if !errors.As(err, &le) || !errors.Is(err, ErrLimit) || le.Key != "remote.max_sessions_per_token" || le.Limit != 3 {
+		t.Fatalf("fourth session of one token from a new port: %v, want the per-token limit", err)
 	}
-	if err := g.addSession("gateway/other", "k2", testAddress, "", 3); err != nil {
-		t.Fatalf("another peer's session: %v", err)
+	if !strings.Contains(err.Error(), "sessions of this token") || !strings.Contains(err.Error(), "3") {
+		t.Errorf("error %q does not say which limit", err)
+	}
+	// Other tokens fill the daemon up to the overall limit.
+	for i, tok := range []string{"bob", "carol"} {
+		if err := add("gateway/o"+tok, tok, fmt.Sprintf("127.0.0.1:%d", 41000+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := add("gateway/dave", "dave", "127.0.0.1:42000"); !errors.As(err, &le) || le.Key != "remote.max_sessions" || le.Limit != 5 {
+		t.Fatalf("a session beyond the overall limit: %v, want the overall limit", err)
+	}
+	g.removeSession("gateway/a0", "127.0.0.1:40000")
+	if err := add("gateway/dave", "dave", "127.0.0.1:42000"); err != nil {
+		t.Fatalf("after a session ended: %v", err)
+	}
+}
+
+// Subscriptions are limited per token over all its sessions, and overall.
+func TestGuardSubscriptionLimits(t *testing.T) {
+	g := testGuard(t)
+	lim := testLimits()
+	for i := 0; i < 4; i++ {
+		if err := g.addSubscription("alice", lim); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var le *LimitError
+	if err := g.addSubscription("alice", lim); !errors.As(err, &le) || le.Key != "remote.max_subscriptions_per_token" {
+		t.Fatalf("fifth subscription of one token: %v", err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := g.addSubscription("bob", lim); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := g.addSubscription("carol", lim); !errors.As(err, &le) || le.Key != "remote.max_subscriptions" {
+		t.Fatalf("a subscription beyond the overall limit: %v", err)
+	}
+	g.removeSubscription("alice")
+	g.removeSubscription("nobody") // counts nothing
+	if err := g.addSubscription("carol", lim); err != nil {
+		t.Fatalf("after one ended: %v", err)
+	}
+	if g.subs != 6 || g.subsBy["alice"] != 3 {
+		t.Fatalf("counts: all %d, alice %d; want 6 and 3", g.subs, g.subsBy["alice"])
+	}
+}
+
+// A peer on the victim's IP, with another token or another callback
+// secret, declares the victim's address: it cannot replace the secret the
+// daemon presents when it dials the victim back. The victim's own further
+// sessions share the entry, and once they end the address is free.
+func TestGuardCallbackSecretCannotBeTakenOver(t *testing.T) {
+	g := testGuard(t)
+	lim := testLimits()
+	victim := sessionClaim{id: "gateway/v1", peer: "pv", token: "alice", address: testAddress, secret: "victim-secret"}
+	if err := g.addSession(victim, lim); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]sessionClaim{
+		"another token":            {id: "gateway/x1", peer: "px", token: "mallory", address: testAddress, secret: "mallory-secret"},
+		"another token, no secret": {id: "gateway/x2", peer: "px", token: "mallory", address: testAddress},
+		"same token, other secret": {id: "gateway/x3", peer: "pv", token: "alice", address: testAddress, secret: "other-secret"},
+	} {
+		if err := g.addSession(c, lim); !errors.Is(err, ErrAddressClaimed) {
+			t.Errorf("%s: addSession = %v, want ErrAddressClaimed", name, err)
+		}
+		if got := g.callbacks[testAddress].secret; got != "victim-secret" {
+			t.Fatalf("%s: the secret presented to %s is now %q", name, testAddress, got)
+		}
+		if _, ok := g.sessionPeer(c.id); ok {
+			t.Errorf("%s: the refused session was registered", name)
+		}
+	}
+	second := victim
+	second.id = "gateway/v2"
+	if err := g.addSession(second, lim); err != nil {
+		t.Fatalf("the victim's second session: %v", err)
+	}
+	g.removeSession("gateway/v1", testAddress)
+	g.removeSession("gateway/v2", testAddress)
+	if err := g.addSession(sessionClaim{id: "gateway/n1", peer: "pn", token: "bob", address: testAddress, secret: "new"}, lim); err != nil {
+		t.Fatalf("a new node on the freed address: %v", err)
+	}
+}
+
+// A hello refused for a limit is still answered: the daemon's dial to the
+// refused client presents its secret once, and the entry does not stay.
+func TestGuardRefusedHelloIsAnswered(t *testing.T) {
+	g := testGuard(t)
+	lim := testLimits()
+	lim.MaxSessionsPerToken = 1
+	if err := g.addSession(sessionClaim{id: "gateway/a", peer: "pa", token: "alice", address: "127.0.0.1:1", secret: "s1"}, lim); err != nil {
+		t.Fatal(err)
+	}
+	refused := sessionClaim{id: "gateway/b", peer: "pb", token: "alice", address: testAddress, secret: "s2"}
+	if err := g.addSession(refused, lim); !errors.Is(err, ErrLimit) {
+		t.Fatalf("second session: %v, want a limit", err)
+	}
+	cc, err := grpc.Dial(testAddress, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	presented := func() []string {
+		var got []string
+		streamer := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			md, _ := metadata.FromOutgoingContext(ctx)
+			got = md.Get(MetadataCallback)
+			return nil, nil
+		}
+		_, _ = g.dialStream(context.Background(), &grpc.StreamDesc{}, cc, receiveMethod, streamer)
+		return got
+	}
+	if got := presented(); len(got) != 1 || got[0] != "s2" {
+		t.Fatalf("the dial to the refused client presented %v, want its secret", got)
+	}
+	if got := presented(); len(got) != 0 {
+		t.Fatalf("a second dial presented %v: the refused client's entry stayed", got)
+	}
+	// A leftover entry (no dial happened) never blocks a new claim.
+	_ = g.addSession(refused, lim)
+	lim.MaxSessionsPerToken = 5
+	if err := g.addSession(sessionClaim{id: "gateway/c", peer: "pc", token: "bob", address: testAddress, secret: "s3"}, lim); err != nil {
+		t.Fatalf("a claim of an address only a refused hello used: %v", err)
 	}
 }

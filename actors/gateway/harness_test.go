@@ -231,7 +231,7 @@ func (h *harness) connect(p Principal) *testClient {
 	c.cond = sync.NewCond(&c.mu)
 	c.pid = h.g.system.Root.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor { return c }), "client")
 	pid := c.pid
-	c.header = map[string]string{hdrPeer: "peer-" + pid.Id, hdrOwner: p.Owner, hdrOperator: fmt.Sprint(p.Operator), hdrAddress: "test"}
+	c.header = map[string]string{hdrPeer: "peer-" + pid.Id, hdrOwner: p.Owner, hdrOperator: fmt.Sprint(p.Operator), hdrAddress: "test-" + pid.Id, hdrToken: "token-" + p.Owner}
 	resp := c.callTo(h.g.pid, &api.Request{Command: &api.Request_Hello{Hello: &api.Hello{ProtocolVersion: api.ProtocolVersion, Client: "test"}}})
 	c.welcome = resp.GetWelcome()
 	if c.welcome == nil {

@@ -21,6 +21,7 @@ type session struct {
 	principal Principal
 	client    *actor.PID
 	peer      string
+	token     string // the token's id, for the per-token limits
 	address   string
 	name      string
 	hello     uint64
@@ -78,7 +79,7 @@ func (s *session) Receive(ctx actor.Context) {
 		}
 	case *pumpEnded:
 		if s.subs[m.id] == m.p {
-			delete(s.subs, m.id)
+			s.dropSub(m.id)
 		}
 	case *actor.Terminated:
 		if m.Who.Equal(s.client) {
@@ -95,8 +96,9 @@ func (s *session) close() {
 	if s.cancel != nil {
 		s.cancel()
 	}
-	for _, p := range s.subs {
+	for id, p := range s.subs {
 		p.close()
+		s.dropSub(id)
 	}
 	if s.g.cfg.Services != nil {
 		s.g.cfg.Services.UnregisterProvider(s.id)
@@ -133,7 +135,7 @@ func (s *session) handle(ctx actor.Context, req *api.Request) {
 			return
 		}
 		p.close()
-		delete(s.subs, c.Unsubscribe.GetSubscription())
+		s.dropSub(c.Unsubscribe.GetSubscription())
 		s.reply(id, done())
 	case *api.Request_RegisterService:
 		s.reply(id, s.registerService(c.RegisterService.GetService()))
@@ -171,6 +173,14 @@ func (s *session) handle(ctx actor.Context, req *api.Request) {
 	}
 }
 
+// dropSub forgets subscription id and counts it no more.
+func (s *session) dropSub(id uint64) {
+	if _, ok := s.subs[id]; ok {
+		delete(s.subs, id)
+		s.g.guard.removeSubscription(s.token)
+	}
+}
+
 var noServices = &cmdError{code: api.ErrorCode_ERROR_CODE_UNAVAILABLE, msg: "this daemon does not accept Services"}
 
 func (s *session) subscribe(id uint64, req *api.SubscribeRequest) {
@@ -179,7 +189,11 @@ func (s *session) subscribe(id uint64, req *api.SubscribeRequest) {
 		return
 	}
 	if len(s.subs) >= s.g.cfg.Limits.MaxSubscriptions {
-		s.reply(id, errorResponse(&cmdError{code: api.ErrorCode_ERROR_CODE_BUSY, msg: "too many subscriptions for this client"}))
+		s.reply(id, errorResponse(&cmdError{code: api.ErrorCode_ERROR_CODE_BUSY, msg: fmt.Sprintf("too many subscriptions in this session: the limit is %d; unsubscribe from Tasks you no longer follow", s.g.cfg.Limits.MaxSubscriptions)}))
+		return
+	}
+	if err := s.g.guard.addSubscription(s.token, &s.g.cfg.Limits); err != nil {
+		s.reply(id, errorResponse(&cmdError{code: api.ErrorCode_ERROR_CODE_BUSY, msg: err.Error()}))
 		return
 	}
 	p := newPump(s.g, s, id, req)

@@ -56,6 +56,11 @@ func startRemoteAPI(cfg *config.Config, dd *persistence.DataDir, d *actors.Daemo
 	gc := gateway.Config{
 		Listen: cfg.Listen, Tokens: tokens, Daemon: d, Tools: reg, Models: provs, Services: svcs, Approvals: d,
 		DefaultModel: cfg.Models.Default, Version: buildVersion, Log: log,
+		Limits: gateway.Limits{
+			MaxConnections: cfg.Remote.MaxConnections, ConnectionReserve: cfg.Remote.ConnectionReserve, AuthTimeout: cfg.Remote.AuthTimeout,
+			MaxSessionsPerToken: cfg.Remote.MaxSessionsPerToken, MaxSessionsTotal: cfg.Remote.MaxSessions,
+			MaxSubscriptionsPerToken: cfg.Remote.MaxSubscriptionsPerToken, MaxSubscriptionsTotal: cfg.Remote.MaxSubscriptions,
+		},
 	}
 	if cat := delegateCatalog(reg); cat != nil {
 		gc.DelegateSessions = cat // a nil *Catalog must not become a non-nil interface

@@ -64,6 +64,34 @@ func newOps() *ops {
 		}
 		return map[string]float64{"": float64(n)}
 	})
+	o.reg.NewGaugeFunc("lemo_remote_subscriptions", "Subscriptions of every client session.", "", func() map[string]float64 {
+		n := 0
+		if g := o.gw.Load(); g != nil {
+			n = g.Subscriptions()
+		}
+		return map[string]float64{"": float64(n)}
+	})
+	o.reg.NewGaugeFunc("lemo_remote_connections", "Open connections to the remote API, by state: authenticated (presented a valid token) or not yet.", "state", func() map[string]float64 {
+		var s gateway.ConnStats
+		if g := o.gw.Load(); g != nil {
+			s = g.Connections()
+		}
+		return map[string]float64{"authenticated": float64(s.Open - s.Unauthenticated), "unauthenticated": float64(s.Unauthenticated)}
+	})
+	o.reg.NewCounterFunc("lemo_remote_connections_accepted_total", "Connections the remote API took in since start (refused ones aside).", "", func() map[string]float64 {
+		var s gateway.ConnStats
+		if g := o.gw.Load(); g != nil {
+			s = g.Connections()
+		}
+		return map[string]float64{"": float64(s.Accepted)}
+	})
+	o.reg.NewCounterFunc("lemo_remote_connections_closed_total", "Connections the remote API closed since start: refused (the limit reached, all authenticated), evicted (for a newer one while unauthenticated connections filled their quota), timed_out (no valid token within remote.auth_timeout).", "reason", func() map[string]float64 {
+		var s gateway.ConnStats
+		if g := o.gw.Load(); g != nil {
+			s = g.Connections()
+		}
+		return map[string]float64{"refused": float64(s.Refused), "evicted": float64(s.Evicted), "timed_out": float64(s.TimedOut)}
+	})
 	return o
 }
 
