@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"lemo/actors/live"
 	"lemo/actors/taskstate"
 	"lemo/api"
 	"lemo/providers"
@@ -67,6 +68,12 @@ type taskIdle struct {
 	received uint64
 }
 
+// liveEvicted tells a Task (through the manager, which never activates a
+// Task for it) that one of its live results was evicted.
+type liveEvicted struct {
+	taskID, callID string
+}
+
 // shutdown asks the manager (and it each Task) to pause running work
 // durably and stop.
 type shutdown struct{ done chan struct{} }
@@ -106,6 +113,8 @@ type cycleResult struct {
 type toolResult struct {
 	callID string
 	output json.RawMessage
+	// live is the call's live output (what it kept beside output).
+	live *live.Result
 	// presented is what the model sees of output (the output itself unless
 	// the tool is a tools.Presenter).
 	presented json.RawMessage

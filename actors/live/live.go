@@ -221,6 +221,14 @@ func (a *Accountant) Lookup(task, call string) (*Result, bool) {
 	return r, true
 }
 
+// Empty reports whether the result holds no output (none was written, it
+// was discarded, or released).
+func (r *Result) Empty() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.freed || len(r.streams) == 0
+}
+
 // reserve charges up to n bytes of memory for r and returns how many were
 // granted; with force, all n are charged. Under daemon-wide pressure it
 // first evicts the oldest held results of Tasks that are not working; the
@@ -517,14 +525,33 @@ func (r *Result) Stats() tools.LiveStats {
 		st.DroppedBytes += s.dropped
 	}
 	st.Bytes = st.HeapBytes + st.SpilledBytes + st.DroppedBytes
+	if r.freed {
+		return tools.LiveStats{}
+	}
 	if r.spillE != nil {
 		st.SpillError = r.spillE.Error()
 	}
 	return st
 }
 
-// Discard releases what was written: the tool's result holds all of it.
-func (r *Result) Discard() { r.Release() }
+// Discard drops what was written (the tool's result holds all of it); the
+// Result stays open, for Hold.
+func (r *Result) Discard() {
+	r.mu.Lock()
+	var heap, spill int64
+	for _, s := range r.streams {
+		heap += s.heapLen
+		spill += s.fileLen
+		if s.file != nil {
+			_ = s.file.Close()
+			_ = os.Remove(s.file.Name())
+		}
+	}
+	r.streams = nil
+	r.mu.Unlock()
+	r.a.unreserve(r, heap)
+	r.a.unreserveSpill(r, spill)
+}
 
 // Hold marks r as held by its Task (readable with Lookup, evictable while
 // the Task is not working) and charges extra bytes of memory the Task
