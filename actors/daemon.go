@@ -17,8 +17,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 
-	"lemo/actors/taskstate"
 	"lemo/actors/live"
+	"lemo/actors/taskstate"
 	"lemo/api"
 	"lemo/logging"
 	"lemo/memory"
