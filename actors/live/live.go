@@ -111,6 +111,7 @@ type Accountant struct {
 	evicted uint64
 	tasks   map[string]*taskUse
 	evict   func(task, call string)
+	space   func() error
 }
 
 type taskUse struct {
@@ -152,6 +153,25 @@ func (a *Accountant) OnEvict(f func(task, call string)) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.evict = f
+}
+
+// SetSpaceCheck sets the check made before spilling and after every
+// spaceEvery bytes spilled (the store's free-space floor): when it fails,
+// spilling stops and further output is dropped, so spill files never take
+// the space the store needs.
+func (a *Accountant) SetSpaceCheck(f func() error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.space = f
+}
+
+// spaceEvery is how many spilled bytes pass between free-space checks.
+const spaceEvery = 4 << 20
+
+func (a *Accountant) spaceCheck() func() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.space
 }
 
 // Usage returns what is held now.
@@ -370,6 +390,7 @@ type stream struct {
 	file     *os.File
 	path     string // the spill file once closed
 	fileLen  int64
+	checked  int64 // fileLen at the last free-space check
 	dropped  int64
 }
 
@@ -454,6 +475,14 @@ func (s *stream) spillLocked(p []byte) {
 	if r.a.dir == "" || r.spillE != nil {
 		s.dropped += int64(len(p))
 		return
+	}
+	if check := r.a.spaceCheck(); check != nil && (s.file == nil || s.fileLen >= s.checked+spaceEvery) {
+		s.checked = s.fileLen
+		if err := check(); err != nil {
+			r.spillE = fmt.Errorf("live: spilling stopped: %w", err)
+			s.dropped += int64(len(p))
+			return
+		}
 	}
 	g := r.a.reserveSpill(r, int64(len(p)))
 	s.dropped += int64(len(p)) - g

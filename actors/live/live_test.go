@@ -295,3 +295,33 @@ func TestNewRemovesLeftovers(t *testing.T) {
 		t.Fatalf("mode %v, want 0700", fi.Mode().Perm())
 	}
 }
+
+// Spilling stops when the free-space check fails: the rest is dropped and
+// the reason recorded.
+func TestSpillStopsWhenSpaceRunsLow(t *testing.T) {
+	a, err := New(filepath.Join(t.TempDir(), "live"), Limits{CallBytes: 100, TaskBytes: 100, TotalBytes: 100, SpillBytes: 64 << 20, SpillTotalBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := 0
+	a.SetSpaceCheck(func() error {
+		checks++
+		if checks > 1 {
+			return errors.New("the data folder's filesystem is below its floor")
+		}
+		return nil
+	})
+	r := a.Open("t", "c")
+	w := r.Stream("stdout")
+	block := bytes.Repeat([]byte("x"), 1<<20)
+	for range 10 {
+		w.Write(block)
+	}
+	st := r.Stats()
+	// Checked before the file is made and once spaceEvery (4 MiB) more was
+	// spilled: the fifth write still spills, the sixth is refused.
+	if st.HeapBytes != 100 || st.SpilledBytes != 5<<20-100 || st.DroppedBytes != 5<<20 || !strings.Contains(st.SpillError, "below its floor") {
+		t.Fatalf("Stats() = %+v; want 5 MiB (less the 100 bytes in memory) spilled before the check failed, the rest dropped, and why", st)
+	}
+	r.Release()
+}

@@ -158,6 +158,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, hup 
 	if err != nil {
 		return err
 	}
+	lv.SetSpaceCheck(store.CheckSpace) // spill files never eat the store's floor
 	for _, t := range memoryTools(mem, store, lv) {
 		if err := reg.Register(t); err != nil {
 			return err
