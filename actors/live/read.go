@@ -15,6 +15,9 @@ func header(s *stream) string {
 	h := fmt.Sprintf("[%s: %d bytes", s.name, total)
 	if s.dropped > 0 {
 		h += fmt.Sprintf("; the last %d were dropped: beyond the spill limit", s.dropped)
+		if s.r.spillE != nil {
+			h = fmt.Sprintf("[%s: %d bytes; the last %d were dropped (%v)", s.name, total, s.dropped, s.r.spillE)
+		}
 	}
 	return h + "]\n"
 }

@@ -212,8 +212,12 @@ func (t *Tool) Execute(ctx context.Context, call tools.Call, emit tools.Emit) (j
 		case !out.Truncated:
 			call.Live.Discard() // the result holds it all
 		case st.DroppedBytes > 0:
-			out.Note = fmt.Sprintf("the whole output can be read with tasks.read_block {\"task\":%q,\"call_id\":%q,\"part\":\"result\"} while this task holds it, except the last %d bytes, which were beyond the daemon's spill limit (stdout and stderr above still end with the true tail)",
-				call.TaskID, call.CallID, st.DroppedBytes)
+			why := "beyond the daemon's spill limit"
+			if st.SpillError != "" {
+				why = "not kept: " + st.SpillError
+			}
+			out.Note = fmt.Sprintf("the whole output can be read with tasks.read_block {\"task\":%q,\"call_id\":%q,\"part\":\"result\"} while this task holds it, except the last %d bytes, %s (stdout and stderr above still end with the true tail)",
+				call.TaskID, call.CallID, st.DroppedBytes, why)
 		default:
 			out.Note = fmt.Sprintf("the whole output can be read with tasks.read_block {\"task\":%q,\"call_id\":%q,\"part\":\"result\"} while this task holds it", call.TaskID, call.CallID)
 		}
