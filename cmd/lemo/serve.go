@@ -159,6 +159,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, hup 
 		return err
 	}
 	lv.SetSpaceCheck(store.CheckSpace) // spill files never eat the store's floor
+	o.live.Store(lv)
 	for _, t := range memoryTools(mem, store, lv) {
 		if err := reg.Register(t); err != nil {
 			return err
