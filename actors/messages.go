@@ -5,7 +5,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"lemo/actors/live"
 	"lemo/actors/taskstate"
 	"lemo/api"
 	"lemo/providers"
@@ -113,8 +112,6 @@ type cycleResult struct {
 type toolResult struct {
 	callID string
 	output json.RawMessage
-	// live is the call's live output (what it kept beside output).
-	live *live.Result
 	// presented is what the model sees of output (the output itself unless
 	// the tool is a tools.Presenter).
 	presented json.RawMessage
