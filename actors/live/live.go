@@ -497,9 +497,15 @@ func (s *stream) spillLocked(p []byte) {
 	}
 	if s.file == nil {
 		path := r.a.spillPath(r.task, r.call, s.name)
-		err := os.MkdirAll(filepath.Dir(path), 0o700)
-		if err == nil {
-			s.file, err = os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o600)
+		var err error
+		// Twice: another result of the Task may remove the folder, once
+		// empty, between the two calls.
+		for range 2 {
+			if err = os.MkdirAll(filepath.Dir(path), 0o700); err == nil {
+				if s.file, err = os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o600); !errors.Is(err, os.ErrNotExist) {
+					break
+				}
+			}
 		}
 		if err != nil {
 			r.spillE = fmt.Errorf("live: spill file: %w", err)
