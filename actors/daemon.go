@@ -17,6 +17,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 
+	"lemo/actors/live"
 	"lemo/actors/taskstate"
 	"lemo/api"
 	"lemo/logging"
@@ -98,6 +99,10 @@ type Deps struct {
 	Log      zerolog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Live keeps the live results (tool calls' whole outputs) within its
+	// bounds; nil keeps them in memory within the default bounds and
+	// spills nothing. The tasks tools read it too, so cmd/lemo creates it.
+	Live *live.Accountant
 }
 
 // ApprovalPolicy decides whether a call needs a person's approval (or is
@@ -160,6 +165,10 @@ type Options struct {
 	ToolGrace time.Duration
 	// IdleTimeout passivates an idle Task (default 1m).
 	IdleTimeout time.Duration
+	// PausedLiveTimeout passivates a Task that is not working (paused,
+	// failed) but holds live results, which are then released (default
+	// 30m).
+	PausedLiveTimeout time.Duration
 	// ShutdownTimeout bounds Stop (default 30s).
 	ShutdownTimeout time.Duration
 	// WorkspaceRoot holds the default workspace of each Task (a folder per
@@ -191,6 +200,9 @@ func (o *Options) defaults() {
 	}
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = time.Minute
+	}
+	if o.PausedLiveTimeout == 0 {
+		o.PausedLiveTimeout = 30 * time.Minute
 	}
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = 30 * time.Second
@@ -271,6 +283,13 @@ func Start(ctx context.Context, deps Deps, opts Options) (*Daemon, error) {
 	if deps.Observer == nil {
 		deps.Observer = nopObserver{}
 	}
+	if deps.Live == nil {
+		a, err := live.New("", live.Limits{})
+		if err != nil {
+			return nil, err
+		}
+		deps.Live = a
+	}
 	opts.defaults()
 	e := &env{deps: deps, opts: opts, log: deps.Log, inspector: newInspector()}
 	e.limits.Store(limitsOf(opts))
@@ -299,6 +318,9 @@ func Start(ctx context.Context, deps Deps, opts Options) (*Daemon, error) {
 		_ = e.system.Root.StopFuture(root).Wait()
 		return nil, ctx.Err()
 	}
+	// An evicted live result is dropped by its Task, if it is active.
+	sys, tasks := e.system, e.tasks
+	deps.Live.OnEvict(func(task, call string) { sys.Root.Send(tasks, &liveEvicted{taskID: task, callID: call}) })
 	return d, nil
 }
 

@@ -17,9 +17,14 @@
 //   - Before a tool call executes, its call and its execution start are
 //     durable. A call that started and never reported is closed as "outcome
 //     unknown" when the Task is next loaded, and never re-executed.
-//   - Live tool results (full outputs) live in the Task actor and are given
-//     to each later Cycle; they are released when the Task finishes or is
-//     cancelled. After a restart only what each tool retained exists.
+//   - Live tool results (full outputs) are held by the Task actor and given
+//     to each later Cycle; the whole output beside the model's view is kept
+//     by actors/live within per-call, per-Task and daemon-wide memory bounds
+//     and spilled beyond them to <data>/live. They are released when the
+//     Task finishes, is cancelled, restarts or passivates (a paused Task
+//     holding them passivates after Options.PausedLiveTimeout), or evicted
+//     under daemon-wide pressure (oldest of Tasks not working first). After
+//     that only what each tool retained exists.
 //   - A Tool or Cycle that panics becomes a recorded failure; a Task that
 //     panics restarts from its history (as after a daemon restart); one that
 //     keeps panicking is stopped and recorded as failed.

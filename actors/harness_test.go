@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"lemo/actors"
+	"lemo/actors/live"
 	"lemo/api"
 	"lemo/persistence"
 	"lemo/providers"
@@ -44,6 +45,8 @@ type harness struct {
 	opts   actors.Options
 	blocks *blockRegistry
 	obs    *countingObserver
+	// live, when set before start, keeps the live results.
+	live *live.Accountant
 	// skew moves the daemon's clock ahead of the real one (nanoseconds).
 	skew atomic.Int64
 }
@@ -92,7 +95,13 @@ func newHarness(t testing.TB, plan fake.Plan, extra ...tools.Tool) *harness {
 // newHarnessWith lets the test change the daemon's options.
 func newHarnessWith(t testing.TB, plan fake.Plan, opts func(*actors.Options), extra ...tools.Tool) *harness {
 	t.Helper()
-	h := &harness{t: t, dir: t.TempDir(), blocks: newBlockRegistry(), obs: newCountingObserver()}
+	return newHarnessLive(t, plan, nil, opts, extra...)
+}
+
+// newHarnessLive keeps the live results in lv (nil: the daemon's default).
+func newHarnessLive(t testing.TB, plan fake.Plan, lv *live.Accountant, opts func(*actors.Options), extra ...tools.Tool) *harness {
+	t.Helper()
+	h := &harness{t: t, dir: t.TempDir(), blocks: newBlockRegistry(), obs: newCountingObserver(), live: lv}
 	h.model = fake.NewScriptedModel("m", 8192, plan)
 	h.tools = tools.NewRegistry()
 	for _, tl := range append([]tools.Tool{echoTool{}, liveTool{}, &blockTool{reg: h.blocks}, panicTool{}, badOutputTool{}}, extra...) {
@@ -123,7 +132,7 @@ func (h *harness) start() {
 		h.t.Fatal(err)
 	}
 	now := func() time.Time { return time.Now().Add(time.Duration(h.skew.Load())) }
-	if h.d, err = actors.Start(context.Background(), actors.Deps{Store: h.store, Providers: reg, Tools: h.tools, Log: testLog(h.t), Observer: h.obs, Now: now}, h.opts); err != nil {
+	if h.d, err = actors.Start(context.Background(), actors.Deps{Store: h.store, Providers: reg, Tools: h.tools, Log: testLog(h.t), Observer: h.obs, Now: now, Live: h.live}, h.opts); err != nil {
 		h.t.Fatal(err)
 	}
 }

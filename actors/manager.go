@@ -92,6 +92,10 @@ func (m *manager) Receive(ctx actor.Context) {
 			c.state = childStopping
 			ctx.Stop(c.pid)
 		}
+	case *liveEvicted:
+		if c := m.children[msg.taskID]; c != nil && c.state == childActive {
+			ctx.Send(c.pid, msg)
+		}
 	case *actor.Terminated:
 		m.terminated(ctx, taskIDOf(msg.Who))
 	case *failureRecorded:

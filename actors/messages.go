@@ -67,6 +67,12 @@ type taskIdle struct {
 	received uint64
 }
 
+// liveEvicted tells a Task (through the manager, which never activates a
+// Task for it) that one of its live results was evicted.
+type liveEvicted struct {
+	taskID, callID string
+}
+
 // shutdown asks the manager (and it each Task) to pause running work
 // durably and stop.
 type shutdown struct{ done chan struct{} }

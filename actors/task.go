@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
 
+	"lemo/actors/live"
 	"lemo/actors/taskstate"
 	"lemo/api"
 	"lemo/persistence"
@@ -56,8 +57,10 @@ type task struct {
 	cycle    *actor.PID
 	cycleNum uint32
 	tools    map[string]*actor.PID // running calls
-	// live holds the live results: the full outputs, and what the model
-	// sees of them.
+	// opened are the live outputs of the running calls.
+	opened map[string]*live.Result
+	// live holds the live results: what the model sees of each call's
+	// output, and the whole output (bounded by the accountant).
 	live   map[string]liveResult
 	timers map[string]*time.Timer // approval deadlines
 	// waiters are running calls waiting for the decision of an approval
@@ -80,9 +83,11 @@ type task struct {
 	tail    []*api.Event
 }
 
-// liveResult is a call's full output and the model's view of it.
+// liveResult is the model's view of a call's output and the call's whole
+// output.
 type liveResult struct {
-	output, presented json.RawMessage
+	presented json.RawMessage
+	whole     *live.Result
 }
 
 // childCrashed reports a Cycle or Tool actor that panicked in Receive.
@@ -92,7 +97,7 @@ type childCrashed struct {
 }
 
 func newTask(e *env, id string, received *atomic.Uint64) *task {
-	return &task{env: e, id: id, received: received, tools: make(map[string]*actor.PID), live: make(map[string]liveResult),
+	return &task{env: e, id: id, received: received, tools: make(map[string]*actor.PID), live: make(map[string]liveResult), opened: make(map[string]*live.Result),
 		timers: make(map[string]*time.Timer), waiters: make(map[string]chan tools.Decision), stopped: make(map[string]string)}
 }
 
@@ -116,16 +121,18 @@ func (t *task) Receive(ctx actor.Context) {
 	case *actor.Restarting:
 		t.failQueued(ErrInterrupted)
 		t.stopTimers()
+		t.releaseLive(true)
 	case *actor.Stopping:
 		t.failQueued(ErrStopped)
 		t.stopTimers()
+		t.releaseLive(true)
 	case *actor.Stopped, *actor.Terminated:
 		if term, ok := m.(*actor.Terminated); ok && t.cycle != nil && term.Who.Equal(t.cycle) {
 			t.cycle = nil
 		}
 	case *actor.ReceiveTimeout:
 		ctx.CancelReceiveTimeout()
-		if t.idle() {
+		if _, ok := t.passivation(); ok {
 			ctx.Send(ctx.Parent(), &taskIdle{taskID: t.id, received: t.received.Load()})
 		}
 	case *loaded:
@@ -172,6 +179,13 @@ func (t *task) handle(ctx actor.Context, m any) {
 		t.persist(ctx, t.st.CancelApproval(m.approvalID, "the call no longer waits for it"), nil, nil)
 	case *shutdown:
 		t.onShutdown(ctx, m)
+	case *liveEvicted:
+		// As after a restart: the model sees the retained part, or that
+		// the result is unavailable.
+		if lr, ok := t.live[m.callID]; ok {
+			lr.whole.Release()
+			delete(t.live, m.callID)
+		}
 	default:
 		t.env.log.Warn().Str("task", t.id).Str("type", fmt.Sprintf("%T", m)).Msg("task: unexpected message")
 	}
@@ -202,17 +216,64 @@ func (t *task) settle(ctx actor.Context) {
 		ctx.Send(ctx.Parent(), &taskIdle{taskID: t.id, received: t.received.Load()})
 		return
 	}
-	if t.idle() {
-		ctx.SetReceiveTimeout(t.env.opts.IdleTimeout)
+	t.env.deps.Live.SetIdle(t.id, !t.st.Running())
+	if d, ok := t.passivation(); ok {
+		ctx.SetReceiveTimeout(d)
 	} else {
 		ctx.CancelReceiveTimeout()
 	}
 }
 
-// idle reports whether the Task holds nothing worth keeping in memory.
-func (t *task) idle() bool {
-	return !t.busy() && len(t.queue) == 0 && t.st != nil && !t.st.Running() && t.cycle == nil &&
-		len(t.tools) == 0 && len(t.live) == 0 && len(t.timers) == 0
+// passivation says whether the Task may leave memory once idle, and after
+// how long.
+func (t *task) passivation() (time.Duration, bool) {
+	return passivateAfter(idleState{
+		Busy:         t.busy() || len(t.queue) > 0 || t.st == nil,
+		Working:      t.st != nil && t.st.Running(),
+		Cycle:        t.cycle != nil,
+		Calls:        len(t.tools),
+		LiveResults:  len(t.live),
+		ApprovalWait: len(t.timers),
+	}, t.env.opts.IdleTimeout, t.env.opts.PausedLiveTimeout)
+}
+
+// idleState is what a Task holds that bears on its passivation.
+type idleState struct {
+	Busy         bool // loading, appending or with queued messages
+	Working      bool // running or awaiting approval
+	Cycle        bool
+	Calls        int // running tool calls
+	LiveResults  int
+	ApprovalWait int // approval deadlines armed
+}
+
+// passivateAfter decides whether a Task may be passivated once idle and
+// after how long: never while it works or has something in flight; after
+// liveTimeout when it only holds live results (which passivation
+// releases, as a restart would); after idleTimeout when it holds nothing.
+func passivateAfter(s idleState, idleTimeout, liveTimeout time.Duration) (time.Duration, bool) {
+	switch {
+	case s.Busy || s.Working || s.Cycle || s.Calls > 0 || s.ApprovalWait > 0:
+		return 0, false
+	case s.LiveResults > 0:
+		return liveTimeout, true
+	}
+	return idleTimeout, true
+}
+
+// releaseLive releases the Task's live results (all: also the outputs of
+// running calls).
+func (t *task) releaseLive(all bool) {
+	for id, lr := range t.live {
+		lr.whole.Release()
+		delete(t.live, id)
+	}
+	if all {
+		for id, r := range t.opened {
+			r.Release()
+			delete(t.opened, id)
+		}
+	}
 }
 
 func (t *task) failQueued(err error) {
@@ -357,7 +418,7 @@ func (t *task) command(ctx actor.Context, tc *taskCommand) {
 			for _, pid := range t.tools {
 				ctx.Send(pid, &cancelTool{})
 			}
-			t.live = make(map[string]liveResult)
+			t.releaseLive(false)
 		}
 	case *cmdResolve:
 		if c.outcome != api.ApprovalOutcome_APPROVAL_OUTCOME_TIMED_OUT && t.st.Expired(c.approvalID, t.env.now()) {
@@ -406,7 +467,7 @@ func (t *task) reconcile(ctx actor.Context) {
 		n := step.Cycle
 		t.persist(ctx, step.Bodies, nil, func(ctx actor.Context) { t.startCycle(ctx, n) })
 	case taskstate.StepFinish:
-		t.persist(ctx, step.Bodies, nil, func(actor.Context) { t.live = make(map[string]liveResult) })
+		t.persist(ctx, step.Bodies, nil, func(actor.Context) { t.releaseLive(false) })
 	default:
 		t.persist(ctx, step.Bodies, nil, nil)
 	}
@@ -599,7 +660,8 @@ func (t *task) startTool(ctx actor.Context, call *taskstate.Call) {
 		ctx.Send(ctx.Self(), &toolResult{callID: call.ID, err: err})
 		return
 	}
-	tc := tools.Call{TaskID: t.id, CallID: call.ID, Owner: t.st.Owner, Workspace: t.st.Workspace, Input: input,
+	whole := t.env.deps.Live.Open(t.id, call.ID)
+	tc := tools.Call{TaskID: t.id, CallID: call.ID, Owner: t.st.Owner, Workspace: t.st.Workspace, Input: input, Live: whole,
 		Approvals: &approvalBridge{sys: ctx.ActorSystem(), task: ctx.Self(), callID: call.ID}}
 	if m := t.env.deps.Memory; m != nil {
 		tc.Memory = m.Recorder(t.st.Owner, t.id, call.ID)
@@ -607,14 +669,26 @@ func (t *task) startTool(ctx actor.Context, call *taskstate.Call) {
 	ta := &toolActor{env: t.env, reg: reg, call: tc}
 	pid, err := ctx.SpawnNamed(t.env.props("tool", func() actor.Actor { return ta }), "tool-"+call.ID)
 	if err != nil {
+		whole.Release()
 		ctx.Send(ctx.Self(), &toolResult{callID: call.ID, err: fmt.Errorf("start tool: %w", err)})
 		return
 	}
 	t.tools[call.ID] = pid
+	t.opened[call.ID] = whole
 }
 
 func (t *task) onToolResult(ctx actor.Context, m *toolResult) {
 	delete(t.tools, m.callID)
+	// whole stays in opened (released if the Task restarts) until the
+	// result is recorded; then it becomes a live result or is released.
+	whole := t.opened[m.callID]
+	keep := false
+	defer func() {
+		if !keep && whole != nil {
+			delete(t.opened, m.callID)
+			whole.Release()
+		}
+	}()
 	stoppedBy, stopped := t.stopped[m.callID]
 	delete(t.stopped, m.callID)
 	o := taskstate.ToolOutcome{CallID: m.callID}
@@ -637,6 +711,9 @@ func (t *task) onToolResult(ctx actor.Context, m *toolResult) {
 		t.env.deps.Observer.ToolDone(tool, "ok", m.took)
 		o.Retained = capRetained(m.retained)
 		o.OutputBytes = len(m.output)
+		if whole != nil {
+			o.OutputBytes += int(whole.Stats().Bytes)
+		}
 		o.Untrusted = m.untrusted
 	}
 	bodies := t.st.ToolDone(o)
@@ -644,11 +721,17 @@ func (t *task) onToolResult(ctx actor.Context, m *toolResult) {
 		t.checkShutdown(ctx)
 		return
 	}
+	keep = true
 	t.persist(ctx, bodies, nil, func(ctx actor.Context) {
-		if m.err != nil || t.st.Terminal() || t.stopping != nil {
+		delete(t.opened, m.callID)
+		if m.err != nil || t.st.Terminal() || t.stopping != nil || whole == nil {
+			if whole != nil {
+				whole.Release()
+			}
 			return
 		}
-		t.live[m.callID] = liveResult{output: m.output, presented: m.presented}
+		whole.Hold(int64(len(m.presented)))
+		t.live[m.callID] = liveResult{presented: m.presented, whole: whole}
 		ctx.Send(t.env.hub, &hubDelta{owner: t.st.Owner, delta: &api.Delta{TaskId: t.id, Kind: api.DeltaKind_DELTA_KIND_TOOL_OUTPUT, CallId: m.callID, Data: m.presented, AfterSeq: t.st.LastSeq}})
 	})
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"lemo/actors/live"
 	"lemo/api"
 	"lemo/supervision"
 	"lemo/tools"
@@ -146,6 +147,9 @@ func (a *toolActor) run(ctx context.Context, sys *actor.ActorSystem) (res *toolR
 	if p, ok := a.reg.Tool.(tools.Presenter); ok {
 		res.presented = p.Present(out)
 	}
+	if w, ok := a.call.Live.(*live.Result); ok {
+		res.presented = boundPresented(res.presented, a.env.deps.Live.Limits().CallBytes, w, a.call.TaskID, a.call.CallID)
+	}
 	res.retained = a.reg.Tool.Retain(out, a.call.Input)
 	if u, ok := a.reg.Tool.(tools.Untrusted); ok && u.Untrusted() {
 		res.untrusted = true
@@ -183,4 +187,24 @@ func (b *approvalBridge) Ask(ctx context.Context, reason string, deadline time.D
 		b.sys.Root.Send(b.task, &abandonApproval{approvalID: ack.id})
 		return tools.Decision{}, ctx.Err()
 	}
+}
+
+// boundPresented keeps the model's view of an output within the per-call
+// bound of live results: a longer one becomes the call's live output
+// (stream "result", in memory and spilled within the bounds) and the view
+// its head and tail, with the tasks.read_block call that reads it whole.
+func boundPresented(p json.RawMessage, limit int64, w *live.Result, task, call string) json.RawMessage {
+	if int64(len(p)) <= limit || !w.Empty() {
+		return p
+	}
+	_, _ = w.Stream("result").Write(p)
+	half := int(limit / 4)
+	v, _ := json.Marshal(struct {
+		Head  string `json:"head"`
+		Tail  string `json:"tail"`
+		Bytes int    `json:"bytes"`
+		Note  string `json:"note"`
+	}{capText(string(p[:half]), half), string(p[len(p)-half:]), len(p),
+		fmt.Sprintf("the result is %d bytes: only its head and tail are shown; read it whole with tasks.read_block {\"task\":%q,\"call_id\":%q,\"part\":\"result\"} while this task holds it", len(p), task, call)})
+	return v
 }

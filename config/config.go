@@ -21,6 +21,7 @@ type Config struct {
 	Approvals Approvals `yaml:"approvals"`
 	Delegate  Delegate  `yaml:"delegate"`
 	Storage   Storage   `yaml:"storage"`
+	Live      Live      `yaml:"live"`
 	HTTP      HTTP      `yaml:"http"`
 	Remote    Remote    `yaml:"remote"`
 }
@@ -127,6 +128,7 @@ func Default() *Config {
 	remote := Provider{Timeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, CacheTTL: 10 * time.Minute, MaxRetries: 3, MaxRetryWait: 30 * time.Second}
 	return &Config{
 		Storage: Storage{MinFreeMiB: 512},
+		Live:    Live{CallMiB: 8, TaskMiB: 32, TotalMiB: 256, SpillMiB: 256, SpillTotalMiB: 2048, PausedTimeout: 30 * time.Minute},
 		Data:    "lemo-data",
 		Log:     Log{Level: "info", Format: "auto", Output: LogStderr},
 		Listen:  "127.0.0.1:7465",

@@ -161,3 +161,20 @@ func TestDeployExampleIsValid(t *testing.T) {
 		t.Fatalf("example config = %+v", c)
 	}
 }
+
+func TestValidateLive(t *testing.T) {
+	c := Default()
+	c.Live.CallMiB = 0
+	c.Live.TaskMiB = 512 // above total_mib 256
+	c.Live.SpillMiB = 4096
+	c.Live.PausedTimeout = 0
+	joined := Join(c.Validate()).Error()
+	for _, want := range []string{"live.call_mib: must be at least 1", "live.task_mib: 512 must not exceed live.total_mib", "live.spill_mib: 4096 must not exceed live.spill_total_mib", "live.paused_timeout: must be a positive duration"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("problems lack %q:\n%s", want, joined)
+		}
+	}
+	if errs := Default().Validate(); len(errs) != 0 {
+		t.Errorf("the defaults: %v", Join(errs))
+	}
+}

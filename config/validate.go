@@ -100,6 +100,7 @@ func (c *Config) Validate() []error {
 	ps = append(ps, c.Delegate.Problems()...)
 	ps = append(ps, c.HTTP.Problems()...)
 	ps = append(ps, c.Remote.Problems()...)
+	ps = append(ps, c.Live.Problems()...)
 	ps = append(ps, c.Approvals.Problems()...)
 	if !oneOf(c.Tools.Shell.Approval, "ask", "allow", "deny") {
 		add("tools.shell.approval", "%q: want ask, allow or deny", c.Tools.Shell.Approval)

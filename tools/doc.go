@@ -11,8 +11,11 @@
 //     validates the arguments (Registered.ValidateInput), runs Execute in a
 //     goroutine with a cancellable context, validates every state update and
 //     the result, and computes Retain(output, input): the part that is
-//     persisted. The full output stays in the Task actor's memory as the live
-//     result until the Task finishes or is cancelled.
+//     persisted. The full output stays with the Task as the live result
+//     until the Task finishes, is cancelled, passivates or restarts: the
+//     result in the Task actor's memory, and what a tool streams into
+//     Call.Live (a command's whole output) bounded in memory and spilled to
+//     a private file beyond that.
 //
 // Example:
 //

@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"time"
 )
 
@@ -59,10 +60,38 @@ type Call struct {
 	// for tools that implement Steerable; nil otherwise. The tool answers
 	// each Steering once.
 	Steer <-chan Steering
+	// Live keeps the call's whole output as its live result, for tools
+	// whose result shows only part of it (a shell run's head and tail):
+	// in memory up to the daemon's bounds, in a private spill file beyond
+	// them, readable with tasks.read_block while the Task holds it. nil
+	// when the daemon keeps none.
+	Live LiveOutput
 	// Sessions hosts long-lived sessions of this call (a delegate agent's
 	// process) as child actors of the call: visible in the actor tree,
 	// never restarted, and stopped when the call ends.
 	Sessions SessionHost
+}
+
+// LiveOutput receives the whole output of a running call.
+type LiveOutput interface {
+	// Stream returns the writer of one named part of the output
+	// ("stdout"); its writes never fail: what the bounds do not let the
+	// daemon keep is counted as dropped. One stream is written by one
+	// goroutine at a time.
+	Stream(name string) io.Writer
+	// Stats says where the bytes written so far are.
+	Stats() LiveStats
+	// Discard drops what was written when the result holds all of it.
+	Discard()
+}
+
+// LiveStats says where the bytes of a live output are: Bytes in all,
+// HeapBytes in memory, SpilledBytes in the spill file, DroppedBytes not
+// kept (beyond the spill bounds); SpillError says why spilling stopped
+// early.
+type LiveStats struct {
+	Bytes, HeapBytes, SpilledBytes, DroppedBytes int64
+	SpillError                                   string
 }
 
 // SessionHost starts sessions under a running call.

@@ -6,6 +6,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"lemo/actors/gateway"
+	"lemo/actors/live"
 	"lemo/actors/taskstate"
 	"lemo/api"
 	"lemo/metrics"
@@ -28,6 +29,7 @@ type ops struct {
 	ready  atomic.Bool
 	store  atomic.Pointer[persistence.Store]
 	gw     atomic.Pointer[gateway.Gateway]
+	live   atomic.Pointer[live.Accountant]
 	// floor is the free-space floor in force, in bytes (a reload changes
 	// it).
 	floor atomic.Int64
@@ -92,7 +94,27 @@ func newOps() *ops {
 		}
 		return map[string]float64{"refused": float64(s.Refused), "evicted": float64(s.Evicted), "timed_out": float64(s.TimedOut)}
 	})
+	o.reg.NewGaugeFunc("lemo_live_bytes", "Bytes the live results (tool calls' whole outputs) hold in memory and in spill files.", "where", o.liveGauge(func(u live.Usage) map[string]float64 {
+		return map[string]float64{"memory": float64(u.HeapBytes), "spill": float64(u.SpillBytes)}
+	}))
+	o.reg.NewGaugeFunc("lemo_live_results", "Live results open or held by Tasks.", "", o.liveGauge(func(u live.Usage) map[string]float64 {
+		return map[string]float64{"": float64(u.Results)}
+	}))
+	o.reg.NewGaugeFunc("lemo_live_evicted", "Live results evicted under memory pressure since the start.", "", o.liveGauge(func(u live.Usage) map[string]float64 {
+		return map[string]float64{"": float64(u.Evicted)}
+	}))
 	return o
+}
+
+// liveGauge reads f of the live results' usage once they exist.
+func (o *ops) liveGauge(f func(live.Usage) map[string]float64) func() map[string]float64 {
+	return func() map[string]float64 {
+		a := o.live.Load()
+		if a == nil {
+			return nil
+		}
+		return f(a.Usage())
+	}
 }
 
 // tasks counts Tasks by status; every status is present, zero or not.

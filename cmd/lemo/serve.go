@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"lemo/actors"
+	"lemo/actors/live"
 	"lemo/actors/services"
 	"lemo/config"
 	"lemo/logging"
@@ -151,13 +152,21 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, hup 
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	for _, t := range memoryTools(mem, store) {
+	// Live results spill into <data>/live, outside every workspace; what an
+	// earlier run left there is removed.
+	lv, err := live.New(dd.Join("live"), liveLimits(cfg))
+	if err != nil {
+		return err
+	}
+	lv.SetSpaceCheck(store.CheckSpace) // spill files never eat the store's floor
+	o.live.Store(lv)
+	for _, t := range memoryTools(mem, store, lv) {
 		if err := reg.Register(t); err != nil {
 			return err
 		}
 	}
 	warnUnknownApprovalTools(cfg, reg, log)
-	d, err := actors.Start(context.Background(), actors.Deps{Store: store, Providers: provs, Tools: reg, Memory: mem, Observer: o.daemon, Log: log}, actorOptions(cfg, dd))
+	d, err := actors.Start(context.Background(), actors.Deps{Store: store, Providers: provs, Tools: reg, Memory: mem, Observer: o.daemon, Log: log, Live: lv}, actorOptions(cfg, dd))
 	if err != nil {
 		return err
 	}
@@ -198,18 +207,26 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, hup 
 
 func actorOptions(cfg *config.Config, dd *persistence.DataDir) actors.Options {
 	return actors.Options{
-		Instructions:     cfg.Tasks.Instructions,
-		Think:            cfg.Tasks.Think,
-		MaxCycles:        cfg.Tasks.MaxCycles,
-		MaxParallelTools: cfg.Tasks.MaxParallelTools,
-		ToolGrace:        cfg.Tasks.ToolGrace,
-		IdleTimeout:      cfg.Tasks.IdleTimeout,
-		ShutdownTimeout:  cfg.Tasks.ShutdownTimeout,
-		WorkspaceRoot:    dd.Join("workspaces"),
-		MaxRequestBytes:  cfg.Tasks.MaxRequestBytes,
-		Approval:         approvalPolicy(cfg),
-		ApprovalTimeout:  cfg.Approvals.Timeout,
+		Instructions:      cfg.Tasks.Instructions,
+		Think:             cfg.Tasks.Think,
+		MaxCycles:         cfg.Tasks.MaxCycles,
+		MaxParallelTools:  cfg.Tasks.MaxParallelTools,
+		ToolGrace:         cfg.Tasks.ToolGrace,
+		IdleTimeout:       cfg.Tasks.IdleTimeout,
+		PausedLiveTimeout: cfg.Live.PausedTimeout,
+		ShutdownTimeout:   cfg.Tasks.ShutdownTimeout,
+		WorkspaceRoot:     dd.Join("workspaces"),
+		MaxRequestBytes:   cfg.Tasks.MaxRequestBytes,
+		Approval:          approvalPolicy(cfg),
+		ApprovalTimeout:   cfg.Approvals.Timeout,
 	}
+}
+
+// liveLimits are the bounds of the live keys.
+func liveLimits(cfg *config.Config) live.Limits {
+	mib := func(n int) int64 { return int64(n) << 20 }
+	l := cfg.Live
+	return live.Limits{CallBytes: mib(l.CallMiB), TaskBytes: mib(l.TaskMiB), TotalBytes: mib(l.TotalMiB), SpillBytes: mib(l.SpillMiB), SpillTotalBytes: mib(l.SpillTotalMiB)}
 }
 
 // approvalPolicy is the daemon-wide approval policy of the approvals keys;

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"lemo/actors/live"
 	"lemo/memory"
 	"lemo/persistence"
 	"lemo/tools"
@@ -10,7 +11,19 @@ import (
 
 // memoryTools are the tools over the memory and the store: memory.record,
 // memory.search, tasks.list, tasks.read and tasks.read_block.
-func memoryTools(mem *memory.Memory, store *persistence.Store) []tools.Tool {
+// tasks.read_block reads the live results of lv.
+func memoryTools(mem *memory.Memory, store *persistence.Store, lv *live.Accountant) []tools.Tool {
 	out := memorytool.New(mem, memorytool.Config{})
-	return append(out, tasks.New(store, tasks.Config{})...)
+	return append(out, tasks.New(store, tasks.Config{Live: liveText(lv)})...)
+}
+
+// liveText finds a held live result in lv.
+func liveText(lv *live.Accountant) func(task, callID string) (tasks.LiveText, bool) {
+	return func(task, callID string) (tasks.LiveText, bool) {
+		r, ok := lv.Lookup(task, callID)
+		if !ok {
+			return nil, false
+		}
+		return r, true
+	}
 }

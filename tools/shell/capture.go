@@ -3,28 +3,15 @@ package shell
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"unicode/utf8"
 )
 
-// liveBudget is the live-output memory a run's stdout and stderr share.
-type liveBudget struct {
-	mu   sync.Mutex
-	left int
-}
-
-func (b *liveBudget) take(n int) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n = min(n, b.left)
-	b.left -= n
-	return n
-}
-
-// capture records one output stream: its byte count, its first and last
-// bytes (what the model is shown) and the whole stream up to the shared
-// live budget.
+// capture records one output stream: its byte count and its first and
+// last bytes (what the model is shown), and passes the whole stream to
+// live, the call's live output (nil: none), which bounds what it keeps.
 type capture struct {
 	mu      sync.Mutex
 	total   int64
@@ -32,14 +19,11 @@ type capture struct {
 	headMax int
 	tail    []byte // the last tailMax bytes (up to twice that between trims)
 	tailMax int
-	live    [][]byte // the live copy in chunks: no regrowing of one huge buffer
-	liveLen int
-	dropped int64
-	budget  *liveBudget
+	live    io.Writer
 }
 
-func newCapture(headMax, tailMax int, budget *liveBudget) *capture {
-	return &capture{headMax: headMax, tailMax: max(tailMax, lastLineMax), budget: budget}
+func newCapture(headMax, tailMax int, live io.Writer) *capture {
+	return &capture{headMax: headMax, tailMax: max(tailMax, lastLineMax), live: live}
 }
 
 func (c *capture) Write(p []byte) (int, error) {
@@ -53,23 +37,11 @@ func (c *capture) Write(p []byte) (int, error) {
 	if len(c.tail) > 2*c.tailMax {
 		c.tail = append(c.tail[:0], c.tail[len(c.tail)-c.tailMax:]...)
 	}
-	n := c.budget.take(len(p))
-	c.dropped += int64(len(p) - n)
-	for keep := p[:n]; len(keep) > 0; {
-		if len(c.live) == 0 || len(c.live[len(c.live)-1]) == cap(c.live[len(c.live)-1]) {
-			c.live = append(c.live, make([]byte, 0, liveChunk))
-		}
-		last := &c.live[len(c.live)-1]
-		k := min(len(keep), cap(*last)-len(*last))
-		*last = append(*last, keep[:k]...)
-		keep = keep[k:]
+	if c.live != nil {
+		_, _ = c.live.Write(p) // it never fails: what it cannot keep, it counts
 	}
-	c.liveLen += n
 	return len(p), nil
 }
-
-// liveChunk is the size of the chunks holding the live copy.
-const liveChunk = 256 << 10
 
 // lastLineMax bounds the last line reported in state updates.
 const lastLineMax = 200
@@ -115,18 +87,6 @@ func (c *capture) view() (s string, excerpted bool) {
 	}
 	omitted := c.total - int64(len(h)) - int64(len(t))
 	return string(h) + fmt.Sprintf("\n… [%d bytes omitted; %d bytes in all] …\n", omitted, c.total) + string(t), true
-}
-
-// whole returns the live copy and how many bytes did not fit in it.
-func (c *capture) whole() (string, int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var b strings.Builder
-	b.Grow(c.liveLen)
-	for _, chunk := range c.live {
-		b.Write(chunk)
-	}
-	return b.String(), c.dropped
 }
 
 // trimPartialRune drops a UTF-8 sequence cut short at the end of b.

@@ -31,10 +31,6 @@ type Config struct {
 	// 8 KiB each, so at most 32 KiB of output in all.
 	ModelHeadBytes int
 	ModelTailBytes int
-	// MaxLiveBytes caps the whole output (stdout and stderr together) kept
-	// in the live result; beyond it bytes are counted and dropped (the tail
-	// shown to the model is still the true tail). Default 64 MiB.
-	MaxLiveBytes int
 	// RetainBytes bounds the part of a result persisted in history.
 	// Default 8 KiB; at least 1 KiB.
 	RetainBytes int
@@ -88,7 +84,6 @@ func (c *Config) fill() {
 	}
 	num(&c.ModelHeadBytes, 8<<10)
 	num(&c.ModelTailBytes, 8<<10)
-	num(&c.MaxLiveBytes, 64<<20)
 	num(&c.RetainBytes, 8<<10)
 	if c.Policy.Default == "" {
 		c.Policy.Default = Ask
@@ -112,7 +107,6 @@ func (c *Config) validate() error {
 	neg("StateInterval", c.StateInterval < 0, c.StateInterval)
 	neg("ModelHeadBytes", c.ModelHeadBytes < 0, c.ModelHeadBytes)
 	neg("ModelTailBytes", c.ModelTailBytes < 0, c.ModelTailBytes)
-	neg("MaxLiveBytes", c.MaxLiveBytes < 0, c.MaxLiveBytes)
 	neg("RetainBytes", c.RetainBytes < 0, c.RetainBytes)
 	neg("ApprovalTimeout", c.ApprovalTimeout < 0, c.ApprovalTimeout)
 	if c.Shell != "" && !path.IsAbs(c.Shell) {
@@ -123,11 +117,6 @@ func (c *Config) validate() error {
 	}
 	if c.StateInterval > 0 && c.StateInterval < 10*time.Millisecond {
 		errs = append(errs, fmt.Errorf("shell: Config.StateInterval = %v: want at least 10ms", c.StateInterval))
-	}
-	filled := *c
-	filled.fill()
-	if c.MaxLiveBytes > 0 && c.MaxLiveBytes < filled.ModelHeadBytes+filled.ModelTailBytes {
-		errs = append(errs, fmt.Errorf("shell: Config.MaxLiveBytes = %d: want at least ModelHeadBytes+ModelTailBytes", c.MaxLiveBytes))
 	}
 	for i, e := range c.Environ {
 		if k, _, ok := strings.Cut(e, "="); !ok || k == "" || strings.IndexByte(e, 0) >= 0 {

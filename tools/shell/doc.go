@@ -29,12 +29,13 @@
 // the model should be shown: each stream whole when it has at most
 // ModelHeadBytes+ModelTailBytes bytes (default 8+8 KiB, so 32 KiB for both
 // streams), else its head and tail around a marker that states the omitted
-// and total byte counts; "truncated" says so. Only then the result also has
-// "live": the whole output up to MaxLiveBytes (default 64 MiB for both
-// streams together; later bytes are counted in dropped_bytes and the note
-// says so). Present (tools.Presenter) gives the model the result without
-// "live"; the whole output stays the live result. Retain
-// drops "live" and keeps the rest within
+// and total byte counts; "truncated" says so. The whole output (stdout
+// and stderr) streams into the call's live output (tools.Call.Live), which
+// the daemon bounds in memory and spills to a private file beyond that; it
+// is dropped when the result holds it all, and otherwise the note names the
+// tasks.read_block call that reads it (and how many bytes were beyond the
+// spill limit). The result itself never holds the whole output. Retain
+// keeps the result within
 // RetainBytes (default 8 KiB), shortening stdout and stderr to head and tail
 // and saying so in "excerpt". Exit code (-1 when a signal ended the shell,
 // named in "signal"), duration, timeout, timed_out and killed (SIGKILL was

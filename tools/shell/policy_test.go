@@ -179,21 +179,21 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("New(Config{}) = %v", err)
 	}
 	_, err := New(Config{
-		Shell: "sh", KillGrace: -1, MaxLiveBytes: 10, RetainBytes: 5, Environ: []string{"NOEQUALS"},
+		Shell: "sh", KillGrace: -1, RetainBytes: 5, Environ: []string{"NOEQUALS"},
 		PassEnv: []string{""}, DropEnv: []string{"A=B"},
 		Policy: Policy{Default: "maybe", Deny: []string{" "}, Allow: []string{"a\nb"}},
 	})
 	if err == nil {
 		t.Fatal("New accepted a bad config")
 	}
-	for _, want := range []string{"Config.Shell", "Config.KillGrace", "Config.MaxLiveBytes", "Config.RetainBytes", "Config.Environ[0]",
+	for _, want := range []string{"Config.Shell", "Config.KillGrace", "Config.RetainBytes", "Config.Environ[0]",
 		"Config.PassEnv[0]", "Config.DropEnv[0]", "Config.Policy.Default", "Config.Policy.Deny[0]", "Config.Policy.Allow[0]"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not name %s:\n%v", want, err)
 		}
 	}
 	c := DefaultConfig()
-	if c.Shell != "/bin/sh" || c.Policy.Default != Ask || c.MaxLiveBytes != 64<<20 || c.RetainBytes != 8<<10 {
+	if c.Shell != "/bin/sh" || c.Policy.Default != Ask || c.RetainBytes != 8<<10 {
 		t.Errorf("DefaultConfig() = %+v", c)
 	}
 }
@@ -207,7 +207,7 @@ func TestRetainShell(t *testing.T) {
 	if err := json.Unmarshal(kept, &k); err != nil {
 		t.Fatal(err)
 	}
-	if k.Live != nil || k.StdoutBytes != 100001 || k.StderrBytes != 50000 || !strings.Contains(k.Excerpt, "of 100001 stdout") ||
+	if k.StdoutBytes != 100001 || k.StderrBytes != 50000 || !strings.Contains(k.Excerpt, "of 100001 stdout") ||
 		!strings.HasPrefix(k.Stdout, "xxx") || !strings.HasSuffix(k.Stdout, "xxx\n") || !strings.HasPrefix(k.Stderr, "yyy") {
 		t.Errorf("retained = %.600s", kept)
 	}

@@ -54,14 +54,17 @@ type runResult struct {
 // once the shell has exited, every process left in its group is gone, and
 // the output is drained. It returns ctx.Err() when ctx is cancelled (after
 // the same clean-up) and an emit error when a state update is refused.
-func (t *Tool) run(ctx context.Context, command, dir string, timeout time.Duration, emit tools.Emit) (*runResult, error) {
+func (t *Tool) run(ctx context.Context, command, dir string, timeout time.Duration, emit tools.Emit, live tools.LiveOutput) (*runResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	budget := &liveBudget{left: t.cfg.MaxLiveBytes}
+	var liveOut, liveErr io.Writer
+	if live != nil {
+		liveOut, liveErr = live.Stream("stdout"), live.Stream("stderr")
+	}
 	res := &runResult{
-		stdout: newCapture(t.cfg.ModelHeadBytes, t.cfg.ModelTailBytes, budget),
-		stderr: newCapture(t.cfg.ModelHeadBytes, t.cfg.ModelTailBytes, budget),
+		stdout: newCapture(t.cfg.ModelHeadBytes, t.cfg.ModelTailBytes, liveOut),
+		stderr: newCapture(t.cfg.ModelHeadBytes, t.cfg.ModelTailBytes, liveErr),
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {

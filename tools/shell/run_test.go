@@ -1,6 +1,7 @@
 package shell
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"lemo/actors/live"
 	"lemo/tools"
 	"lemo/tools/internal/proc"
 )
@@ -25,7 +27,7 @@ func TestRunBasics(t *testing.T) {
 	if r.ExitCode != 3 || r.Stdout != "out\n"+h.ws+"\n" || r.Stderr != "err\n" || r.StdoutBytes != int64(5+len(h.ws)) || r.StderrBytes != 4 {
 		t.Errorf("result = %+v", r)
 	}
-	if r.TimedOut || r.Killed || r.BackgroundKilled || r.Truncated || r.Live != nil || r.TimeoutMS != 120000 {
+	if r.TimedOut || r.Killed || r.BackgroundKilled || r.Truncated || r.TimeoutMS != 120000 {
 		t.Errorf("flags = %+v", r)
 	}
 	r = h.must(obj{"command": "kill -KILL $$"})
@@ -359,11 +361,12 @@ func TestEnvScrubbed(t *testing.T) {
 }
 
 // TestOutputCaps produces 12 MB of stdout: the model sees head and tail
-// with the sizes, the live result keeps MaxLiveBytes and records the rest as
-// dropped, the retained part stays within RetainBytes.
+// with the sizes; the live output keeps its bound in memory (4 MiB in the
+// harness), spills the rest up to the spill bound (6 MiB) and counts what
+// is beyond as dropped; the note says how to read it; the retained part
+// stays within RetainBytes.
 func TestOutputCaps(t *testing.T) {
 	cfg := testConfig(randomHex())
-	cfg.MaxLiveBytes = 4 << 20
 	h := newHarness(t, cfg)
 	const n = 12_000_000
 	r := h.must(obj{"command": fmt.Sprintf("echo first; head -c %d /dev/zero | tr '\\0' a; echo; echo last; echo oops >&2", n)})
@@ -380,19 +383,46 @@ func TestOutputCaps(t *testing.T) {
 	if lim := h.tool.cfg.ModelHeadBytes + h.tool.cfg.ModelTailBytes + 100; len(r.Stdout) > lim {
 		t.Errorf("model view of stdout is %d bytes; want at most %d (head, tail and the marker)", len(r.Stdout), lim)
 	}
-	if r.Live == nil || len(r.Live.Stdout)+len(r.Live.Stderr) != cfg.MaxLiveBytes || r.Live.DroppedBytes != total+5-int64(cfg.MaxLiveBytes) {
-		t.Fatalf("live = %d+%d bytes, dropped %v; want %d kept and the rest dropped", len(r.Live.Stdout), len(r.Live.Stderr), r.Live.DroppedBytes, cfg.MaxLiveBytes)
+	st := h.last.Stats()
+	if st.Bytes != total+5 || st.HeapBytes != 4<<20 || st.SpilledBytes != 6<<20 || st.DroppedBytes != total+5-10<<20 {
+		t.Fatalf("live output: %+v; want %d bytes: 4 MiB in memory, 6 MiB spilled, the rest dropped", st, total+5)
 	}
-	if !strings.Contains(r.Note, "dropped") {
-		t.Errorf("note %q does not say bytes were dropped", r.Note)
+	if !strings.Contains(r.Note, `tasks.read_block {"task":"t","call_id":"c1","part":"result"}`) || !strings.Contains(r.Note, fmt.Sprintf("the last %d bytes", st.DroppedBytes)) {
+		t.Errorf("note %q does not name the read_block call and the dropped bytes", r.Note)
+	}
+	// The live output reads whole up to what was dropped: memory, then
+	// the spill file.
+	h.last.Hold(0)
+	size, err := h.last.Size()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := make([]byte, size)
+	if _, err := h.last.ReadAt(text, 0); err != nil {
+		t.Fatalf("ReadAt: %v", err)
+	}
+	wantOut := fmt.Sprintf("[stdout: %d bytes; the last %d were dropped: beyond the spill limit]\nfirst\n", total, st.DroppedBytes-5)
+	if !bytes.HasPrefix(text, []byte(wantOut)) || !bytes.HasSuffix(text, []byte("aaa\n[stderr: 5 bytes; the last 5 were dropped: beyond the spill limit]\n\n")) ||
+		bytes.Count(text, []byte("a")) < 10<<20-10 {
+		t.Errorf("live text: %d bytes, %.100q … %q", len(text), text, text[max(0, len(text)-120):])
+	}
+	h.last.Release()
+	if _, err := h.last.ReadAt(text[:1], 0); !errors.Is(err, live.ErrReleased) {
+		t.Errorf("ReadAt after Release: %v, want ErrReleased", err)
 	}
 
-	// Under the default 64 MiB cap, 10 MB stays live whole.
-	h = newHarness(t, testConfig(randomHex()))
-	r = h.must(obj{"command": "head -c 10000000 /dev/zero | tr '\\0' b"})
-	if r.StdoutBytes != 10_000_000 || r.Live == nil || len(r.Live.Stdout) != 10_000_000 || r.Live.DroppedBytes != 0 || r.Note != "" {
-		t.Errorf("10 MB under the default cap: %d bytes, live %v", r.StdoutBytes, r.Live != nil)
+	// A short output is all in the result: the live output is discarded.
+	r = h.must(obj{"command": "echo short"})
+	if r.Truncated || r.Note != "" {
+		t.Errorf("short output: truncated %v, note %q", r.Truncated, r.Note)
 	}
+	if !h.last.Empty() || h.last.Stats() != (tools.LiveStats{}) {
+		t.Errorf("the live output of a short result was kept: %+v", h.last.Stats())
+	}
+	if u := h.live.Usage(); u.HeapBytes != 0 || u.SpillBytes != 0 || u.Results != 1 {
+		t.Errorf("after both calls: %+v, want nothing held by the open result", u)
+	}
+	h.last.Release()
 	var rss string
 	if b, err := os.ReadFile("/proc/self/status"); err == nil {
 		rss = regexp.MustCompile(`VmHWM:\s+\d+ kB`).FindString(string(b))

@@ -75,12 +75,7 @@ func New(cfg Config) (*Tool, error) {
 		"stderr_bytes":      nonNeg,
 		"truncated":         obj{"type": "boolean", "description": "stdout or stderr above is a head-and-tail excerpt."},
 		"note":              obj{"type": "string"},
-		"live": object([]string{"stdout", "stderr", "dropped_bytes"}, obj{
-			"stdout":        obj{"type": "string"},
-			"stderr":        obj{"type": "string"},
-			"dropped_bytes": nonNeg,
-		}),
-		"excerpt": obj{"type": "string"},
+		"excerpt":           obj{"type": "string"},
 	}))
 	return t, nil
 }
@@ -120,8 +115,7 @@ func (t *Tool) InputSchema() json.RawMessage { return t.input }
 // StateSchema: phase, pid, elapsed_ms, byte counts and the last line.
 func (t *Tool) StateSchema() json.RawMessage { return t.state }
 
-// ResultSchema: exit status, timing, the model's view of the output and,
-// when that view is an excerpt, the whole output under "live".
+// ResultSchema: exit status, timing and the model's view of the output.
 func (t *Tool) ResultSchema() json.RawMessage { return t.result }
 
 // View returns "shell".
@@ -133,34 +127,24 @@ type input struct {
 }
 
 // Result is the output of one run. Stdout and Stderr are what the model is
-// shown (head and tail when longer than the configured bounds); Live, present
-// only when they are excerpts, holds the whole output up to MaxLiveBytes and
-// is not retained.
+// shown (head and tail when longer than the configured bounds); when they
+// are excerpts, the whole output is the call's live output (tools.Call.Live),
+// kept beside the result while the Task holds it.
 type Result struct {
-	ExitCode         int         `json:"exit_code"`
-	Signal           string      `json:"signal,omitempty"`
-	TimedOut         bool        `json:"timed_out"`
-	Killed           bool        `json:"killed"`
-	BackgroundKilled bool        `json:"background_killed"`
-	DurationMS       int64       `json:"duration_ms"`
-	TimeoutMS        int64       `json:"timeout_ms"`
-	Stdout           string      `json:"stdout"`
-	Stderr           string      `json:"stderr"`
-	StdoutBytes      int64       `json:"stdout_bytes"`
-	StderrBytes      int64       `json:"stderr_bytes"`
-	Truncated        bool        `json:"truncated"`
-	Note             string      `json:"note,omitempty"`
-	Live             *LiveOutput `json:"live,omitempty"`
-	Excerpt          string      `json:"excerpt,omitempty"`
-}
-
-// LiveOutput is the whole output of a run, kept only in the live result:
-// everything up to MaxLiveBytes (stdout and stderr share the budget, in the
-// order the bytes arrived); DroppedBytes counts what came after.
-type LiveOutput struct {
-	Stdout       string `json:"stdout"`
-	Stderr       string `json:"stderr"`
-	DroppedBytes int64  `json:"dropped_bytes"`
+	ExitCode         int    `json:"exit_code"`
+	Signal           string `json:"signal,omitempty"`
+	TimedOut         bool   `json:"timed_out"`
+	Killed           bool   `json:"killed"`
+	BackgroundKilled bool   `json:"background_killed"`
+	DurationMS       int64  `json:"duration_ms"`
+	TimeoutMS        int64  `json:"timeout_ms"`
+	Stdout           string `json:"stdout"`
+	Stderr           string `json:"stderr"`
+	StdoutBytes      int64  `json:"stdout_bytes"`
+	StderrBytes      int64  `json:"stderr_bytes"`
+	Truncated        bool   `json:"truncated"`
+	Note             string `json:"note,omitempty"`
+	Excerpt          string `json:"excerpt,omitempty"`
 }
 
 // Check returns the policy's verdict on a command line.
@@ -201,8 +185,11 @@ func (t *Tool) Execute(ctx context.Context, call tools.Call, emit tools.Emit) (j
 			return nil, fmt.Errorf("%s: timeout_seconds %v: want a positive number", Name, *in.TimeoutSeconds)
 		}
 	}
-	res, err := t.run(ctx, in.Command, call.Workspace, timeout, emit)
+	res, err := t.run(ctx, in.Command, call.Workspace, timeout, emit, call.Live)
 	if err != nil {
+		if call.Live != nil {
+			call.Live.Discard()
+		}
 		return nil, err
 	}
 	out := Result{
@@ -220,15 +207,19 @@ func (t *Tool) Execute(ctx context.Context, call tools.Call, emit tools.Emit) (j
 	out.Stdout, cutOut = res.stdout.view()
 	out.Stderr, cutErr = res.stderr.view()
 	out.Truncated = cutOut || cutErr
-	if out.Truncated {
-		live := &LiveOutput{}
-		var d1, d2 int64
-		live.Stdout, d1 = res.stdout.whole()
-		live.Stderr, d2 = res.stderr.whole()
-		live.DroppedBytes = d1 + d2
-		out.Live = live
-		if live.DroppedBytes > 0 {
-			out.Note = fmt.Sprintf("the output was larger than the %d bytes kept live: live has the first %d bytes, the %d after them were dropped (stdout and stderr above still end with the true tail)", t.cfg.MaxLiveBytes, t.cfg.MaxLiveBytes, live.DroppedBytes)
+	if call.Live != nil {
+		switch st := call.Live.Stats(); {
+		case !out.Truncated:
+			call.Live.Discard() // the result holds it all
+		case st.DroppedBytes > 0:
+			why := "beyond the daemon's spill limit"
+			if st.SpillError != "" {
+				why = "not kept: " + st.SpillError
+			}
+			out.Note = fmt.Sprintf("the whole output can be read with tasks.read_block {\"task\":%q,\"call_id\":%q,\"part\":\"result\"} while this task holds it, except the last %d bytes, %s (stdout and stderr above still end with the true tail)",
+				call.TaskID, call.CallID, st.DroppedBytes, why)
+		default:
+			out.Note = fmt.Sprintf("the whole output can be read with tasks.read_block {\"task\":%q,\"call_id\":%q,\"part\":\"result\"} while this task holds it", call.TaskID, call.CallID)
 		}
 	}
 	if res.outputHeld {
@@ -248,35 +239,17 @@ func join(a, b string) string {
 }
 
 // Retain keeps the exit status, counts and a bounded excerpt of stdout and
-// stderr (at most RetainBytes of JSON), never the live copy.
-// Present implements tools.Presenter: the model sees the result without
-// "live" (stdout and stderr are already bounded to head and tail).
-func (t *Tool) Present(output json.RawMessage) json.RawMessage {
-	var r Result
-	if err := json.Unmarshal(output, &r); err != nil || r.Live == nil {
-		return output
-	}
-	r.Live = nil
-	b, err := json.Marshal(&r)
-	if err != nil {
-		return output
-	}
-	return b
-}
-
+// stderr (at most RetainBytes of JSON).
 func (t *Tool) Retain(output, _ json.RawMessage) json.RawMessage {
 	var r Result
 	if err := json.Unmarshal(output, &r); err != nil {
 		return nil
 	}
-	r.Live = nil
-	b, err := json.Marshal(&r)
-	if err != nil {
-		return nil
+	if len(output) <= t.cfg.RetainBytes {
+		return output
 	}
-	if len(b) <= t.cfg.RetainBytes {
-		return b
-	}
+	var b []byte
+	var err error
 	so, se := r.Stdout, r.Stderr
 	for budget := t.cfg.RetainBytes - 512; budget > 64; budget = budget * 3 / 4 {
 		room := budget - min(len(r.Note), 256)
@@ -316,5 +289,3 @@ func excerpt(s string, head, tail int) string {
 }
 
 func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
-
-var _ tools.Presenter = (*Tool)(nil)

@@ -3,7 +3,9 @@ package tasks
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"unicode/utf8"
 
@@ -261,8 +263,9 @@ var _ tools.Tool = (*ReadBlock)(nil)
 func (*ReadBlock) Name() string { return NameReadBlock }
 func (*ReadBlock) Description() string {
 	return "Read one record of one of your tasks whole, or a byte range of it: by seq, or by call_id with part " +
-		"\"arguments\" or \"result\". Excerpt labels and cut records name the call to make. Pass next_offset as " +
-		"offset to continue a long record."
+		"\"arguments\" or \"result\". A tool result whose whole output the task still holds (a long command's " +
+		"output) reads whole, not just its record. Excerpt labels and cut records name the call to make. Pass " +
+		"next_offset as offset to continue a long record."
 }
 func (*ReadBlock) InputSchema() json.RawMessage {
 	return schema(obj{"type": "object", "additionalProperties": false, "required": []string{"task"}, "properties": obj{
@@ -281,6 +284,7 @@ func (*ReadBlock) ResultSchema() json.RawMessage {
 		"task": obj{"type": "string"}, "seq": obj{"type": "integer"}, "kind": obj{"type": "string"}, "part": obj{"type": "string"},
 		"total_bytes": obj{"type": "integer"}, "offset": obj{"type": "integer"}, "text": obj{"type": "string"},
 		"next_offset": obj{"type": "integer"}, "untrusted": obj{"type": "boolean"},
+		"live": obj{"type": "boolean", "description": "The text is the call's whole output, readable while its task holds it."},
 	}})
 }
 func (*ReadBlock) View() string { return View }
@@ -305,6 +309,9 @@ type blockOutput struct {
 	// NextOffset is where the rest starts; absent at the end.
 	NextOffset int  `json:"next_offset,omitempty"`
 	Untrusted  bool `json:"untrusted,omitempty"`
+	// Live says the text is the call's whole output, held while its Task
+	// holds it, rather than the retained record.
+	Live bool `json:"live,omitempty"`
 }
 
 // Execute reads the block.
@@ -337,6 +344,9 @@ func (t *ReadBlock) Execute(ctx context.Context, call tools.Call, _ tools.Emit) 
 	if part == "" {
 		part = PartText
 	}
+	if out, ok, err := t.readLive(in, ev, part); ok || err != nil {
+		return out, err
+	}
 	text, untrusted, ok := blockText(ev, part)
 	if !ok {
 		return nil, fmt.Errorf("%s: record %d of task %s (%s) has no part %q", NameReadBlock, ev.GetSeq(), in.Task, api.Kind(ev), part)
@@ -365,6 +375,56 @@ func (t *ReadBlock) Execute(ctx context.Context, call tools.Call, _ tools.Emit) 
 		out.Text = untrustedMark + out.Text
 	}
 	return json.Marshal(out)
+}
+
+// readLive reads the live result of a tool result record (its call's whole
+// output) while its Task holds it; ok is false when there is none.
+func (t *ReadBlock) readLive(in blockInput, ev *api.Event, part string) (json.RawMessage, bool, error) {
+	r := ev.GetToolResult()
+	if t.r.cfg.Live == nil || r == nil || (part != PartText && part != PartResult) {
+		return nil, false, nil
+	}
+	lt, ok := t.r.cfg.Live(in.Task, r.GetCallId())
+	if !ok {
+		return nil, false, nil
+	}
+	total, err := lt.Size()
+	if err != nil || total == 0 {
+		return nil, false, nil // released meanwhile: the record answers
+	}
+	if int64(in.Offset) > total {
+		return nil, true, fmt.Errorf("%s: offset %d is beyond the live result's %d bytes", NameReadBlock, in.Offset, total)
+	}
+	// Read a little around the range to cut it on rune boundaries.
+	from := max(int64(in.Offset)-utf8.UTFMax, 0)
+	buf := make([]byte, min(int64(in.Length)+2*utf8.UTFMax, total-from))
+	n, err := lt.ReadAt(buf, from)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, false, nil // released meanwhile: the record answers
+	}
+	buf = buf[:n]
+	start := int64(in.Offset)
+	for start > from && start < total && !utf8.RuneStart(buf[start-from]) {
+		start--
+	}
+	end := min(start+int64(in.Length), from+int64(len(buf)))
+	for end < total && end > start && !utf8.RuneStart(buf[end-from]) {
+		end--
+	}
+	if end == start && end < total {
+		_, size := utf8.DecodeRune(buf[start-from:])
+		end = start + int64(size)
+	}
+	out := blockOutput{Task: in.Task, Seq: ev.GetSeq(), Kind: api.Kind(ev), Part: PartResult, TotalBytes: int(total), Offset: int(start),
+		Text: strings.ToValidUTF8(string(buf[start-from:end-from]), "\uFFFD"), Untrusted: r.GetUntrusted(), Live: true}
+	if end < total {
+		out.NextOffset = int(end)
+	}
+	if out.Untrusted {
+		out.Text = untrustedMark + out.Text
+	}
+	b, err := json.Marshal(out)
+	return b, true, err
 }
 
 // event returns one record of a Task.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -53,6 +54,17 @@ type Config struct {
 	// BlockBytes is tasks.read_block's range when the call names none
 	// (default 16 KiB, at most MaxBlockBytes).
 	BlockBytes int
+	// Live finds the live result of a call (its whole output, held while
+	// its Task holds it), which tasks.read_block reads in place of the
+	// retained record; nil reads records only.
+	Live func(task, callID string) (LiveText, bool)
+}
+
+// LiveText is the text of a live result: *live.Result.
+type LiveText interface {
+	// Size is the text's length; an error once the result was released.
+	Size() (int64, error)
+	io.ReaderAt
 }
 
 func (c *Config) fill() {
