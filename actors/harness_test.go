@@ -100,7 +100,7 @@ func newHarnessWith(t testing.TB, plan fake.Plan, opts func(*actors.Options), ex
 			t.Fatal(err)
 		}
 	}
-	h.opts = actors.Options{WorkspaceRoot: t.TempDir(), ToolGrace: 5 * time.Second, ShutdownTimeout: 20 * time.Second}
+	h.opts = actors.Options{WorkspaceRoot: t.TempDir(), DataDir: h.dir, ToolGrace: 5 * time.Second, ShutdownTimeout: 20 * time.Second}
 	if opts != nil {
 		opts(&h.opts)
 	}

@@ -239,3 +239,23 @@ func TestOutboxSplit(t *testing.T) {
 		t.Fatal("two messages share a chunk id")
 	}
 }
+
+// Over the remote API an owner's token cannot put a Task in the daemon's
+// data folder or outside what is granted (PERMISSION_DENIED, naming the
+// rule).
+func TestCreateTaskRefusals(t *testing.T) {
+	h := newHarness(t, Limits{}, nil)
+	c := h.connect(Principal{Owner: "alice"})
+	withWorkspace := func(ws string) *api.Request {
+		return &api.Request{Command: &api.Request_CreateTask{CreateTask: &api.CreateTaskRequest{Request: "read the token", Model: "fake/echo", Workspace: ws}}}
+	}
+	for _, ws := range []string{h.dd.Path(), filepath.Join(h.dd.Path(), "store"), "/", "/etc"} {
+		r := c.call(withWorkspace(ws))
+		if errCode(r) != api.ErrorCode_ERROR_CODE_PERMISSION_DENIED || !strings.Contains(r.GetError().GetMessage(), "workspace") {
+			t.Errorf("create_task in %s: %v, want PERMISSION_DENIED naming the workspace rule", ws, r)
+		}
+	}
+	if r := c.call(withWorkspace("/nonexistent-folder-of-lemo")); errCode(r) != api.ErrorCode_ERROR_CODE_INVALID {
+		t.Errorf("create_task in a missing folder: %v, want INVALID", r)
+	}
+}

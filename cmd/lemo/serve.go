@@ -206,10 +206,21 @@ func actorOptions(cfg *config.Config, dd *persistence.DataDir) actors.Options {
 		IdleTimeout:      cfg.Tasks.IdleTimeout,
 		ShutdownTimeout:  cfg.Tasks.ShutdownTimeout,
 		WorkspaceRoot:    dd.Join("workspaces"),
+		DataDir:          dd.Path(),
+		WorkspaceGrants:  workspaceGrants(cfg),
 		MaxRequestBytes:  cfg.Tasks.MaxRequestBytes,
 		Approval:         approvalPolicy(cfg),
 		ApprovalTimeout:  cfg.Approvals.Timeout,
 	}
+}
+
+// workspaceGrants are the workspaces.grants keys as the daemon takes them.
+func workspaceGrants(cfg *config.Config) []actors.WorkspaceGrant {
+	var out []actors.WorkspaceGrant
+	for _, g := range cfg.Workspaces.Parsed() {
+		out = append(out, actors.WorkspaceGrant{Owner: g.Owner, Root: g.Root})
+	}
+	return out
 }
 
 // approvalPolicy is the daemon-wide approval policy of the approvals keys;
