@@ -12,7 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
@@ -35,6 +34,9 @@ var (
 	// ErrInvalid: a command's input is malformed; the message says what is
 	// accepted.
 	ErrInvalid = errors.New("invalid")
+	// ErrTooLarge: a command's input exceeds a bound (the largest user
+	// message); the message names the bound.
+	ErrTooLarge = errors.New("too large")
 	// ErrStopped: the daemon is stopping or stopped.
 	ErrStopped = errors.New("daemon: stopping")
 	// ErrInterrupted: the Task crashed while handling the command; it was
@@ -458,9 +460,10 @@ func (d *Daemon) validText(what, s string) error {
 	case strings.TrimSpace(s) == "":
 		return fmt.Errorf("%w: %s is empty", ErrInvalid, what)
 	case len(s) > limit:
-		return fmt.Errorf("%w: %s of %d bytes exceeds the limit of %d bytes", ErrInvalid, what, len(s), limit)
-	case !utf8.ValidString(s):
-		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalid, what)
+		return fmt.Errorf("%w: %s of %d bytes exceeds the limit of %d bytes (tasks.max_request_bytes)", ErrTooLarge, what, len(s), limit)
+	}
+	if err := api.CheckText(s, true); err != nil {
+		return fmt.Errorf("%w: %s %v", ErrInvalid, what, err)
 	}
 	return nil
 }

@@ -185,6 +185,8 @@ func toError(err error) *cmdError {
 		code = api.ErrorCode_ERROR_CODE_NOT_FOUND
 	case errors.Is(err, actors.ErrInvalid), errors.Is(err, services.ErrInvalid):
 		code = api.ErrorCode_ERROR_CODE_INVALID
+	case errors.Is(err, actors.ErrTooLarge):
+		code = api.ErrorCode_ERROR_CODE_TOO_LARGE
 	case errors.Is(err, actors.ErrPermission):
 		code = api.ErrorCode_ERROR_CODE_PERMISSION_DENIED
 	case errors.As(err, &se), errors.Is(err, services.ErrConflict), errors.Is(err, taskstate.ErrExpired):
