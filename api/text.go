@@ -30,3 +30,27 @@ func CheckText(s string, multiline bool) error {
 	}
 	return nil
 }
+
+// CleanText returns s as multi-line text CheckText accepts: bytes that are
+// not UTF-8 and control characters other than tab, line feed and carriage
+// return become U+FFFD. It is for text a program produced (an error
+// message) that must reach the other side rather than be refused.
+func CleanText(s string) string {
+	if CheckText(s, true) == nil {
+		return s
+	}
+	out := make([]rune, 0, len(s))
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			r = utf8.RuneError
+		case r == '\t' || r == '\n' || r == '\r':
+		case r < 0x20 || (r >= 0x7f && r <= 0x9f):
+			r = utf8.RuneError
+		}
+		out = append(out, r)
+		i += n
+	}
+	return string(out)
+}

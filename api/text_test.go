@@ -38,3 +38,17 @@ func TestCheckText(t *testing.T) {
 		})
 	}
 }
+
+func TestCleanText(t *testing.T) {
+	for in, want := range map[string]string{
+		"fine\ttext\r\n": "fine\ttext\r\n",
+		"a\x00b":         "a\uFFFDb",
+		"caf\xe9!":       "caf\uFFFD!",
+		"\x1b[2J\u0085":  "\uFFFD[2J\uFFFD",
+	} {
+		got := CleanText(in)
+		if got != want || CheckText(got, true) != nil {
+			t.Errorf("CleanText(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
