@@ -78,3 +78,22 @@ func TestWorkspaceDataFolderAttack(t *testing.T) {
 		t.Fatalf("the Task did not read notes.txt:\n%s", text.String())
 	}
 }
+
+// Text the daemon cannot take, given to the CLI, is refused at once with
+// what is wrong: not the 30 s wait and "no answer from the daemon" of a
+// command protoactor dropped.
+func TestCLIRefusesInvalidText(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	serveRemote(t, data)
+	out, code := cli(t, data, "run", "--model", "fake/echo", "caf\xe9 au lait")
+	if code == 0 || !strings.Contains(out, "the request is not valid UTF-8") || strings.Contains(out, "no answer") {
+		t.Fatalf("lemo run with invalid UTF-8: exit %d\n%s", code, out)
+	}
+	out, code = cli(t, data, "run", "--model", "fake/echo", "\x1b]0;title\x07hello")
+	if code == 0 || !strings.Contains(out, "control character U+001B") {
+		t.Fatalf("lemo run with an escape sequence: exit %d\n%s", code, out)
+	}
+	if out, code := cli(t, data, "run", "--model", "fake/echo", "tab\tand\nnew line"); code != 0 || !strings.Contains(out, "echo: tab") {
+		t.Fatalf("lemo run with tab and new line: exit %d\n%s", code, out)
+	}
+}
