@@ -447,7 +447,8 @@ func (d *Daemon) workspace(c Caller, id, ws string) (string, error) {
 	if d.env.opts.WorkspaceRoot == "" {
 		return "", fmt.Errorf("%w: no workspace given and the daemon has no workspace root", ErrInvalid)
 	}
-	ws = filepath.Join(d.env.opts.WorkspaceRoot, id)
+	// The resolved root, so that the recorded path has no symlinks either.
+	ws = filepath.Join(d.env.workspaces.Root, id)
 	if err := os.MkdirAll(ws, 0o700); err != nil {
 		return "", fmt.Errorf("create workspace: %w", err)
 	}
