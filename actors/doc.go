@@ -31,7 +31,9 @@
 //     the data folder (Options.DataDir), inside it or containing it, never
 //     the workspace root or a Task's folder in it, otherwise only under a
 //     root granted to the caller's owner or to operators
-//     (Options.WorkspaceGrants). A refusal is ErrPermission.
+//     (Options.WorkspaceGrants). A refusal is ErrPermission. Before each
+//     tool call the workspace is resolved again (WorkspacePolicy.InUse): a
+//     folder replaced by a symlink into the data folder fails the call.
 //
 // Lifecycle:
 //  1. Start recovers the store (every Task found running is durably paused

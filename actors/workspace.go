@@ -105,6 +105,39 @@ func (p WorkspacePolicy) Allow(c Caller, path string) error {
 	return fmt.Errorf("%w: workspace %s is under no folder granted to owner %s: want %s or a folder under one of them (config workspaces.grants), or leave it empty for a folder of its own", ErrPermission, path, c.Owner, strings.Join(mine, ", "))
 }
 
+// InUse decides whether a Task may still use its workspace for a tool
+// call, given where the recorded workspace leads now (path, resolved). A
+// folder can be replaced by a symlink after the Task was created; so
+// anything that now is, is inside or contains the data folder or the
+// workspace root is refused, except the Task's own folder (the root's
+// folder named by taskID). The error wraps ErrPermission.
+func (p WorkspacePolicy) InUse(taskID, path string) error {
+	if p.Root != "" && path == filepath.Join(p.Root, taskID) {
+		return nil
+	}
+	if rel := overlap(path, p.Data); rel != "" {
+		return fmt.Errorf("%w: the Task's workspace now leads to %s, which %s the daemon's data folder (a folder was replaced, by a symlink for example, since the Task was created): the call does not run", ErrPermission, path, rel)
+	}
+	if rel := overlap(path, p.Root); rel != "" {
+		return fmt.Errorf("%w: the Task's workspace now leads to %s, which %s the daemon's workspace root (a folder was replaced, by a symlink for example, since the Task was created): the call does not run", ErrPermission, path, rel)
+	}
+	return nil
+}
+
+// checkInUse resolves a Task's recorded workspace and decides by InUse. A
+// workspace that no longer resolves is left to the tool, which fails when
+// it needs the folder.
+func (p WorkspacePolicy) checkInUse(taskID, workspace string) error {
+	if workspace == "" || (p.Data == "" && p.Root == "") {
+		return nil
+	}
+	real, err := resolveFolder(workspace)
+	if err != nil {
+		return nil
+	}
+	return p.InUse(taskID, real)
+}
+
 // checkGrant reports why a grant cannot be used (a root overlapping the
 // data folder or the workspace root), or nil.
 func (p WorkspacePolicy) checkGrant(g WorkspaceGrant) error {

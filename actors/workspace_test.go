@@ -2,7 +2,9 @@ package actors_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"lemo/actors"
+	"lemo/api"
 	"lemo/persistence"
 	"lemo/providers"
 	"lemo/providers/fake"
@@ -201,5 +204,97 @@ func TestWorkspaceGrantsAreChecked(t *testing.T) {
 				t.Fatalf("Start with grant %+v = %v, want a workspace error", g, err)
 			}
 		})
+	}
+}
+
+func TestWorkspaceInUse(t *testing.T) {
+	p := actors.WorkspacePolicy{Data: "/var/lib/lemo", Root: "/var/lib/lemo/workspaces"}
+	for _, tc := range []struct {
+		task, path, want string
+	}{
+		{"T1", "/var/lib/lemo/workspaces/T1", ""},
+		{"T1", "/srv/alice/project", ""},
+		{"T1", "/var/lib/lemo/workspaces/T2", "inside the daemon's data folder"},
+		{"T1", "/var/lib/lemo", "is the daemon's data folder"},
+		{"T1", "/var", "contains the daemon's data folder"},
+		{"T1", "/", "contains the daemon's data folder"},
+	} {
+		err := p.InUse(tc.task, tc.path)
+		if (tc.want == "") != (err == nil) || (err != nil && (!errors.Is(err, actors.ErrPermission) || !strings.Contains(err.Error(), tc.want))) {
+			t.Errorf("InUse(%s, %s) = %v, want %q", tc.task, tc.path, err, tc.want)
+		}
+	}
+	q := actors.WorkspacePolicy{Data: "/d", Root: "/w"}
+	if err := q.InUse("T1", "/w/T2"); !errors.Is(err, actors.ErrPermission) || !strings.Contains(err.Error(), "inside the daemon's workspace root") {
+		t.Errorf("InUse(another Task's folder) = %v", err)
+	}
+}
+
+// secretTool reads the file "secret" of the call's workspace.
+type secretTool struct{ baseTool }
+
+func (secretTool) Name() string                  { return "test.secret" }
+func (secretTool) Description() string           { return "reads the workspace's secret" }
+func (secretTool) InputSchema() json.RawMessage  { return json.RawMessage(`{"type":"object"}`) }
+func (secretTool) ResultSchema() json.RawMessage { return json.RawMessage(`{"type":"object"}`) }
+func (secretTool) Retain(out, in json.RawMessage) json.RawMessage {
+	return out
+}
+func (secretTool) Execute(ctx context.Context, c tools.Call, emit tools.Emit) (json.RawMessage, error) {
+	b, err := os.ReadFile(filepath.Join(c.Workspace, "secret"))
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(map[string]string{"secret": string(b)})
+}
+
+// A granted folder replaced by a symlink to the data folder after the Task
+// was created does not lead its tool calls there.
+func TestWorkspaceSwappedAfterCreation(t *testing.T) {
+	grant := t.TempDir()
+	project := filepath.Join(grant, "project")
+	if err := os.Mkdir(project, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// Each user message makes the model call test.secret once, then answer.
+	plan := func(n int, req *providers.Request) fake.Turn {
+		if last := req.Messages[len(req.Messages)-1]; last.Role == providers.RoleTool {
+			return fake.Turn{Text: "done"}
+		}
+		return fake.Turn{ToolCalls: []providers.ToolCall{{ID: fmt.Sprintf("c%d", n), Name: "test_secret", Arguments: json.RawMessage(`{}`)}}}
+	}
+	h := newHarnessWith(t, plan, func(o *actors.Options) {
+		o.WorkspaceGrants = []actors.WorkspaceGrant{{Owner: "alice", Root: grant}}
+	}, secretTool{})
+	if err := os.WriteFile(filepath.Join(h.dir, "secret"), []byte("the operator token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(project, "secret"), []byte("alice's own"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	alice := actors.Caller{Owner: "alice"}
+	m, err := h.d.CreateTask(ctx, alice, actors.CreateTask{Request: "read", Model: "fake/m", Workspace: project})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := m.GetTaskId()
+	evs := h.waitStatus(id, api.TaskStatus_TASK_STATUS_FINISHED)
+	if !strings.Contains(dump(evs), "alice's own") {
+		t.Fatalf("the first call did not read the project's secret:\n%s", dump(evs))
+	}
+	// The project folder becomes a symlink to the data folder.
+	if err := os.Rename(project, project+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(h.dir, project); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.d.SendMessage(ctx, alice, id, "read again"); err != nil {
+		t.Fatal(err)
+	}
+	evs = h.waitFor(id, "the second call's end", func(evs []*api.Event) bool { return count(evs, "tool_failed")+count(evs, "tool_result") >= 2 })
+	if s := dump(evs); strings.Contains(s, "the operator token") || !strings.Contains(s, "now leads to") {
+		t.Fatalf("the second call after the swap:\n%s", s)
 	}
 }
