@@ -440,6 +440,9 @@ func (d *Daemon) workspace(c Caller, id, ws string) (string, error) {
 			return "", fmt.Errorf("%w: workspace %v", ErrInvalid, err)
 		}
 		if err := d.env.workspaces.Allow(c, real); err != nil {
+			if real != filepath.Clean(ws) {
+				return "", fmt.Errorf("%w (%s, its symlinks resolved)", err, ws)
+			}
 			return "", err
 		}
 		return real, nil

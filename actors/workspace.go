@@ -99,10 +99,14 @@ func (p WorkspacePolicy) Allow(c Caller, path string) error {
 		}
 		mine = append(mine, g.Root)
 	}
-	if len(mine) == 0 {
-		return fmt.Errorf("%w: workspace %s: no folder is granted to owner %s (config workspaces.grants); leave the workspace empty for a folder of its own", ErrPermission, path, c.Owner)
+	who := "owner " + c.Owner
+	if c.Operator {
+		who += " or to operators"
 	}
-	return fmt.Errorf("%w: workspace %s is under no folder granted to owner %s: want %s or a folder under one of them (config workspaces.grants), or leave it empty for a folder of its own", ErrPermission, path, c.Owner, strings.Join(mine, ", "))
+	if len(mine) == 0 {
+		return fmt.Errorf("%w: workspace %s: no folder is granted to %s (config workspaces.grants); leave the workspace empty for a folder of its own", ErrPermission, path, who)
+	}
+	return fmt.Errorf("%w: workspace %s is under no folder granted to %s: want %s or a folder under one of them (config workspaces.grants), or leave it empty for a folder of its own", ErrPermission, path, who, strings.Join(mine, ", "))
 }
 
 // InUse decides whether a Task may still use its workspace for a tool

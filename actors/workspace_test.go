@@ -48,7 +48,7 @@ func TestWorkspacePolicy(t *testing.T) {
 		{"another owner's grant", bob, "/srv/alice", "no folder is granted to owner bob"},
 		{"the operator's grant for an owner", alice, "/srv/ops/x", "under no folder granted"},
 		{"operator grant", op, "/srv/ops/x", ""},
-		{"owner grant not the operator's", op, "/srv/alice", "under no folder granted to owner local: want /srv/ops"},
+		{"owner grant not the operator's", op, "/srv/alice", "under no folder granted to owner local or to operators: want /srv/ops"},
 		{"data folder", op, "/var/lib/lemo", "is the daemon's data folder"},
 		{"inside the data folder", alice, "/var/lib/lemo/store", "is inside the daemon's data folder"},
 		{"contains the data folder", alice, "/var/lib", "contains the daemon's data folder"},
