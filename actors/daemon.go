@@ -12,7 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
@@ -36,6 +35,9 @@ var (
 	// ErrInvalid: a command's input is malformed; the message says what is
 	// accepted.
 	ErrInvalid = errors.New("invalid")
+	// ErrTooLarge: a command's input exceeds a bound (the largest user
+	// message); the message names the bound.
+	ErrTooLarge = errors.New("too large")
 	// ErrStopped: the daemon is stopping or stopped.
 	ErrStopped = errors.New("daemon: stopping")
 	// ErrInterrupted: the Task crashed while handling the command; it was
@@ -172,8 +174,16 @@ type Options struct {
 	// ShutdownTimeout bounds Stop (default 30s).
 	ShutdownTimeout time.Duration
 	// WorkspaceRoot holds the default workspace of each Task (a folder per
-	// Task id); required unless every Task names its workspace.
+	// Task id); required unless every Task names its workspace. A request
+	// never names it, a folder in it or one that contains it.
 	WorkspaceRoot string
+	// DataDir is the daemon's data folder (store, token): never a Task's
+	// workspace, nor inside or containing one. "" when there is none.
+	DataDir string
+	// WorkspaceGrants are the folders, besides its own under WorkspaceRoot,
+	// in which a caller may name a Task's workspace (WorkspacePolicy).
+	// None: only the daemon's own.
+	WorkspaceGrants []WorkspaceGrant
 	// TaskBudget bounds restarts of a crashing Task (default 3 in 30s).
 	TaskBudget supervision.Budget
 	// SubscriptionBuffer bounds a subscriber's queue (default 1024).
@@ -235,6 +245,8 @@ type env struct {
 	limits atomic.Pointer[Limits]
 	// policy is the daemon's approval policy (SetApproval).
 	policy atomic.Pointer[approvalPolicy]
+	// workspaces decides the workspaces requests name.
+	workspaces WorkspacePolicy
 }
 
 // approvalPolicy is the daemon's approval policy and the deadline of the
@@ -291,7 +303,11 @@ func Start(ctx context.Context, deps Deps, opts Options) (*Daemon, error) {
 		deps.Live = a
 	}
 	opts.defaults()
-	e := &env{deps: deps, opts: opts, log: deps.Log, inspector: newInspector()}
+	wp, err := newWorkspacePolicy(opts.DataDir, opts.WorkspaceRoot, opts.WorkspaceGrants)
+	if err != nil {
+		return nil, fmt.Errorf("actors: workspaces: %w", err)
+	}
+	e := &env{deps: deps, opts: opts, log: deps.Log, inspector: newInspector(), workspaces: wp}
 	e.limits.Store(limitsOf(opts))
 	e.policy.Store(&approvalPolicy{fn: opts.Approval, timeout: opts.ApprovalTimeout})
 	n, err := recoverStore(ctx, deps.Store, deps.Now())
@@ -336,8 +352,10 @@ type CreateTask struct {
 	// Tools restricts the Task to these tools when ToolsRestricted is set.
 	Tools           []string
 	ToolsRestricted bool
-	// Workspace is an existing absolute folder; "" gives the Task a folder
-	// of its own under the workspace root.
+	// Workspace is an existing absolute folder that the daemon's
+	// WorkspacePolicy allows the caller (symlinks are resolved first and
+	// the resolved path is recorded); "" gives the Task a folder of its
+	// own under the workspace root.
 	Workspace string
 	// Approvals are the Task's own approval rules: a tool name or a
 	// pattern with "*", and ask or deny. They only tighten what the tools
@@ -408,7 +426,7 @@ func (d *Daemon) CreateTask(ctx context.Context, c Caller, in CreateTask) (*api.
 		return nil, err
 	}
 	id := persistence.NewTaskID(d.env.now())
-	ws, err := d.workspace(id, in.Workspace)
+	ws, err := d.workspace(c, id, in.Workspace)
 	if err != nil {
 		return nil, err
 	}
@@ -432,21 +450,30 @@ func cloneApprovals(rules []*api.ToolApproval) []*api.ToolApproval {
 	return out
 }
 
-func (d *Daemon) workspace(id, ws string) (string, error) {
+// workspace returns the folder a new Task works in: the requested one,
+// resolved and allowed by the policy, or a folder of its own.
+func (d *Daemon) workspace(c Caller, id, ws string) (string, error) {
 	if ws != "" {
 		if !filepath.IsAbs(ws) {
 			return "", fmt.Errorf("%w: workspace %q: want an absolute path", ErrInvalid, ws)
 		}
-		fi, err := os.Stat(ws)
-		if err != nil || !fi.IsDir() {
-			return "", fmt.Errorf("%w: workspace %q: want an existing folder", ErrInvalid, ws)
+		real, err := resolveFolder(ws)
+		if err != nil {
+			return "", fmt.Errorf("%w: workspace %v", ErrInvalid, err)
 		}
-		return filepath.Clean(ws), nil
+		if err := d.env.workspaces.Allow(c, real); err != nil {
+			if real != filepath.Clean(ws) {
+				return "", fmt.Errorf("%w (%s, its symlinks resolved)", err, ws)
+			}
+			return "", err
+		}
+		return real, nil
 	}
 	if d.env.opts.WorkspaceRoot == "" {
 		return "", fmt.Errorf("%w: no workspace given and the daemon has no workspace root", ErrInvalid)
 	}
-	ws = filepath.Join(d.env.opts.WorkspaceRoot, id)
+	// The resolved root, so that the recorded path has no symlinks either.
+	ws = filepath.Join(d.env.workspaces.Root, id)
 	if err := os.MkdirAll(ws, 0o700); err != nil {
 		return "", fmt.Errorf("create workspace: %w", err)
 	}
@@ -459,9 +486,10 @@ func (d *Daemon) validText(what, s string) error {
 	case strings.TrimSpace(s) == "":
 		return fmt.Errorf("%w: %s is empty", ErrInvalid, what)
 	case len(s) > limit:
-		return fmt.Errorf("%w: %s of %d bytes exceeds the limit of %d bytes", ErrInvalid, what, len(s), limit)
-	case !utf8.ValidString(s):
-		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalid, what)
+		return fmt.Errorf("%w: %s of %d bytes exceeds the limit of %d bytes (tasks.max_request_bytes)", ErrTooLarge, what, len(s), limit)
+	}
+	if err := api.CheckText(s, true); err != nil {
+		return fmt.Errorf("%w: %s %v", ErrInvalid, what, err)
 	}
 	return nil
 }

@@ -30,6 +30,15 @@
 //     keeps panicking is stopped and recorded as failed.
 //   - Tasks are activated on demand and passivated when idle: a dormant Task
 //     costs storage, not memory.
+//   - A Task works in a folder of its own under Options.WorkspaceRoot unless
+//     its creation names another; WorkspacePolicy.Allow (a pure function)
+//     decides that one after it is opened and its symlinks resolved: never
+//     the data folder (Options.DataDir), inside it or containing it, never
+//     the workspace root or a Task's folder in it, otherwise only under a
+//     root granted to the caller's owner or to operators
+//     (Options.WorkspaceGrants). A refusal is ErrPermission. Before each
+//     tool call the workspace is resolved again (WorkspacePolicy.InUse): a
+//     folder replaced by a symlink into the data folder fails the call.
 //
 // Lifecycle:
 //  1. Start recovers the store (every Task found running is durably paused

@@ -109,7 +109,7 @@ func newHarnessLive(t testing.TB, plan fake.Plan, lv *live.Accountant, opts func
 			t.Fatal(err)
 		}
 	}
-	h.opts = actors.Options{WorkspaceRoot: t.TempDir(), ToolGrace: 5 * time.Second, ShutdownTimeout: 20 * time.Second}
+	h.opts = actors.Options{WorkspaceRoot: t.TempDir(), DataDir: h.dir, ToolGrace: 5 * time.Second, ShutdownTimeout: 20 * time.Second}
 	if opts != nil {
 		opts(&h.opts)
 	}

@@ -44,8 +44,8 @@ func TestSetLimitsWhileRunning(t *testing.T) {
 	wg.Wait()
 
 	h.d.SetLimits(actors.Limits{MaxCycles: 3, MaxRequestBytes: 16})
-	if _, err := h.d.CreateTask(context.Background(), actors.Operator, actors.CreateTask{Request: "longer than sixteen bytes", Model: "fake/m"}); !errors.Is(err, actors.ErrInvalid) {
-		t.Fatalf("CreateTask over the new MaxRequestBytes: %v, want ErrInvalid", err)
+	if _, err := h.d.CreateTask(context.Background(), actors.Operator, actors.CreateTask{Request: "longer than sixteen bytes", Model: "fake/m"}); !errors.Is(err, actors.ErrTooLarge) {
+		t.Fatalf("CreateTask over the new MaxRequestBytes: %v, want ErrTooLarge", err)
 	}
 	id := h.create("short")
 	evs := h.waitStatus(id, api.TaskStatus_TASK_STATUS_PAUSED)

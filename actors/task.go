@@ -890,8 +890,11 @@ func (t *task) checkShutdown(ctx actor.Context) {
 }
 
 // capText bounds s to max bytes on a rune boundary, saying how much was
-// left out.
+// left out. Bytes that are not UTF-8 (a tool's error quoting a file name,
+// for example) become U+FFFD: protobuf cannot record them, and the append
+// would fail.
 func capText(s string, max int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
 	if len(s) <= max {
 		return s
 	}

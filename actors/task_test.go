@@ -278,6 +278,9 @@ func TestCommandsAreValidated(t *testing.T) {
 		{"unknown model", actors.CreateTask{Request: "x", Model: "fake/zzz"}, "not found"},
 		{"unknown tool", actors.CreateTask{Request: "x", Model: "fake/m", Tools: []string{"nope"}, ToolsRestricted: true}, "unknown tool"},
 		{"relative workspace", actors.CreateTask{Request: "x", Model: "fake/m", Workspace: "rel"}, "absolute"},
+		{"NUL in the request", actors.CreateTask{Request: "title\x00hidden", Model: "fake/m"}, "control character U+0000"},
+		{"escape in the request", actors.CreateTask{Request: "\x1b[31mred", Model: "fake/m"}, "control character U+001B"},
+		{"invalid UTF-8", actors.CreateTask{Request: "caf\xe9", Model: "fake/m"}, "not valid UTF-8"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -124,6 +124,12 @@ func (a *toolActor) run(ctx context.Context, sys *actor.ActorSystem) (res *toolR
 		sys.Root.Send(a.env.hub, &hubDelta{owner: a.call.Owner, delta: &api.Delta{TaskId: a.call.TaskID, Kind: api.DeltaKind_DELTA_KIND_TOOL_STATE, CallId: a.call.CallID, Data: state}})
 		return nil
 	}
+	// The workspace is checked again: a folder replaced by a symlink since
+	// the Task was created must not lead a tool into the data folder.
+	if err := a.env.workspaces.checkInUse(a.call.TaskID, a.call.Workspace); err != nil {
+		res.err = err
+		return res
+	}
 	out, err := a.reg.Tool.Execute(ctx, a.call, emit)
 	if err != nil {
 		if ctx.Err() != nil && !errors.Is(err, context.Canceled) {

@@ -260,16 +260,20 @@ func TestServiceErrors(t *testing.T) {
 	d := startDaemon(t, t.TempDir(), "127.0.0.1:0")
 	c := d.connect(t, aliceToken)
 	ctx := context.Background()
-	spec := &api.ServiceSpec{Name: "flaky", Operations: []*api.ServiceOperation{{Name: "boom"}, {Name: "bad"}}}
+	spec := &api.ServiceSpec{Name: "flaky", Operations: []*api.ServiceOperation{{Name: "boom"}, {Name: "bad"}, {Name: "garbled"}}}
 	if err := c.RegisterService(ctx, spec, func(ctx context.Context, call client.ServiceCall) (json.RawMessage, error) {
 		if call.Operation == "boom" {
 			panic("kaboom")
+		}
+		if call.Operation == "garbled" {
+			// Not UTF-8 and a NUL: the error still reaches the Task.
+			return nil, errors.New("bad \xff\x00 bytes")
 		}
 		return json.RawMessage(`not json`), nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	for op, want := range map[string]string{"boom": "the service panicked: kaboom", "bad": "not JSON"} {
+	for op, want := range map[string]string{"boom": "the service panicked: kaboom", "bad": "not JSON", "garbled": "bad \uFFFD\uFFFD bytes"} {
 		m, err := c.CreateTask(ctx, client.CreateTask{Request: fmt.Sprintf(`{"action":"execute","service":"flaky","operation":%q}`, op), Model: "fake/system"})
 		if err != nil {
 			t.Fatal(err)

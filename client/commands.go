@@ -38,14 +38,21 @@ func taskMeta(resp *api.Response, err error) (*api.TaskMeta, error) {
 }
 
 // CreateTask creates a Task owned by the token's owner; it returns once the
-// creation is durable.
+// creation is durable. Text that is not UTF-8 or holds control characters
+// (api.CheckText) is refused before it is sent, with ErrInvalid.
 func (c *Conn) CreateTask(ctx context.Context, in CreateTask) (*api.TaskMeta, error) {
+	if err := checkText(field{"the request", in.Request, true}, field{"the model", in.Model, false}, field{"the workspace", in.Workspace, false}); err != nil {
+		return nil, err
+	}
 	return taskMeta(c.call(ctx, &api.Request{Command: &api.Request_CreateTask{CreateTask: &api.CreateTaskRequest{
 		Request: in.Request, Model: in.Model, Tools: in.Tools, ToolsRestricted: in.ToolsRestricted, Workspace: in.Workspace, Approvals: in.Approvals}}}))
 }
 
 // SendMessage sends a follow-up message; a finished Task is reopened.
 func (c *Conn) SendMessage(ctx context.Context, taskID, text string) (*api.TaskMeta, error) {
+	if err := checkText(field{"the message", text, true}); err != nil {
+		return nil, err
+	}
 	return taskMeta(c.call(ctx, &api.Request{Command: &api.Request_SendMessage{SendMessage: &api.SendMessageRequest{TaskId: taskID, Text: text}}}))
 }
 
@@ -57,6 +64,9 @@ func (c *Conn) Pause(ctx context.Context, taskID string) (*api.TaskMeta, error) 
 // Continue resumes a paused or failed Task, with another model when model
 // is not "".
 func (c *Conn) Continue(ctx context.Context, taskID, model string) (*api.TaskMeta, error) {
+	if err := checkText(field{"the model", model, false}); err != nil {
+		return nil, err
+	}
 	return taskMeta(c.call(ctx, &api.Request{Command: &api.Request_ContinueTask{ContinueTask: &api.ContinueRequest{TaskId: taskID, Model: model}}}))
 }
 
@@ -155,6 +165,9 @@ func (c *Conn) Approvals(ctx context.Context) ([]*api.Event, error) {
 
 // Resolve approves or denies a pending approval.
 func (c *Conn) Resolve(ctx context.Context, approvalID string, approve bool, reason string) (*api.TaskMeta, error) {
+	if err := checkText(field{"the reason", reason, true}); err != nil {
+		return nil, err
+	}
 	return taskMeta(c.call(ctx, &api.Request{Command: &api.Request_ResolveApproval{ResolveApproval: &api.ResolveApprovalRequest{ApprovalId: approvalID, Approve: approve, Reason: reason}}}))
 }
 

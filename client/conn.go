@@ -234,8 +234,8 @@ func (c *Conn) call(ctx context.Context, req *api.Request) (*api.Response, error
 // send sends req to session and waits for its answer.
 func (c *Conn) send(ctx context.Context, session *actor.PID, req *api.Request) (*api.Response, error) {
 	req.Id = c.nextID.Add(1)
-	if n := proto.Size(req); n > maxRequestBytes {
-		return nil, fmt.Errorf("%w: a command of %d bytes exceeds %d bytes", ErrTooLarge, n, maxRequestBytes)
+	if err := encodable(req); err != nil {
+		return nil, err
 	}
 	ch := c.await(req.Id)
 	c.n.system.Root.Send(session, req)
@@ -258,14 +258,19 @@ func (c *Conn) send(ctx context.Context, session *actor.PID, req *api.Request) (
 }
 
 // tell sends a message that is not answered (acks) or whose answer nobody
-// awaits (unsubscribe on close, service results).
-func (c *Conn) tell(req *api.Request) {
+// awaits (unsubscribe on close, service results). It returns why req
+// cannot be sent, if it cannot.
+func (c *Conn) tell(req *api.Request) error {
 	session := c.current()
 	if session == nil {
-		return
+		return ErrDisconnected
 	}
 	req.Id = c.nextID.Add(1)
+	if err := encodable(req); err != nil {
+		return err
+	}
 	c.n.system.Root.Send(session, req)
+	return nil
 }
 
 // Close ends the session (subscriptions end, Services are withdrawn) and

@@ -25,7 +25,10 @@
 //     ListTasks, History, Tools, Models, Approvals, Resolve, Steer,
 //     RegisterService; for operators Inspect and StopCall) return typed
 //     errors: *Error values that match ErrNotFound, ErrInvalid,
-//     ErrPermissionDenied, ... with errors.Is.
+//     ErrPermissionDenied, ... with errors.Is. A command that cannot be
+//     sent (a string that is not UTF-8, text with control characters, one
+//     too large) fails at once with ErrInvalid or ErrTooLarge naming the
+//     field, instead of being dropped by protoactor and timing out.
 //  4. Subscribe streams updates; Follow resubscribes after the reader fell
 //     behind or the daemon restarted, from the last seq delivered, so each
 //     event arrives once and in order; Projection.Run folds them into a

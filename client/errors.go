@@ -18,7 +18,9 @@ var (
 	// ErrNotFound: no such Task (or one this token may not see), approval,
 	// subscription or service.
 	ErrNotFound = errors.New("not found")
-	// ErrInvalid: the daemon found the command malformed.
+	// ErrInvalid: the command is malformed: the daemon found it so, or the
+	// client before sending it (text that is not UTF-8 or holds control
+	// characters, a message that cannot be encoded).
 	ErrInvalid = errors.New("invalid")
 	// ErrConflict: the command conflicts with the current state.
 	ErrConflict = errors.New("conflict")

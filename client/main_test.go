@@ -192,7 +192,7 @@ func runHelperDaemon() error {
 		return err
 	}
 	d, err := actors.Start(context.Background(), actors.Deps{Store: store, Providers: provs, Tools: reg, Log: zerolog.Nop()},
-		actors.Options{WorkspaceRoot: dd.Join("workspaces"), MaxCycles: 40})
+		actors.Options{WorkspaceRoot: dd.Join("workspaces"), DataDir: dd.Path(), MaxCycles: 40})
 	if err != nil {
 		return err
 	}

@@ -3,8 +3,10 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 
@@ -83,7 +85,11 @@ func (c *Conn) serve(m *api.ServiceCall) {
 		} else if len(out) > maxRequestBytes-1024 {
 			res.Output, res.Error = nil, fmt.Sprintf("the service's result of %d bytes is too large", len(out))
 		}
-		c.tell(&api.Request{Command: &api.Request_ServiceResult{ServiceResult: res}})
+		res.Error = cutText(api.CleanText(res.Error), maxServiceError)
+		if err := c.tell(&api.Request{Command: &api.Request_ServiceResult{ServiceResult: res}}); err != nil && !errors.Is(err, ErrDisconnected) {
+			// The call still gets an answer, never a timeout.
+			_ = c.tell(&api.Request{Command: &api.Request_ServiceResult{ServiceResult: &api.ServiceResult{Call: m.GetCall(), Error: "the service's result cannot be sent: " + err.Error()}}})
+		}
 	}
 	if s == nil {
 		answer(nil, fmt.Errorf("this program does not offer service %q", m.GetService()))
@@ -108,4 +114,18 @@ func (c *Conn) serve(m *api.ServiceCall) {
 		}()
 		answer(out, err)
 	}()
+}
+
+// maxServiceError bounds a service's error text, as the daemon does.
+const maxServiceError = 4096
+
+// cutText cuts s to at most n bytes, on a character boundary.
+func cutText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

@@ -11,19 +11,20 @@ type Config struct {
 	Data string `yaml:"data" env:"LEMO_DATA" flag:"data" help:"the data folder: the store, workspaces, token and daemon.json"`
 	Log  Log    `yaml:"log"`
 	// Listen is the remote API's address.
-	Listen    string    `yaml:"listen" env:"LEMO_LISTEN" flag:"listen" help:"address of the remote API (loopback unless TLS is configured)"`
-	TLS       TLS       `yaml:"tls"`
-	Auth      Auth      `yaml:"auth"`
-	Tasks     Tasks     `yaml:"tasks"`
-	Models    Models    `yaml:"models"`
-	Providers Providers `yaml:"providers"`
-	Tools     Tools     `yaml:"tools"`
-	Approvals Approvals `yaml:"approvals"`
-	Delegate  Delegate  `yaml:"delegate"`
-	Storage   Storage   `yaml:"storage"`
-	Live      Live      `yaml:"live"`
-	HTTP      HTTP      `yaml:"http"`
-	Remote    Remote    `yaml:"remote"`
+	Listen     string     `yaml:"listen" env:"LEMO_LISTEN" flag:"listen" help:"address of the remote API (loopback unless TLS is configured)"`
+	TLS        TLS        `yaml:"tls"`
+	Auth       Auth       `yaml:"auth"`
+	Tasks      Tasks      `yaml:"tasks"`
+	Models     Models     `yaml:"models"`
+	Providers  Providers  `yaml:"providers"`
+	Tools      Tools      `yaml:"tools"`
+	Approvals  Approvals  `yaml:"approvals"`
+	Delegate   Delegate   `yaml:"delegate"`
+	Storage    Storage    `yaml:"storage"`
+	Live       Live       `yaml:"live"`
+	HTTP       HTTP       `yaml:"http"`
+	Remote     Remote     `yaml:"remote"`
+	Workspaces Workspaces `yaml:"workspaces"`
 }
 
 // Log configures logging.

@@ -102,6 +102,9 @@ func (c *Config) Validate() []error {
 	ps = append(ps, c.Remote.Problems()...)
 	ps = append(ps, c.Live.Problems()...)
 	ps = append(ps, c.Approvals.Problems()...)
+	if strings.TrimSpace(c.Data) != "" {
+		ps = append(ps, c.Workspaces.Problems(c.Data)...)
+	}
 	if !oneOf(c.Tools.Shell.Approval, "ask", "allow", "deny") {
 		add("tools.shell.approval", "%q: want ask, allow or deny", c.Tools.Shell.Approval)
 	}

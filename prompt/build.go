@@ -77,14 +77,38 @@ type OverflowError struct {
 	Needed, Available int
 	// Sections are the sizes of that smallest input.
 	Sections []*api.SectionSize
+	// Window is the model's context window (0: unknown, FallbackWindow
+	// assumed); AfterFirstResponse tells which share of it the ceiling is.
+	Window             int
+	AfterFirstResponse bool
 }
 
+// Error says what does not fit, why, and what to do about it: the
+// instructions and tool definitions alone may exceed a small budget (a
+// larger window or fewer tools helps), or the conversation cannot be
+// shortened enough (a larger window or a new, shorter Task helps).
 func (e *OverflowError) Error() string {
 	var parts []string
+	fixed := 0
 	for _, s := range e.Sections {
 		parts = append(parts, fmt.Sprintf("%s %d", s.GetSection(), s.GetTokens()))
+		if s.GetSection() == SectionInstructions || s.GetSection() == SectionTools {
+			fixed += int(s.GetTokens())
+		}
 	}
-	return fmt.Sprintf("input needs %d tokens but the budget is %d (%s)", e.Needed, e.Available, strings.Join(parts, ", "))
+	pct := FirstResponsePercent
+	if e.AfterFirstResponse {
+		pct = AfterResponsePercent
+	}
+	window := fmt.Sprintf("%d%% of the model's context window of %d tokens", pct, e.Window)
+	if e.Window <= 0 {
+		window = fmt.Sprintf("%d%% of the %d-token window assumed for a model whose window is unknown", pct, FallbackWindow)
+	}
+	msg := fmt.Sprintf("the model's input needs at least %d tokens (%s) but only %d fit (%s)", e.Needed, strings.Join(parts, ", "), e.Available, window)
+	if fixed >= e.Available {
+		return msg + ": the instructions and tool definitions alone do not fit; use a model with a larger context window (for Ollama, raise providers.ollama.num_ctx), or offer fewer tools (lemo run --tools a,b)"
+	}
+	return msg + ": the conversation cannot be shortened enough; continue with a model with a larger context window (lemo continue <id> --model provider/model), or start a new Task with a shorter request"
 }
 
 // Overflow returns the error as recorded in history.
@@ -137,7 +161,7 @@ func Build(in Input) (*providers.Request, *api.InputSummary, error) {
 		if !ok {
 			sum.Sections = sections(0, minimum)
 			sum.EstimatedTokens = uint64(fixed + minimum)
-			return nil, sum, &OverflowError{Needed: fixed + minimum, Available: ceiling, Sections: sum.Sections}
+			return nil, sum, &OverflowError{Needed: fixed + minimum, Available: ceiling, Sections: sum.Sections, Window: in.Window, AfterFirstResponse: hasResponse}
 		}
 		sum.Excerpts = excerpts
 		convTokens = fitted

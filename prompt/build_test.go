@@ -455,3 +455,39 @@ func TestEstimateMatchesTheRule(t *testing.T) {
 		}
 	}
 }
+
+// An overflow says what to do, also when the budget is tiny: the
+// instructions and tools alone do not fit a small window, or the
+// conversation does not fit even excerpted.
+func TestOverflowSaysWhatToDo(t *testing.T) {
+	tools := []providers.ToolSpec{{Name: "t", Description: "a tool", Parameters: json.RawMessage(`{"type":"object"}`)}}
+	cases := []struct {
+		name   string
+		in     Input
+		wants  []string
+		absent string
+	}{
+		{"a window of 3 tokens", Input{History: newTask("hi").evs, Window: 3, Tools: tools},
+			[]string{"but only 1 fit (35% of the model's context window of 3 tokens)", "the instructions and tool definitions alone do not fit", "larger context window", "num_ctx", "fewer tools (lemo run --tools"}, "budget is"},
+		{"a long request", Input{History: newTask(strings.Repeat("word ", 4000)).evs, Window: 8192},
+			[]string{"but only 2867 fit (35% of the model's context window of 8192 tokens)", "the conversation cannot be shortened enough", "lemo continue <id> --model", "shorter request"}, "tool definitions alone"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := Build(tc.in)
+			var oe *OverflowError
+			if !errors.As(err, &oe) {
+				t.Fatalf("err = %v, want *OverflowError", err)
+			}
+			msg := err.Error()
+			for _, w := range tc.wants {
+				if !strings.Contains(msg, w) {
+					t.Errorf("message lacks %q:\n%s", w, msg)
+				}
+			}
+			if strings.Contains(msg, tc.absent) {
+				t.Errorf("message has %q:\n%s", tc.absent, msg)
+			}
+		})
+	}
+}

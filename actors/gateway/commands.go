@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -165,8 +166,11 @@ func result(ok *api.Response, err error) *api.Response {
 	return ok
 }
 
+// errorResponse answers e. The message is made valid UTF-8 (it may quote
+// what a client sent), because protoactor drops a message protobuf cannot
+// encode and the client would wait for an answer that never comes.
 func errorResponse(e *cmdError) *api.Response {
-	return &api.Response{Result: &api.Response_Error{Error: &api.Error{Code: e.code, Message: e.msg}}}
+	return &api.Response{Result: &api.Response_Error{Error: &api.Error{Code: e.code, Message: strings.ToValidUTF8(e.msg, "\uFFFD")}}}
 }
 
 // toError classifies a daemon error for the client.
@@ -181,6 +185,10 @@ func toError(err error) *cmdError {
 		code = api.ErrorCode_ERROR_CODE_NOT_FOUND
 	case errors.Is(err, actors.ErrInvalid), errors.Is(err, services.ErrInvalid):
 		code = api.ErrorCode_ERROR_CODE_INVALID
+	case errors.Is(err, actors.ErrTooLarge):
+		code = api.ErrorCode_ERROR_CODE_TOO_LARGE
+	case errors.Is(err, actors.ErrPermission):
+		code = api.ErrorCode_ERROR_CODE_PERMISSION_DENIED
 	case errors.As(err, &se), errors.Is(err, services.ErrConflict), errors.Is(err, taskstate.ErrExpired):
 		code = api.ErrorCode_ERROR_CODE_CONFLICT
 	case errors.Is(err, actors.ErrStopped):

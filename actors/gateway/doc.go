@@ -40,7 +40,13 @@
 //     Chunks, so no batch can exceed a limit and be dropped.
 //   - Commands are validated (validate) before anything else; every
 //     command is answered, with a typed Error when it fails; a session runs
-//     at most 64 commands at once.
+//     at most 64 commands at once. Text fields (requests, messages, reasons,
+//     paths, names) must be UTF-8 without control characters
+//     (api.CheckText: multi-line text may hold tab, line feed and carriage
+//     return); every bound on bytes, the gateway's or the daemon's, answers
+//     ERROR_CODE_TOO_LARGE; a workspace the daemon's policy refuses
+//     (actors.WorkspacePolicy) answers ERROR_CODE_PERMISSION_DENIED. Error
+//     messages are made valid UTF-8, so no answer is dropped unencodable.
 //   - The daemon dials replies back to each client; it presents the
 //     client's callback secret (from Hello) so clients can refuse anyone
 //     else. An address's secret belongs to the first token and secret that

@@ -135,7 +135,7 @@ func newHarness(t testing.TB, lim Limits, models ModelLister) *harness {
 		}
 	}
 	h.d, err = actors.Start(context.Background(), actors.Deps{Store: h.store, Providers: provs, Tools: reg, Log: testLog(t)},
-		actors.Options{WorkspaceRoot: t.TempDir(), MaxCycles: 20, ShutdownTimeout: 20 * time.Second})
+		actors.Options{WorkspaceRoot: t.TempDir(), DataDir: h.dd.Path(), MaxCycles: 20, ShutdownTimeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

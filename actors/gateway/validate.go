@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"unicode/utf8"
 
 	"lemo/actors"
 	"lemo/api"
@@ -69,7 +68,10 @@ func validate(r *api.Request) *cmdError {
 			return invalid("hello: callback_secret must be 16 to 64 bytes")
 		}
 		if len(c.Hello.GetClient()) > maxIDBytes {
-			return invalid("hello: client name longer than %d bytes", maxIDBytes)
+			return tooLarge("hello: client name longer than %d bytes", maxIDBytes)
+		}
+		if err := line("hello: client name", c.Hello.GetClient()); err != nil {
+			return err
 		}
 	case *api.Request_CreateTask:
 		m := c.CreateTask
@@ -91,7 +93,13 @@ func validate(r *api.Request) *cmdError {
 			return invalid("create_task: tools are listed but tools_restricted is not set")
 		}
 		if ws := m.GetWorkspace(); ws != "" {
-			if len(ws) > maxPathBytes || !filepath.IsAbs(ws) || strings.ContainsRune(ws, 0) {
+			if len(ws) > maxPathBytes {
+				return tooLarge("create_task: workspace path of %d bytes exceeds %d bytes", len(ws), maxPathBytes)
+			}
+			if err := line("create_task: workspace", ws); err != nil {
+				return err
+			}
+			if !filepath.IsAbs(ws) {
 				return invalid("create_task: workspace %q: want an absolute path", clip(ws))
 			}
 		}
@@ -146,7 +154,10 @@ func validate(r *api.Request) *cmdError {
 			return invalid("resolve_approval: approval id %q: want <task id>.<call id> as the approval request names it", clip(id))
 		}
 		if len(c.ResolveApproval.GetReason()) > maxReasonBytes {
-			return invalid("resolve_approval: reason longer than %d bytes", maxReasonBytes)
+			return tooLarge("resolve_approval: reason of %d bytes exceeds %d bytes", len(c.ResolveApproval.GetReason()), maxReasonBytes)
+		}
+		if err := multiline("resolve_approval: reason", c.ResolveApproval.GetReason()); err != nil {
+			return err
 		}
 	case *api.Request_Steer:
 		m := c.Steer
@@ -155,6 +166,9 @@ func validate(r *api.Request) *cmdError {
 		}
 		if m.GetCallId() == "" || len(m.GetCallId()) > maxIDBytes {
 			return invalid("steer: call id must be 1 to %d bytes", maxIDBytes)
+		}
+		if err := line("steer: call id", m.GetCallId()); err != nil {
+			return err
 		}
 		if len(m.GetInput()) > maxSteerBytes {
 			return tooLarge("steer: input of %d bytes exceeds %d", len(m.GetInput()), maxSteerBytes)
@@ -168,6 +182,9 @@ func validate(r *api.Request) *cmdError {
 		}
 		if id := c.StopCall.GetCallId(); id == "" || len(id) > maxIDBytes {
 			return invalid("stop_call: call id must be 1 to %d bytes", maxIDBytes)
+		}
+		if err := line("stop_call: call id", c.StopCall.GetCallId()); err != nil {
+			return err
 		}
 	case *api.Request_ListDelegateSessions:
 		if id := c.ListDelegateSessions.GetTaskId(); id != "" {
@@ -188,7 +205,10 @@ func validate(r *api.Request) *cmdError {
 			return tooLarge("service_result: output of %d bytes exceeds %d", len(m.GetOutput()), maxServiceResult)
 		}
 		if len(m.GetError()) > maxReasonBytes {
-			return invalid("service_result: error longer than %d bytes", maxReasonBytes)
+			return tooLarge("service_result: error of %d bytes exceeds %d bytes", len(m.GetError()), maxReasonBytes)
+		}
+		if err := multiline("service_result: error", m.GetError()); err != nil {
+			return err
 		}
 		if m.GetError() == "" && !json.Valid(m.GetOutput()) {
 			return invalid("service_result: output is not JSON")
@@ -261,7 +281,10 @@ func validService(s *api.ServiceSpec) *cmdError {
 		return invalid("register_service: name %q: want 1 to 64 characters of a-z, 0-9, '_', '.' or '-'", clip(s.GetName()))
 	}
 	if len(s.GetDescription()) > maxDescription {
-		return invalid("register_service: description longer than %d bytes", maxDescription)
+		return tooLarge("register_service: description of %d bytes exceeds %d bytes", len(s.GetDescription()), maxDescription)
+	}
+	if err := multiline("register_service: description", s.GetDescription()); err != nil {
+		return err
 	}
 	ops := s.GetOperations()
 	if len(ops) == 0 || len(ops) > maxServiceOps {
@@ -277,7 +300,10 @@ func validService(s *api.ServiceSpec) *cmdError {
 		}
 		seen[op.GetName()] = true
 		if len(op.GetDescription()) > maxDescription {
-			return invalid("register_service: operation %s: description longer than %d bytes", op.GetName(), maxDescription)
+			return tooLarge("register_service: operation %s: description of %d bytes exceeds %d bytes", op.GetName(), len(op.GetDescription()), maxDescription)
+		}
+		if err := multiline("register_service: operation "+op.GetName()+": description", op.GetDescription()); err != nil {
+			return err
 		}
 		for what, schema := range map[string][]byte{"input": op.GetInputSchema(), "result": op.GetResultSchema()} {
 			if len(schema) == 0 {
@@ -301,14 +327,31 @@ func taskID(id string) *cmdError {
 	return nil
 }
 
+// text checks a person's text (a request, a message): not empty, within
+// maxTextBytes (the daemon's own limit is lower; both answer TOO_LARGE),
+// and multi-line text by api.CheckText.
 func text(what, s string) *cmdError {
 	switch {
 	case strings.TrimSpace(s) == "":
 		return invalid("%s is empty", what)
 	case len(s) > maxTextBytes:
 		return tooLarge("%s of %d bytes exceeds %d bytes", what, len(s), maxTextBytes)
-	case !utf8.ValidString(s):
-		return invalid("%s is not valid UTF-8", what)
+	}
+	return multiline(what, s)
+}
+
+// multiline checks text that may span lines (api.CheckText).
+func multiline(what, s string) *cmdError {
+	if err := api.CheckText(s, true); err != nil {
+		return invalid("%s %v", what, err)
+	}
+	return nil
+}
+
+// line checks text of one line: a path, a name, an id (api.CheckText).
+func line(what, s string) *cmdError {
+	if err := api.CheckText(s, false); err != nil {
+		return invalid("%s %v", what, err)
 	}
 	return nil
 }
@@ -316,6 +359,9 @@ func text(what, s string) *cmdError {
 func modelID(id string, optional bool) *cmdError {
 	if id == "" && optional {
 		return nil
+	}
+	if err := line("model", id); err != nil {
+		return err
 	}
 	p, n, ok := strings.Cut(id, "/")
 	if !ok || p == "" || n == "" || len(id) > maxModelBytes {

@@ -48,6 +48,24 @@ func TestValidate(t *testing.T) {
 		{"service result not JSON", &api.Request{Command: &api.Request_ServiceResult{ServiceResult: &api.ServiceResult{Call: 1, Output: []byte("nope")}}}, api.ErrorCode_ERROR_CODE_INVALID},
 		{"service error", &api.Request{Command: &api.Request_ServiceResult{ServiceResult: &api.ServiceResult{Call: 1, Error: "failed"}}}, 0},
 		{"hello without version", &api.Request{Command: &api.Request_Hello{Hello: &api.Hello{}}}, api.ErrorCode_ERROR_CODE_INVALID},
+		// Control characters mean nothing in a request (a NUL would end
+		// up in the title); tab, line feed and carriage return do.
+		{"NUL in a request", create("fake/echo", "hi\x00there"), api.ErrorCode_ERROR_CODE_INVALID},
+		{"escape in a request", create("fake/echo", "hi\x1b[2J"), api.ErrorCode_ERROR_CODE_INVALID},
+		{"C1 control in a request", create("fake/echo", "hi\u009bthere"), api.ErrorCode_ERROR_CODE_INVALID},
+		{"tabs and new lines in a request", create("fake/echo", "a\tb\r\nc"), 0},
+		{"invalid UTF-8 in a request", create("fake/echo", "hi\xff"), api.ErrorCode_ERROR_CODE_INVALID},
+		{"NUL in a message", &api.Request{Command: &api.Request_SendMessage{SendMessage: &api.SendMessageRequest{TaskId: "T", Text: "a\x00"}}}, api.ErrorCode_ERROR_CODE_INVALID},
+		{"new line in a workspace", &api.Request{Command: &api.Request_CreateTask{CreateTask: &api.CreateTaskRequest{Request: "x", Workspace: "/tmp/a\nb"}}}, api.ErrorCode_ERROR_CODE_INVALID},
+		{"NUL in a workspace", &api.Request{Command: &api.Request_CreateTask{CreateTask: &api.CreateTaskRequest{Request: "x", Workspace: "/tmp/a\x00"}}}, api.ErrorCode_ERROR_CODE_INVALID},
+		{"control character in a model", create("fake/ec\x07ho", "hi"), api.ErrorCode_ERROR_CODE_INVALID},
+		{"NUL in a reason", &api.Request{Command: &api.Request_ResolveApproval{ResolveApproval: &api.ResolveApprovalRequest{ApprovalId: "T.c", Reason: "no\x00"}}}, api.ErrorCode_ERROR_CODE_INVALID},
+		{"control character in a service description", &api.Request{Command: &api.Request_RegisterService{RegisterService: &api.RegisterServiceRequest{Service: &api.ServiceSpec{Name: "s", Description: "\x1b]0;x\x07", Operations: []*api.ServiceOperation{{Name: "o"}}}}}}, api.ErrorCode_ERROR_CODE_INVALID},
+		// Every bound on bytes answers TOO_LARGE, whatever the size.
+		{"long workspace", &api.Request{Command: &api.Request_CreateTask{CreateTask: &api.CreateTaskRequest{Request: "x", Workspace: "/" + strings.Repeat("a", maxPathBytes)}}}, api.ErrorCode_ERROR_CODE_TOO_LARGE},
+		{"long reason", &api.Request{Command: &api.Request_ResolveApproval{ResolveApproval: &api.ResolveApprovalRequest{ApprovalId: "T.c", Reason: strings.Repeat("r", maxReasonBytes+1)}}}, api.ErrorCode_ERROR_CODE_TOO_LARGE},
+		{"long service error", &api.Request{Command: &api.Request_ServiceResult{ServiceResult: &api.ServiceResult{Call: 1, Error: strings.Repeat("e", maxReasonBytes+1)}}}, api.ErrorCode_ERROR_CODE_TOO_LARGE},
+		{"long client name", &api.Request{Command: &api.Request_Hello{Hello: &api.Hello{ProtocolVersion: 1, Client: strings.Repeat("c", maxIDBytes+1)}}}, api.ErrorCode_ERROR_CODE_TOO_LARGE},
 		{"short callback secret", &api.Request{Command: &api.Request_Hello{Hello: &api.Hello{ProtocolVersion: 1, CallbackSecret: []byte("short")}}}, api.ErrorCode_ERROR_CODE_INVALID},
 	}
 	for _, tc := range cases {
@@ -237,5 +255,29 @@ func TestOutboxSplit(t *testing.T) {
 	}
 	if next := o.split(batch); next[0].GetId() == chunks[0].GetId() {
 		t.Fatal("two messages share a chunk id")
+	}
+}
+
+// Over the remote API an owner's token cannot put a Task in the daemon's
+// data folder or outside what is granted (PERMISSION_DENIED, naming the
+// rule), and a request over the daemon's own size limit answers TOO_LARGE
+// like one over the gateway's.
+func TestCreateTaskRefusals(t *testing.T) {
+	h := newHarness(t, Limits{}, nil)
+	c := h.connect(Principal{Owner: "alice"})
+	withWorkspace := func(ws string) *api.Request {
+		return &api.Request{Command: &api.Request_CreateTask{CreateTask: &api.CreateTaskRequest{Request: "read the token", Model: "fake/echo", Workspace: ws}}}
+	}
+	for _, ws := range []string{h.dd.Path(), filepath.Join(h.dd.Path(), "store"), "/", "/etc"} {
+		r := c.call(withWorkspace(ws))
+		if errCode(r) != api.ErrorCode_ERROR_CODE_PERMISSION_DENIED || !strings.Contains(r.GetError().GetMessage(), "workspace") {
+			t.Errorf("create_task in %s: %v, want PERMISSION_DENIED naming the workspace rule", ws, r)
+		}
+	}
+	if r := c.call(withWorkspace("/nonexistent-folder-of-lemo")); errCode(r) != api.ErrorCode_ERROR_CODE_INVALID {
+		t.Errorf("create_task in a missing folder: %v, want INVALID", r)
+	}
+	if r := c.call(create("fake/echo", strings.Repeat("x", 300<<10))); errCode(r) != api.ErrorCode_ERROR_CODE_TOO_LARGE {
+		t.Errorf("a 300 KB request: %v, want TOO_LARGE", r)
 	}
 }

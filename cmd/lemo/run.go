@@ -25,7 +25,7 @@ func runTask(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	model := f.fs.String("model", "", "model provider/model (default: the daemon's models.default)")
 	cancelOnExit := f.fs.Bool("cancel-on-exit", false, "cancel the Task when interrupted")
 	toolList := f.fs.String("tools", "", "comma-separated tools the Task may use (default: all)")
-	workspace := f.fs.String("workspace", "", "an existing absolute folder the Task works in (default: its own)")
+	workspace := f.fs.String("workspace", "", "an existing absolute folder the Task works in, in a folder the daemon grants this token (workspaces.grants; default: a folder of its own)")
 	reasoning := f.fs.Bool("reasoning", false, "show the model's reasoning")
 	var rules approvalFlags
 	f.fs.Var(rules.of(api.ApprovalRule_APPROVAL_RULE_ASK), "ask", "calls of the tools PATTERN names (shell.run, files.*, *) need your approval; repeatable")

@@ -216,6 +216,8 @@ func actorOptions(cfg *config.Config, dd *persistence.DataDir) actors.Options {
 		PausedLiveTimeout: cfg.Live.PausedTimeout,
 		ShutdownTimeout:   cfg.Tasks.ShutdownTimeout,
 		WorkspaceRoot:     dd.Join("workspaces"),
+		DataDir:           dd.Path(),
+		WorkspaceGrants:   workspaceGrants(cfg),
 		MaxRequestBytes:   cfg.Tasks.MaxRequestBytes,
 		Approval:          approvalPolicy(cfg),
 		ApprovalTimeout:   cfg.Approvals.Timeout,
@@ -227,6 +229,15 @@ func liveLimits(cfg *config.Config) live.Limits {
 	mib := func(n int) int64 { return int64(n) << 20 }
 	l := cfg.Live
 	return live.Limits{CallBytes: mib(l.CallMiB), TaskBytes: mib(l.TaskMiB), TotalBytes: mib(l.TotalMiB), SpillBytes: mib(l.SpillMiB), SpillTotalBytes: mib(l.SpillTotalMiB)}
+}
+
+// workspaceGrants are the workspaces.grants keys as the daemon takes them.
+func workspaceGrants(cfg *config.Config) []actors.WorkspaceGrant {
+	var out []actors.WorkspaceGrant
+	for _, g := range cfg.Workspaces.Parsed() {
+		out = append(out, actors.WorkspaceGrant{Owner: g.Owner, Root: g.Root})
+	}
+	return out
 }
 
 // approvalPolicy is the daemon-wide approval policy of the approvals keys;

@@ -57,12 +57,14 @@ func startDaemon(t testing.TB, dt *Tools, plan fake.Plan) *daemon {
 	if os.Getenv("DELEGATE_TEST_LOG") != "" {
 		log = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.DebugLevel)
 	}
+	// The Tasks work in a folder the daemon grants to operators.
+	ws := t.TempDir()
 	d, err := actors.Start(context.Background(), actors.Deps{Store: store, Providers: provs, Tools: reg, Log: log},
-		actors.Options{WorkspaceRoot: t.TempDir(), ToolGrace: 10 * time.Second, ShutdownTimeout: 20 * time.Second})
+		actors.Options{WorkspaceRoot: t.TempDir(), DataDir: dir, WorkspaceGrants: []actors.WorkspaceGrant{{Owner: actors.OperatorGrant, Root: ws}},
+			ToolGrace: 10 * time.Second, ShutdownTimeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws := t.TempDir()
 	t.Cleanup(func() {
 		if err := d.Stop(context.Background()); err != nil {
 			t.Errorf("Stop: %v", err)
