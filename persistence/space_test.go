@@ -3,8 +3,8 @@ package persistence
 import (
 	"context"
 	"encoding/hex"
-	"math/rand/v2"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
