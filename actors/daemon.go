@@ -257,6 +257,10 @@ type Daemon struct {
 	root    *actor.PID
 	stopped atomic.Bool
 	stopMu  sync.Mutex
+	// diskWake asks resumeLoop to continue the Tasks the full disk paused;
+	// diskStop ends it.
+	diskWake chan struct{}
+	diskStop context.CancelFunc
 }
 
 // Start recovers the store and starts the tree. No command is accepted
@@ -299,6 +303,7 @@ func Start(ctx context.Context, deps Deps, opts Options) (*Daemon, error) {
 		_ = e.system.Root.StopFuture(root).Wait()
 		return nil, ctx.Err()
 	}
+	d.watchDisk()
 	return d, nil
 }
 
@@ -620,6 +625,7 @@ func (d *Daemon) Stop(ctx context.Context) error {
 		return nil
 	}
 	e := d.env
+	d.unwatchDisk()
 	ctx, cancel := context.WithTimeout(ctx, e.opts.ShutdownTimeout)
 	defer cancel()
 	done := make(chan struct{})
