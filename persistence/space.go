@@ -31,16 +31,19 @@ var ErrDiskFull = errors.New("persistence: disk full")
 // tables a memtable is flushed to and the tables compaction writes. A write
 // into a page the filesystem cannot back is a SIGBUS, not an error. The
 // store therefore
-//   - allocates each memtable log up to walPrealloc as soon as it sees it
-//     (fallocate), so appends into it never need new space;
-//   - refuses appends while the free space is below headroomFactor·M: a
-//     memtable flush (≤ M), the first transaction written into a new log
-//     before it is allocated (≤ 0.2·M) and compaction fit in it;
+//   - allocates each memtable log up to walPrealloc (1.5·M) as soon as it
+//     sees it (fallocate), so appends into it never need new space; it
+//     does so only while a flush (M) still fits beside it, and refuses
+//     ordinary appends while a log is not allocated;
+//   - refuses ordinary appends while the free space is below
+//     headroomFactor·M: the first transaction written into a new log
+//     before it is allocated (≤ 0.2·M), that log's allocation (1.5·M) and
+//     the flush of the full memtable (≤ M) fit in it;
 //   - keeps a reserve file of reserveFactor·M, allocated, that it deletes
 //     when the disk is full, so that the records pausing Tasks (Append.
-//     Reserve) and the flushes they may cause fit.
+//     Reserve) and a flush they may cause fit.
 const (
-	headroomFactor = 2
+	headroomFactor = 3
 	reserveFactor  = 2
 	// A reserve append needs the room of a flush and the first
 	// transaction of a new log.
@@ -165,7 +168,6 @@ type verdict struct {
 func (g *diskGuard) admit(wantReserve bool) verdict {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.allocWAL()
 	free, err := g.evaluate()
 	if err != nil {
 		return verdict{normal: err, reserve: err}
@@ -176,6 +178,7 @@ func (g *diskGuard) admit(wantReserve bool) verdict {
 	v := verdict{normal: g.fullError(free)}
 	if wantReserve && free < g.need && g.reserved {
 		g.releaseReserve()
+		g.allocWAL()
 		if free, err = g.read(g.fsDir); err != nil {
 			return verdict{normal: err, reserve: err}
 		}
@@ -192,19 +195,23 @@ func (g *diskGuard) fullError(free int64) error {
 		ErrDiskFull, free>>20, g.headroom>>20)
 }
 
-// evaluate reads the free space and moves between normal and full. Normal
-// turns full below the headroom; full turns normal once the reserve is
+// evaluate allocates new memtable logs, reads the free space and moves
+// between normal and full. Normal turns full below the headroom or when a
+// log could not be allocated; full turns normal once the reserve is
 // allocated again and the headroom plus one memtable is free beside it.
 // Called with mu held.
 func (g *diskGuard) evaluate() (int64, error) {
+	walOK := g.allocWAL()
 	free, err := g.read(g.fsDir)
 	if err != nil {
 		return 0, err
 	}
 	was := g.full
 	switch {
-	case !g.full && free < g.headroom:
+	case !g.full && (free < g.headroom || !walOK):
 		g.full = true
+	case g.full && !walOK:
+		// Stays full until the new memtable log is allocated.
 	case !g.full && !g.reserved && free >= g.headroom+g.reserve+g.memtable:
 		if err := g.allocReserve(); err != nil {
 			g.warn("cannot allocate the disk reserve", err)
@@ -269,19 +276,33 @@ func (g *diskGuard) releaseReserve() {
 }
 
 // allocWAL allocates the memtable logs Badger created since the last call
-// (it numbers them in sequence). Called with mu held.
-func (g *diskGuard) allocWAL() {
+// (it numbers them in sequence), as long as the flush of a memtable still
+// fits beside them. It reports whether every log is allocated. Called with
+// mu held.
+func (g *diskGuard) allocWAL() bool {
 	for {
 		p := filepath.Join(g.dir, fmt.Sprintf("%05d.mem", g.walFid+1))
-		if err := g.allocFile(p, g.memtable*walPreallocNum/walPreallocDen); err != nil {
-			if !errors.Is(err, os.ErrNotExist) {
-				g.warn("cannot allocate a memtable log", err)
+		if _, err := os.Stat(p); err != nil {
+			return true
+		}
+		free, err := g.read(g.fsDir)
+		if err != nil || free < g.walSize()+g.memtable {
+			return false
+		}
+		if err := g.allocFile(p, g.walSize()); err != nil {
+			if errors.Is(err, os.ErrNotExist) { // flushed and deleted meanwhile
+				g.walFid++
+				continue
 			}
-			return
+			g.warn("cannot allocate a memtable log", err)
+			return false
 		}
 		g.walFid++
 	}
 }
+
+// walSize is how much of a memtable log is allocated.
+func (g *diskGuard) walSize() int64 { return g.memtable * walPreallocNum / walPreallocDen }
 
 // allocFile allocates the first n bytes of an existing file (at most its
 // size), so that writes through a mapping of them need no new space.
@@ -324,7 +345,7 @@ func (g *diskGuard) prepareOpen() error {
 			if err != nil || !strings.HasSuffix(e.Name(), ".mem") {
 				continue
 			}
-			if err := g.allocFile(filepath.Join(g.dir, e.Name()), g.memtable*walPreallocNum/walPreallocDen); err != nil {
+			if err := g.allocFile(filepath.Join(g.dir, e.Name()), g.walSize()); err != nil {
 				failed = err
 			}
 			g.walFid = max(g.walFid, fid)
@@ -356,7 +377,6 @@ func (g *diskGuard) prepareOpen() error {
 // starts the poller.
 func (g *diskGuard) started(poll time.Duration) error {
 	g.mu.Lock()
-	g.allocWAL()
 	free, err := g.read(g.fsDir)
 	if err == nil && !g.reserved && free >= g.headroom+g.reserve {
 		if err := g.allocReserve(); err != nil {
@@ -388,7 +408,6 @@ func (g *diskGuard) poll(every time.Duration) {
 			return
 		case <-t.C:
 			g.mu.Lock()
-			g.allocWAL()
 			if _, err := g.evaluate(); err != nil {
 				g.warn("cannot read the free space", err)
 			}
@@ -439,12 +458,16 @@ func (s *Store) DiskFull() bool { return s.space.state.Load() }
 
 // WatchDisk sets the function told when the disk guard changes between
 // normal and full; it runs on the store's goroutines, so it must not block
-// or call the store. It is called at once with the current state.
+// or call the store. It is called at once with the current state; nil
+// stops the calls (none runs once WatchDisk returns).
 func (s *Store) WatchDisk(fn func(DiskState)) {
 	g := s.space
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.watch = fn
+	if fn == nil {
+		return
+	}
 	free, _ := g.read(g.fsDir)
 	fn(DiskState{Full: g.full, Free: free, Headroom: g.headroom, Reserve: g.reserve})
 }

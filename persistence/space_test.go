@@ -156,7 +156,7 @@ func TestAppendRefusedWhenDiskFull(t *testing.T) {
 	task := NewTaskID(t0)
 	mustAppend(t, st, task, created(task, "alice"))
 
-	disk.free.Store(16*mib - 1) // below the 16 MiB headroom
+	disk.free.Store(24*mib - 1) // below the 24 MiB headroom
 	_, err := st.Append(context.Background(), Append{TaskID: task, Events: []*api.Event{msg(task, 2, "refused")}})
 	if !errors.Is(err, ErrDiskFull) {
 		t.Fatalf("Append below the headroom: err = %v, want ErrDiskFull", err)
@@ -187,13 +187,13 @@ func TestAppendRefusedWhenDiskFull(t *testing.T) {
 	if _, err := st.Append(context.Background(), Append{TaskID: task, Events: []*api.Event{msg(task, 3, "pause")}, Reserve: true}); !errors.Is(err, ErrDiskFull) {
 		t.Fatalf("reserve append with no space at all: err = %v, want ErrDiskFull", err)
 	}
-	// Space back, but not enough for the reserve and the headroom: still full.
-	disk.free.Store(16*mib + 8*mib - 1 - 16*mib) // reading: 24 MiB - 1
-	time.Sleep(20 * time.Millisecond)            // many polls: none may end the full state
-	if !st.DiskFull() {
-		t.Fatal("the full state ended below headroom + reserve + a memtable")
+	// Space back, but not enough for the reserve, the headroom and a
+	// memtable: still full.
+	disk.free.Store(32*mib - 1) // reading: 48 MiB - 1
+	if _, err := st.Append(context.Background(), Append{TaskID: task, Events: []*api.Event{msg(task, 3, "refused")}}); !errors.Is(err, ErrDiskFull) || !st.DiskFull() {
+		t.Fatalf("Append below headroom + reserve + a memtable: %v, want still ErrDiskFull", err)
 	}
-	disk.free.Store(24 * mib) // reading 40 MiB: reserve 16, headroom 16, a memtable 8
+	disk.free.Store(32 * mib) // reading 48 MiB: reserve 16, headroom 24, a memtable 8
 	waitFor(t, "full state ends once space is back", func() bool { return !st.DiskFull() })
 	if fi, err := os.Stat(reserve); err != nil || fi.Size() != 16*mib {
 		t.Fatalf("reserve file after recovery: %v, %v; want 16 MiB again", fi, err)

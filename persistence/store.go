@@ -149,11 +149,11 @@ func writeFileSync(path string, data []byte, mode os.FileMode) error {
 // Options tunes the store. The zero value is the production setting.
 type Options struct {
 	Log zerolog.Logger
-	// MemTableSize is Badger's memtable size; 0 means 16 MiB. Tests use
-	// less; values below 8 MiB are raised to 8 MiB, the least that holds a
-	// record of the largest size. The disk space the store keeps for
-	// itself scales with it (see ErrDiskFull): 1.5× for the memtable log,
-	// 2× headroom and 2× reserve.
+	// MemTableSize is Badger's memtable size; 0 means 8 MiB. Values below
+	// 8 MiB are raised to 8 MiB, the least that holds a record of the
+	// largest size. The disk space the store keeps for itself scales with
+	// it (see ErrDiskFull): 1.5× for the memtable log, 3× headroom and 2×
+	// reserve.
 	MemTableSize int64
 	// BlockCacheSize is Badger's block cache; 0 means 64 MiB.
 	BlockCacheSize int64
@@ -277,10 +277,11 @@ func Open(dd *DataDir, opt Options) (*Store, error) {
 }
 
 // defaultMemTable is Badger's memtable size unless Options say otherwise:
-// smaller than Badger's 64 MiB because the disk space the store keeps for
-// itself is a multiple of it, and Lemo's records are small (a flush every
-// 16 MiB of history).
-const defaultMemTable = 16 << 20
+// the least the store accepts (see MemTableSize), not Badger's 64 MiB,
+// because the disk space the store keeps for itself is a multiple of it
+// (6.5×: 52 MiB here, 416 MiB at 64 MiB) and Lemo's records are small: it
+// costs a memtable flush every 8 MiB of history.
+const defaultMemTable = 8 << 20
 
 // historyMarker is written beside the store once it exists, so that a store
 // that disappears is noticed instead of silently replaced.
