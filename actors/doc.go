@@ -25,6 +25,12 @@
 //     keeps panicking is stopped and recorded as failed.
 //   - Tasks are activated on demand and passivated when idle: a dormant Task
 //     costs storage, not memory.
+//   - When the data folder's disk turns full (the store's guard), every
+//     running Task stops its model call and tools at once and pauses with
+//     reason disk_full, recorded from the store's reserve; an append the
+//     store refuses for it loses nothing. When space is back the Tasks the
+//     disk paused continue by themselves (taskstate.ResumeDiskFull says
+//     why), also after a restart.
 //
 // Lifecycle:
 //  1. Start recovers the store (every Task found running is durably paused
