@@ -325,6 +325,15 @@ func TestDiskFullUnderServe(t *testing.T) {
 	waitTask(t, c, shell, "paused: disk full (shell)", diskPaused)
 	alive("after a shell command filled the disk")
 	lowest = min(lowest, freeMiB(t, mnt))
+	// A restart on the full disk (before, Badger faulted again at every
+	// start): the daemon serves, the Task stays paused for the disk.
+	_ = c.Close()
+	d.kill()
+	d = serveRemote(t, data, "--config", cfg)
+	c = d.connect(t, "")
+	if !diskPausedTask(t, c, shell) {
+		t.Fatalf("after a restart on the full disk the task is not paused for it\n%s", d.logs())
+	}
 	took := recovered(filepath.Join(data, "workspaces", shell, "big"), []string{shell}, finished)
 	t.Logf("shell: filled to %d MiB free; finished %v after the filler was deleted", lowest, took)
 
