@@ -372,9 +372,11 @@ func (g *diskGuard) prepareOpen() error {
 	}
 }
 
-// started runs once Badger is open: it allocates the log Badger created,
-// takes the first reading (allocating the reserve when there is room) and
-// starts the poller.
+// started runs once Badger is open: it allocates the reserve when there is
+// room for it beside the headroom, else starts full (the state the store was
+// left in when it released its reserve: a restart is no way around the
+// hysteresis), takes the first reading (allocating the log Badger created)
+// and starts the poller.
 func (g *diskGuard) started(poll time.Duration) error {
 	g.mu.Lock()
 	free, err := g.read(g.fsDir)
@@ -384,6 +386,8 @@ func (g *diskGuard) started(poll time.Duration) error {
 		}
 	}
 	if err == nil {
+		g.full = !g.reserved
+		g.state.Store(g.full)
 		_, err = g.evaluate()
 	}
 	g.mu.Unlock()

@@ -271,3 +271,40 @@ func BenchmarkFreeSpace(b *testing.B) {
 		}
 	}
 }
+
+// A store opened without its reserve (released when the disk filled) and
+// without room to allocate it again starts full: a restart does not skip
+// the hysteresis.
+func TestOpenWithoutRoomForTheReserveStartsFull(t *testing.T) {
+	const mib = 1 << 20
+	disk := &lowDisk{}
+	disk.free.Store(1 << 40)
+	dir := t.TempDir()
+	closeTest(t, openTest(t, dir))
+	if err := os.Remove(filepath.Join(dir, reserveFile)); err != nil {
+		t.Fatal(err)
+	}
+	dd, err := OpenDataDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disk.reserve, disk.size = dd.Join(reserveFile), reserveFactor*8<<20
+	disk.free.Store(40*mib - 1 - 16*mib) // reading 40 MiB - 1: room for the headroom, not for the reserve beside it
+	st, err := Open(dd, Options{Log: zerolog.Nop(), MemTableSize: 8 << 20, FreeBytes: disk.read, DiskPoll: time.Millisecond})
+	if err != nil {
+		_ = dd.Close()
+		t.Fatal(err)
+	}
+	ts := &testStore{Store: st, dd: dd}
+	defer closeTest(t, ts)
+	if !st.DiskFull() {
+		t.Fatal("DiskFull() = false after opening without room for the reserve")
+	}
+	task := NewTaskID(t0)
+	if _, err := st.Append(context.Background(), Append{TaskID: task, Events: []*api.Event{created(task, "alice")}}); !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("Append: %v, want ErrDiskFull", err)
+	}
+	disk.free.Store(32 * mib) // reading 48 MiB: reserve 16, headroom 24, a memtable 8
+	waitFor(t, "full state ends once there is room for the reserve", func() bool { return !st.DiskFull() })
+	mustAppend(t, ts, task, created(task, "alice"))
+}
