@@ -170,6 +170,9 @@ func TestAppendRefusedWhenDiskFull(t *testing.T) {
 	if m, err := st.Meta(task); err != nil || m.GetLastSeq() != 1 {
 		t.Fatalf("after the refused append: last seq %d (%v), want 1", m.GetLastSeq(), err)
 	}
+	if err := st.UpdateIndex([]KV{{Key: IndexFormatKey(), Value: []byte("x")}}); !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("UpdateIndex below the headroom: err = %v, want ErrDiskFull", err)
+	}
 	if _, err := os.Stat(reserve); err != nil {
 		t.Fatalf("the reserve was released by an ordinary append: %v", err)
 	}
@@ -307,4 +310,22 @@ func TestOpenWithoutRoomForTheReserveStartsFull(t *testing.T) {
 	disk.free.Store(32 * mib) // reading 48 MiB: reserve 16, headroom 24, a memtable 8
 	waitFor(t, "full state ends once there is room for the reserve", func() bool { return !st.DiskFull() })
 	mustAppend(t, ts, task, created(task, "alice"))
+}
+
+// Values that would go to Badger's value log (a sparse 2 GiB mapping the
+// guard does not allocate) are refused: every record stays in the
+// memtable log.
+func TestLargeValuesRefused(t *testing.T) {
+	st := openTest(t, t.TempDir())
+	task := NewTaskID(t0)
+	mustAppend(t, st, task, created(task, "o"))
+	big := make([]byte, MaxEventBytes+1)
+	_, err := st.Append(context.Background(), Append{TaskID: task, Events: []*api.Event{msg(task, 2, "x")}, Extra: []KV{{Key: []byte("x/big"), Value: big}}})
+	if !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Append with an extra value of %d bytes: %v, want ErrTooLarge", len(big), err)
+	}
+	if err := st.UpdateIndex([]KV{{Key: IndexFormatKey(), Value: big}}); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("UpdateIndex with a value of %d bytes: %v, want ErrTooLarge", len(big), err)
+	}
+	mustAppend(t, st, task, msg(task, 2, "small"))
 }

@@ -178,9 +178,10 @@ type Options struct {
 	OnCommit func(appends, events int, wait time.Duration)
 }
 
-// MaxEventBytes is the largest encoded event the store accepts. It keeps
-// every record below Badger's value threshold, on the WAL path whose sync
-// errors are reported.
+// MaxEventBytes is the largest encoded event (and extra or index value)
+// the store accepts. It keeps every record below Badger's value threshold,
+// on the WAL path whose sync errors are reported, and out of the value log,
+// whose sparse memory mapping a full disk would fault.
 const MaxEventBytes = 768 << 10
 
 // Store is the daemon's embedded store.

@@ -107,6 +107,9 @@ func prepare(a Append) (*request, error) {
 		if len(kv.Key) == 0 {
 			return nil, fmt.Errorf("%w: task %s: extra key is empty", ErrInvalid, a.TaskID)
 		}
+		if len(kv.Value) > MaxEventBytes {
+			return nil, fmt.Errorf("%w: task %s: extra value of %d bytes exceeds %d", ErrTooLarge, a.TaskID, len(kv.Value), MaxEventBytes)
+		}
 		req.size += len(kv.Key) + len(kv.Value)
 	}
 	if n := len(a.Events); n > 0 && !coversEvents(a.TaskID, a.Events[n-1].GetSeq(), a.Extra) {
