@@ -319,7 +319,7 @@ func TestLargeValuesRefused(t *testing.T) {
 	st := openTest(t, t.TempDir())
 	task := NewTaskID(t0)
 	mustAppend(t, st, task, created(task, "o"))
-	big := make([]byte, MaxEventBytes+1)
+	big := make([]byte, valueThreshold)
 	_, err := st.Append(context.Background(), Append{TaskID: task, Events: []*api.Event{msg(task, 2, "x")}, Extra: []KV{{Key: []byte("x/big"), Value: big}}})
 	if !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("Append with an extra value of %d bytes: %v, want ErrTooLarge", len(big), err)

@@ -178,11 +178,15 @@ type Options struct {
 	OnCommit func(appends, events int, wait time.Duration)
 }
 
-// MaxEventBytes is the largest encoded event (and extra or index value)
-// the store accepts. It keeps every record below Badger's value threshold,
-// on the WAL path whose sync errors are reported, and out of the value log,
-// whose sparse memory mapping a full disk would fault.
+// MaxEventBytes is the largest encoded event the store accepts. It keeps
+// every record below Badger's value threshold, on the WAL path whose sync
+// errors are reported.
 const MaxEventBytes = 768 << 10
+
+// valueThreshold is Badger's value threshold: a value this large would go
+// to the value log, a sparse memory mapping a full disk would fault, so
+// extra and index values are refused from it on (events stop earlier).
+const valueThreshold = 1 << 20
 
 // Store is the daemon's embedded store.
 type Store struct {
@@ -232,7 +236,7 @@ func Open(dd *DataDir, opt Options) (*Store, error) {
 	bo := badger.DefaultOptions(dir).
 		WithSyncWrites(true).
 		WithLogger(logging.NewPrintf(opt.Log, "badger")).
-		WithValueThreshold(1 << 20).
+		WithValueThreshold(valueThreshold).
 		WithExternalMagic(badgerMagic).
 		WithVerifyValueChecksum(true).
 		WithReadOnly(opt.ReadOnly).

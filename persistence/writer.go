@@ -107,8 +107,8 @@ func prepare(a Append) (*request, error) {
 		if len(kv.Key) == 0 {
 			return nil, fmt.Errorf("%w: task %s: extra key is empty", ErrInvalid, a.TaskID)
 		}
-		if len(kv.Value) > MaxEventBytes {
-			return nil, fmt.Errorf("%w: task %s: extra value of %d bytes exceeds %d", ErrTooLarge, a.TaskID, len(kv.Value), MaxEventBytes)
+		if len(kv.Value) >= valueThreshold {
+			return nil, fmt.Errorf("%w: task %s: extra value of %d bytes, the limit is %d", ErrTooLarge, a.TaskID, len(kv.Value), valueThreshold-1)
 		}
 		req.size += len(kv.Key) + len(kv.Value)
 	}
