@@ -241,7 +241,8 @@ func TestFreeSpaceGuardUnderServe(t *testing.T) {
 // tmpfs holding its data folder and the Tasks' workspaces; the disk is
 // filled every way a Task can: by a shell command's output, by files.write
 // (many Tasks, each its file), and by many Tasks recording facts
-// (memory.record) until the store's own growth reaches the headroom. Each
+// (memory.record) until the store's own growth reaches the headroom, and by
+// a shell command while many Tasks append. Each
 // time the daemon stays up, the Tasks concerned pause with reason
 // disk_full, and once the filler is deleted they continue by themselves
 // (and finish). At the end everything read before a kill -9 is there after
@@ -401,6 +402,40 @@ func TestDiskFullUnderServe(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// 4. A shell command fills the disk while many Tasks append (their
+	// memtable flushes and the fill race): all of them pause.
+	var busy []string
+	for i := 0; i < 8; i++ {
+		busy = append(busy, create("fake/repeat", fmt.Sprintf(`memory.record {"content":%q}`, fmt.Sprintf("busy %d: %s", i, fact))))
+	}
+	for _, id := range busy {
+		waitTask(t, c, id, "appending", func(m *api.TaskMeta) bool { return m.GetLastSeq() > 20 })
+	}
+	filling := create("fake/shell", "head -c 200M /dev/zero > big; echo wrote")
+	for _, id := range append([]string{filling}, busy...) {
+		waitTask(t, c, id, "paused: disk full (shell while Tasks append)", diskPaused)
+	}
+	alive("after a shell command filled the disk while Tasks appended")
+	for _, id := range busy {
+		m, err := c.Task(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs[id] = m.GetLastSeq()
+	}
+	took = recovered(filepath.Join(data, "workspaces", filling, "big"), append([]string{filling}, busy...), func(id string, m *api.TaskMeta) bool {
+		if id == filling {
+			return finished(id, m)
+		}
+		return m.GetStatus() == api.TaskStatus_TASK_STATUS_RUNNING && m.GetLastSeq() > seqs[id]+5
+	})
+	t.Logf("shell while 8 Tasks append: all going on again %v after the filler was deleted", took)
+	for _, id := range busy {
+		if _, err := c.Cancel(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recorders = append(append(recorders, busy...), filling)
 	t.Logf("lowest free space: %d KiB sampled every millisecond, %d MiB once paused (headroom %d MiB)", lowestKiB.Load(), lowest, headroom)
 
 	// Nothing acknowledged was lost: what a client read survives a kill -9.
