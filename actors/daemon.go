@@ -281,6 +281,10 @@ type Daemon struct {
 	root    *actor.PID
 	stopped atomic.Bool
 	stopMu  sync.Mutex
+	// diskWake asks resumeLoop to continue the Tasks the full disk paused;
+	// diskStop ends it.
+	diskWake chan struct{}
+	diskStop context.CancelFunc
 }
 
 // Start recovers the store and starts the tree. No command is accepted
@@ -337,6 +341,7 @@ func Start(ctx context.Context, deps Deps, opts Options) (*Daemon, error) {
 	// An evicted live result is dropped by its Task, if it is active.
 	sys, tasks := e.system, e.tasks
 	deps.Live.OnEvict(func(task, call string) { sys.Root.Send(tasks, &liveEvicted{taskID: task, callID: call}) })
+	d.watchDisk()
 	return d, nil
 }
 
@@ -670,6 +675,7 @@ func (d *Daemon) Stop(ctx context.Context) error {
 		return nil
 	}
 	e := d.env
+	d.unwatchDisk()
 	ctx, cancel := context.WithTimeout(ctx, e.opts.ShutdownTimeout)
 	defer cancel()
 	done := make(chan struct{})

@@ -39,6 +39,12 @@
 //     (Options.WorkspaceGrants). A refusal is ErrPermission. Before each
 //     tool call the workspace is resolved again (WorkspacePolicy.InUse): a
 //     folder replaced by a symlink into the data folder fails the call.
+//   - When the data folder's disk turns full (the store's guard), every
+//     running Task stops its model call and tools at once and pauses with
+//     reason disk_full, recorded from the store's reserve; an append the
+//     store refuses for it loses nothing. When space is back the Tasks the
+//     disk paused continue by themselves (taskstate.ResumeDiskFull says
+//     why), also after a restart.
 //
 // Lifecycle:
 //  1. Start recovers the store (every Task found running is durably paused

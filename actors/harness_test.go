@@ -49,6 +49,8 @@ type harness struct {
 	live *live.Accountant
 	// skew moves the daemon's clock ahead of the real one (nanoseconds).
 	skew atomic.Int64
+	// freeBytes, when set before start, is the store's free-space reading.
+	freeBytes func(string) (int64, error)
 }
 
 // countingObserver counts what the tree reports, by outcome.
@@ -124,7 +126,7 @@ func (h *harness) start() {
 	if h.dd, err = persistence.OpenDataDir(h.dir); err != nil {
 		h.t.Fatal(err)
 	}
-	if h.store, err = persistence.Open(h.dd, persistence.Options{Log: zerolog.Nop(), MemTableSize: 4 << 20, BlockCacheSize: 4 << 20}); err != nil {
+	if h.store, err = persistence.Open(h.dd, persistence.Options{Log: zerolog.Nop(), MemTableSize: 4 << 20, BlockCacheSize: 4 << 20, FreeBytes: h.freeBytes, DiskPoll: time.Millisecond}); err != nil {
 		h.t.Fatal(err)
 	}
 	reg := providers.NewRegistry()

@@ -108,6 +108,12 @@ func (m *manager) Receive(ctx actor.Context) {
 				m.route(ctx, p)
 			}
 		}
+	case *diskFullNotice:
+		for _, c := range m.children {
+			if c.state == childActive {
+				ctx.Send(c.pid, msg)
+			}
+		}
 	case *shutdown:
 		m.shutdown(ctx, msg)
 	case *taskShutdownDone:

@@ -121,6 +121,17 @@ type toolResult struct {
 	took      time.Duration
 }
 
+// diskFullNotice tells a Task that the data folder's disk is full: a
+// running Task stops its model call and tools and pauses.
+type diskFullNotice struct{}
+
+// diskRetry asks a Task to try again to record its pause for a full disk.
+type diskRetry struct{}
+
+// resumeDiskFull asks a Task the full disk paused to continue: space is
+// back.
+type resumeDiskFull struct{}
+
 // cancelTool asks a Tool actor to cancel its call.
 type cancelTool struct{}
 

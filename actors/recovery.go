@@ -31,13 +31,14 @@ func loadState(st *persistence.Store, taskID string) (*taskstate.State, error) {
 }
 
 // appendBodies stamps bodies after s's last seq and appends them, then
-// applies them to s.
+// applies them to s. They are recovery records (pausing a Task, recording
+// its failure): they may use the store's reserve when the disk is full.
 func appendBodies(ctx context.Context, st *persistence.Store, s *taskstate.State, bodies []proto.Message, now time.Time) error {
 	if len(bodies) == 0 {
 		return nil
 	}
 	evs := s.Stamp(bodies, now)
-	if _, err := st.Append(ctx, persistence.Append{TaskID: s.TaskID, Events: evs}); err != nil {
+	if _, err := st.Append(ctx, persistence.Append{TaskID: s.TaskID, Events: evs, Reserve: true}); err != nil {
 		return err
 	}
 	for _, ev := range evs {

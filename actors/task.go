@@ -37,6 +37,9 @@ type inflight struct {
 	events  []*api.Event
 	replies []chan reply
 	then    func(ctx actor.Context)
+	// reserve: the append may use the store's reserve (it pauses the Task
+	// for a full disk, or because the daemon stops).
+	reserve bool
 }
 
 // task is the actor of one Task: the single writer of its history.
@@ -74,6 +77,13 @@ type task struct {
 	// manager it is done.
 	stopping *shutdown
 	answered bool
+
+	// diskFull is set from the moment the Task learns that the disk is
+	// full until its pause is recorded: its model call and tools are being
+	// stopped and it starts nothing new. diskRetry retries a pause the store
+	// could not record yet.
+	diskFull  bool
+	diskRetry *time.Timer
 
 	// history is the Task's decoded history while it runs, so Cycles need
 	// not read and decode the store; nil when not held (it is dropped when
@@ -186,6 +196,12 @@ func (t *task) handle(ctx actor.Context, m any) {
 			lr.whole.Release()
 			delete(t.live, m.callID)
 		}
+	case *diskFullNotice:
+		t.enterDiskFull(ctx)
+	case *diskRetry:
+		t.diskRetry = nil // settle records the pause
+	case *resumeDiskFull:
+		t.persist(ctx, t.st.ResumeDiskFull(), nil, nil)
 	default:
 		t.env.log.Warn().Str("task", t.id).Str("type", fmt.Sprintf("%T", m)).Msg("task: unexpected message")
 	}
@@ -328,6 +344,12 @@ func (t *task) onLoaded(ctx actor.Context, m *loaded) {
 // persist stamps bodies, appends them on a goroutine and, once durable,
 // applies and publishes them, answers replies and runs then.
 func (t *task) persist(ctx actor.Context, bodies []proto.Message, replies []chan reply, then func(ctx actor.Context)) {
+	t.persistWith(ctx, bodies, replies, then, false)
+}
+
+// persistWith is persist; reserve marks an append that may use the store's
+// reserve when the disk is full (persistence.Append.Reserve).
+func (t *task) persistWith(ctx actor.Context, bodies []proto.Message, replies []chan reply, then func(ctx actor.Context), reserve bool) {
 	if len(bodies) == 0 {
 		for _, r := range replies {
 			replyTo(r, reply{meta: t.meta})
@@ -338,7 +360,7 @@ func (t *task) persist(ctx actor.Context, bodies []proto.Message, replies []chan
 		return
 	}
 	evs := t.st.Stamp(bodies, t.env.now())
-	t.inflight = &inflight{events: evs, replies: replies, then: then}
+	t.inflight = &inflight{events: evs, replies: replies, then: then, reserve: reserve}
 	inc, self, sys, store, id := t.incarnation, ctx.Self(), ctx.ActorSystem(), t.env.deps.Store, t.id
 	owner := t.st.Owner
 	if owner == "" {
@@ -352,7 +374,7 @@ func (t *task) persist(ctx actor.Context, bodies []proto.Message, replies []chan
 		if mem != nil {
 			extra = mem.Postings(owner, evs)
 		}
-		meta, err := store.Append(context.Background(), persistence.Append{TaskID: id, Events: evs, Extra: extra})
+		meta, err := store.Append(context.Background(), persistence.Append{TaskID: id, Events: evs, Extra: extra, Reserve: reserve})
 		sys.Root.Send(self, &appended{incarnation: inc, meta: meta, err: err})
 	})
 }
@@ -363,6 +385,12 @@ func (t *task) onAppended(ctx actor.Context, m *appended) {
 	if m.err != nil {
 		for _, r := range inf.replies {
 			replyTo(r, reply{err: fmt.Errorf("record: %w", m.err)})
+		}
+		if errors.Is(m.err, persistence.ErrDiskFull) {
+			// Nothing was written: the Task's memory still matches its log.
+			t.onDiskFull(ctx, inf)
+			t.settle(ctx)
+			return
 		}
 		// The Task's memory no longer matches its log: restart from it.
 		panic(fmt.Errorf("task %s: append: %w", t.id, m.err))
@@ -439,6 +467,8 @@ func (t *task) command(ctx actor.Context, tc *taskCommand) {
 	case *cmdStopCall:
 		t.stopCall(ctx, c, tc.reply)
 		return
+	case *cmdResumeDiskFull:
+		bodies = t.st.ResumeDiskFull()
 	default:
 		err = fmt.Errorf("%w: unknown command %T", ErrInvalid, tc.cmd)
 	}
@@ -452,6 +482,10 @@ func (t *task) command(ctx actor.Context, tc *taskCommand) {
 // reconcile starts the Task's next step when nothing is in flight.
 func (t *task) reconcile(ctx actor.Context) {
 	if t.busy() || t.stopping != nil || t.st == nil || !t.st.Exists() {
+		return
+	}
+	if t.diskFull {
+		t.recordDiskPause(ctx)
 		return
 	}
 	o := t.env.limits.Load()
@@ -861,6 +895,10 @@ func (t *task) stopTimers() {
 	for id := range t.timers {
 		t.stopTimer(id)
 	}
+	if t.diskRetry != nil {
+		t.diskRetry.Stop()
+		t.diskRetry = nil
+	}
 }
 
 // onShutdown pauses the Task durably as interrupted, cancels its model call
@@ -872,12 +910,76 @@ func (t *task) onShutdown(ctx actor.Context, s *shutdown) {
 	if t.st.Exists() {
 		bodies = t.st.Interrupt()
 	}
-	t.persist(ctx, bodies, nil, func(ctx actor.Context) {
+	t.persistWith(ctx, bodies, nil, func(ctx actor.Context) {
 		t.stopCycle(ctx)
 		for _, pid := range t.tools {
 			ctx.Send(pid, &cancelTool{})
 		}
-	})
+	}, true)
+}
+
+// diskPauseRetry is how long a Task waits before it tries again to record
+// its pause for a full disk when even that did not fit.
+const diskPauseRetry = 500 * time.Millisecond
+
+// onDiskFull handles an append the store refused because the disk is full
+// (nothing was written; the caller was answered).
+func (t *task) onDiskFull(ctx actor.Context, inf *inflight) {
+	switch {
+	case t.stopping != nil:
+		// The daemon stops: stop what runs all the same; the next start
+		// pauses the Task as interrupted.
+		t.stopCycle(ctx)
+		for _, pid := range t.tools {
+			ctx.Send(pid, &cancelTool{})
+		}
+	case t.diskFull && inf.reserve:
+		// Not even the pause fits: try again later.
+		if t.diskRetry == nil {
+			self, sys := ctx.Self(), ctx.ActorSystem()
+			t.diskRetry = time.AfterFunc(diskPauseRetry, func() { sys.Root.Send(self, &diskRetry{}) })
+		}
+	default:
+		t.enterDiskFull(ctx)
+	}
+}
+
+// enterDiskFull stops a running Task because the disk is full: its model
+// call and tools are stopped now, before they or the store write more, and
+// the pause is recorded once the tools have reported (recordDiskPause).
+func (t *task) enterDiskFull(ctx actor.Context) {
+	if t.diskFull || t.stopping != nil || t.st == nil || !t.st.Running() {
+		return
+	}
+	t.env.log.Warn().Str("task", t.id).Int("tools", len(t.tools)).Msg("the disk is full: stopping the task's tools and pausing it")
+	t.diskFull = true
+	t.stopCycle(ctx)
+	for _, pid := range t.tools {
+		ctx.Send(pid, &cancelTool{})
+	}
+}
+
+// recordDiskPause records the pause for a full disk once no tool runs any
+// more (their reports may still be recorded first, or be refused too).
+func (t *task) recordDiskPause(ctx actor.Context) {
+	if len(t.tools) > 0 || t.diskRetry != nil {
+		return
+	}
+	bodies := t.st.DiskFull("paused: the data folder's disk is full; it continues by itself once space is freed")
+	if bodies == nil {
+		t.diskFull = false
+		return
+	}
+	store := t.env.deps.Store
+	t.persistWith(ctx, bodies, nil, func(ctx actor.Context) {
+		t.diskFull = false
+		t.live = make(map[string]liveResult)
+		if !store.DiskFull() {
+			// Space came back before the pause was recorded: the daemon's
+			// resume may have missed it.
+			ctx.Send(ctx.Self(), &resumeDiskFull{})
+		}
+	}, true)
 }
 
 func (t *task) checkShutdown(ctx actor.Context) {

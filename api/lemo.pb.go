@@ -103,6 +103,10 @@ const (
 	PauseReason_PAUSE_REASON_INTERRUPTED PauseReason = 2
 	// The Task ran its configured maximum of Cycles without new input.
 	PauseReason_PAUSE_REASON_CYCLE_LIMIT PauseReason = 3
+	// The data folder's filesystem ran below the space the store keeps for
+	// itself: the daemon stopped the Task's tools and model call before the
+	// store could fault, and continues it once space is freed.
+	PauseReason_PAUSE_REASON_DISK_FULL PauseReason = 4
 )
 
 // Enum value maps for PauseReason.
@@ -112,12 +116,14 @@ var (
 		1: "PAUSE_REASON_USER",
 		2: "PAUSE_REASON_INTERRUPTED",
 		3: "PAUSE_REASON_CYCLE_LIMIT",
+		4: "PAUSE_REASON_DISK_FULL",
 	}
 	PauseReason_value = map[string]int32{
 		"PAUSE_REASON_UNSPECIFIED": 0,
 		"PAUSE_REASON_USER":        1,
 		"PAUSE_REASON_INTERRUPTED": 2,
 		"PAUSE_REASON_CYCLE_LIMIT": 3,
+		"PAUSE_REASON_DISK_FULL":   4,
 	}
 )
 
@@ -2721,12 +2727,13 @@ const file_lemo_proto_rawDesc = "" +
 	"\x12TASK_STATUS_PAUSED\x10\x04\x12\x18\n" +
 	"\x14TASK_STATUS_FINISHED\x10\x05\x12\x16\n" +
 	"\x12TASK_STATUS_FAILED\x10\x06\x12\x19\n" +
-	"\x15TASK_STATUS_CANCELLED\x10\a*~\n" +
+	"\x15TASK_STATUS_CANCELLED\x10\a*\x9a\x01\n" +
 	"\vPauseReason\x12\x1c\n" +
 	"\x18PAUSE_REASON_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11PAUSE_REASON_USER\x10\x01\x12\x1c\n" +
 	"\x18PAUSE_REASON_INTERRUPTED\x10\x02\x12\x1c\n" +
-	"\x18PAUSE_REASON_CYCLE_LIMIT\x10\x03*\\\n" +
+	"\x18PAUSE_REASON_CYCLE_LIMIT\x10\x03\x12\x1a\n" +
+	"\x16PAUSE_REASON_DISK_FULL\x10\x04*\\\n" +
 	"\fApprovalRule\x12\x1d\n" +
 	"\x19APPROVAL_RULE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11APPROVAL_RULE_ASK\x10\x01\x12\x16\n" +

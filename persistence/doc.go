@@ -14,6 +14,15 @@
 // incarnation of a Task actor. A batch that exceeds Badger's transaction limit
 // is split, never dropped.
 //
+// A full disk: Badger writes through memory-mapped files, and a write into
+// a page the filesystem cannot back kills the process (SIGBUS). The store
+// keeps it off the cliff (space.go): it allocates every memtable log in
+// advance, reads the free space before every batch and refuses the batch
+// with ErrDiskFull below its headroom (before Badger is asked to write),
+// keeps a reserve file it releases for the records that pause Tasks
+// (Append.Reserve), polls the disk while no append comes, and tells a
+// watcher (WatchDisk) when it turns full and when space is back.
+//
 // Lifecycle:
 //  1. OpenDataDir locks the data folder (a second daemon gets ErrLocked and
 //     changes nothing) and checks its format marker.

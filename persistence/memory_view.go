@@ -199,6 +199,14 @@ func (s *Store) UpdateIndex(kvs []KV) error {
 		if len(kv.Key) < 2 || kv.Key[1] != '/' || (kv.Key[0] != prefixIndex && kv.Key[0] != prefixIndexMeta) {
 			return fmt.Errorf("%w: UpdateIndex writes index records only, not %q", ErrInvalid, kv.Key)
 		}
+		if len(kv.Value) >= valueThreshold {
+			return fmt.Errorf("%w: index record %q of %d bytes, the limit is %d", ErrTooLarge, kv.Key, len(kv.Value), valueThreshold-1)
+		}
+	}
+	// The index is written beside the appends: it too stays off a full
+	// disk (the indexer retries later).
+	if err := s.space.admit(false).normal; err != nil {
+		return err
 	}
 	err := s.db.Update(func(txn *badger.Txn) error {
 		for _, kv := range kvs {

@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -148,9 +149,11 @@ func writeFileSync(path string, data []byte, mode os.FileMode) error {
 // Options tunes the store. The zero value is the production setting.
 type Options struct {
 	Log zerolog.Logger
-	// MemTableSize is Badger's memtable size; 0 means 64 MiB. Tests use
-	// less; values below 8 MiB are raised to 8 MiB, the least that holds a
-	// record of the largest size.
+	// MemTableSize is Badger's memtable size; 0 means 8 MiB. Values below
+	// 8 MiB are raised to 8 MiB, the least that holds a record of the
+	// largest size. The disk space the store keeps for itself scales with
+	// it (see ErrDiskFull): 1.5× for the memtable log, 3× headroom and 2×
+	// reserve.
 	MemTableSize int64
 	// BlockCacheSize is Badger's block cache; 0 means 64 MiB.
 	BlockCacheSize int64
@@ -163,6 +166,12 @@ type Options struct {
 	// MinFreeBytes is the free-space floor CheckSpace enforces; 0 disables
 	// it.
 	MinFreeBytes int64
+	// FreeBytes reads the free space of the filesystem holding a folder;
+	// nil reads it with statfs. Tests inject low readings with it.
+	FreeBytes func(dir string) (int64, error)
+	// DiskPoll is how often the free space is read while no append comes;
+	// 0 means DefaultDiskPoll.
+	DiskPoll time.Duration
 	// OnCommit, when set, is called after every commit with the number of
 	// appends and events it acknowledged and how long the oldest waited;
 	// it must be cheap (it runs on the writer's goroutine).
@@ -174,12 +183,17 @@ type Options struct {
 // errors are reported.
 const MaxEventBytes = 768 << 10
 
+// valueThreshold is Badger's value threshold: a value this large would go
+// to the value log, a sparse memory mapping a full disk would fault, so
+// extra and index values are refused from it on (events stop earlier).
+const valueThreshold = 1 << 20
+
 // Store is the daemon's embedded store.
 type Store struct {
 	db    *badger.DB
 	log   zerolog.Logger
 	w     *writer
-	space *spaceGuard
+	space *diskGuard
 	// statuses counts Tasks by status, kept by the writer.
 	statuses statusCounts
 
@@ -212,15 +226,22 @@ func Open(dd *DataDir, opt Options) (*Store, error) {
 	if fresh && hasHistoryMarker(dd) {
 		return nil, fmt.Errorf("store %s is missing or empty but this data folder held a store: refusing to start fresh over lost history (restore the store, or use a new data folder)", dir)
 	}
+	memtable := max(orDefault(opt.MemTableSize, defaultMemTable), 8<<20)
+	space := newDiskGuard(dd, dir, memtable, opt.FreeBytes, opt.Log)
+	if !opt.ReadOnly {
+		if err := space.prepareOpen(); err != nil {
+			return nil, fmt.Errorf("open store %s: %w", dir, err)
+		}
+	}
 	bo := badger.DefaultOptions(dir).
 		WithSyncWrites(true).
 		WithLogger(logging.NewPrintf(opt.Log, "badger")).
-		WithValueThreshold(1 << 20).
+		WithValueThreshold(valueThreshold).
 		WithExternalMagic(badgerMagic).
 		WithVerifyValueChecksum(true).
 		WithReadOnly(opt.ReadOnly).
 		WithMetricsEnabled(false).
-		WithMemTableSize(max(orDefault(opt.MemTableSize, 64<<20), 8<<20)).
+		WithMemTableSize(memtable).
 		WithBlockCacheSize(orDefault(opt.BlockCacheSize, 64<<20)).
 		WithIndexCacheSize(16 << 20).
 		WithNumVersionsToKeep(1)
@@ -233,7 +254,7 @@ func Open(dd *DataDir, opt Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
-	s := &Store{db: db, log: opt.Log, space: &spaceGuard{dir: dir, interval: time.Second}}
+	s := &Store{db: db, log: opt.Log, space: space}
 	s.space.floor.Store(opt.MinFreeBytes)
 	if err := s.checkFormat(fresh, opt.ReadOnly); err != nil {
 		_ = db.Close()
@@ -250,10 +271,22 @@ func Open(dd *DataDir, opt Options) (*Store, error) {
 		return nil, fmt.Errorf("store %s: count tasks by status: %w", dir, err)
 	}
 	if !opt.ReadOnly {
+		if err := space.started(cmp.Or(opt.DiskPoll, DefaultDiskPoll)); err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("store %s: %w", dir, err)
+		}
 		s.w = newWriter(db, opt, &s.statuses)
+		s.w.guard = space
 	}
 	return s, nil
 }
+
+// defaultMemTable is Badger's memtable size unless Options say otherwise:
+// the least the store accepts (see MemTableSize), not Badger's 64 MiB,
+// because the disk space the store keeps for itself is a multiple of it
+// (6.5×: 52 MiB here, 416 MiB at 64 MiB) and Lemo's records are small: it
+// costs a memtable flush every 8 MiB of history.
+const defaultMemTable = 8 << 20
 
 // historyMarker is written beside the store once it exists, so that a store
 // that disappears is noticed instead of silently replaced.
@@ -306,6 +339,14 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		if s.w != nil {
 			s.w.close()
+			if err := s.space.close(); err != nil {
+				// Closing flushes the memtable into a new table, a write
+				// the disk cannot back: Badger would fault. The log is
+				// durable; the next open replays it.
+				s.log.Error().Err(err).Msg("store left unclosed: the disk is full")
+				s.closeErr = err
+				return
+			}
 		}
 		s.closeErr = s.db.Close()
 	})

@@ -34,6 +34,10 @@ type Append struct {
 	// the Task's index watermark (WatermarkKey) to the last seq of Events,
 	// the store adds the Task's UnindexedKey marker.
 	Extra []KV
+	// Reserve marks an append that may use the space the store keeps for
+	// itself when the disk is full: the records that pause Tasks because
+	// of it (or because the daemon stops). Others get ErrDiskFull then.
+	Reserve bool
 }
 
 // Append commits a to the log and returns the Task's metadata after it. It
@@ -60,6 +64,8 @@ type request struct {
 	extra  []KV
 	size   int
 	done   chan result
+	// reserve: Append.Reserve.
+	reserve bool
 }
 
 type result struct {
@@ -76,7 +82,7 @@ func prepare(a Append) (*request, error) {
 	if len(a.Events) == 0 && len(a.Extra) == 0 {
 		return nil, fmt.Errorf("%w: empty append for task %s", ErrInvalid, a.TaskID)
 	}
-	req := &request{queued: time.Now(), task: a.TaskID, events: a.Events, extra: a.Extra, raw: make([][]byte, len(a.Events)), done: make(chan result, 1)}
+	req := &request{queued: time.Now(), task: a.TaskID, events: a.Events, extra: a.Extra, raw: make([][]byte, len(a.Events)), done: make(chan result, 1), reserve: a.Reserve}
 	for i, ev := range a.Events {
 		if ev.GetTaskId() != a.TaskID {
 			return nil, fmt.Errorf("%w: event for task %q in an append to %q", ErrInvalid, ev.GetTaskId(), a.TaskID)
@@ -100,6 +106,9 @@ func prepare(a Append) (*request, error) {
 	for _, kv := range a.Extra {
 		if len(kv.Key) == 0 {
 			return nil, fmt.Errorf("%w: task %s: extra key is empty", ErrInvalid, a.TaskID)
+		}
+		if len(kv.Value) >= valueThreshold {
+			return nil, fmt.Errorf("%w: task %s: extra value of %d bytes, the limit is %d", ErrTooLarge, a.TaskID, len(kv.Value), valueThreshold-1)
 		}
 		req.size += len(kv.Key) + len(kv.Value)
 	}
@@ -133,6 +142,8 @@ type writer struct {
 	// splits counts transactions committed early because a batch did not
 	// fit in one (observed by tests).
 	splits atomic.Int64
+	// guard refuses batches the disk cannot take (nil: no check).
+	guard *diskGuard
 
 	mu      sync.Mutex // guards closed against submit
 	closed  bool
@@ -281,6 +292,9 @@ type staged struct {
 // every request. A request that does not fit with the others goes into the
 // next transaction; one that does not fit alone fails with ErrTooLarge.
 func (w *writer) commit(batch []*request) {
+	if batch = w.admit(batch); len(batch) == 0 {
+		return
+	}
 	var group []staged
 	txn := w.db.NewTransaction(true)
 	for _, req := range batch {

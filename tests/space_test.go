@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -232,4 +233,247 @@ func TestFreeSpaceGuardUnderServe(t *testing.T) {
 		return nil
 	})
 	d.stop()
+}
+
+// A full disk does not kill the daemon (Badger writes through memory-mapped
+// files: before, a shell filling the filesystem the store shares faulted it
+// with SIGBUS, and again at every restart). lemo serve runs on a 128 MiB
+// tmpfs holding its data folder and the Tasks' workspaces; the disk is
+// filled every way a Task can: by a shell command's output, by files.write
+// (many Tasks, each its file), and by many Tasks recording facts
+// (memory.record) until the store's own growth reaches the headroom, and by
+// a shell command while many Tasks append. Each
+// time the daemon stays up, the Tasks concerned pause with reason
+// disk_full, and once the filler is deleted they continue by themselves
+// (and finish). At the end everything read before a kill -9 is there after
+// the restart.
+func TestDiskFullUnderServe(t *testing.T) {
+	mnt := mountTmpfs(t, "128m")
+	data := filepath.Join(mnt, "data")
+	cfg := writeConfig(t, "storage:\n  min_free_mib: 0\ntasks:\n  max_cycles: 1000000\n  max_parallel_tools: 1\ntools:\n  shell:\n    approval: allow\n")
+	d := serveRemote(t, data, "--config", cfg)
+	c := d.connect(t, "")
+	ctx := context.Background()
+	const headroom = 24 // MiB: 3 memtables of 8 MiB
+	diskPaused := func(m *api.TaskMeta) bool {
+		return m.GetStatus() == api.TaskStatus_TASK_STATUS_PAUSED && m.GetPauseReason() == api.PauseReason_PAUSE_REASON_DISK_FULL
+	}
+	alive := func(when string) {
+		t.Helper()
+		if !d.alive() {
+			t.Fatalf("lemo serve died %s: %v\n%s", when, d.err, d.logs())
+		}
+	}
+	// The lowest free space, sampled every millisecond (a figure for the
+	// docs; the checks are the Tasks' states and the daemon's life).
+	var lowestKiB atomic.Int64
+	lowestKiB.Store(1 << 40)
+	stopSampling := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopSampling:
+				return
+			case <-tick.C:
+				var st syscall.Statfs_t
+				if syscall.Statfs(mnt, &st) == nil {
+					if kib := int64(st.Bavail) * st.Bsize >> 10; kib < lowestKiB.Load() {
+						lowestKiB.Store(kib)
+					}
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-stopSampling:
+		default:
+			close(stopSampling)
+		}
+		<-sampled
+	})
+	lowest := freeMiB(t, mnt)
+	t.Logf("after start: %d MiB free of 128", lowest)
+	create := func(model, request string) string {
+		t.Helper()
+		m, err := c.CreateTask(ctx, client.CreateTask{Request: request, Model: model})
+		if err != nil {
+			t.Fatalf("CreateTask(%s): %v\n%s", model, err, d.logs())
+		}
+		return m.GetTaskId()
+	}
+	// recovered deletes the filler and waits for every Task to go on,
+	// returning how long that took.
+	recovered := func(filler string, ids []string, cond func(string, *api.TaskMeta) bool) time.Duration {
+		t.Helper()
+		start := time.Now()
+		if err := os.Remove(filler); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			waitTask(t, c, id, "continued once space was back", func(m *api.TaskMeta) bool { return cond(id, m) })
+		}
+		return time.Since(start)
+	}
+	finished := func(_ string, m *api.TaskMeta) bool { return m.GetStatus() == api.TaskStatus_TASK_STATUS_FINISHED }
+
+	// 1. A shell command writes until the disk is full.
+	shell := create("fake/shell", "head -c 200M /dev/zero > big; echo wrote")
+	waitTask(t, c, shell, "paused: disk full (shell)", diskPaused)
+	alive("after a shell command filled the disk")
+	lowest = min(lowest, freeMiB(t, mnt))
+	// A restart on the full disk (before, Badger faulted again at every
+	// start): the daemon serves, the Task stays paused for the disk.
+	_ = c.Close()
+	d.kill()
+	d = serveRemote(t, data, "--config", cfg)
+	c = d.connect(t, "")
+	if !diskPausedTask(t, c, shell) {
+		t.Fatalf("after a restart on the full disk the task is not paused for it\n%s", d.logs())
+	}
+	took := recovered(filepath.Join(data, "workspaces", shell, "big"), []string{shell}, finished)
+	t.Logf("shell: filled to %d MiB free; finished %v after the filler was deleted", lowest, took)
+
+	// 2. files.write, a file per Task, on a disk filled to just above the
+	// headroom.
+	filler := filepath.Join(mnt, "filler")
+	fill(t, filler, freeMiB(t, mnt)-headroom-1)
+	content := strings.Repeat("x", 100<<10) // the model's context holds it
+	refusedNew := func(err error) bool { return err != nil && strings.Contains(err.Error(), "disk full") }
+	var writers, paused []string
+	for len(paused) == 0 {
+		if len(writers) == 40 {
+			t.Fatalf("40 files.write Tasks of 100 KiB did not fill the disk: %d MiB free\n%s", freeMiB(t, mnt), d.logs())
+		}
+		m, err := c.CreateTask(ctx, client.CreateTask{Request: fmt.Sprintf(`files.write {"path":"blob","content":%q}`, content), Model: "fake/call"})
+		if refusedNew(err) {
+			// The disk turned full between two Tasks (the store's own
+			// growth took the last of the headroom): refused, not paused.
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := m.GetTaskId()
+		writers = append(writers, id)
+		if m := waitTask(t, c, id, "finished or paused", func(m *api.TaskMeta) bool { return finished(id, m) || diskPaused(m) }); diskPaused(m) {
+			paused = append(paused, id)
+		}
+	}
+	alive("after files.write filled the disk")
+	lowest = min(lowest, freeMiB(t, mnt))
+	if _, err := c.CreateTask(ctx, client.CreateTask{Request: "more", Model: "fake/echo"}); !refusedNew(err) {
+		t.Fatalf("CreateTask on a full disk: %v, want a refusal that says the disk is full", err)
+	}
+	took = recovered(filler, paused, finished)
+	t.Logf("files.write: %d Tasks, %d paused; finished %v after the filler was deleted", len(writers), len(paused), took)
+
+	// 3. Many Tasks record facts (memory.record) until the store's own
+	// growth reaches the headroom.
+	fill(t, filler, freeMiB(t, mnt)-headroom-2)
+	fact := strings.Repeat("the disk fills up with facts. ", 40) // 1.2 KiB
+	var recorders []string
+	for i := 0; i < 16; i++ {
+		recorders = append(recorders, create("fake/repeat", fmt.Sprintf(`memory.record {"content":%q}`, fmt.Sprintf("%d: %s", i, fact))))
+	}
+	for _, id := range recorders {
+		waitTask(t, c, id, "paused: disk full (memory.record)", diskPaused)
+	}
+	alive("after many Tasks filled the disk with facts")
+	lowest = min(lowest, freeMiB(t, mnt))
+	seqs := map[string]uint64{}
+	for _, id := range recorders {
+		m, err := c.Task(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs[id] = m.GetLastSeq()
+	}
+	took = recovered(filler, recorders, func(id string, m *api.TaskMeta) bool {
+		return m.GetStatus() == api.TaskStatus_TASK_STATUS_RUNNING && m.GetLastSeq() > seqs[id]+5
+	})
+	t.Logf("memory.record: 16 Tasks; all appending again %v after the filler was deleted", took)
+	for _, id := range recorders {
+		if _, err := c.Cancel(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 4. A shell command fills the disk while many Tasks append (their
+	// memtable flushes and the fill race): all of them pause.
+	var busy []string
+	for i := 0; i < 8; i++ {
+		busy = append(busy, create("fake/repeat", fmt.Sprintf(`memory.record {"content":%q}`, fmt.Sprintf("busy %d: %s", i, fact))))
+	}
+	for _, id := range busy {
+		waitTask(t, c, id, "appending", func(m *api.TaskMeta) bool { return m.GetLastSeq() > 20 })
+	}
+	filling := create("fake/shell", "head -c 200M /dev/zero > big; echo wrote")
+	for _, id := range append([]string{filling}, busy...) {
+		waitTask(t, c, id, "paused: disk full (shell while Tasks append)", diskPaused)
+	}
+	alive("after a shell command filled the disk while Tasks appended")
+	for _, id := range busy {
+		m, err := c.Task(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs[id] = m.GetLastSeq()
+	}
+	took = recovered(filepath.Join(data, "workspaces", filling, "big"), append([]string{filling}, busy...), func(id string, m *api.TaskMeta) bool {
+		if id == filling {
+			return finished(id, m)
+		}
+		return m.GetStatus() == api.TaskStatus_TASK_STATUS_RUNNING && m.GetLastSeq() > seqs[id]+5
+	})
+	t.Logf("shell while 8 Tasks append: all going on again %v after the filler was deleted", took)
+	for _, id := range busy {
+		if _, err := c.Cancel(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recorders = append(append(recorders, busy...), filling)
+	t.Logf("lowest free space: %d KiB sampled every millisecond, %d MiB once paused (headroom %d MiB)", lowestKiB.Load(), lowest, headroom)
+
+	// Nothing acknowledged was lost: what a client read survives a kill -9.
+	before := map[string][]*api.Event{}
+	for _, id := range append(append([]string{shell}, writers...), recorders...) {
+		evs, err := c.ReadHistory(ctx, id, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := contiguousFrom(evs, 1); err != nil {
+			t.Fatalf("task %s: %v", id, err)
+		}
+		before[id] = evs
+	}
+	_ = c.Close()
+	d.kill()
+	d = serveRemote(t, data, "--config", cfg)
+	c = d.connect(t, "")
+	for id, want := range before {
+		got, err := c.ReadHistory(ctx, id, 1)
+		if err != nil || len(got) < len(want) {
+			t.Fatalf("after the restart task %s has %d events (%v), want at least the %d read before", id, len(got), err, len(want))
+		}
+		for i := range want {
+			if !proto.Equal(got[i], want[i]) {
+				t.Fatalf("task %s, seq %d: %v after the restart, %v before", id, want[i].GetSeq(), got[i], want[i])
+			}
+		}
+	}
+	d.stop()
+}
+
+// diskPausedTask reports whether a Task is paused for a full disk.
+func diskPausedTask(t *testing.T, c *client.Conn, id string) bool {
+	t.Helper()
+	m, err := c.Task(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.GetStatus() == api.TaskStatus_TASK_STATUS_PAUSED && m.GetPauseReason() == api.PauseReason_PAUSE_REASON_DISK_FULL
 }

@@ -428,6 +428,44 @@ func (s *State) Interrupt() []proto.Message {
 	return out
 }
 
+// DiskFull returns the events that pause a running Task because the data
+// folder's disk is full: the model call in flight is cancelled, every call
+// whose execution started is closed as stopped (its tool was stopped, or its
+// result could not be recorded), approvals a running call asked for are
+// cancelled; calls not started and their pending approvals wait for the
+// Task to continue. detail says why, for the status. nil when the Task is
+// not running.
+func (s *State) DiskFull(detail string) []proto.Message {
+	if !s.Running() {
+		return nil
+	}
+	out := s.closeCycle("cancelled: the disk is full")
+	for _, c := range s.OpenCalls() {
+		if c.Started {
+			out = append(out, s.cancelRunApprovals(c.ID, "the call was stopped: the disk is full")...)
+			out = append(out, &api.ToolFailed{CallId: c.ID, Kind: api.ToolFailureKind_TOOL_FAILURE_KIND_CANCELLED,
+				Message: "stopped: the data folder's disk is full; the tool may have had partial effects (files it wrote may be what filled the disk)"})
+		}
+	}
+	return append(out, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_PAUSED, PauseReason: api.PauseReason_PAUSE_REASON_DISK_FULL, Detail: detail})
+}
+
+// ResumeDiskFull returns the events that continue a Task the full disk
+// paused, once space is back: a person who sees a Task stop for lack of
+// space expects it to go on when space returns, as it would have without
+// the interruption. A Task paused for another reason, or continued, paused
+// or cancelled by a person since, is left as it is: nil.
+func (s *State) ResumeDiskFull() []proto.Message {
+	if s.Status != api.TaskStatus_TASK_STATUS_PAUSED || s.PauseReason != api.PauseReason_PAUSE_REASON_DISK_FULL {
+		return nil
+	}
+	st := api.TaskStatus_TASK_STATUS_RUNNING
+	if len(s.Approvals) > 0 {
+		st = api.TaskStatus_TASK_STATUS_AWAITING_APPROVAL
+	}
+	return []proto.Message{&api.StatusChanged{Status: st, Detail: "continued: disk space is back"}}
+}
+
 // StepKind is what a running Task does next.
 type StepKind int
 

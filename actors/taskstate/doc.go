@@ -14,9 +14,16 @@
 //  3. For each command (Message, Pause, Continue, Cancel) or child result
 //     (CycleDone, CycleFailed, ToolDone), a decision function returns the
 //     event bodies to record, or an error for the caller.
-//  4. Next returns the step a running Task takes once nothing is in flight:
+//  4. When the data folder's disk is full, DiskFull pauses a running Task
+//     (reason disk_full): its model call and running tools are stopped and
+//     closed, calls not started wait. Once space is back ResumeDiskFull
+//     continues it by itself: a person who sees a Task stop for lack of
+//     space expects it to go on, as it would have without the
+//     interruption. One a person paused, continued or cancelled since is
+//     left as it is.
+//  5. Next returns the step a running Task takes once nothing is in flight:
 //     start a tool call, start a Cycle, finish, or wait.
-//  5. Stamp turns bodies into events with the Task id, contiguous seqs and
+//  6. Stamp turns bodies into events with the Task id, contiguous seqs and
 //     the time.
 //
 // Example:

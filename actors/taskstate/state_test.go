@@ -2,6 +2,7 @@ package taskstate
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -321,5 +322,87 @@ func TestExpired(t *testing.T) {
 		if got := s.Expired(tc.id, tc.now); got != tc.want {
 			t.Errorf("Expired(%q, %v) = %v, want %v", tc.id, tc.now, got, tc.want)
 		}
+	}
+}
+
+func TestDiskFull(t *testing.T) {
+	started := append(cycleWithCalls(1, "c1", "c2"), &api.ToolExecutionStarted{CallId: "c1"})
+	cases := []struct {
+		name  string
+		state *State
+		want  []string
+		// closed are the calls the pause closes.
+		closed []string
+	}{
+		{"running with a model call", build(t, &api.CycleStarted{Cycle: 1}), []string{"CycleFinished", "StatusChanged"}, nil},
+		{"running tool: closed, the call not started waits", build(t, started...), []string{"ToolFailed", "StatusChanged"}, []string{"c1"}},
+		{"running tool that asked for an approval", build(t, append(started, &api.ApprovalRequested{ApprovalId: "a1", CallId: "c1", DuringRun: true})...),
+			[]string{"ApprovalResolved", "ToolFailed", "StatusChanged"}, []string{"c1"}},
+		{"awaiting approval to start: kept", build(t, append(cycleWithCalls(1, "c1"), &api.ApprovalRequested{ApprovalId: "a1", CallId: "c1"},
+			&api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_AWAITING_APPROVAL})...), []string{"StatusChanged"}, nil},
+		{"paused by the user: nothing", build(t, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_PAUSED, PauseReason: api.PauseReason_PAUSE_REASON_USER}), nil, nil},
+		{"finished: nothing", build(t, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_FINISHED}), nil, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			approvals := len(c.state.Approvals)
+			got := c.state.DiskFull("disk full")
+			if !eq(kindsOf(got), c.want) {
+				t.Fatalf("DiskFull() = %v, want %v", kindsOf(got), c.want)
+			}
+			if got == nil {
+				return
+			}
+			apply(c.state, got)
+			if c.state.Status != api.TaskStatus_TASK_STATUS_PAUSED || c.state.PauseReason != api.PauseReason_PAUSE_REASON_DISK_FULL {
+				t.Fatalf("after DiskFull: %v/%v, want paused/disk_full", c.state.Status, c.state.PauseReason)
+			}
+			if c.state.CycleOpen {
+				t.Fatal("after DiskFull the cycle is still open")
+			}
+			for _, id := range c.closed {
+				if c.state.Calls[id] != nil {
+					t.Fatalf("call %s still open after DiskFull", id)
+				}
+			}
+			for _, call := range c.state.Calls {
+				if call.Started {
+					t.Fatalf("started call %s still open after DiskFull", call.ID)
+				}
+			}
+			if strings.Contains(c.name, "kept") && len(c.state.Approvals) != approvals {
+				t.Fatalf("approvals to start: %d after DiskFull, want %d kept", len(c.state.Approvals), approvals)
+			}
+		})
+	}
+}
+
+func TestResumeDiskFull(t *testing.T) {
+	diskPaused := &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_PAUSED, PauseReason: api.PauseReason_PAUSE_REASON_DISK_FULL}
+	cases := []struct {
+		name  string
+		state *State
+		want  api.TaskStatus // UNSPECIFIED: nothing
+	}{
+		{"paused for the disk: runs", build(t, diskPaused), api.TaskStatus_TASK_STATUS_RUNNING},
+		{"paused for the disk with an approval pending: awaits it", build(t, append(cycleWithCalls(1, "c1"), &api.ApprovalRequested{ApprovalId: "a1", CallId: "c1"}, diskPaused)...), api.TaskStatus_TASK_STATUS_AWAITING_APPROVAL},
+		{"paused by the user", build(t, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_PAUSED, PauseReason: api.PauseReason_PAUSE_REASON_USER}), api.TaskStatus_TASK_STATUS_UNSPECIFIED},
+		{"interrupted", build(t, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_PAUSED, PauseReason: api.PauseReason_PAUSE_REASON_INTERRUPTED}), api.TaskStatus_TASK_STATUS_UNSPECIFIED},
+		{"continued by a person since", build(t, diskPaused, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_RUNNING}), api.TaskStatus_TASK_STATUS_UNSPECIFIED},
+		{"cancelled since", build(t, diskPaused, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_CANCELLED}), api.TaskStatus_TASK_STATUS_UNSPECIFIED},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := c.state.ResumeDiskFull()
+			if c.want == api.TaskStatus_TASK_STATUS_UNSPECIFIED {
+				if got != nil {
+					t.Fatalf("ResumeDiskFull() = %v, want nothing", kindsOf(got))
+				}
+				return
+			}
+			if len(got) != 1 || got[0].(*api.StatusChanged).GetStatus() != c.want {
+				t.Fatalf("ResumeDiskFull() = %v, want one status change to %v", got, c.want)
+			}
+		})
 	}
 }

@@ -24,6 +24,10 @@ import (
 //	fake/call    calls the tool named by the request's first word with the rest
 //	             as its input JSON ("shell.run {\"command\":\"ls\"}"), then
 //	             reports the result: bad inputs reach a tool exactly as written
+//	fake/repeat  calls the tool named by the request's first word with the
+//	             rest as its input JSON again after every result, until the
+//	             cycle limit or a pause: a Task that keeps a tool busy
+//	             ("memory.record {\"content\":\"...\"}"; disk-full tests)
 //	fake/files   works through the files tools (see filesPlan), then reports
 //	             what every call returned
 func demoProvider() providers.Provider {
@@ -35,6 +39,7 @@ func demoProvider() providers.Provider {
 		fake.NewScriptedModel("system", demoWindow, toolThenAnswer("system", func(req string) any { return json.RawMessage(req) })),
 		fake.NewScriptedModel("shell", demoWindow, toolThenAnswer("shell_run", func(req string) any { return map[string]string{"command": req} })),
 		fake.NewScriptedModel("call", demoWindow, callPlan),
+		fake.NewScriptedModel("repeat", demoWindow, repeatPlan),
 		fake.NewScriptedModel("files", demoWindow, filesPlan),
 	)
 	return &demo{Scripted: scripted, stream: &streamModel{}}
@@ -127,6 +132,14 @@ func callPlan(_ int, req *providers.Request) fake.Turn {
 	}
 	name, input, _ := strings.Cut(strings.TrimSpace(lastUser(req)), " ")
 	return fake.Turn{ToolCalls: []providers.ToolCall{{ID: "c1", Name: strings.ReplaceAll(name, ".", "_"), Arguments: json.RawMessage(input)}}}
+}
+
+// repeatPlan calls the tool named by the request's first word with the
+// rest of the request as its input, after every result again.
+func repeatPlan(_ int, req *providers.Request) fake.Turn {
+	n := toolMessages(req) + 1
+	name, input, _ := strings.Cut(strings.TrimSpace(lastUser(req)), " ")
+	return fake.Turn{Text: fmt.Sprintf("call %d", n), ToolCalls: []providers.ToolCall{{ID: fmt.Sprintf("r%d", n), Name: strings.ReplaceAll(name, ".", "_"), Arguments: json.RawMessage(input)}}}
 }
 
 // The files session of fake/files, one call per Cycle. The request names

@@ -49,7 +49,10 @@ func newOps() *ops {
 	o.reg.NewGaugeFunc("lemo_store_size_bytes", "Disk space the store takes.", "", o.storeGauge(func(s *persistence.Store) float64 {
 		return float64(s.Size())
 	}))
-	o.reg.NewGaugeFunc("lemo_store_free_bytes", "Free space on the data folder's filesystem (read at most once a second).", "", o.storeGauge(func(s *persistence.Store) float64 {
+	o.reg.NewGaugeFunc("lemo_store_disk_full", "1 while the data folder's disk is full: appends are refused and running Tasks are paused (reason disk_full) until space is freed.", "", o.storeGauge(func(s *persistence.Store) float64 {
+		return b2f(s.DiskFull())
+	}))
+	o.reg.NewGaugeFunc("lemo_store_free_bytes", "Free space on the data folder's filesystem.", "", o.storeGauge(func(s *persistence.Store) float64 {
 		free, err := s.FreeSpace()
 		if err != nil {
 			return -1

@@ -68,7 +68,7 @@ func TestOpsGaugesAndReadiness(t *testing.T) {
 		t.Fatalf("/readyz when ready = %d, want 200", code)
 	}
 	_, body = get(t, base+"/metrics")
-	for _, re := range []string{`(?m)^lemo_store_size_bytes [1-9][0-9]*$`, `(?m)^lemo_store_free_bytes [1-9][0-9]*$`, `(?m)^lemo_ready 1$`,
+	for _, re := range []string{`(?m)^lemo_store_size_bytes [1-9][0-9]*$`, `(?m)^lemo_store_free_bytes [1-9][0-9]*$`, `(?m)^lemo_store_disk_full 0$`, `(?m)^lemo_ready 1$`,
 		`(?m)^lemo_live_bytes\{where="memory"\} 0$`, `(?m)^lemo_live_bytes\{where="spill"\} 0$`, `(?m)^lemo_live_results 0$`, `(?m)^lemo_live_evicted 0$`} {
 		if !regexp.MustCompile(re).MatchString(body) {
 			t.Errorf("/metrics lacks %s:\n%s", re, body)
