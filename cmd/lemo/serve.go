@@ -20,6 +20,7 @@ import (
 	"lemo/memory"
 	"lemo/persistence"
 	"lemo/tools"
+	"lemo/tools/isolation"
 )
 
 // configFile returns the configuration file to read: --config, else
@@ -76,6 +77,11 @@ func configFlags(fs *flag.FlagSet) (configPath *string, flagKeys map[string]stri
 }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	// First: no process the daemon starts may read its environment,
+	// memory or descriptors.
+	if err := isolation.Harden(); err != nil {
+		return err
+	}
 	// SIGHUP re-reads the configuration; caught from here on (Go's default
 	// would end the process).
 	hup := make(chan os.Signal, 1)
