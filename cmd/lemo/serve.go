@@ -129,6 +129,17 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, hup 
 		return err
 	}
 	defer dd.Close()
+	// Before recovery records what the calls that were running did: stop
+	// what a daemon killed outright left running on this data folder.
+	runTag, err := isolation.RunTag(dd.Path())
+	if err != nil {
+		return fmt.Errorf("run tag of %s: %w", dd.Path(), err)
+	}
+	var stopped []actors.StoppedProcess
+	for _, l := range isolation.StopLeftovers(runTag, cfg.Tasks.ToolGrace) {
+		log.Warn().Int("pid", l.Pid).Str("command", l.Command).Str("task", l.TaskID).Str("call", l.CallID).Msg("stopped a tool process left running by the previous daemon")
+		stopped = append(stopped, actors.StoppedProcess{TaskID: l.TaskID, CallID: l.CallID, Pid: l.Pid, Command: l.Command})
+	}
 	o := newOps()
 	o.floor.Store(int64(cfg.Storage.MinFreeMiB) << 20)
 	if cfg.HTTP.Listen != "" {
@@ -153,7 +164,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, hup 
 		return &exitError{code: 2, err: err}
 	}
 	svcs := services.New(services.Options{})
-	reg, err := buildTools(cfg, log, svcs)
+	reg, err := buildTools(cfg, log, svcs, toolProcs{runTag: runTag})
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
@@ -163,7 +174,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, hup 
 		}
 	}
 	warnUnknownApprovalTools(cfg, reg, log)
-	d, err := actors.Start(context.Background(), actors.Deps{Store: store, Providers: provs, Tools: reg, Memory: mem, Observer: o.daemon, Log: log}, actorOptions(cfg, dd))
+	d, err := actors.Start(context.Background(), actors.Deps{Store: store, Providers: provs, Tools: reg, Memory: mem, Observer: o.daemon, Log: log}, actorOptions(cfg, dd, stopped))
 	if err != nil {
 		return err
 	}
@@ -202,8 +213,9 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, hup 
 	return nil
 }
 
-func actorOptions(cfg *config.Config, dd *persistence.DataDir) actors.Options {
+func actorOptions(cfg *config.Config, dd *persistence.DataDir, stopped []actors.StoppedProcess) actors.Options {
 	return actors.Options{
+		Stopped:          stopped,
 		Instructions:     cfg.Tasks.Instructions,
 		Think:            cfg.Tasks.Think,
 		MaxCycles:        cfg.Tasks.MaxCycles,

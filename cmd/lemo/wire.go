@@ -72,9 +72,15 @@ func buildProviders(cfg *config.Config, log zerolog.Logger) (*providers.Registry
 	return reg, nil
 }
 
+// toolProcs is how the tools start their processes.
+type toolProcs struct {
+	// runTag is the data folder's run tag (isolation.RunTag).
+	runTag string
+}
+
 // buildTools registers the built-in tools; system reaches the Services of
 // svcs.
-func buildTools(cfg *config.Config, log zerolog.Logger, svcs *services.Registry) (*tools.Registry, error) {
+func buildTools(cfg *config.Config, log zerolog.Logger, svcs *services.Registry, procs toolProcs) (*tools.Registry, error) {
 	reg := tools.NewRegistry()
 	fileTools, err := files.New(files.DefaultConfig())
 	if err != nil {
@@ -88,6 +94,7 @@ func buildTools(cfg *config.Config, log zerolog.Logger, svcs *services.Registry)
 		sh, err := shell.New(shell.Config{
 			MaxTimeout: s.Timeout,
 			Environ:    os.Environ(),
+			RunTag:     procs.runTag,
 			Policy:     shell.Policy{Allow: s.Allow, Ask: s.Ask, Deny: s.Deny, Default: shell.Decision(s.Approval)},
 		})
 		if err != nil {
@@ -95,7 +102,7 @@ func buildTools(cfg *config.Config, log zerolog.Logger, svcs *services.Registry)
 		}
 		all = append(all, sh)
 	}
-	if all, err = appendDelegateTools(all, cfg, os.Environ(), log); err != nil {
+	if all, err = appendDelegateTools(all, cfg, os.Environ(), procs, log); err != nil {
 		return nil, err
 	}
 	for _, t := range all {

@@ -53,6 +53,12 @@ type Config struct {
 	// over PassEnv.
 	DropEnv []string
 
+	// RunTag ("NAME=value": the data folder's, isolation.RunTag) is set in
+	// every command's environment, with the call it runs for
+	// (isolation.CallEntry), so that a daemon's next start finds and stops
+	// what this one left running. "" sets neither.
+	RunTag string
+
 	// Policy decides which commands need a person's approval.
 	Policy Policy
 	// ApprovalTimeout bounds the wait for a person's decision; 0 waits
@@ -128,6 +134,9 @@ func (c *Config) validate() error {
 	filled.fill()
 	if c.MaxLiveBytes > 0 && c.MaxLiveBytes < filled.ModelHeadBytes+filled.ModelTailBytes {
 		errs = append(errs, fmt.Errorf("shell: Config.MaxLiveBytes = %d: want at least ModelHeadBytes+ModelTailBytes", c.MaxLiveBytes))
+	}
+	if k, _, ok := strings.Cut(c.RunTag, "="); c.RunTag != "" && (!ok || k == "" || strings.IndexByte(c.RunTag, 0) >= 0) {
+		errs = append(errs, fmt.Errorf("shell: Config.RunTag = %q: want NAME=value", c.RunTag))
 	}
 	for i, e := range c.Environ {
 		if k, _, ok := strings.Cut(e, "="); !ok || k == "" || strings.IndexByte(e, 0) >= 0 {

@@ -18,6 +18,7 @@ import (
 
 	"lemo/tools"
 	"lemo/tools/internal/proc"
+	"lemo/tools/isolation"
 )
 
 // state is one live state update of a running command.
@@ -54,7 +55,7 @@ type runResult struct {
 // once the shell has exited, every process left in its group is gone, and
 // the output is drained. It returns ctx.Err() when ctx is cancelled (after
 // the same clean-up) and an emit error when a state update is refused.
-func (t *Tool) run(ctx context.Context, command, dir string, timeout time.Duration, emit tools.Emit) (*runResult, error) {
+func (t *Tool) run(ctx context.Context, command, dir string, tags []string, timeout time.Duration, emit tools.Emit) (*runResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -88,7 +89,7 @@ func (t *Tool) run(ctx context.Context, command, dir string, timeout time.Durati
 		errW.Close()
 		return nil, err
 	}
-	cmd.Env = append(slices.DeleteFunc(slices.Clone(t.env), func(kv string) bool { return strings.HasPrefix(kv, RunTagVariable+"=") }), tag)
+	cmd.Env = append(append(slices.DeleteFunc(slices.Clone(t.env), func(kv string) bool { return strings.HasPrefix(kv, RunTagVariable+"=") }), tag), tags...)
 	cmd.Stdin = nil // /dev/null
 	cmd.Stdout = outW
 	cmd.Stderr = errW
@@ -239,6 +240,15 @@ wait:
 		return nil, ctx.Err()
 	}
 	return res, nil
+}
+
+// tags are the environment entries that tag a call's processes: the data
+// folder's run tag and the call (none without Config.RunTag).
+func (t *Tool) tags(call tools.Call) []string {
+	if t.cfg.RunTag == "" {
+		return nil
+	}
+	return []string{t.cfg.RunTag, isolation.CallEntry(call.TaskID, call.CallID)}
 }
 
 // RunTagVariable is set in the environment of every command to an id of

@@ -201,7 +201,7 @@ func (t *Tool) Execute(ctx context.Context, call tools.Call, emit tools.Emit) (j
 			return nil, fmt.Errorf("%s: timeout_seconds %v: want a positive number", Name, *in.TimeoutSeconds)
 		}
 	}
-	res, err := t.run(ctx, in.Command, call.Workspace, timeout, emit)
+	res, err := t.run(ctx, in.Command, call.Workspace, t.tags(call), timeout, emit)
 	if err != nil {
 		return nil, err
 	}
