@@ -97,6 +97,9 @@ func (c *Config) Validate() []error {
 	ps = append(ps, c.Delegate.Problems()...)
 	ps = append(ps, c.HTTP.Problems()...)
 	ps = append(ps, c.Approvals.Problems()...)
+	if !oneOf(c.Tools.Namespaces, "auto", "off") {
+		add("tools.namespaces", "%q: want auto or off", c.Tools.Namespaces)
+	}
 	if !oneOf(c.Tools.Shell.Approval, "ask", "allow", "deny") {
 		add("tools.shell.approval", "%q: want ask, allow or deny", c.Tools.Shell.Approval)
 	}

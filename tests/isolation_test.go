@@ -87,11 +87,30 @@ func TestToolProcessesCannotReadDaemonSecrets(t *testing.T) {
 	peek := buildProcPeek(t)
 	t.Run("unprivileged", func(t *testing.T) {
 		cred, dir := unprivilegedUser(t)
-		checkSecretsHidden(t, peek, cred, dir)
+		checkSecretsHidden(t, peek, cred, dir, "auto")
+	})
+	// Without namespaces, the non-dumpable daemon and the descriptors it
+	// passes on are what keeps the secrets.
+	t.Run("unprivileged without namespaces", func(t *testing.T) {
+		cred, dir := unprivilegedUser(t)
+		checkSecretsHidden(t, peek, cred, dir, "off")
+	})
+	// Root's children are root: only the namespaces hide the daemon (a
+	// root tool could still undo them; see tools/isolation).
+	t.Run("root", func(t *testing.T) {
+		if os.Getuid() != 0 {
+			t.Skip("not root")
+		}
+		dir, err := os.MkdirTemp("", "lemo-root-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.RemoveAll(dir) })
+		checkSecretsHidden(t, peek, &syscall.Credential{}, dir, "auto")
 	})
 }
 
-func checkSecretsHidden(t *testing.T, peek string, cred *syscall.Credential, dir string) {
+func checkSecretsHidden(t *testing.T, peek string, cred *syscall.Credential, dir, namespaces string) {
 	const prefix = "PLANTED-"
 	b := make([]byte, 12)
 	_, _ = rand.Read(b)
@@ -106,7 +125,7 @@ func checkSecretsHidden(t *testing.T, peek string, cred *syscall.Credential, dir
 		mode       os.FileMode
 	}{
 		{tokens, "other " + fileToken + "\n", 0o600},
-		{cfg, "tools:\n  shell:\n    approval: allow\n", 0o644},
+		{cfg, "tools:\n  namespaces: " + namespaces + "\n  shell:\n    approval: allow\n", 0o644},
 	} {
 		if err := os.WriteFile(f.path, []byte(f.text), f.mode); err != nil {
 			t.Fatal(err)
@@ -119,6 +138,9 @@ func checkSecretsHidden(t *testing.T, peek string, cred *syscall.Credential, dir
 		"OPENAI_API_KEY=" + envKey, "LEMO_AUTH_TOKEN=" + envToken, "LEMO_AUTH_TOKENS_FILE=" + tokens}
 	d := launchDaemonAs(t, cred, lemoBin, data, env, "--config", cfg)
 	d.waitServing()
+	if namespaces == "auto" {
+		needNamespaces(t, d)
+	}
 	l, err := client.FindLocal(data)
 	if err != nil {
 		t.Fatalf("FindLocal: %v\n%s", err, d.logs())

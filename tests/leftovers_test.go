@@ -73,7 +73,7 @@ func procSession(pid int) int {
 // TestToolNamespaceDiesWithTheDaemon).
 func TestLeftoversStoppedAtStart(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
-	cfg := writeConfig(t, "tools:\n  shell:\n    approval: allow\n")
+	cfg := writeConfig(t, "tools:\n  namespaces: off\n  shell:\n    approval: allow\n")
 	d := serveRemote(t, data, "--config", cfg)
 	c := d.connect(t, "")
 	tag, err := isolation.RunTag(data)
@@ -124,4 +124,52 @@ func TestLeftoversStoppedAtStart(t *testing.T) {
 		t.Fatalf("the call's record: %v %q, want outcome unknown naming %s", f.GetKind(), f.GetMessage(), want)
 	}
 	t.Logf("recorded: %s", f.GetMessage())
+}
+
+// With namespaces (tools.namespaces auto, where the kernel allows them), a
+// setsid grandchild of a shell command dies with a daemon killed outright:
+// the command's init dies with the daemon, and the namespace with it.
+func TestToolNamespaceDiesWithTheDaemon(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	cfg := writeConfig(t, "tools:\n  shell:\n    approval: allow\n")
+	d := serveRemote(t, data, "--config", cfg)
+	needNamespaces(t, d.daemon)
+	c := d.connect(t, "")
+	tag, err := isolation.RunTag(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateTask(context.Background(), client.CreateTask{Request: "setsid sleep 1000 & sleep 1000", Model: "fake/shell"}); err != nil {
+		t.Fatal(err)
+	}
+	var grandchild int
+	eventually(t, 30*time.Second, func() error {
+		for pid, cl := range taggedProcs(tag) {
+			if cl == "sleep 1000" && procSession(pid) == pid {
+				grandchild = pid
+				return nil
+			}
+		}
+		return fmt.Errorf("no setsid sleep carries the run tag yet: %v", taggedProcs(tag))
+	})
+	t.Cleanup(func() { _ = syscall.Kill(grandchild, syscall.SIGKILL) })
+	d.kill()
+	eventually(t, 10*time.Second, func() error {
+		if left := taggedProcs(tag); len(left) != 0 {
+			return fmt.Errorf("processes of the killed daemon's tool still run: %v", left)
+		}
+		return nil
+	})
+}
+
+// needNamespaces skips unless the daemon runs tool processes in
+// namespaces of their own, except under CI=true, where it fails.
+func needNamespaces(t *testing.T, d *daemon) {
+	t.Helper()
+	if !strings.Contains(d.logs(), "tool processes run in namespaces of their own") {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("the daemon runs tool processes without namespaces (CI must allow them):\n%s", d.logs())
+		}
+		t.Skipf("the daemon runs tool processes without namespaces here:\n%s", d.logs())
+	}
 }

@@ -164,7 +164,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, hup 
 		return &exitError{code: 2, err: err}
 	}
 	svcs := services.New(services.Options{})
-	reg, err := buildTools(cfg, log, svcs, toolProcs{runTag: runTag})
+	reg, err := buildTools(cfg, log, svcs, toolProcs{runTag: runTag, namespaces: toolNamespaces(cfg, log)})
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
@@ -211,6 +211,33 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, hup 
 	}
 	log.Info().Msg("stopped")
 	return nil
+}
+
+// toolNamespaces is where tool processes run: in namespaces of their own
+// when tools.namespaces is auto and the kernel allows it here (tried once),
+// else nil; the log says which and why.
+func toolNamespaces(cfg *config.Config, log zerolog.Logger) *isolation.Namespaces {
+	if cfg.Tools.Namespaces == "off" {
+		log.Info().Str("key", "tools.namespaces").Msg("tool processes run without namespaces of their own (tools.namespaces is off)")
+		return nil
+	}
+	ns, err := detectNamespaces()
+	if err != nil {
+		log.Warn().Err(err).Msg("tool processes run without namespaces of their own: they can see the daemon's other processes, and processes they start in another session can outlive a daemon killed outright")
+		return nil
+	}
+	log.Info().Str("namespaces", ns.String()).Msg("tool processes run in namespaces of their own")
+	return ns
+}
+
+// detectNamespaces tries namespaces for tool processes with this binary
+// as their init.
+func detectNamespaces() (*isolation.Namespaces, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("the daemon's executable: %w", err)
+	}
+	return isolation.Detect(self)
 }
 
 func actorOptions(cfg *config.Config, dd *persistence.DataDir, stopped []actors.StoppedProcess) actors.Options {

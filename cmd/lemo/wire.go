@@ -17,6 +17,7 @@ import (
 	"lemo/providers/zen"
 	"lemo/tools"
 	"lemo/tools/files"
+	"lemo/tools/isolation"
 	"lemo/tools/shell"
 	"lemo/tools/system"
 )
@@ -76,6 +77,8 @@ func buildProviders(cfg *config.Config, log zerolog.Logger) (*providers.Registry
 type toolProcs struct {
 	// runTag is the data folder's run tag (isolation.RunTag).
 	runTag string
+	// namespaces, when set, starts them in namespaces of their own.
+	namespaces *isolation.Namespaces
 }
 
 // buildTools registers the built-in tools; system reaches the Services of
@@ -95,6 +98,7 @@ func buildTools(cfg *config.Config, log zerolog.Logger, svcs *services.Registry,
 			MaxTimeout: s.Timeout,
 			Environ:    os.Environ(),
 			RunTag:     procs.runTag,
+			Namespaces: procs.namespaces,
 			Policy:     shell.Policy{Allow: s.Allow, Ask: s.Ask, Deny: s.Deny, Default: shell.Decision(s.Approval)},
 		})
 		if err != nil {

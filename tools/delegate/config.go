@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"lemo/tools/internal/proc"
+	"lemo/tools/isolation"
 )
 
 // Agent kinds.
@@ -64,6 +65,10 @@ type Config struct {
 	// (isolation.CallEntry), so that a daemon's next start finds and stops
 	// what this one left running. "" sets neither.
 	RunTag string
+	// Namespaces, when set, starts every agent in PID and mount namespaces
+	// of its own (isolation.Detect): it sees no process but its own, and
+	// nothing it started outlives it. nil: not.
+	Namespaces *isolation.Namespaces
 
 	// Approval is ApprovalAsk (default) or ApprovalOff.
 	Approval string

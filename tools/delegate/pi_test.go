@@ -20,6 +20,7 @@ import (
 	"lemo/api"
 	"lemo/providers"
 	"lemo/providers/fake"
+	"lemo/tools/isolation"
 )
 
 // piBinary is the real pi agent: $DELEGATE_TEST_PI (make test sets it
@@ -124,7 +125,14 @@ func piConfig(t *testing.T, bin, providerURL, mark string) Config {
 			t.Fatal(err)
 		}
 	}
+	// pi runs in namespaces of its own where the kernel allows, as under
+	// the daemon (this test binary is the init).
+	ns, err := isolation.Detect(os.Args[0])
+	if err != nil {
+		t.Logf("pi runs without namespaces: %v", err)
+	}
 	return Config{
+		Namespaces:     ns,
 		Binary:         bin,
 		Args:           []string{"--provider", "fake", "--model", "local-model", "--no-context-files"},
 		Dir:            filepath.Join(t.TempDir(), "delegate"),

@@ -8,6 +8,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == InitArg {
+		os.Exit(Main(os.Args[2:]))
+	}
 	if mode := os.Getenv(envHardenHelper); mode != "" {
 		runHardenHelper(mode)
 		return

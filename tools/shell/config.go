@@ -6,6 +6,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"lemo/tools/isolation"
 )
 
 // Config configures the shell tool. A zero field takes its default; a
@@ -58,6 +60,10 @@ type Config struct {
 	// (isolation.CallEntry), so that a daemon's next start finds and stops
 	// what this one left running. "" sets neither.
 	RunTag string
+	// Namespaces, when set, starts every command in PID and mount
+	// namespaces of its own (isolation.Detect): it sees no process but its
+	// own, and nothing it started outlives the run. nil: not.
+	Namespaces *isolation.Namespaces
 
 	// Policy decides which commands need a person's approval.
 	Policy Policy

@@ -98,7 +98,11 @@ func (t *Tool) run(ctx context.Context, command, dir string, tags []string, time
 
 	// The shell runs in its own process group and dies with the daemon
 	// (Pdeathsig from a locked thread); p reaps it.
-	p, err := proc.Start(cmd)
+	var ns proc.Namespaces
+	if t.cfg.Namespaces != nil {
+		ns = t.cfg.Namespaces
+	}
+	p, err := proc.StartIn(cmd, ns, isolation.ReadStatus)
 	outW.Close()
 	errW.Close()
 	if err != nil {
@@ -202,6 +206,9 @@ wait:
 	// tag in their environment: they are stopped the same way.
 	killed, leftover := proc.StopGroup(pgid, termAt, t.cfg.KillGrace)
 	escaped := proc.Sweep(pgid, tag, p.Since(), t.cfg.KillGrace) > 0
+	// In namespaces, whatever is left (one that dropped the tag too) ends
+	// with the namespace's init.
+	escaped = p.Close() > 0 || escaped
 	res.killed = killed
 	res.background = (leftover || escaped) && termAt.IsZero()
 
@@ -223,11 +230,11 @@ wait:
 	outR.Close()
 	errR.Close()
 
-	ps := p.State()
-	if ps == nil {
-		return nil, fmt.Errorf("shell: wait: %w", p.Wait())
+	code, signal, ok := p.Exit()
+	if !ok || (code == -1 && signal == "") {
+		return nil, fmt.Errorf("shell: wait: %v", p.Wait())
 	}
-	res.exitCode, res.signal = proc.Exit(ps)
+	res.exitCode, res.signal = code, signal
 	if res.signal == "SIGKILL" {
 		res.killed = true
 	}

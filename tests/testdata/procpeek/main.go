@@ -1,7 +1,8 @@
 // Command procpeek looks for secrets everywhere a tool process could read
 // them: the environment, command line and memory of every process it can
 // see in /proc, and every file descriptor it inherited. It prints what it
-// found next to the prefix given as its argument (at most 20 findings),
+// found that starts with the prefix given as its argument and goes on
+// with at least 24 of [a-z0-9-] (at most 20 findings),
 // the descriptors its parent (the shell that runs it: run it as
 // `procpeek PREFIX; exit`) inherited, and what it could read.
 package main
@@ -30,10 +31,19 @@ func find(where string, b []byte) {
 			return
 		}
 		start := i + j
+		i = start + len(prefix)
+		// A secret is the prefix and at least 24 of [a-z0-9-]; the
+		// prefix alone (as on this program's command line) is not one.
+		n := 0
+		for k := i; k < len(b) && n < 24 && (b[k] == '-' || ('a' <= b[k] && b[k] <= 'z') || ('0' <= b[k] && b[k] <= '9')); k++ {
+			n++
+		}
+		if n < 24 {
+			continue
+		}
 		end := min(len(b), start+64)
 		fmt.Printf("FOUND %s %q\n", where, b[start:end])
 		findings++
-		i = start + len(prefix)
 	}
 }
 

@@ -2,6 +2,7 @@ package proc
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"slices"
 	"syscall"
@@ -25,7 +26,8 @@ func TestStopTagged(t *testing.T) {
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 		// Wait until it runs sleep with its environment.
 		eventually(t, 5*time.Second, func() error {
-			if !HasEnv(cmd.Process.Pid, env[0]) || !Mentions(cmd.Process.Pid, "sleep 1000") {
+			comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", cmd.Process.Pid))
+			if !HasEnv(cmd.Process.Pid, env[0]) || string(comm) != "sleep\n" {
 				return fmt.Errorf("process %d has not started sleep with its environment yet", cmd.Process.Pid)
 			}
 			return nil
