@@ -164,7 +164,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, hup 
 		return &exitError{code: 2, err: err}
 	}
 	svcs := services.New(services.Options{})
-	reg, err := buildTools(cfg, log, svcs, toolProcs{runTag: runTag, namespaces: toolNamespaces(cfg, log)})
+	reg, err := buildTools(cfg, log, svcs, toolProcs{runTag: runTag, namespaces: toolNamespaces(cfg, log), data: dd.Path()})
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/rs/zerolog"
 
@@ -79,6 +80,31 @@ type toolProcs struct {
 	runTag string
 	// namespaces, when set, starts them in namespaces of their own.
 	namespaces *isolation.Namespaces
+	// data is the data folder, which namespaces hide from them (but for
+	// their own workspace and folders).
+	data string
+}
+
+// in is where a tool's processes run: namespaces (if any) that hide the
+// data folder except keep.
+func (p toolProcs) in(keep ...string) *isolation.Namespaces {
+	if p.namespaces == nil {
+		return nil
+	}
+	var hide []string
+	if p.data != "" {
+		d := p.data
+		if r, err := filepath.EvalSymlinks(d); err == nil {
+			d = r
+		}
+		hide = []string{d}
+		for i, k := range keep {
+			if r, err := filepath.EvalSymlinks(k); err == nil {
+				keep[i] = r
+			}
+		}
+	}
+	return p.namespaces.With(hide, keep)
 }
 
 // buildTools registers the built-in tools; system reaches the Services of
@@ -98,7 +124,7 @@ func buildTools(cfg *config.Config, log zerolog.Logger, svcs *services.Registry,
 			MaxTimeout: s.Timeout,
 			Environ:    os.Environ(),
 			RunTag:     procs.runTag,
-			Namespaces: procs.namespaces,
+			Namespaces: procs.in(),
 			Policy:     shell.Policy{Allow: s.Allow, Ask: s.Ask, Deny: s.Deny, Default: shell.Decision(s.Approval)},
 		})
 		if err != nil {

@@ -127,15 +127,27 @@ func piConfig(t *testing.T, bin, providerURL, mark string) Config {
 	}
 	// pi runs in namespaces of its own where the kernel allows, as under
 	// the daemon (this test binary is the init).
+	// Like the daemon's data folder, the folder around the delegate's own
+	// is hidden from pi but for that one.
+	data, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(data, "delegate")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	ns, err := isolation.Detect(os.Args[0])
 	if err != nil {
 		t.Logf("pi runs without namespaces: %v", err)
+	} else {
+		ns = ns.With([]string{data}, []string{dir})
 	}
 	return Config{
 		Namespaces:     ns,
 		Binary:         bin,
 		Args:           []string{"--provider", "fake", "--model", "local-model", "--no-context-files"},
-		Dir:            filepath.Join(t.TempDir(), "delegate"),
+		Dir:            dir,
 		Environ:        []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + filepath.Join(home, "tmp"), "LANG=C.UTF-8", "LEMO_TOKEN=x", "OPENAI_API_KEY=sk-x"},
 		SetEnv:         []string{"PI_CODING_AGENT_DIR=" + agentDir, markVar + "=" + mark},
 		StartTimeout:   90 * time.Second,

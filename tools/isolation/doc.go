@@ -27,7 +27,12 @@
 // SIGKILL to the init (when the call's clean-up is done, or by Pdeathsig
 // when the daemon dies, even by SIGKILL) ends every process of the
 // namespace, also those that left the group and the session (setsid) and
-// dropped every tag. Signals to the init alone are ignored.
+// dropped every tag. Signals to the init alone are ignored. The init also
+// covers the folders of Namespaces.Hide (the daemon's data folder: its
+// token, daemon.json, the store, other Tasks' workspaces) with an empty
+// read-only folder, and mounts back the command's working folder and the
+// folders of Namespaces.Keep (the delegate's session folder) in their
+// place.
 //
 // Run tag. Every tool process carries the data folder's run tag (RunTag:
 // LEMO_RUN_TAG, derived from the folder's resolved path, so daemons on
@@ -40,9 +45,10 @@
 //
 // Limits. What these promise, and what they do not:
 //   - A tool process runs as the daemon's user: it can read every file
-//     that user can, the data folder's token file among them, unless a
-//     policy keeps it out (the shell's approval rules). Namespaces hide
-//     processes, not files.
+//     that user can outside the hidden folders (and, without namespaces,
+//     inside them: the data folder's token file among them), unless a
+//     policy keeps it out (the shell's approval rules). A configuration
+//     file or tokens file outside the data folder stays readable.
 //   - A root daemon's tools run as root: root may read a non-dumpable
 //     process's memory (CAP_SYS_PTRACE) and can undo the mounts of its
 //     namespace (unmount its /proc and see the machine's). Without

@@ -3,11 +3,14 @@ package isolation
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -39,6 +42,108 @@ type Namespaces struct {
 	// mnt is the daemon's mount namespace (/proc/self/ns/mnt): the init
 	// refuses to touch the mounts in it.
 	mnt string
+	// Hide are folders (absolute, symbolic links resolved) the command
+	// must not see: each is covered by an empty read-only folder, except
+	// for the command's own working folder and Keep, which are mounted
+	// back in their place (the daemon's data folder holds the token and
+	// every Task's workspace).
+	Hide []string
+	// Keep are folders under Hide the command still needs (besides its
+	// working folder).
+	Keep []string
+}
+
+// With returns a copy of n that hides hide except keep (see Hide).
+func (n *Namespaces) With(hide, keep []string) *Namespaces {
+	c := *n
+	c.Hide, c.Keep = append([]string(nil), hide...), append([]string(nil), keep...)
+	return &c
+}
+
+// hideSpec is the init's argument that lists Hide and Keep ("-": none).
+func (n *Namespaces) hideSpec() string {
+	if len(n.Hide) == 0 {
+		return "-"
+	}
+	b, _ := json.Marshal(hideSpec{Hide: n.Hide, Keep: n.Keep})
+	return string(b)
+}
+
+type hideSpec struct {
+	Hide []string `json:"hide"`
+	Keep []string `json:"keep"`
+}
+
+// hidePaths covers each folder of spec.Hide with an empty read-only tmpfs
+// and mounts back (bind) the working folder and spec.Keep where they are
+// under one, then enters the working folder again through the new mounts
+// (so that ".." no longer leads into what is hidden).
+func hidePaths(spec string) error {
+	if spec == "-" {
+		return nil
+	}
+	var hs hideSpec
+	if err := json.Unmarshal([]byte(spec), &hs); err != nil {
+		return fmt.Errorf("hide %q: %w", spec, err)
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	under := func(p, dir string) bool { return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/") }
+	var keeps []string
+	for _, k := range append(hs.Keep, cwd) {
+		for _, h := range hs.Hide {
+			if under(k, h) && k != h {
+				keeps = append(keeps, filepath.Clean(k))
+				break
+			}
+		}
+	}
+	// A kept folder inside another is kept with it.
+	slices.Sort(keeps)
+	keeps = slices.Compact(keeps)
+	keeps = slices.DeleteFunc(keeps, func(k string) bool {
+		for _, o := range keeps {
+			if o != k && under(k, o) {
+				return true
+			}
+		}
+		return false
+	})
+	fds := make([]int, 0, len(keeps))
+	var found []string
+	for _, k := range keeps {
+		fd, err := unix.Open(k, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if errors.Is(err, unix.ENOENT) {
+			continue // nothing to keep
+		}
+		if err != nil {
+			return fmt.Errorf("keep %s: %w", k, err)
+		}
+		defer unix.Close(fd)
+		fds, found = append(fds, fd), append(found, k)
+	}
+	keeps = found
+	for _, h := range hs.Hide {
+		if err := unix.Mount("tmpfs", h, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=64k"); err != nil {
+			return fmt.Errorf("hide %s: %w", h, err)
+		}
+	}
+	for i, k := range keeps {
+		if err := os.MkdirAll(k, 0o755); err != nil {
+			return fmt.Errorf("keep %s: %w", k, err)
+		}
+		if err := unix.Mount("/proc/self/fd/"+strconv.Itoa(fds[i]), k, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("keep %s: %w", k, err)
+		}
+	}
+	for _, h := range hs.Hide {
+		if err := unix.Mount("", h, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+			return fmt.Errorf("hide %s read-only: %w", h, err)
+		}
+	}
+	return os.Chdir(cwd)
 }
 
 // Detect reports whether tool processes can run in namespaces of their
@@ -52,7 +157,7 @@ func Detect(init string) (*Namespaces, error) {
 		return nil, fmt.Errorf("isolation: this process's mount namespace: %w", err)
 	}
 	n := &Namespaces{Init: init, User: os.Getuid() != 0, uid: os.Getuid(), gid: os.Getgid(), mnt: mnt}
-	cmd := exec.Command(init, InitArg, mnt, n.ids(), probeArg)
+	cmd := exec.Command(init, InitArg, mnt, n.ids(), "-", probeArg)
 	cmd.SysProcAttr = n.sysProcAttr()
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -132,7 +237,7 @@ func (n *Namespaces) Wrap(cmd *exec.Cmd, status *os.File) {
 	}
 	fd := 3 + len(cmd.ExtraFiles)
 	cmd.ExtraFiles = append(cmd.ExtraFiles, status)
-	args := append([]string{n.Init, InitArg, n.mnt, n.ids(), strconv.Itoa(fd), cmd.Path}, cmd.Args...)
+	args := append([]string{n.Init, InitArg, n.mnt, n.ids(), n.hideSpec(), strconv.Itoa(fd), cmd.Path}, cmd.Args...)
 	cmd.Path, cmd.Args = n.Init, args
 	a := n.sysProcAttr()
 	if cmd.SysProcAttr == nil {
@@ -175,7 +280,8 @@ func ReadStatus(r *os.File) (code int, sig syscall.Signal, ok bool) {
 // Main runs the init of a tool process's namespaces, with the arguments
 // after InitArg: the daemon's mount namespace (the init refuses to run in
 // it), the user and group to map in its user namespace ("uid:gid", "-"
-// without one), the status descriptor, the command's path and its argv.
+// without one), the folders to hide (JSON of Hide and Keep, "-" for none),
+// the status descriptor, the command's path and its argv.
 // It mounts a private /proc (so the command sees only its own
 // namespace's processes), starts the command with its own environment,
 // folder and standard streams, reaps every process of the namespace,
@@ -204,8 +310,8 @@ func Main(args []string) int {
 	}
 	// The first argument is the daemon's mount namespace, which must not
 	// be this one; the second the ids to map.
-	if len(args) < 3 {
-		fmt.Fprintf(os.Stderr, "lemo namespace init: want the daemon's mount namespace, the ids to map and more, got %q\n", args)
+	if len(args) < 4 {
+		fmt.Fprintf(os.Stderr, "lemo namespace init: want the daemon's mount namespace, the ids to map, the folders to hide and more, got %q\n", args)
 		return 125
 	}
 	if own, err := os.Readlink("/proc/self/ns/mnt"); err != nil || own == args[0] {
@@ -216,8 +322,13 @@ func Main(args []string) int {
 		fmt.Fprintf(os.Stderr, "lemo namespace init: %v\n", err)
 		return 125
 	}
-	args = args[2:]
+	hide := args[2]
+	args = args[3:]
 	if err := mountProc(); err != nil {
+		fmt.Fprintf(os.Stderr, "lemo namespace init: %v\n", err)
+		return 125
+	}
+	if err := hidePaths(hide); err != nil {
 		fmt.Fprintf(os.Stderr, "lemo namespace init: %v\n", err)
 		return 125
 	}

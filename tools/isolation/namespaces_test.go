@@ -157,7 +157,7 @@ func TestInitRefusesOutsideNamespaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, args := range [][]string{{mnt, "-", probeArg}, {mnt, "-", "3", "/bin/true", "true"}} {
+	for _, args := range [][]string{{mnt, "-", "-", probeArg}, {mnt, "-", "-", "3", "/bin/true", "true"}} {
 		cmd := exec.Command(os.Args[0], append([]string{InitArg}, args...)...)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
@@ -167,7 +167,7 @@ func TestInitRefusesOutsideNamespaces(t *testing.T) {
 		}
 	}
 	// Started in a PID namespace but in the daemon's mount namespace.
-	cmd := exec.Command(os.Args[0], InitArg, mnt, "-", probeArg)
+	cmd := exec.Command(os.Args[0], InitArg, mnt, "-", "-", probeArg)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -215,5 +215,56 @@ func TestParseStatus(t *testing.T) {
 		if ok != tc.ok || (ok && (code != tc.code || sig != tc.sig)) {
 			t.Errorf("ParseStatus(%q) = %d %v %v, want %d %v %v", tc.line, code, sig, ok, tc.code, tc.sig, tc.ok)
 		}
+	}
+}
+
+// A hidden folder shows empty and read-only to the command, except its
+// working folder and the kept ones, which it reads and writes as before;
+// ".." from its working folder leads into the empty cover.
+func TestNamespacesHideFolders(t *testing.T) {
+	base := namespaces(t)
+	data := t.TempDir()
+	for _, d := range []string{"ws/1", "ws/2", "keep"} {
+		if err := os.MkdirAll(data+"/"+d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(data+"/token", []byte("SECRET-TOKEN"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(data+"/keep/kept", []byte("KEPT"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ns := base.With([]string{data}, []string{data + "/keep"})
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	script := `cat ../../token ` + data + `/token; ls ..; ls ` + data + `; cat ` + data + `/keep/kept; echo; echo written > here; touch ` + data + `/new && echo created; pwd`
+	cmd := exec.Command("/bin/sh", "-c", script)
+	cmd.Dir = data + "/ws/1"
+	cmd.Stdout, cmd.Stderr = w, w
+	p, err := proc.StartIn(cmd, ns, ReadStatus)
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(r)
+	<-p.Done()
+	p.Close()
+	got := string(b)
+	t.Logf("the command saw:\n%s", got)
+	if strings.Contains(got, "SECRET-TOKEN") || strings.Contains(got, "2\n") || strings.Contains(got, "created") {
+		t.Errorf("the hidden folder showed through:\n%s", got)
+	}
+	if !strings.Contains(got, "KEPT") || !strings.Contains(got, data+"/ws/1\n") {
+		t.Errorf("the kept folder or the working folder is missing:\n%s", got)
+	}
+	if b, err := os.ReadFile(data + "/ws/1/here"); err != nil || string(b) != "written\n" {
+		t.Errorf("the command's write in its working folder: %q, %v", b, err)
+	}
+	if _, err := os.Stat(data + "/new"); err == nil {
+		t.Error("the command created a file in the hidden folder")
 	}
 }
