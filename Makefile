@@ -46,14 +46,27 @@ tiny-ollama: ## Build the tiny-ollama test kit (real Ollama) if needed
 # The pi coding agent, at the version pinned by tools/delegate/testdata/pi
 # (package.json and its lock, without registry URLs), installed with npm
 # into the git-ignored .cache/npm/pi for the delegate's real-pi tests.
-# Without Node they skip.
+# Without Node they skip; under CI=true they must run, so Node and npm are
+# installed from the Debian packages when missing (as root with apt-get),
+# else the target fails saying so; pi needs Node 20.6 or later.
 PI_DIR := $(CURDIR)/.cache/npm/pi
 PI_BIN := $(PI_DIR)/node_modules/.bin/pi
 
 .PHONY: delegate-deps
 delegate-deps: ## Install the pinned pi coding agent for the delegate tests (needs Node and npm)
-	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+	@if [ "$$CI" = true ] && { ! command -v node >/dev/null || ! command -v npm >/dev/null; }; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			echo "delegate-deps: CI=true and Node is missing: installing the Debian packages nodejs and npm"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null || exit 1; \
+		else \
+			echo "delegate-deps: CI=true needs Node and npm for the real-pi delegate tests: install them (Debian: apt-get install nodejs npm)" >&2; exit 1; \
+		fi; \
+	fi; \
+	if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
 		echo "delegate-deps: Node is not installed: the real-pi delegate tests will skip"; \
+	elif ! node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 20 || (a === 20 && b >= 6) ? 0 : 1)'; then \
+		echo "delegate-deps: pi needs Node 20.6 or later, this is $$(node --version)$$([ "$$CI" = true ] && echo ': CI=true needs a newer Node' || echo ': the real-pi delegate tests will skip')" >&2; \
+		[ "$$CI" != true ]; \
 	elif [ -x "$(PI_BIN)" ] && cmp -s tools/delegate/testdata/pi/package-lock.json "$(PI_DIR)/package-lock.json"; then \
 		echo "delegate-deps: pi $$(node -p 'require("$(PI_DIR)/node_modules/@mariozechner/pi-coding-agent/package.json").version') is installed"; \
 	else \

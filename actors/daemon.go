@@ -196,6 +196,19 @@ type Options struct {
 	ApprovalTimeout time.Duration
 	// MaxRequestBytes bounds a user message (default 256 KiB).
 	MaxRequestBytes int
+	// Stopped are the processes of calls that were found running at the
+	// daemon's start (left by a daemon killed outright) and stopped before
+	// Start: recovery names them on the outcome-unknown record of their
+	// call.
+	Stopped []StoppedProcess
+}
+
+// StoppedProcess is a process of a call that was found running at the
+// daemon's start and stopped.
+type StoppedProcess struct {
+	TaskID, CallID string
+	Pid            int
+	Command        string // its command name
 }
 
 func (o *Options) defaults() {
@@ -314,7 +327,7 @@ func Start(ctx context.Context, deps Deps, opts Options) (*Daemon, error) {
 	e := &env{deps: deps, opts: opts, log: deps.Log, inspector: newInspector(), workspaces: wp}
 	e.limits.Store(limitsOf(opts))
 	e.policy.Store(&approvalPolicy{fn: opts.Approval, timeout: opts.ApprovalTimeout})
-	n, err := recoverStore(ctx, deps.Store, deps.Now())
+	n, err := recoverStore(ctx, deps.Store, deps.Now(), stoppedNotes(opts.Stopped))
 	if err != nil {
 		return nil, fmt.Errorf("recover store: %w", err)
 	}

@@ -51,8 +51,9 @@ func appendBodies(ctx context.Context, st *persistence.Store, s *taskstate.State
 // or awaiting approval is recovered (open Cycle and calls closed, running
 // paused as interrupted), and so is every Task (a paused one too) with an
 // approval whose deadline passed while the daemon was down: it is recorded
-// as timed out. It returns how many Tasks it changed.
-func recoverStore(ctx context.Context, st *persistence.Store, now time.Time) (int, error) {
+// as timed out. notes[task][call] is added to the outcome-unknown record of
+// that call (see stoppedNotes). It returns how many Tasks it changed.
+func recoverStore(ctx context.Context, st *persistence.Store, now time.Time, notes map[string]map[string]string) (int, error) {
 	var ids []string
 	seen := make(map[string]bool)
 	for _, status := range []api.TaskStatus{api.TaskStatus_TASK_STATUS_RUNNING, api.TaskStatus_TASK_STATUS_AWAITING_APPROVAL} {
@@ -84,7 +85,7 @@ func recoverStore(ctx context.Context, st *persistence.Store, now time.Time) (in
 		if err != nil {
 			return n, fmt.Errorf("task %s: %w", id, err)
 		}
-		bodies := s.Recover(now)
+		bodies := s.RecoverNoting(now, notes[id])
 		if len(bodies) == 0 {
 			continue
 		}
@@ -94,6 +95,29 @@ func recoverStore(ctx context.Context, st *persistence.Store, now time.Time) (in
 		n++
 	}
 	return n, nil
+}
+
+// stoppedNotes says, per Task and call, which processes of the call were
+// stopped at the daemon's start: "processes still running at the restart
+// were stopped: pid 12 (sh), pid 13 (sleep)".
+func stoppedNotes(ps []StoppedProcess) map[string]map[string]string {
+	notes := make(map[string]map[string]string)
+	for _, p := range ps {
+		if p.TaskID == "" || p.CallID == "" {
+			continue
+		}
+		if notes[p.TaskID] == nil {
+			notes[p.TaskID] = make(map[string]string)
+		}
+		n := notes[p.TaskID][p.CallID]
+		if n == "" {
+			n = "processes still running at the restart were stopped:"
+		} else {
+			n += ","
+		}
+		notes[p.TaskID][p.CallID] = n + fmt.Sprintf(" pid %d (%s)", p.Pid, p.Command)
+	}
+	return notes
 }
 
 // markFailed records that a Task was stopped after crashing too often: what

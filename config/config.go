@@ -111,6 +111,8 @@ type Fake struct {
 // Tools configures the built-in tools.
 type Tools struct {
 	Shell Shell `yaml:"shell"`
+	// Namespaces: auto or off.
+	Namespaces string `yaml:"namespaces" env:"LEMO_TOOLS_NAMESPACES" help:"run tool processes (shell, delegate) in PID and mount namespaces of their own, so that they see no other process and none outlives its call: auto (where the kernel allows; lemo doctor and the log say) or off"`
 }
 
 // Shell configures the shell tool's approval policy and limits.
@@ -151,7 +153,7 @@ func Default() *Config {
 			Zen:         remote,
 			OpenAI:      remote,
 		},
-		Tools: Tools{Shell: Shell{Enabled: true, Approval: "ask", Timeout: 2 * time.Minute}},
+		Tools: Tools{Shell: Shell{Enabled: true, Approval: "ask", Timeout: 2 * time.Minute}, Namespaces: "auto"},
 		Remote: Remote{MaxConnections: 256, ConnectionReserve: 32, AuthTimeout: 5 * time.Second,
 			MaxSessions: 1024, MaxSessionsPerToken: 128, MaxSubscriptions: 8192, MaxSubscriptionsPerToken: 1024},
 	}

@@ -110,16 +110,17 @@ func TestValidateReportsEverything(t *testing.T) {
 	c.Tasks.ToolGrace = 0
 	c.Providers.Zen.BaseURL = "ftp://x"
 	c.Tools.Shell.Approval = "maybe"
+	c.Tools.Namespaces = "sometimes"
 	c.Models.Default = "noslash"
 	errs := c.Validate()
 	joined := Join(errs).Error()
-	for _, want := range []string{"log.level", "listen", "tasks.max_cycles", "tasks.tool_grace", "providers.zen.base_url", "tools.shell.approval", "models.default"} {
+	for _, want := range []string{"log.level", "listen", "tasks.max_cycles", "tasks.tool_grace", "providers.zen.base_url", "tools.shell.approval", "tools.namespaces", "models.default"} {
 		if !strings.Contains(joined, want+": ") {
 			t.Errorf("problems lack %s:\n%s", want, joined)
 		}
 	}
-	if len(errs) != 7 {
-		t.Errorf("got %d problems, want 7:\n%s", len(errs), joined)
+	if len(errs) != 8 {
+		t.Errorf("got %d problems, want 8:\n%s", len(errs), joined)
 	}
 }
 

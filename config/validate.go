@@ -105,6 +105,9 @@ func (c *Config) Validate() []error {
 	if strings.TrimSpace(c.Data) != "" {
 		ps = append(ps, c.Workspaces.Problems(c.Data)...)
 	}
+	if !oneOf(c.Tools.Namespaces, "auto", "off") {
+		add("tools.namespaces", "%q: want auto or off", c.Tools.Namespaces)
+	}
 	if !oneOf(c.Tools.Shell.Approval, "ask", "allow", "deny") {
 		add("tools.shell.approval", "%q: want ask, allow or deny", c.Tools.Shell.Approval)
 	}

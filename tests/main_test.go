@@ -105,6 +105,12 @@ func launchDaemon(t testing.TB, bin, data string, args ...string) *daemon {
 // added to the clean environment.
 func launchDaemonEnv(t testing.TB, bin, data string, env []string, args ...string) *daemon {
 	t.Helper()
+	return launchDaemonAs(t, nil, bin, data, env, args...)
+}
+
+// launchDaemonAs is launchDaemonEnv as the user cred (nil: this process's).
+func launchDaemonAs(t testing.TB, cred *syscall.Credential, bin, data string, env []string, args ...string) *daemon {
+	t.Helper()
 	d := &daemon{t: t, data: data, done: make(chan struct{}), ready: make(chan struct{})}
 	if !slices.Contains(args, "--listen") {
 		args = append([]string{"--listen", "127.0.0.1:0"}, args...)
@@ -113,6 +119,9 @@ func launchDaemonEnv(t testing.TB, bin, data string, env []string, args ...strin
 	// The log is read from stderr, also under a config (the example one)
 	// that sends it to stdout.
 	d.cmd.Env = cleanEnv(append([]string{"LEMO_LOG_FORMAT=json", "LEMO_LOG_OUTPUT=stderr"}, env...)...)
+	if cred != nil {
+		d.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
 	stderr, err := d.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -394,14 +394,22 @@ func (s *State) ToolDone(o ToolOutcome) []proto.Message {
 // never reported (outcome unknown: never re-executed), approvals whose
 // deadline passed (timed out), and a running status (paused, interrupted;
 // pending approvals survive it).
-func (s *State) Recover(now time.Time) []proto.Message {
+func (s *State) Recover(now time.Time) []proto.Message { return s.RecoverNoting(now, nil) }
+
+// RecoverNoting is Recover, and adds notes[call id] (what was found of the
+// call at the restart, such as the processes that were stopped) to the
+// outcome-unknown record of that call.
+func (s *State) RecoverNoting(now time.Time, notes map[string]string) []proto.Message {
 	var out []proto.Message
 	out = append(out, s.closeCycle("interrupted: the daemon or the task stopped during the model call")...)
 	for _, c := range s.OpenCalls() {
 		if c.Started {
 			out = append(out, s.cancelRunApprovals(c.ID, "the call's outcome is unknown")...)
-			out = append(out, &api.ToolFailed{CallId: c.ID, Kind: api.ToolFailureKind_TOOL_FAILURE_KIND_OUTCOME_UNKNOWN,
-				Message: "outcome unknown: execution started but no result was recorded (the daemon or the task stopped while it ran); it was not re-executed"})
+			msg := "outcome unknown: execution started but no result was recorded (the daemon or the task stopped while it ran); it was not re-executed"
+			if n := notes[c.ID]; n != "" {
+				msg += "; " + n
+			}
+			out = append(out, &api.ToolFailed{CallId: c.ID, Kind: api.ToolFailureKind_TOOL_FAILURE_KIND_OUTCOME_UNKNOWN, Message: msg})
 		}
 	}
 	for _, id := range s.sortedApprovals() {

@@ -189,6 +189,39 @@ func TestRecover(t *testing.T) {
 	}
 }
 
+// A note for a call is added to its outcome-unknown record, and only to
+// that call's.
+func TestRecoverNoting(t *testing.T) {
+	const plain = "outcome unknown: execution started but no result was recorded (the daemon or the task stopped while it ran); it was not re-executed"
+	for _, tc := range []struct {
+		name  string
+		notes map[string]string
+		want  map[string]string // call id -> message
+	}{
+		{"none", nil, map[string]string{"c1": plain, "c2": plain}},
+		{"one call", map[string]string{"c2": "stopped at the restart: pid 7 (sleep)"}, map[string]string{"c1": plain, "c2": plain + "; stopped at the restart: pid 7 (sleep)"}},
+		{"a call not open", map[string]string{"c9": "x"}, map[string]string{"c1": plain, "c2": plain}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := build(t, append(cycleWithCalls(1, "c1", "c2"), &api.ToolExecutionStarted{CallId: "c1"}, &api.ToolExecutionStarted{CallId: "c2"})...)
+			got := map[string]string{}
+			for _, b := range s.RecoverNoting(now, tc.notes) {
+				if f, ok := b.(*api.ToolFailed); ok {
+					got[f.GetCallId()] = f.GetMessage()
+				}
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("records %v, want %v", got, tc.want)
+			}
+			for id, w := range tc.want {
+				if got[id] != w {
+					t.Errorf("call %s: message %q, want %q", id, got[id], w)
+				}
+			}
+		})
+	}
+}
+
 func TestRecoverTimesOutExpiredApprovals(t *testing.T) {
 	s := build(t, cycleWithCalls(1, "c1")...)
 	step := s.Next(NextOptions{Now: now.Add(-time.Hour), Approval: func(*Call) ApprovalNeed { return ApprovalNeed{Required: true, Deadline: time.Minute} }})

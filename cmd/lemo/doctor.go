@@ -29,6 +29,7 @@ import (
 	"lemo/config"
 	"lemo/persistence"
 	"lemo/providers"
+	"lemo/tools/isolation"
 )
 
 // Outcomes of a doctor check.
@@ -57,6 +58,9 @@ type doctorEnv struct {
 	timeout  time.Duration
 	environ  []string
 	lookPath func(string) (string, error)
+	// namespaces tries namespaces for tool processes (detectNamespaces);
+	// nil skips the check.
+	namespaces func() (*isolation.Namespaces, error)
 }
 
 // doctor implements lemo doctor.
@@ -96,7 +100,7 @@ Flags:
 		results = append(results, checkResult{Check: "config", Status: checkFail, Detail: err.Error(),
 			Fix: "correct these keys (the README's configuration table lists every key, its variable and flag)"})
 	} else {
-		env := &doctorEnv{cfg: cfg, configFile: configFile(*configPath), timeout: *timeout, environ: os.Environ(), lookPath: exec.LookPath}
+		env := &doctorEnv{cfg: cfg, configFile: configFile(*configPath), timeout: *timeout, environ: os.Environ(), lookPath: exec.LookPath, namespaces: detectNamespaces}
 		results = env.run(ctx)
 	}
 	failed := printResults(stdout, results, *asJSON)
@@ -119,7 +123,25 @@ func (e *doctorEnv) run(ctx context.Context) []checkResult {
 	out = append(out, e.tls()...)
 	out = append(out, e.providers(ctx)...)
 	out = append(out, e.delegate(ctx)...)
+	if e.namespaces != nil {
+		out = append(out, e.toolIsolation())
+	}
 	return out
+}
+
+// toolIsolation says whether tool processes would run in namespaces of
+// their own (tools.namespaces).
+func (e *doctorEnv) toolIsolation() checkResult {
+	const check = "tool isolation"
+	if e.cfg.Tools.Namespaces == "off" {
+		return checkResult{Check: check, Status: checkInfo, Detail: "tools.namespaces is off: tool processes can see the daemon's other processes, and what they start in another session can outlive a daemon killed outright (the next start stops it)"}
+	}
+	ns, err := e.namespaces()
+	if err != nil {
+		return checkResult{Check: check, Status: checkWarn, Detail: "tool processes would run without namespaces of their own: " + err.Error(),
+			Fix: "allow unprivileged user namespaces (sysctl user.max_user_namespaces above 0; on Ubuntu kernel.apparmor_restrict_unprivileged_userns=0), or set tools.namespaces: off"}
+	}
+	return checkResult{Check: check, Status: checkOK, Detail: "tool processes run in " + ns.String() + " of their own"}
 }
 
 // printResults writes the findings and returns how many failed.

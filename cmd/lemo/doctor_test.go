@@ -15,6 +15,7 @@ import (
 
 	"lemo/config"
 	"lemo/persistence"
+	"lemo/tools/isolation"
 )
 
 // doctorConfig is a configuration with no network provider but the fake
@@ -176,4 +177,48 @@ func TestDoctorDelegate(t *testing.T) {
 		}
 	})
 	expect(t, got, "delegate", checkOK, "pi 0.42.0", agent)
+}
+
+// lemo doctor says whether tool processes run in namespaces of their own,
+// and how to fix it when the kernel refuses them.
+func TestDoctorToolIsolation(t *testing.T) {
+	refused := func() (*isolation.Namespaces, error) { return nil, errors.New("operation not permitted") }
+	allowed := func() (*isolation.Namespaces, error) { return &isolation.Namespaces{User: true}, nil }
+	for _, tc := range []struct {
+		setting string
+		detect  func() (*isolation.Namespaces, error)
+		status  string
+		detail  string
+	}{
+		{"auto", allowed, checkOK, "user, pid and mount namespaces"},
+		{"auto", refused, checkWarn, "operation not permitted"},
+		{"off", refused, checkInfo, "tools.namespaces is off"},
+	} {
+		cfg := config.Default()
+		cfg.Tools.Namespaces = tc.setting
+		r := (&doctorEnv{cfg: cfg, namespaces: tc.detect}).toolIsolation()
+		if r.Status != tc.status || !strings.Contains(r.Detail, tc.detail) || (tc.status == checkWarn && !strings.Contains(r.Fix, "tools.namespaces: off")) {
+			t.Errorf("%s: %+v, want %s mentioning %q", tc.setting, r, tc.status, tc.detail)
+		}
+	}
+	// The real check where this test runs: this binary as the init.
+	cfg := config.Default()
+	r := (&doctorEnv{cfg: cfg, namespaces: detectNamespaces}).toolIsolation()
+	t.Logf("here: %+v", r)
+	if r.Status != checkOK && r.Status != checkWarn {
+		t.Errorf("toolIsolation = %+v", r)
+	}
+}
+
+// No flag of lemo serve takes a secret: a flag's value is on the daemon's
+// command line, which every user of the machine can read in /proc.
+func TestNoFlagTakesASecret(t *testing.T) {
+	for _, k := range config.Keys() {
+		if k.Flag == "" {
+			continue
+		}
+		if name := strings.ToUpper(k.Path + " " + k.Flag); strings.Contains(name, "KEY") || strings.Contains(name, "TOKEN") || strings.Contains(name, "SECRET") || strings.Contains(name, "PASSWORD") {
+			t.Errorf("--%s sets %s, a secret: command lines are readable by every user", k.Flag, k.Path)
+		}
+	}
 }

@@ -20,6 +20,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"lemo/tools/isolation"
 )
 
 // exitError carries a process exit status.
@@ -37,6 +39,11 @@ func usageError(format string, args ...any) error {
 }
 
 func main() {
+	// The init of a tool process's namespaces (tools/isolation): the
+	// daemon runs its own binary as that, before anything else.
+	if len(os.Args) > 1 && os.Args[1] == isolation.InitArg {
+		os.Exit(isolation.Main(os.Args[2:]))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

@@ -1,9 +1,18 @@
 package main
 
 import (
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"lemo/tools/isolation"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// lemo doctor tries namespaces with this binary as their init.
+	if len(os.Args) > 1 && os.Args[1] == isolation.InitArg {
+		os.Exit(isolation.Main(os.Args[2:]))
+	}
+	goleak.VerifyTestMain(m)
+}

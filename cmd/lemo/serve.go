@@ -21,6 +21,7 @@ import (
 	"lemo/memory"
 	"lemo/persistence"
 	"lemo/tools"
+	"lemo/tools/isolation"
 )
 
 // configFile returns the configuration file to read: --config, else
@@ -77,6 +78,11 @@ func configFlags(fs *flag.FlagSet) (configPath *string, flagKeys map[string]stri
 }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	// First: no process the daemon starts may read its environment,
+	// memory or descriptors.
+	if err := isolation.Harden(); err != nil {
+		return err
+	}
 	// SIGHUP re-reads the configuration; caught from here on (Go's default
 	// would end the process).
 	hup := make(chan os.Signal, 1)
@@ -124,6 +130,17 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, hup 
 		return err
 	}
 	defer dd.Close()
+	// Before recovery records what the calls that were running did: stop
+	// what a daemon killed outright left running on this data folder.
+	runTag, err := isolation.RunTag(dd.Path())
+	if err != nil {
+		return fmt.Errorf("run tag of %s: %w", dd.Path(), err)
+	}
+	var stopped []actors.StoppedProcess
+	for _, l := range isolation.StopLeftovers(runTag, cfg.Tasks.ToolGrace) {
+		log.Warn().Int("pid", l.Pid).Str("command", l.Command).Str("task", l.TaskID).Str("call", l.CallID).Msg("stopped a tool process left running by the previous daemon")
+		stopped = append(stopped, actors.StoppedProcess{TaskID: l.TaskID, CallID: l.CallID, Pid: l.Pid, Command: l.Command})
+	}
 	o := newOps()
 	o.floor.Store(int64(cfg.Storage.MinFreeMiB) << 20)
 	if cfg.HTTP.Listen != "" {
@@ -148,7 +165,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, hup 
 		return &exitError{code: 2, err: err}
 	}
 	svcs := services.New(services.Options{})
-	reg, err := buildTools(cfg, log, svcs)
+	reg, err := buildTools(cfg, log, svcs, toolProcs{runTag: runTag, namespaces: toolNamespaces(cfg, log), data: dd.Path()})
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
@@ -166,7 +183,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, hup 
 		}
 	}
 	warnUnknownApprovalTools(cfg, reg, log)
-	d, err := actors.Start(context.Background(), actors.Deps{Store: store, Providers: provs, Tools: reg, Memory: mem, Observer: o.daemon, Log: log, Live: lv}, actorOptions(cfg, dd))
+	d, err := actors.Start(context.Background(), actors.Deps{Store: store, Providers: provs, Tools: reg, Memory: mem, Observer: o.daemon, Log: log, Live: lv}, actorOptions(cfg, dd, stopped))
 	if err != nil {
 		return err
 	}
@@ -205,8 +222,36 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, hup 
 	return nil
 }
 
-func actorOptions(cfg *config.Config, dd *persistence.DataDir) actors.Options {
+// toolNamespaces is where tool processes run: in namespaces of their own
+// when tools.namespaces is auto and the kernel allows it here (tried once),
+// else nil; the log says which and why.
+func toolNamespaces(cfg *config.Config, log zerolog.Logger) *isolation.Namespaces {
+	if cfg.Tools.Namespaces == "off" {
+		log.Info().Str("key", "tools.namespaces").Msg("tool processes run without namespaces of their own (tools.namespaces is off)")
+		return nil
+	}
+	ns, err := detectNamespaces()
+	if err != nil {
+		log.Warn().Err(err).Msg("tool processes run without namespaces of their own: they can see the daemon's other processes, and processes they start in another session can outlive a daemon killed outright")
+		return nil
+	}
+	log.Info().Str("namespaces", ns.String()).Msg("tool processes run in namespaces of their own")
+	return ns
+}
+
+// detectNamespaces tries namespaces for tool processes with this binary
+// as their init.
+func detectNamespaces() (*isolation.Namespaces, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("the daemon's executable: %w", err)
+	}
+	return isolation.Detect(self)
+}
+
+func actorOptions(cfg *config.Config, dd *persistence.DataDir, stopped []actors.StoppedProcess) actors.Options {
 	return actors.Options{
+		Stopped:           stopped,
 		Instructions:      cfg.Tasks.Instructions,
 		Think:             cfg.Tasks.Think,
 		MaxCycles:         cfg.Tasks.MaxCycles,

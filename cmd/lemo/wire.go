@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/rs/zerolog"
 
@@ -17,6 +18,7 @@ import (
 	"lemo/providers/zen"
 	"lemo/tools"
 	"lemo/tools/files"
+	"lemo/tools/isolation"
 	"lemo/tools/shell"
 	"lemo/tools/system"
 )
@@ -72,9 +74,42 @@ func buildProviders(cfg *config.Config, log zerolog.Logger) (*providers.Registry
 	return reg, nil
 }
 
+// toolProcs is how the tools start their processes.
+type toolProcs struct {
+	// runTag is the data folder's run tag (isolation.RunTag).
+	runTag string
+	// namespaces, when set, starts them in namespaces of their own.
+	namespaces *isolation.Namespaces
+	// data is the data folder, which namespaces hide from them (but for
+	// their own workspace and folders).
+	data string
+}
+
+// in is where a tool's processes run: namespaces (if any) that hide the
+// data folder except keep.
+func (p toolProcs) in(keep ...string) *isolation.Namespaces {
+	if p.namespaces == nil {
+		return nil
+	}
+	var hide []string
+	if p.data != "" {
+		d := p.data
+		if r, err := filepath.EvalSymlinks(d); err == nil {
+			d = r
+		}
+		hide = []string{d}
+		for i, k := range keep {
+			if r, err := filepath.EvalSymlinks(k); err == nil {
+				keep[i] = r
+			}
+		}
+	}
+	return p.namespaces.With(hide, keep)
+}
+
 // buildTools registers the built-in tools; system reaches the Services of
 // svcs.
-func buildTools(cfg *config.Config, log zerolog.Logger, svcs *services.Registry) (*tools.Registry, error) {
+func buildTools(cfg *config.Config, log zerolog.Logger, svcs *services.Registry, procs toolProcs) (*tools.Registry, error) {
 	reg := tools.NewRegistry()
 	fileTools, err := files.New(files.DefaultConfig())
 	if err != nil {
@@ -88,6 +123,8 @@ func buildTools(cfg *config.Config, log zerolog.Logger, svcs *services.Registry)
 		sh, err := shell.New(shell.Config{
 			MaxTimeout: s.Timeout,
 			Environ:    os.Environ(),
+			RunTag:     procs.runTag,
+			Namespaces: procs.in(),
 			Policy:     shell.Policy{Allow: s.Allow, Ask: s.Ask, Deny: s.Deny, Default: shell.Decision(s.Approval)},
 		})
 		if err != nil {
@@ -95,7 +132,7 @@ func buildTools(cfg *config.Config, log zerolog.Logger, svcs *services.Registry)
 		}
 		all = append(all, sh)
 	}
-	if all, err = appendDelegateTools(all, cfg, os.Environ(), log); err != nil {
+	if all, err = appendDelegateTools(all, cfg, os.Environ(), procs, log); err != nil {
 		return nil, err
 	}
 	for _, t := range all {

@@ -15,7 +15,7 @@ import (
 // delegate.sessions) to all when the configuration enables them. Lemo's
 // private delegate folder is <data>/delegate; the agent's environment is
 // built from environ (os.Environ()) by the delegate package's allow-list.
-func appendDelegateTools(all []tools.Tool, cfg *config.Config, environ []string, log zerolog.Logger) ([]tools.Tool, error) {
+func appendDelegateTools(all []tools.Tool, cfg *config.Config, environ []string, procs toolProcs, log zerolog.Logger) ([]tools.Tool, error) {
 	d := cfg.Delegate
 	if !d.Enabled {
 		return all, nil
@@ -33,6 +33,8 @@ func appendDelegateTools(all []tools.Tool, cfg *config.Config, environ []string,
 		Args:           d.Args,
 		Dir:            filepath.Join(data, "delegate"),
 		Environ:        environ,
+		RunTag:         procs.runTag,
+		Namespaces:     procs.in(filepath.Join(data, "delegate")),
 		PassEnv:        d.PassEnv,
 		SetEnv:         d.SetEnv,
 		Approval:       d.Approval,

@@ -15,12 +15,12 @@ import (
 func TestAppendDelegateTools(t *testing.T) {
 	cfg := config.Default()
 	cfg.Data = t.TempDir()
-	got, err := appendDelegateTools(nil, cfg, nil, zerolog.Nop())
+	got, err := appendDelegateTools(nil, cfg, nil, toolProcs{}, zerolog.Nop())
 	if err != nil || len(got) != 0 {
 		t.Fatalf("disabled: %v, %v", got, err)
 	}
 	cfg.Delegate = config.Delegate{Enabled: true, Binary: "/opt/pi/bin/pi", Args: []string{"--model", "x/y"}}
-	got, err = appendDelegateTools([]tools.Tool{}, cfg, []string{"PATH=/bin", "LEMO_TOKEN=x"}, zerolog.Nop())
+	got, err = appendDelegateTools([]tools.Tool{}, cfg, []string{"PATH=/bin", "LEMO_TOKEN=x"}, toolProcs{}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,11 +41,11 @@ func TestAppendDelegateTools(t *testing.T) {
 		t.Fatalf("Lemo's delegate folder: %v, %v", fi, err)
 	}
 	cfg.Delegate = config.Delegate{Enabled: true, Kind: "codex", Args: []string{"--mode", "json"}}
-	if _, err := appendDelegateTools(nil, cfg, nil, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "delegate.kind") {
+	if _, err := appendDelegateTools(nil, cfg, nil, toolProcs{}, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "delegate.kind") {
 		t.Fatalf("bad configuration: err = %v", err)
 	}
 	cfg.Delegate = config.Delegate{Enabled: true, Args: []string{"--session-dir", "/elsewhere"}}
-	if _, err := appendDelegateTools(nil, cfg, nil, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "--session-dir") {
+	if _, err := appendDelegateTools(nil, cfg, nil, toolProcs{}, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "--session-dir") {
 		t.Fatalf("reserved argument: err = %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"lemo/tools/internal/proc"
+	"lemo/tools/isolation"
 )
 
 // Agent kinds.
@@ -59,6 +60,15 @@ type Config struct {
 	PassEnv []string
 	// SetEnv sets variables for the agent ("NAME=value"), after the rest.
 	SetEnv []string
+	// RunTag ("NAME=value": the data folder's, isolation.RunTag) is set in
+	// every agent's environment, with the call it runs for
+	// (isolation.CallEntry), so that a daemon's next start finds and stops
+	// what this one left running. "" sets neither.
+	RunTag string
+	// Namespaces, when set, starts every agent in PID and mount namespaces
+	// of its own (isolation.Detect): it sees no process but its own, and
+	// nothing it started outlives it. nil: not.
+	Namespaces *isolation.Namespaces
 
 	// Approval is ApprovalAsk (default) or ApprovalOff.
 	Approval string
@@ -153,6 +163,9 @@ func (c *Config) validate() error {
 		}
 	}
 	errs = append(errs, validEnvEntries("SetEnv", c.SetEnv)...)
+	if k, _, ok := strings.Cut(c.RunTag, "="); c.RunTag != "" && (!ok || k == "") {
+		errs = append(errs, fmt.Errorf("delegate: Config.RunTag %q: want NAME=value", c.RunTag))
+	}
 	for _, p := range c.PassEnv {
 		if proc.IsDaemonVar(p) {
 			add("Config.PassEnv holds %q: LEMO_* variables are never passed to the agent", p)

@@ -26,8 +26,13 @@
 // live descendant: members of the group and processes carrying the run's
 // DELEGATE_INVOCATION variable (pi runs its bash tool detached, in a
 // session of its own). The agent is started with Pdeathsig from a locked OS
-// thread, so a daemon killed outright takes it along (its detached
-// descendants then survive: containing them needs a cgroup). The process
+// thread, so a daemon killed outright takes it along. With
+// Config.Namespaces (tools/isolation) the agent runs under an init in PID
+// and mount namespaces of its own: it sees only its own processes, the
+// init is killed once the sweep is done (whatever is left is counted as
+// stragglers), and its detached descendants die with a daemon killed
+// outright too; without namespaces they survive it, and carry
+// Config.RunTag and their call so that the next start stops them. The process
 // machinery is tools/internal/proc's; the stdin-EOF protocol and the sweep
 // by DELEGATE_INVOCATION are this package's. A relaunch is
 // never automatic: continuing a session is a new run with a new invocation

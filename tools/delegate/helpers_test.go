@@ -19,12 +19,16 @@ import (
 
 	"lemo/tools"
 	"lemo/tools/internal/proc"
+	"lemo/tools/isolation"
 )
 
 // fakeAgentBin is the fake agent built by TestMain.
 var fakeAgentBin string
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == isolation.InitArg {
+		os.Exit(isolation.Main(os.Args[2:]))
+	}
 	if bin := os.Getenv(envDaemonHelper); bin != "" {
 		runDaemonHelper(bin)
 		return

@@ -20,18 +20,21 @@ import (
 	"lemo/api"
 	"lemo/providers"
 	"lemo/providers/fake"
+	"lemo/tools/isolation"
 )
 
 // piBinary is the real pi agent: $DELEGATE_TEST_PI (make test sets it
 // after make delegate-deps installed pi; then the tests must run), else the
-// repository's .cache/npm/pi install. Without Node the tests skip.
+// repository's .cache/npm/pi install. Without Node or pi the tests skip,
+// except under CI=true, where they fail: CI never passes without pi (as the
+// tiny-ollama tests do without their kit).
 func piBinary(t *testing.T) string {
 	t.Helper()
 	if p := os.Getenv("DELEGATE_TEST_PI"); p != "" {
 		return p
 	}
 	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("Node is not installed: skipping the tests against the real pi agent (make delegate-deps installs pi where Node is)")
+		piUnavailable(t, "Node is not installed")
 	}
 	dir, _ := os.Getwd()
 	for ; dir != "/"; dir = filepath.Dir(dir) {
@@ -41,9 +44,18 @@ func piBinary(t *testing.T) string {
 	}
 	p := filepath.Join(dir, ".cache", "npm", "pi", "node_modules", ".bin", "pi")
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("pi is not installed at %s: run make delegate-deps (make test does) to run the tests against the real pi agent", p)
+		piUnavailable(t, "pi is not installed at "+p)
 	}
 	return p
+}
+
+// piUnavailable skips the test, saying why, or fails it under CI=true.
+func piUnavailable(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s; under CI=true the tests against the real pi agent must run (make test runs make delegate-deps, which installs pi with npm)", why)
+	}
+	t.Skipf("%s: skipping the tests against the real pi agent (make delegate-deps installs pi where Node is; make test runs it)", why)
 }
 
 // startPiProvider serves the fake OpenAI-compatible provider for pi. pi
@@ -113,10 +125,29 @@ func piConfig(t *testing.T, bin, providerURL, mark string) Config {
 			t.Fatal(err)
 		}
 	}
+	// pi runs in namespaces of its own where the kernel allows, as under
+	// the daemon (this test binary is the init).
+	// Like the daemon's data folder, the folder around the delegate's own
+	// is hidden from pi but for that one.
+	data, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(data, "delegate")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := isolation.Detect(os.Args[0])
+	if err != nil {
+		t.Logf("pi runs without namespaces: %v", err)
+	} else {
+		ns = ns.With([]string{data}, []string{dir})
+	}
 	return Config{
+		Namespaces:     ns,
 		Binary:         bin,
 		Args:           []string{"--provider", "fake", "--model", "local-model", "--no-context-files"},
-		Dir:            filepath.Join(t.TempDir(), "delegate"),
+		Dir:            dir,
 		Environ:        []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + filepath.Join(home, "tmp"), "LANG=C.UTF-8", "LEMO_TOKEN=x", "OPENAI_API_KEY=sk-x"},
 		SetEnv:         []string{"PI_CODING_AGENT_DIR=" + agentDir, markVar + "=" + mark},
 		StartTimeout:   90 * time.Second,
@@ -251,4 +282,44 @@ func TestRealPi(t *testing.T) {
 	if len(own) != 0 {
 		t.Fatalf("pi wrote into its default folders: %v", own)
 	}
+}
+
+// Without Node (so without pi), the real-pi test skips, except under
+// CI=true, where it fails: CI cannot pass without running it. The test
+// binary runs TestRealPi alone with a PATH that holds only the go command
+// (TestMain builds the fake agent with it).
+func TestRealPiMissingFailsUnderCI(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("the go command is not on PATH")
+	}
+	path := t.TempDir()
+	if err := os.Symlink(goBin, filepath.Join(path, "go")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		ci       string
+		wantFail bool
+		want     string
+	}{
+		{ci: "true", wantFail: true, want: "Node is not installed; under CI=true the tests against the real pi agent must run"},
+		{ci: "", want: "--- SKIP: TestRealPi"},
+	} {
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestRealPi$", "-test.count", "1", "-test.v")
+		cmd.Env = []string{"PATH=" + path, "HOME=" + os.Getenv("HOME"), "GOCACHE=" + goEnv(t, "GOCACHE"), "GOPATH=" + goEnv(t, "GOPATH"), "GOFLAGS=" + os.Getenv("GOFLAGS"), "CI=" + tc.ci}
+		out, err := cmd.CombinedOutput()
+		if failed := err != nil; failed != tc.wantFail || !strings.Contains(string(out), tc.want) {
+			t.Errorf("CI=%q: TestRealPi without Node: err %v, want failure %v, output containing %q:\n%s", tc.ci, err, tc.wantFail, tc.want, out)
+		}
+	}
+}
+
+// goEnv is `go env name`.
+func goEnv(t *testing.T, name string) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", name).Output()
+	if err != nil {
+		t.Fatalf("go env %s: %v", name, err)
+	}
+	return strings.TrimSpace(string(out))
 }

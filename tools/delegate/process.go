@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"lemo/tools/internal/proc"
+	"lemo/tools/isolation"
 )
 
 // procSpec is what to run.
@@ -20,6 +21,8 @@ type procSpec struct {
 	// its environment carries it, so it finds processes that left the
 	// agent's process group and were re-parented.
 	tag string
+	// ns, when set, starts the agent in namespaces of its own.
+	ns *isolation.Namespaces
 }
 
 // process is one running agent with its three pipes; exited is closed once
@@ -56,7 +59,11 @@ func startProcess(spec procSpec) (*process, error) {
 	cmd.Dir = spec.dir
 	cmd.Env = spec.env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	child, err := proc.Start(cmd)
+	var ns proc.Namespaces
+	if spec.ns != nil {
+		ns = spec.ns
+	}
+	child, err := proc.StartIn(cmd, ns, isolation.ReadStatus)
 	closeAll(inR, outW, errW) // the child has its copies
 	if err != nil {
 		closeAll(inW, outR, errR)
@@ -117,8 +124,10 @@ func (p *process) stop(spec procSpec, exitGrace, killGrace time.Duration) exitRe
 		r.Term = true
 		r.Kill = p.child.Terminate(killGrace)
 	}
-	r.Code, r.Signal = proc.Exit(p.child.State())
+	r.Code, r.Signal, _ = p.child.Exit()
 	r.Stragglers = proc.Sweep(p.pid, spec.tag, p.child.Since(), killGrace)
+	// In namespaces, whatever is left ends with the namespace's init.
+	r.Stragglers += p.child.Close()
 	return r
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"lemo/tools"
+	"lemo/tools/isolation"
 )
 
 // Result is delegate.run's output (and what is retained of it).
@@ -178,7 +179,11 @@ func (r *run) execute(ctx context.Context) (json.RawMessage, error) {
 		return nil, err
 	}
 	tag := TagVariable + "=" + r.inv
-	spec := procSpec{path: bin, args: r.t.args(sessionDir, resumeFile), env: append(append([]string(nil), r.t.env...), tag), dir: r.ws, tag: tag}
+	env := append(append([]string(nil), r.t.env...), tag)
+	if cfg.RunTag != "" {
+		env = append(env, cfg.RunTag, isolation.CallEntry(r.call.TaskID, r.call.CallID))
+	}
+	spec := procSpec{path: bin, args: r.t.args(sessionDir, resumeFile), env: env, dir: r.ws, tag: tag, ns: cfg.Namespaces}
 	limits := sessionLimits{exitGrace: cfg.ExitGrace, killGrace: cfg.KillGrace, maxLine: cfg.MaxLineBytes}
 	log := cfg.Log.With().Str("task", r.call.TaskID).Str("call", r.call.CallID).Str("invocation", r.inv).Logger()
 	r.sess = newAgentSession(spec, cfg.Kind, limits, r.call.Approvals, log)

@@ -6,6 +6,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"lemo/tools/isolation"
 )
 
 // Config configures the shell tool. A zero field takes its default; a
@@ -48,6 +50,16 @@ type Config struct {
 	// DropEnv names further variables to remove (same syntax); it wins
 	// over PassEnv.
 	DropEnv []string
+
+	// RunTag ("NAME=value": the data folder's, isolation.RunTag) is set in
+	// every command's environment, with the call it runs for
+	// (isolation.CallEntry), so that a daemon's next start finds and stops
+	// what this one left running. "" sets neither.
+	RunTag string
+	// Namespaces, when set, starts every command in PID and mount
+	// namespaces of its own (isolation.Detect): it sees no process but its
+	// own, and nothing it started outlives the run. nil: not.
+	Namespaces *isolation.Namespaces
 
 	// Policy decides which commands need a person's approval.
 	Policy Policy
@@ -117,6 +129,9 @@ func (c *Config) validate() error {
 	}
 	if c.StateInterval > 0 && c.StateInterval < 10*time.Millisecond {
 		errs = append(errs, fmt.Errorf("shell: Config.StateInterval = %v: want at least 10ms", c.StateInterval))
+	}
+	if k, _, ok := strings.Cut(c.RunTag, "="); c.RunTag != "" && (!ok || k == "" || strings.IndexByte(c.RunTag, 0) >= 0) {
+		errs = append(errs, fmt.Errorf("shell: Config.RunTag = %q: want NAME=value", c.RunTag))
 	}
 	for i, e := range c.Environ {
 		if k, _, ok := strings.Cut(e, "="); !ok || k == "" || strings.IndexByte(e, 0) >= 0 {

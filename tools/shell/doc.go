@@ -19,9 +19,15 @@
 // the run ends, processes that left the group (setsid) but kept that
 // environment are found in /proc and stopped the same way. One that also
 // dropped the variable and holds the output open is given KillGrace and
-// then no longer read; it, and the shell's grandchildren when the daemon
-// itself is killed with SIGKILL, are not stopped: containing them needs a
-// cgroup or a PID namespace.
+// then no longer read. With Config.Namespaces (tools/isolation) the shell
+// runs under an init in PID and mount namespaces of its own: it sees only
+// its own processes, and once the run's clean-up is done the init is
+// killed, which ends whatever is left, also what left the session and
+// dropped the variable (counted as background_killed), and the whole
+// namespace dies with a daemon killed with SIGKILL. Without namespaces
+// such processes outlive the run; every command also carries
+// Config.RunTag and its call, so that the daemon's next start stops what a
+// daemon killed outright left behind.
 // The process machinery (groups, Pdeathsig, escalation, reaping, the
 // environment rules) is tools/internal/proc's; the policy is this package's.
 //

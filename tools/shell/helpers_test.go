@@ -18,6 +18,7 @@ import (
 	"lemo/actors/live"
 	"lemo/tools"
 	"lemo/tools/internal/proc"
+	"lemo/tools/isolation"
 )
 
 // envSubreaper makes the test binary a child subreaper (set by
@@ -25,6 +26,9 @@ import (
 const envSubreaper = "SHELLTEST_SUBREAPER"
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == isolation.InitArg {
+		os.Exit(isolation.Main(os.Args[2:]))
+	}
 	if os.Getenv(envDaemon) != "" {
 		runDaemonHelper(os.Getenv(envDaemon))
 		return

@@ -18,6 +18,7 @@ import (
 
 	"lemo/tools"
 	"lemo/tools/internal/proc"
+	"lemo/tools/isolation"
 )
 
 // state is one live state update of a running command.
@@ -54,7 +55,7 @@ type runResult struct {
 // once the shell has exited, every process left in its group is gone, and
 // the output is drained. It returns ctx.Err() when ctx is cancelled (after
 // the same clean-up) and an emit error when a state update is refused.
-func (t *Tool) run(ctx context.Context, command, dir string, timeout time.Duration, emit tools.Emit, live tools.LiveOutput) (*runResult, error) {
+func (t *Tool) run(ctx context.Context, command, dir string, tags []string, timeout time.Duration, emit tools.Emit, live tools.LiveOutput) (*runResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -91,7 +92,7 @@ func (t *Tool) run(ctx context.Context, command, dir string, timeout time.Durati
 		errW.Close()
 		return nil, err
 	}
-	cmd.Env = append(slices.DeleteFunc(slices.Clone(t.env), func(kv string) bool { return strings.HasPrefix(kv, RunTagVariable+"=") }), tag)
+	cmd.Env = append(append(slices.DeleteFunc(slices.Clone(t.env), func(kv string) bool { return strings.HasPrefix(kv, RunTagVariable+"=") }), tag), tags...)
 	cmd.Stdin = nil // /dev/null
 	cmd.Stdout = outW
 	cmd.Stderr = errW
@@ -100,7 +101,11 @@ func (t *Tool) run(ctx context.Context, command, dir string, timeout time.Durati
 
 	// The shell runs in its own process group and dies with the daemon
 	// (Pdeathsig from a locked thread); p reaps it.
-	p, err := proc.Start(cmd)
+	var ns proc.Namespaces
+	if t.cfg.Namespaces != nil {
+		ns = t.cfg.Namespaces
+	}
+	p, err := proc.StartIn(cmd, ns, isolation.ReadStatus)
 	outW.Close()
 	errW.Close()
 	if err != nil {
@@ -204,6 +209,9 @@ wait:
 	// tag in their environment: they are stopped the same way.
 	killed, leftover := proc.StopGroup(pgid, termAt, t.cfg.KillGrace)
 	escaped := proc.Sweep(pgid, tag, p.Since(), t.cfg.KillGrace) > 0
+	// In namespaces, whatever is left (one that dropped the tag too) ends
+	// with the namespace's init.
+	escaped = p.Close() > 0 || escaped
 	res.killed = killed
 	res.background = (leftover || escaped) && termAt.IsZero()
 
@@ -225,11 +233,11 @@ wait:
 	outR.Close()
 	errR.Close()
 
-	ps := p.State()
-	if ps == nil {
-		return nil, fmt.Errorf("shell: wait: %w", p.Wait())
+	code, signal, ok := p.Exit()
+	if !ok || (code == -1 && signal == "") {
+		return nil, fmt.Errorf("shell: wait: %v", p.Wait())
 	}
-	res.exitCode, res.signal = proc.Exit(ps)
+	res.exitCode, res.signal = code, signal
 	if res.signal == "SIGKILL" {
 		res.killed = true
 	}
@@ -242,6 +250,15 @@ wait:
 		return nil, ctx.Err()
 	}
 	return res, nil
+}
+
+// tags are the environment entries that tag a call's processes: the data
+// folder's run tag and the call (none without Config.RunTag).
+func (t *Tool) tags(call tools.Call) []string {
+	if t.cfg.RunTag == "" {
+		return nil
+	}
+	return []string{t.cfg.RunTag, isolation.CallEntry(call.TaskID, call.CallID)}
 }
 
 // RunTagVariable is set in the environment of every command to an id of

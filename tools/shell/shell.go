@@ -185,7 +185,7 @@ func (t *Tool) Execute(ctx context.Context, call tools.Call, emit tools.Emit) (j
 			return nil, fmt.Errorf("%s: timeout_seconds %v: want a positive number", Name, *in.TimeoutSeconds)
 		}
 	}
-	res, err := t.run(ctx, in.Command, call.Workspace, timeout, emit, call.Live)
+	res, err := t.run(ctx, in.Command, call.Workspace, t.tags(call), timeout, emit, call.Live)
 	if err != nil {
 		if call.Live != nil {
 			call.Live.Discard()

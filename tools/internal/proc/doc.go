@@ -21,6 +21,16 @@
 // outright (SIGKILL) then takes its children along; their own children are
 // not covered (they need a cgroup, or a sweep: see Escalate).
 //
+// Namespaces. StartIn starts the child as the init of namespaces of its
+// own (isolation.Namespaces wraps the command): Done then closes when the
+// command ended, as the init reports it on a pipe, and Process.Exit says
+// how; the init lives on while other processes of its namespace do, and
+// Process.Close kills it, which ends them all. The group's leader (the
+// child, or the init) never counts as a straggler of StopGroup or Sweep.
+// StopTagged stops every process carrying a tag whenever it started (the
+// data folder's run tag, at a daemon's start) and reports each with its
+// command name and call (CallVariable).
+//
 // Stopping. Process.Terminate stops a child that is still running: SIGTERM
 // to its group, a grace period, SIGKILL to the group, and the wait until it
 // was reaped. StopGroup stops what a reaped child left in its group (a
@@ -48,7 +58,7 @@
 //     stdin EOF is asked to by closing its stdin first.
 //  4. If it does not end in time, Terminate it. Once it was reaped, StopGroup
 //     its group, or Escalate over your own sweep.
-//  5. Read how it ended with Exit(p.State()).
+//  5. Read how it ended with p.Exit(); with namespaces, p.Close() last.
 //
 // Example:
 //
@@ -62,5 +72,5 @@
 //		killed = p.Terminate(2 * time.Second)
 //	}
 //	_, leftover := proc.StopGroup(p.Pid(), time.Time{}, 2*time.Second)
-//	code, signal := proc.Exit(p.State())
+//	code, signal, _ := p.Exit()
 package proc

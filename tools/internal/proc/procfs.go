@@ -143,12 +143,14 @@ func Walk(f func(Stat) bool) error {
 	return nil
 }
 
-// LiveMembers reports whether group pgid has a member that is not dead,
-// from /proc; when /proc cannot be read every member counts as live.
+// LiveMembers reports whether group pgid has a member other than its
+// leader (the child, reaped, or in namespaces its init: see
+// Process.Close) that is not dead, from /proc; when /proc cannot be read
+// every member counts as live.
 func LiveMembers(pgid int) bool {
 	found := false
 	err := Walk(func(s Stat) bool {
-		found = s.Pgrp == pgid && !s.Dead()
+		found = s.Pgrp == pgid && s.Pid != pgid && !s.Dead()
 		return !found
 	})
 	return found || err != nil

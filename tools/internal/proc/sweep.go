@@ -8,8 +8,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Sweep stops the live processes of group pgid and those whose environment
-// holds tag ("NAME=value"; "" for none): SIGTERM to each (and to the groups
+// Sweep stops the live processes of group pgid other than its leader (the
+// child, reaped, or in namespaces its init, which Process.Close ends) and
+// those whose environment holds tag ("NAME=value"; "" for none): SIGTERM to each (and to the groups
 // they lead), then SIGKILL after grace for those still alive (Escalate).
 // A tag finds the descendants that left the group (setsid) and were
 // re-parented, as long as they kept their environment. Only processes that
@@ -84,8 +85,8 @@ func stragglers(pgid int, tag string, since uint64) []Stat {
 func scan(pgid int, tag string, since uint64) (found []Stat, unsure int) {
 	self := os.Getpid()
 	_ = Walk(func(s Stat) bool {
-		if s.Pid == self || s.Dead() {
-			return true
+		if s.Pid == self || s.Pid == pgid || s.Dead() {
+			return true // pgid: the group's leader, the child (see Sweep)
 		}
 		if s.Pgrp == pgid {
 			found = append(found, s)
