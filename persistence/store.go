@@ -167,6 +167,11 @@ type Options struct {
 	// appends and events it acknowledged and how long the oldest waited;
 	// it must be cheap (it runs on the writer's goroutine).
 	OnCommit func(appends, events int, wait time.Duration)
+
+	// unsyncedWrites opens Badger with SyncWrites off. Only the power-loss
+	// test sets it, as its negative control: it proves the test notices
+	// acknowledged writes that were never synced.
+	unsyncedWrites bool
 }
 
 // MaxEventBytes is the largest encoded event the store accepts. It keeps
@@ -213,7 +218,7 @@ func Open(dd *DataDir, opt Options) (*Store, error) {
 		return nil, fmt.Errorf("store %s is missing or empty but this data folder held a store: refusing to start fresh over lost history (restore the store, or use a new data folder)", dir)
 	}
 	bo := badger.DefaultOptions(dir).
-		WithSyncWrites(true).
+		WithSyncWrites(!opt.unsyncedWrites).
 		WithLogger(logging.NewPrintf(opt.Log, "badger")).
 		WithValueThreshold(1 << 20).
 		WithExternalMagic(badgerMagic).
