@@ -21,7 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"lemo/api"
-	"lemo/persistence/internal/powercut"
+	"lemo/internal/powercut"
 )
 
 const (
@@ -153,7 +153,19 @@ func powercutCycle(t *testing.T, backing, mnt, mode string, tasks []string, cutA
 	if err != nil {
 		t.Fatal(err)
 	}
+	unmounted := false
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	defer func() {
+		// A failure before the end leaves no process and no mount behind.
+		if !unmounted {
+			pfs.Cut()
+			if cmd.Process != nil {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+			}
+			_ = pfs.Unmount()
+		}
+	}()
 	cmd.Env = append(os.Environ(), powercutHelperEnv+"="+mnt, powercutModeEnv+"="+mode, powercutTasksEnv+"="+strings.Join(tasks, ","))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -221,6 +233,7 @@ func powercutCycle(t *testing.T, backing, mnt, mode string, tasks []string, cutA
 		t.Fatalf("check run: %v", werr)
 	}
 	stats := pfs.Stats()
+	unmounted = true
 	if err := pfs.Unmount(); err != nil {
 		t.Fatalf("unmount: %v", err)
 	}
