@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"go.uber.org/goleak"
 )
 
 // Skip or fail: FUSE needs root and /dev/fuse. Under CI=true a machine that
@@ -157,3 +159,5 @@ func TestTruncateHidesOldData(t *testing.T) {
 		t.Fatalf("durable = %q, %v; want %q", b, err, want)
 	}
 }
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
