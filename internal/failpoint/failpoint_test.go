@@ -39,3 +39,16 @@ func TestEnableEvalDisable(t *testing.T) {
 		t.Fatalf("fn saw %v, want the two evaluations of a", got)
 	}
 }
+
+// BenchmarkDisabled is what a step pays in production: no failpoint is
+// enabled.
+func BenchmarkDisabled(b *testing.B) {
+	for b.Loop() {
+		if Armed() {
+			b.Fatal("armed")
+		}
+		if err := Eval("persistence.commit", nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
