@@ -129,14 +129,14 @@ type writer struct {
 	in       chan *request
 	maxBatch int
 	cache    *metaCache
-	// inflightTasks counts, per Task, the commits in flight that hold an
-	// append of it. An append is never planned against a commit in flight,
-	// which may still fail: the writer waits for its outcome first.
-	inflightTasks map[string]int
-	inflight      int
-	done          chan commitDone
-	statuses      *statusCounts
-	onCommit      func(appends, events int, wait time.Duration)
+	// busy counts, per Task, the commits in flight that hold an append of
+	// it. An append is never planned against a commit in flight, which may
+	// still fail: the writer waits for its outcome first.
+	busy     map[string]int
+	inflight int
+	done     chan commitDone
+	statuses *statusCounts
+	onCommit func(appends, events int, wait time.Duration)
 
 	// splits counts transactions committed early because a batch did not
 	// fit in one (observed by tests).
@@ -149,15 +149,15 @@ type writer struct {
 
 func newWriter(db *badger.DB, opt Options, statuses *statusCounts) *writer {
 	w := &writer{
-		statuses:      statuses,
-		onCommit:      opt.OnCommit,
-		db:            db,
-		in:            make(chan *request, 1024),
-		maxBatch:      opt.MaxBatch,
-		cache:         newMetaCache(opt.MetaCacheSize),
-		inflightTasks: make(map[string]int),
-		done:          make(chan commitDone, maxInflight),
-		stopped:       make(chan struct{}),
+		statuses: statuses,
+		onCommit: opt.OnCommit,
+		db:       db,
+		in:       make(chan *request, 1024),
+		maxBatch: opt.MaxBatch,
+		cache:    newMetaCache(opt.MetaCacheSize),
+		busy:     make(map[string]int),
+		done:     make(chan commitDone, maxInflight),
+		stopped:  make(chan struct{}),
 	}
 	if w.maxBatch <= 0 {
 		w.maxBatch = 256
@@ -265,8 +265,8 @@ func (w *writer) complete(d commitDone) {
 	}
 	for _, st := range d.group {
 		task := st.req.task
-		if w.inflightTasks[task]--; w.inflightTasks[task] <= 0 {
-			delete(w.inflightTasks, task)
+		if w.busy[task]--; w.busy[task] <= 0 {
+			delete(w.busy, task)
 		}
 		if d.err != nil {
 			w.cache.drop(task)
@@ -281,7 +281,7 @@ func (w *writer) complete(d commitDone) {
 // await waits until no commit in flight holds an append of task, answering
 // the commits that finish meanwhile.
 func (w *writer) await(task string) {
-	for w.inflightTasks[task] > 0 {
+	for w.busy[task] > 0 {
 		w.complete(<-w.done)
 	}
 }
@@ -396,7 +396,7 @@ func (w *writer) finish(txn *badger.Txn, group []staged) {
 		return
 	}
 	for _, st := range group {
-		w.inflightTasks[st.req.task]++
+		w.busy[st.req.task]++
 	}
 	w.inflight++
 	g := append([]staged(nil), group...)
