@@ -64,6 +64,17 @@ func countEvents(evs []*api.Event, pred func(*api.Event) bool) int {
 	return n
 }
 
+// oneCrash checks that the failed commit was reported: the Task actor
+// crashed once (logged with the error, counted by the observer) and was
+// restarted from its log.
+func oneCrash(t *testing.T, h *harness) {
+	t.Helper()
+	_, _, crashes := h.obs.snapshot()
+	if crashes["restart"] != 1 || len(crashes) != 1 {
+		t.Fatalf("crashes reported = %v, want one restart", crashes)
+	}
+}
+
 func interrupted(n int) func([]*api.Event) bool {
 	return func(evs []*api.Event) bool {
 		return countEvents(evs, func(e *api.Event) bool {
@@ -84,6 +95,7 @@ func TestCommitFailureAtToolStart(t *testing.T) {
 	fails := failOnce(t, actors.FailToolStart)
 	id := h.create("count once")
 	evs := h.waitFor(id, "the pause after the failed commit", interrupted(1))
+	oneCrash(t, h)
 	if fails.Load() < 1 || runs.Load() != 0 {
 		t.Fatalf("failpoint evaluated %d times, tool ran %d times; want the start to fail before the tool ran", fails.Load(), runs.Load())
 	}
@@ -117,6 +129,7 @@ func TestCommitFailureAtToolEnd(t *testing.T) {
 	failOnce(t, actors.FailToolEnd)
 	id := h.create("count once")
 	evs := h.waitFor(id, "the pause after the failed commit", interrupted(1))
+	oneCrash(t, h)
 	unknown := func(e *api.Event) bool {
 		return e.GetToolFailed().GetKind() == api.ToolFailureKind_TOOL_FAILURE_KIND_OUTCOME_UNKNOWN
 	}
@@ -153,6 +166,7 @@ func TestCommitFailureAtApprovalResolution(t *testing.T) {
 		t.Fatalf("ResolveApproval with a failed commit = %v, want the commit's error", err)
 	}
 	evs := h.waitFor(id, "the pause after the failed commit", interrupted(1))
+	oneCrash(t, h)
 	if has(evs, func(e *api.Event) bool { return e.GetApprovalResolved() != nil }) || runs.Load() != 0 {
 		t.Fatalf("a resolution whose commit failed took effect (tool ran %d times):\n%s", runs.Load(), dump(evs))
 	}
