@@ -23,6 +23,7 @@
 // helper binary).
 //
 // Lifecycle:
+//  0. The test calls InPrivateMounts, so that its mounts are its own.
 //  1. Mount(backing, mountpoint) serves backing at mountpoint.
 //  2. The child process uses files under mountpoint.
 //  3. Cut drops every change that was not durable; every later operation fails
