@@ -82,6 +82,17 @@ test: deps check-generate tiny-ollama delegate-deps ## Run every test (race dete
 	$(GO) vet -tags live ./providers/...  # the live tests compile, though they run only with keys
 	DELEGATE_TEST_PI=$$([ -x "$(PI_BIN)" ] && echo "$(PI_BIN)") $(GO) test -race -timeout 20m ./...
 
+# The power-cut tests run 12 cuts under the store and 4 under lemo serve in
+# make test; the soak runs hundreds (it needs root and /dev/fuse, as the
+# tests do).
+SOAK_CUTS ?= 300
+SOAK_SERVE_CUTS ?= 50
+
+.PHONY: soak
+soak: deps ## Cut the power SOAK_CUTS (300) times under the store, SOAK_SERVE_CUTS (50) under lemo serve (root, FUSE)
+	LEMO_POWERCUT_CUTS=$(SOAK_CUTS) $(GO) test -race -count=1 -run 'TestPowerCut' -v -timeout 60m ./persistence/
+	LEMO_POWERCUT_SERVE_CUTS=$(SOAK_SERVE_CUTS) $(GO) test -race -count=1 -run 'TestPowerCutUnderServe' -v -timeout 60m ./tests/
+
 .PHONY: test-live
 test-live: deps ## Run the opt-in tests against real providers (needs their API keys)
 	$(GO) test -tags live -run Live -timeout 20m ./providers/...

@@ -16,6 +16,7 @@ import (
 	"lemo/actors/live"
 	"lemo/actors/taskstate"
 	"lemo/api"
+	"lemo/internal/failpoint"
 	"lemo/persistence"
 	"lemo/prompt"
 	"lemo/providers"
@@ -369,14 +370,65 @@ func (t *task) persistWith(ctx actor.Context, bodies []proto.Message, replies []
 		}
 	}
 	mem := t.env.deps.Memory
+	fp := ""
+	if failpoint.Armed() {
+		fp = stepFailpoint(evs)
+	}
 	t.env.goroutine(func() {
-		var extra []persistence.KV
-		if mem != nil {
-			extra = mem.Postings(owner, evs)
+		var meta *api.TaskMeta
+		err := failpoint.Eval(fp, evs)
+		if err == nil {
+			var extra []persistence.KV
+			if mem != nil {
+				extra = mem.Postings(owner, evs)
+			}
+			meta, err = store.Append(context.Background(), persistence.Append{TaskID: id, Events: evs, Extra: extra, Reserve: reserve})
 		}
-		meta, err := store.Append(context.Background(), persistence.Append{TaskID: id, Events: evs, Extra: extra, Reserve: reserve})
 		sys.Root.Send(self, &appended{incarnation: inc, meta: meta, err: err})
 	})
+}
+
+// Failpoints at the Task's steps (see package failpoint). Each fails the
+// append that records its step as a failed commit would (nothing lands);
+// the argument is the append's []*api.Event.
+const (
+	// FailToolStart: the record of a call's execution start, made before
+	// the tool runs.
+	FailToolStart = "actors.tool-start"
+	// FailToolEnd: the record of a call's result or failure, made after
+	// the tool ran.
+	FailToolEnd = "actors.tool-end"
+	// FailApprovalResolve: the record of an approval's resolution.
+	FailApprovalResolve = "actors.approval-resolve"
+)
+
+// stepFailpoint names the failpoint of the step evs record; "" for none.
+// A call's start wins over the end of another call, the end of a call that
+// ran over the approvals it cancels, and a resolution over the refusal it
+// records for a call that never ran.
+func stepFailpoint(evs []*api.Event) string {
+	start, end, resolve := false, false, false
+	for _, ev := range evs {
+		switch b := ev.Body.(type) {
+		case *api.Event_ToolExecutionStarted:
+			start = true
+		case *api.Event_ToolResult:
+			end = true
+		case *api.Event_ToolFailed:
+			end = end || b.ToolFailed.GetKind() != api.ToolFailureKind_TOOL_FAILURE_KIND_NOT_APPROVED
+		case *api.Event_ApprovalResolved:
+			resolve = true
+		}
+	}
+	switch {
+	case start:
+		return FailToolStart
+	case end:
+		return FailToolEnd
+	case resolve:
+		return FailApprovalResolve
+	}
+	return ""
 }
 
 func (t *task) onAppended(ctx actor.Context, m *appended) {

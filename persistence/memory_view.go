@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"lemo/api"
+	"lemo/internal/failpoint"
 )
 
 // ErrStopScan may be returned by a Scan callback to end the scan early;
@@ -185,6 +186,11 @@ func (v *Snapshot) Events(task string, from, to uint64, fn func(*api.Event) erro
 	})
 }
 
+// FailIndexCommit is the failpoint at the index's commit, UpdateIndex (see
+// package failpoint). Its argument is the []KV to commit; an error makes
+// UpdateIndex fail with it and write nothing.
+const FailIndexCommit = "persistence.update-index"
+
 // UpdateIndex commits kvs in one transaction outside any Task's log: the
 // index maintenance records that belong to no Task (segments built from
 // pending documents, merges, the memory format marker). Only index records
@@ -207,6 +213,11 @@ func (s *Store) UpdateIndex(kvs []KV) error {
 	// disk (the indexer retries later).
 	if err := s.space.admit(false).normal; err != nil {
 		return err
+	}
+	if failpoint.Armed() {
+		if err := failpoint.Eval(FailIndexCommit, kvs); err != nil {
+			return err
+		}
 	}
 	err := s.db.Update(func(txn *badger.Txn) error {
 		for _, kv := range kvs {

@@ -176,6 +176,11 @@ type Options struct {
 	// appends and events it acknowledged and how long the oldest waited;
 	// it must be cheap (it runs on the writer's goroutine).
 	OnCommit func(appends, events int, wait time.Duration)
+
+	// unsyncedWrites opens Badger with SyncWrites off. Only the power-loss
+	// test sets it, as its negative control: it proves the test notices
+	// acknowledged writes that were never synced.
+	unsyncedWrites bool
 }
 
 // MaxEventBytes is the largest encoded event the store accepts. It keeps
@@ -234,7 +239,7 @@ func Open(dd *DataDir, opt Options) (*Store, error) {
 		}
 	}
 	bo := badger.DefaultOptions(dir).
-		WithSyncWrites(true).
+		WithSyncWrites(!opt.unsyncedWrites).
 		WithLogger(logging.NewPrintf(opt.Log, "badger")).
 		WithValueThreshold(valueThreshold).
 		WithExternalMagic(badgerMagic).

@@ -25,6 +25,10 @@ func TestMain(m *testing.M) {
 		crashHelper()
 		return
 	}
+	if os.Getenv(powercutHelperEnv) != "" {
+		powercutHelper()
+		return
+	}
 	goleak.VerifyTestMain(m)
 }
 

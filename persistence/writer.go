@@ -12,7 +12,14 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"lemo/api"
+	"lemo/internal/failpoint"
 )
+
+// FailCommit is the failpoint at the writer's commit (see package
+// failpoint). Its argument is the []Append the transaction holds; an error
+// makes the commit fail before it reaches Badger, so nothing of it lands,
+// and every waiter of the transaction gets the error.
+const FailCommit = "persistence.commit"
 
 // KV is an extra key to write (or delete) in the same transaction as an
 // append: index postings and other derived records.
@@ -131,9 +138,10 @@ type writer struct {
 	in       chan *request
 	maxBatch int
 	cache    *metaCache
-	// pending holds the metadata staged by commits still in flight, so a
-	// conditional append is checked against them before they land.
-	pending  map[string]*api.TaskMeta
+	// busy counts, per Task, the commits in flight that hold an append of
+	// it. An append is never planned against a commit in flight, which may
+	// still fail: the writer waits for its outcome first.
+	busy     map[string]int
 	inflight int
 	done     chan commitDone
 	statuses *statusCounts
@@ -158,7 +166,7 @@ func newWriter(db *badger.DB, opt Options, statuses *statusCounts) *writer {
 		in:       make(chan *request, 1024),
 		maxBatch: opt.MaxBatch,
 		cache:    newMetaCache(opt.MetaCacheSize),
-		pending:  make(map[string]*api.TaskMeta),
+		busy:     make(map[string]int),
 		done:     make(chan commitDone, maxInflight),
 		stopped:  make(chan struct{}),
 	}
@@ -268,17 +276,24 @@ func (w *writer) complete(d commitDone) {
 	}
 	for _, st := range d.group {
 		task := st.req.task
+		if w.busy[task]--; w.busy[task] <= 0 {
+			delete(w.busy, task)
+		}
 		if d.err != nil {
 			w.cache.drop(task)
-			delete(w.pending, task)
 			st.req.done <- result{err: fmt.Errorf("commit: %w", d.err)}
 			continue
 		}
 		w.cache.put(task, st.meta)
-		if w.pending[task] == st.meta {
-			delete(w.pending, task)
-		}
 		st.req.done <- result{meta: st.meta}
+	}
+}
+
+// await waits until no commit in flight holds an append of task, answering
+// the commits that finish meanwhile.
+func (w *writer) await(task string) {
+	for w.busy[task] > 0 {
+		w.complete(<-w.done)
 	}
 }
 
@@ -341,7 +356,10 @@ func (w *writer) commit(batch []*request) {
 }
 
 // plan checks req against the metadata it continues: the last one staged
-// for its Task in group, else the committed one.
+// for its Task in group, else the committed one. A commit in flight for the
+// Task is waited for first: planning against its staged metadata would, if
+// it failed, put a later part of a split batch on top of events that never
+// landed.
 func (w *writer) plan(req *request, group []staged) (staged, error) {
 	var prev *api.TaskMeta
 	found := false
@@ -352,9 +370,7 @@ func (w *writer) plan(req *request, group []staged) (staged, error) {
 		}
 	}
 	if !found {
-		prev, found = w.pending[req.task]
-	}
-	if !found {
+		w.await(req.task)
 		var err error
 		if prev, err = w.loadMeta(req.task); err != nil {
 			return staged{}, err
@@ -394,11 +410,29 @@ func (w *writer) finish(txn *badger.Txn, group []staged) {
 		return
 	}
 	for _, st := range group {
-		w.pending[st.req.task] = st.meta
+		w.busy[st.req.task]++
 	}
 	w.inflight++
 	g := append([]staged(nil), group...)
+	if failpoint.Armed() {
+		if err := failpoint.Eval(FailCommit, commitAppends(g)); err != nil {
+			txn.Discard()
+			// As Badger's callback would: from another goroutine, the
+			// writer receives it like any outcome.
+			go func() { w.done <- commitDone{group: g, err: err} }()
+			return
+		}
+	}
 	txn.CommitWith(func(err error) { w.done <- commitDone{group: g, err: err} })
+}
+
+// commitAppends is a transaction's appends, for FailCommit.
+func commitAppends(group []staged) []Append {
+	out := make([]Append, len(group))
+	for i, st := range group {
+		out[i] = Append{TaskID: st.req.task, Events: st.req.events, Extra: st.req.extra}
+	}
+	return out
 }
 
 // loadMeta returns the committed metadata of task, nil when it has none.

@@ -19,7 +19,15 @@ import (
 // lemoBin is the binary under test, built once by TestMain.
 var lemoBin string
 
+// lemoBinEnv names a binary already built by the parent test process, for
+// a test that runs again in a child (powercut.InPrivateMounts).
+const lemoBinEnv = "LEMO_E2E_LEMO_BIN"
+
 func TestMain(m *testing.M) {
+	if bin := os.Getenv(lemoBinEnv); bin != "" {
+		lemoBin = bin
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "lemo-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
