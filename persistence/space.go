@@ -100,6 +100,7 @@ type diskGuard struct {
 	full     bool
 	reserved bool // the reserve file is allocated
 	walFid   int  // the highest memtable log allocated
+	noAlloc  bool // the filesystem has no fallocate (warned once)
 	watch    func(DiskState)
 	lastErr  string
 
@@ -253,6 +254,10 @@ func (g *diskGuard) allocReserve() error {
 		return err
 	}
 	err = unix.Fallocate(int(f.Fd()), 0, 0, g.reserve)
+	if unsupported(err) {
+		// The filesystem cannot allocate without writing: write zeros.
+		err = writeZeros(f, g.reserve)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -320,8 +325,37 @@ func (g *diskGuard) allocFile(path string, n int64) error {
 	if n <= 0 {
 		return nil
 	}
-	if err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, 0, n); err != nil {
+	err = unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, 0, n)
+	if unsupported(err) {
+		// Badger writes this file through its mapping, so it cannot be
+		// filled with zeros here: the guard's free-space checks alone
+		// stand between the log and a full disk on such a filesystem.
+		if !g.noAlloc {
+			g.noAlloc = true
+			g.log.Warn().Err(err).Msg("the data folder's filesystem cannot preallocate the store's logs: the disk guard relies on free-space checks alone, and a disk filled by something else between two checks can still stop the daemon")
+		}
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("allocate %s: %w", path, err)
+	}
+	return nil
+}
+
+// unsupported reports whether err says the filesystem has no fallocate.
+func unsupported(err error) bool {
+	return errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS)
+}
+
+// writeZeros fills the first n bytes of f with zeros, allocating them on a
+// filesystem without fallocate.
+func writeZeros(f *os.File, n int64) error {
+	zeros := make([]byte, 1<<20)
+	for off := int64(0); off < n; off += int64(len(zeros)) {
+		chunk := zeros[:min(int64(len(zeros)), n-off)]
+		if _, err := f.WriteAt(chunk, off); err != nil {
+			return err
+		}
 	}
 	return nil
 }
