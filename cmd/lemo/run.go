@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/charmbracelet/x/term"
+
 	"lemo/actors/taskstate"
 	"lemo/api"
 	"lemo/client"
@@ -47,11 +49,11 @@ func runTask(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return err
 	}
-	var prompt *bufio.Reader
+	var answers <-chan string
 	if !f.json && isTerminal(stdin) {
-		prompt = bufio.NewReader(stdin)
+		answers = readAnswers(stdin)
 	}
-	final, err := streamTask(ctx, c, stdout, stderr, streamOptions{taskID: meta.GetTaskId(), from: 1, json: f.json, reasoning: *reasoning, prompt: prompt, stopWhenIdle: true})
+	final, err := streamTask(ctx, c, stdout, stderr, streamOptions{taskID: meta.GetTaskId(), from: 1, json: f.json, reasoning: *reasoning, answers: answers, stopWhenIdle: true})
 	if ctx.Err() != nil {
 		if *cancelOnExit {
 			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -119,8 +121,9 @@ func isTerminal(r io.Reader) bool {
 	if !ok {
 		return false
 	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	// Not a character device test: /dev/null is one, and a prompt on it
+	// would read its end at once.
+	return term.IsTerminal(f.Fd())
 }
 
 type streamOptions struct {
@@ -129,8 +132,9 @@ type streamOptions struct {
 	json      bool
 	noDeltas  bool
 	reasoning bool
-	// prompt, when set, asks for approvals inline.
-	prompt *bufio.Reader
+	// answers, when set, are the lines the person at the terminal types:
+	// approvals are asked for inline.
+	answers <-chan string
 	// stopWhenIdle ends the stream once the Task stops running (paused
 	// too); else only once it finished, failed or was cancelled.
 	stopWhenIdle bool
@@ -139,6 +143,11 @@ type streamOptions struct {
 // streamTask follows a Task, printing its updates, until it stops (see
 // streamOptions) or ctx ends; it resumes by itself after disconnections.
 // It returns the Task's last metadata.
+//
+// The stream and the person's answers are read in one loop, so a prompt
+// never holds the stream: an approval decided elsewhere takes its prompt
+// away and the next one is asked at once, and Ctrl-C (ctx) ends the
+// command at once, leaving the approval pending.
 func streamTask(ctx context.Context, c *client.Conn, stdout, stderr io.Writer, o streamOptions) (*api.TaskMeta, error) {
 	var views *client.Views
 	if tl, err := c.Tools(ctx); err == nil {
@@ -146,7 +155,8 @@ func streamTask(ctx context.Context, c *client.Conn, stdout, stderr io.Writer, o
 	} else {
 		views = client.NewViews(nil)
 	}
-	r := newRenderer(stdout, views)
+	out := &promptWriter{w: stdout}
+	r := newRenderer(out, views)
 	r.reasoning = o.reasoning
 	var meta *api.TaskMeta
 	if o.from > 1 {
@@ -156,9 +166,7 @@ func streamTask(ctx context.Context, c *client.Conn, stdout, stderr io.Writer, o
 		}
 	}
 	caughtUp := false
-	// Approvals requested in the part of the history replayed before the
-	// stream caught up are asked for once it has, if still pending.
-	var pending []*api.ApprovalRequested
+	p := &prompter{out: out}
 	done := func() bool {
 		if !caughtUp || meta == nil {
 			return false
@@ -169,70 +177,192 @@ func streamTask(ctx context.Context, c *client.Conn, stdout, stderr io.Writer, o
 		}
 		return o.stopWhenIdle && st == api.TaskStatus_TASK_STATUS_PAUSED
 	}
-	fo := client.FollowOptions{TaskID: o.taskID, FromSeq: o.from, NoDeltas: o.noDeltas, Notice: func(why string) {
-		fmt.Fprintf(stderr, "lemo: stream interrupted (%s); resuming\n", why)
-	}}
-	err := c.Follow(ctx, fo, func(u *api.Update) error {
-		if o.json {
-			printJSON(stdout, u)
-		} else {
-			r.update(u)
-		}
-		switch b := u.GetBody().(type) {
-		case *api.Update_Event:
-			if meta == nil || b.Event.GetSeq() > meta.GetLastSeq() {
-				meta = api.FoldMeta(meta, b.Event)
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	updates := make(chan *api.Update)
+	followed := make(chan error, 1)
+	fo := client.FollowOptions{TaskID: o.taskID, FromSeq: o.from, NoDeltas: o.noDeltas, Notice: newNotice(stderr)}
+	go func() {
+		followed <- c.Follow(fctx, fo, func(u *api.Update) error {
+			select {
+			case updates <- u:
+				return nil
+			case <-fctx.Done():
+				return client.ErrStopFollowing
 			}
-			if o.prompt == nil {
-				break
+		})
+	}()
+	answers := o.answers
+	for {
+		select {
+		case u := <-updates:
+			if o.json {
+				printJSON(out, u)
+			} else {
+				r.update(u)
 			}
-			if a := b.Event.GetApprovalRequested(); a != nil {
-				if caughtUp {
-					ask(ctx, c, o.prompt, stdout, a)
-				} else {
-					pending = append(pending, a)
+			switch b := u.GetBody().(type) {
+			case *api.Update_Event:
+				if meta == nil || b.Event.GetSeq() > meta.GetLastSeq() {
+					meta = api.FoldMeta(meta, b.Event)
 				}
+				if answers != nil {
+					p.event(b.Event)
+				}
+			case *api.Update_CaughtUp:
+				caughtUp = true
 			}
-			if r := b.Event.GetApprovalResolved(); r != nil {
-				pending = slices.DeleteFunc(pending, func(a *api.ApprovalRequested) bool { return a.GetApprovalId() == r.GetApprovalId() })
+			if done() {
+				p.close()
+				stop()
+				<-followed
+				return meta, nil
 			}
-		case *api.Update_CaughtUp:
-			caughtUp = true
-			for _, a := range pending {
-				ask(ctx, c, o.prompt, stdout, a)
+			if caughtUp && answers != nil {
+				p.ask()
 			}
-			pending = nil
+		case line, ok := <-answers:
+			if !ok {
+				// stdin ended: nobody can answer here any more.
+				answers = nil
+				p.giveUp()
+				continue
+			}
+			p.answered(ctx, c, line)
+			p.ask()
+		case err := <-followed:
+			p.close()
+			return meta, err
 		}
-		if done() {
-			return client.ErrStopFollowing
-		}
-		return nil
-	})
-	if err != nil {
-		return meta, err
 	}
-	return meta, nil
 }
 
-// ask asks the person at the terminal to decide an approval.
-func ask(ctx context.Context, c *client.Conn, in *bufio.Reader, w io.Writer, a *api.ApprovalRequested) {
-	fmt.Fprintf(w, "approve %s? [y/N/s=skip] ", a.GetApprovalId())
-	line, err := in.ReadString('\n')
-	if err != nil {
-		fmt.Fprintln(w)
+// promptWriter ends an open prompt's line before anything else is
+// written, so updates that arrive while a prompt waits start on a line of
+// their own.
+type promptWriter struct {
+	w    io.Writer
+	open bool
+}
+
+func (p *promptWriter) Write(b []byte) (int, error) {
+	if p.open {
+		p.open = false
+		if _, err := io.WriteString(p.w, "\n"); err != nil {
+			return 0, err
+		}
+	}
+	return p.w.Write(b)
+}
+
+// prompt writes a prompt that waits on its line for an answer.
+func (p *promptWriter) prompt(format string, args ...any) {
+	_, _ = fmt.Fprintf(p, format, args...)
+	p.open = true
+}
+
+// prompter asks the person at the terminal to decide the Task's pending
+// approvals, one at a time, in the order they were requested.
+type prompter struct {
+	out *promptWriter
+	// pending are the approvals not yet decided; pending[0] is the one
+	// asked (or to be asked).
+	pending []*api.ApprovalRequested
+	// asked is the approval id the open prompt is for.
+	asked string
+}
+
+// event takes note of approvals requested and decided.
+func (p *prompter) event(ev *api.Event) {
+	if a := ev.GetApprovalRequested(); a != nil {
+		p.pending = append(p.pending, a)
+	}
+	if r := ev.GetApprovalResolved(); r != nil {
+		p.drop(r.GetApprovalId())
+	}
+}
+
+func (p *prompter) drop(id string) {
+	p.pending = slices.DeleteFunc(p.pending, func(a *api.ApprovalRequested) bool { return a.GetApprovalId() == id })
+	if p.asked == id {
+		// Decided elsewhere (or by the answer just given): the prompt
+		// is no longer for anything.
+		p.asked = ""
+		p.close()
+	}
+}
+
+// ask shows the prompt for the first pending approval unless one is open.
+func (p *prompter) ask() {
+	if len(p.pending) == 0 || (p.asked != "" && p.out.open) {
 		return
 	}
+	a := p.pending[0]
+	p.asked = a.GetApprovalId()
+	p.out.prompt("approve %s? [y/N/s=skip] ", a.GetApprovalId())
+}
+
+// close ends an open prompt's line.
+func (p *prompter) close() {
+	if p.out.open {
+		p.out.open = false
+		_, _ = io.WriteString(p.out.w, "\n")
+	}
+}
+
+// giveUp says how to decide what is pending once stdin has ended.
+func (p *prompter) giveUp() {
+	p.close()
+	for _, a := range p.pending {
+		fmt.Fprintf(p.out, "no more answers on stdin; decide with: lemo approve %s (or lemo deny)\n", a.GetApprovalId())
+	}
+	p.pending, p.asked = nil, ""
+}
+
+// answered carries out the line typed at the open prompt.
+func (p *prompter) answered(ctx context.Context, c *client.Conn, line string) {
+	// The terminal echoed the line and its newline.
+	p.out.open = false
+	id := p.asked
+	if id == "" {
+		return // typed while nothing was asked
+	}
+	p.asked = ""
 	switch strings.ToLower(strings.TrimSpace(line)) {
 	case "y", "yes":
-		if _, err := c.Resolve(ctx, a.GetApprovalId(), true, ""); err != nil {
-			fmt.Fprintf(w, "lemo: approve: %v\n", err)
+		if _, err := c.Resolve(ctx, id, true, ""); err != nil {
+			fmt.Fprintf(p.out, "lemo: approve: %v\n", err)
 		}
 	case "s", "skip":
-		fmt.Fprintf(w, "left pending: lemo approve %s\n", a.GetApprovalId())
+		fmt.Fprintf(p.out, "left pending: lemo approve %s\n", id)
 	default:
-		if _, err := c.Resolve(ctx, a.GetApprovalId(), false, "denied at the terminal"); err != nil {
-			fmt.Fprintf(w, "lemo: deny: %v\n", err)
+		if _, err := c.Resolve(ctx, id, false, "denied at the terminal"); err != nil {
+			fmt.Fprintf(p.out, "lemo: deny: %v\n", err)
 		}
+	}
+	// Ask the next one now; the decision's event removes nothing twice.
+	p.pending = slices.DeleteFunc(p.pending, func(a *api.ApprovalRequested) bool { return a.GetApprovalId() == id })
+}
+
+// readAnswers delivers the lines read from in until it ends. The reading
+// goroutine cannot be stopped (a read on a terminal does not take a
+// context); it ends with in's end or the process.
+func readAnswers(in io.Reader) <-chan string {
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(in)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	return lines
+}
+
+// newNotice returns what tells the person that the stream broke.
+func newNotice(stderr io.Writer) func(string) {
+	return func(why string) {
+		fmt.Fprintf(stderr, "lemo: stream interrupted (%s); resuming\n", why)
 	}
 }
 
