@@ -27,7 +27,7 @@ func (g *Gateway) execute(ctx context.Context, caller actors.Caller, req *api.Re
 			model = g.cfg.DefaultModel
 		}
 		if model == "" {
-			return errorResponse(invalid("no model given and the daemon has no default model (models.default)"))
+			return errorResponse(invalid("no model given and the daemon has no default model (models.default): pass --model provider/model (lemo models lists them); without a model server, start the daemon with LEMO_FAKE_ENABLED=true and use the demo models (--model fake/echo)"))
 		}
 		meta, err := d.CreateTask(ctx, caller, actors.CreateTask{Request: m.GetRequest(), Model: model, Tools: m.GetTools(), ToolsRestricted: m.GetToolsRestricted(), Workspace: m.GetWorkspace(), Approvals: m.GetApprovals()})
 		return taskResult(meta, err)

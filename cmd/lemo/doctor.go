@@ -468,9 +468,14 @@ func (e *doctorEnv) providers(ctx context.Context) []checkResult {
 	}
 	names := reg.Names()
 	if len(names) == 0 {
-		return []checkResult{{Check: "providers", Status: checkFail, Detail: "no provider is configured: no Task can run",
-			Fix: "run Ollama locally, or set a provider's API key (OPENROUTER_API_KEY, NVIDIA_API_KEY, OPENCODE_API_KEY, OLLAMA_API_KEY) or providers.openai.base_url"}}
+		return []checkResult{{Check: "providers", Status: checkFail, Detail: "no provider is configured: no Task can run", Fix: noProviderFix}}
 	}
+	return e.checkProviders(ctx, reg)
+}
+
+// checkProviders asks every provider of reg for its models, concurrently.
+func (e *doctorEnv) checkProviders(ctx context.Context, reg *providers.Registry) []checkResult {
+	names := reg.Names()
 	out := make([]checkResult, len(names))
 	var wg sync.WaitGroup
 	for i, n := range names {
@@ -483,6 +488,25 @@ func (e *doctorEnv) providers(ctx context.Context) []checkResult {
 	}
 	wg.Wait()
 	return out
+}
+
+// noProviderFix is what to do when no provider can run a Task.
+const noProviderFix = "try the built-in demo models: start the daemon with LEMO_FAKE_ENABLED=true, then lemo run --model fake/echo hello " +
+	"(lemo models lists every model); for a local model run Ollama (ollama serve; ollama pull qwen3); " +
+	"for a hosted one set a provider's API key (OPENROUTER_API_KEY, NVIDIA_API_KEY, OPENCODE_API_KEY, OLLAMA_API_KEY) or providers.openai.base_url"
+
+// providerAdvice returns, from the providers' checks, the providers that
+// can run Tasks and, when none can, what to do about it.
+func providerAdvice(results []checkResult) (usable []string, fix string) {
+	for _, r := range results {
+		if r.Status == checkOK {
+			usable = append(usable, strings.TrimPrefix(r.Check, "provider "))
+		}
+	}
+	if len(usable) == 0 {
+		fix = noProviderFix
+	}
+	return usable, fix
 }
 
 func (e *doctorEnv) provider(ctx context.Context, name string, p providers.Provider) (r checkResult) {

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -176,4 +177,28 @@ func TestDoctorDelegate(t *testing.T) {
 		}
 	})
 	expect(t, got, "delegate", checkOK, "pi 0.42.0", agent)
+}
+
+func TestProviderAdvice(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		results []checkResult
+		usable  []string
+		fix     bool
+	}{
+		{"none configured", nil, nil, true},
+		{"none reachable", []checkResult{{Check: "provider ollama", Status: checkFail}}, nil, true},
+		{"no model listed", []checkResult{{Check: "provider ollama", Status: checkWarn}}, nil, true},
+		{"one of two", []checkResult{{Check: "provider ollama", Status: checkFail}, {Check: "provider fake", Status: checkOK}}, []string{"fake"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			usable, fix := providerAdvice(tc.results)
+			if !slices.Equal(usable, tc.usable) || (fix != "") != tc.fix {
+				t.Fatalf("providerAdvice = %v, %q; want %v, fix given: %v", usable, fix, tc.usable, tc.fix)
+			}
+			if tc.fix && !strings.Contains(fix, "LEMO_FAKE_ENABLED=true") {
+				t.Fatalf("the fix does not point to the demo models: %q", fix)
+			}
+		})
+	}
 }
