@@ -1,12 +1,17 @@
 package tests
 
 import (
+	"context"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"lemo/api"
+	"lemo/client"
 )
 
 // A daemon that can run no Task says so at startup, with what to do (the
@@ -50,4 +55,63 @@ func TestStartupSaysWhichProvidersAreUsable(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// Every command that takes a Task id takes a unique beginning or end of it
+// (as the console shows); an ambiguous one is an error that lists the
+// matches; another owner's Tasks are never matched.
+func TestShortTaskIDs(t *testing.T) {
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens")
+	const aliceToken, bobToken = "alice-token-0123456789", "bob-token-0123456789"
+	if err := os.WriteFile(tokens, []byte("alice "+aliceToken+"\nbob "+bobToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	d := serveRemote(t, data, "--config", writeConfig(t, "auth:\n  tokens_file: "+tokens+"\n"))
+	a := d.connect(t, aliceToken)
+	ctx := context.Background()
+	var ids []string
+	for range 2 {
+		m, err := a.CreateTask(ctx, client.CreateTask{Request: "hello", Model: "fake/echo"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, m.GetTaskId())
+		waitTask(t, a, m.GetTaskId(), "finished", statusIs(api.TaskStatus_TASK_STATUS_FINISHED))
+	}
+	alice := func(args ...string) (string, int) {
+		return lemo(t, cleanEnv("LEMO_DATA="+data, "LEMO_TOKEN="+aliceToken), args...)
+	}
+	bob := func(args ...string) (string, int) {
+		return lemo(t, cleanEnv("LEMO_DATA="+data, "LEMO_TOKEN="+bobToken), args...)
+	}
+	// A unique suffix, lower case as typed, and a unique prefix.
+	suffix := strings.ToLower(ids[1][len(ids[1])-6:])
+	if out, code := alice("attach", suffix); code != 0 || !strings.Contains(out, "task "+ids[1]) || !strings.Contains(out, "echo: hello") {
+		t.Fatalf("attach %s: exit %d\n%s", suffix, code, out)
+	}
+	prefix := ids[0]
+	for i := 1; i <= len(ids[0]); i++ {
+		if ids[0][:i] != ids[1][:i] {
+			prefix = ids[0][:i]
+			break
+		}
+	}
+	if out, code := alice("send", prefix, "again"); code != 0 || !strings.Contains(out, ids[0]) {
+		t.Fatalf("send %s: exit %d\n%s", prefix, code, out)
+	}
+	// Both begin with the same characters: ambiguous, the matches listed.
+	common := ids[0][:2]
+	out, code := alice("cancel", common)
+	if code == 0 || !strings.Contains(out, "more than one task") || !strings.Contains(out, ids[0]) || !strings.Contains(out, ids[1]) {
+		t.Fatalf("cancel %s: exit %d, want an error listing both:\n%s", common, code, out)
+	}
+	// Bob matches none of alice's Tasks, and learns nothing of them.
+	for _, part := range []string{suffix, common} {
+		out, code := bob("cancel", part)
+		if code == 0 || !strings.Contains(out, "unknown task "+part) || strings.Contains(out, ids[0]) || strings.Contains(out, ids[1]) {
+			t.Fatalf("bob cancel %s: exit %d\n%s", part, code, out)
+		}
+	}
 }

@@ -40,6 +40,9 @@ func (g *Gateway) execute(ctx context.Context, caller actors.Caller, req *api.Re
 	case *api.Request_Cancel:
 		return taskResult(d.Cancel(ctx, caller, c.Cancel.GetTaskId()))
 	case *api.Request_GetTask:
+		if f, ok := d.(TaskFinder); ok {
+			return taskResult(f.FindTask(ctx, caller, c.GetTask.GetTaskId()))
+		}
 		return taskResult(d.Task(ctx, caller, c.GetTask.GetTaskId()))
 	case *api.Request_ListTasks:
 		limit := int(c.ListTasks.GetLimit())
@@ -94,6 +97,12 @@ func (g *Gateway) execute(ctx context.Context, caller actors.Caller, req *api.Re
 		return g.delegateSessions(ctx, caller, c.ListDelegateSessions)
 	}
 	return errorResponse(invalid("unknown command"))
+}
+
+// TaskFinder is a Backend that also finds a Task by the beginning or end
+// of its id; GetTask uses it when the Backend is one.
+type TaskFinder interface {
+	FindTask(ctx context.Context, c actors.Caller, idOrPart string) (*api.TaskMeta, error)
 }
 
 var noApprovals = &cmdError{code: api.ErrorCode_ERROR_CODE_UNAVAILABLE, msg: "this daemon does not answer approvals over the remote API"}

@@ -165,9 +165,21 @@ func firstOf(vals ...string) string {
 func describe(err error, taskID string) error {
 	switch {
 	case errors.Is(err, client.ErrNotFound) && taskID != "":
-		return fmt.Errorf("unknown task %s (no such task, or not one this token may see)", taskID)
+		return fmt.Errorf("unknown task %s (no task id this token may see is, begins or ends with it)", taskID)
 	}
 	return err
+}
+
+// resolveTask turns what the person typed (a whole Task id, or its
+// beginning or end, as the console shows it) into the Task's id; the
+// daemon matches only Tasks the token may see, and an ambiguous part is an
+// error that lists the matches.
+func resolveTask(ctx context.Context, c *client.Conn, arg string) (string, error) {
+	m, err := c.Task(ctx, arg)
+	if err != nil {
+		return "", describe(err, arg)
+	}
+	return m.GetTaskId(), nil
 }
 
 var jsonOpts = protojson.MarshalOptions{UseProtoNames: true}

@@ -71,7 +71,8 @@ Usage:
 
 Client commands find a local daemon through its data folder (--data, else
 $LEMO_DATA, else ./lemo-data); --addr and --token (or LEMO_ADDR, LEMO_TOKEN)
-override. Every client command takes --json.
+override. Every client command takes --json. A Task <id> may be any unique
+beginning or end of it (as the console shows it).
 
 Run "lemo <command> -h" for a command's flags.
 `

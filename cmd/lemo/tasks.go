@@ -86,9 +86,9 @@ func attach(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer c.Close()
-	id := pos[0]
-	if _, err := c.Task(ctx, id); err != nil {
-		return describe(err, id)
+	id, err := resolveTask(ctx, c, pos[0])
+	if err != nil {
+		return err
 	}
 	_, err = streamTask(ctx, c, stdout, stderr, streamOptions{taskID: id, from: max(*from, 1), json: f.json, noDeltas: *noDeltas, reasoning: *reasoning})
 	if ctx.Err() != nil {
@@ -118,7 +118,10 @@ func control(ctx context.Context, cmd string, args []string, stdout, stderr io.W
 		return err
 	}
 	defer c.Close()
-	id := pos[0]
+	id, err := resolveTask(ctx, c, pos[0])
+	if err != nil {
+		return err
+	}
 	var m *api.TaskMeta
 	switch cmd {
 	case "pause":
@@ -336,14 +339,18 @@ func steer(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer c.Close()
-	if err := c.Steer(ctx, pos[0], pos[1], json.RawMessage(pos[2])); err != nil {
-		return describe(err, pos[0])
+	id, err := resolveTask(ctx, c, pos[0])
+	if err != nil {
+		return err
+	}
+	if err := c.Steer(ctx, id, pos[1], json.RawMessage(pos[2])); err != nil {
+		return describe(err, id)
 	}
 	if f.json {
 		fmt.Fprintln(stdout, `{"steered": true}`)
 		return nil
 	}
-	fmt.Fprintf(stdout, "steered call %s of task %s\n", pos[1], pos[0])
+	fmt.Fprintf(stdout, "steered call %s of task %s\n", pos[1], id)
 	return nil
 }
 
@@ -364,9 +371,13 @@ func send(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer c.Close()
-	m, err := c.SendMessage(ctx, pos[0], pos[1])
+	id, err := resolveTask(ctx, c, pos[0])
 	if err != nil {
-		return describe(err, pos[0])
+		return err
+	}
+	m, err := c.SendMessage(ctx, id, pos[1])
+	if err != nil {
+		return describe(err, id)
 	}
 	if f.json {
 		printJSON(stdout, m)
