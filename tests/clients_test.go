@@ -218,14 +218,14 @@ func TestClientsCLISuccessPaths(t *testing.T) {
 		})
 	}
 
-	// send --json reopens a finished Task and says so in JSON.
+	// send --json --no-follow reopens a finished Task and says so in JSON.
 	m, err := c.CreateTask(ctx, client.CreateTask{Request: "first", Model: "fake/echo"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := m.GetTaskId()
 	waitTask(t, c, id, "finished", statusIs(api.TaskStatus_TASK_STATUS_FINISHED))
-	out, code := cli(t, data, "send", "--json", id, "second")
+	out, code := cli(t, data, "send", "--json", "--no-follow", id, "second")
 	var sent struct {
 		TaskID  string `json:"task_id"`
 		Status  string `json:"status"`

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -113,5 +114,31 @@ func TestShortTaskIDs(t *testing.T) {
 		if code == 0 || !strings.Contains(out, "unknown task "+part) || strings.Contains(out, ids[0]) || strings.Contains(out, ids[1]) {
 			t.Fatalf("bob cancel %s: exit %d\n%s", part, code, out)
 		}
+	}
+}
+
+// lemo send follows the reply as lemo run does (--no-follow returns at
+// once); lemo help run is run's help; -m is --model.
+func TestSendFollowsAndShortFlags(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	serveRemote(t, data)
+	out, code := cli(t, data, "run", "-m", "fake/echo", "first")
+	if code != 0 || !strings.Contains(out, "echo: first") {
+		t.Fatalf("lemo run -m: exit %d\n%s", code, out)
+	}
+	id := strings.Fields(out)[1]
+	out, code = cli(t, data, "send", id, "second")
+	if code != 0 || !strings.Contains(out, "> second") || !strings.Contains(out, "echo: second") || strings.Contains(out, "echo: first") {
+		t.Fatalf("lemo send: exit %d, want the message and its reply only\n%s", code, out)
+	}
+	out, code = cli(t, data, "send", "--no-follow", id, "third")
+	if code != 0 || !strings.Contains(out, "lemo attach "+id) || strings.Contains(out, "echo: third") {
+		t.Fatalf("lemo send --no-follow: exit %d\n%s", code, out)
+	}
+	cmd := exec.Command(lemoBin, "help", "run")
+	cmd.Env = cleanEnv()
+	b, err := cmd.Output() // stdout only
+	if err != nil || !strings.Contains(string(b), `Usage: lemo run "request"`) || !strings.Contains(string(b), "-m string") {
+		t.Fatalf("lemo help run: %v\n%s", err, b)
 	}
 }

@@ -49,6 +49,11 @@ func newClientFlags(cmd, usage, detail string, stdout, stderr io.Writer) *client
 	return f
 }
 
+// short adds -name as a short form of the flag --long.
+func (f *clientFlags) short(name, long string) {
+	f.fs.Var(f.fs.Lookup(long).Value, name, "short for --"+long)
+}
+
 // parse parses args (flags may follow positional arguments) and checks the
 // number of positional arguments.
 func (f *clientFlags) parse(args []string, minArgs, maxArgs int) ([]string, error) {

@@ -55,10 +55,10 @@ const usage = `Lemo runs LLM agents as a supervised actor tree.
 Usage:
   lemo serve [--config FILE] [--data DIR]   run the daemon (SIGTERM stops it, SIGHUP reloads)
   lemo doctor [--config FILE] [--data DIR]  check the data folder, tokens, providers, delegate
-  lemo run "request" [--model M]            create a Task and stream its progress
+  lemo run "request" [-m MODEL]              create a Task and stream its progress
   lemo tasks                                list Tasks
   lemo attach <id> [--from SEQ]             show a Task's history and follow it
-  lemo send <id> "message"                  send a follow-up message
+  lemo send <id> "message" [--no-follow]    send a follow-up message and follow the reply
   lemo pause|continue|cancel <id>           control a Task
   lemo approvals                            list calls waiting for approval
   lemo approve|deny <approval id>           decide one
@@ -74,7 +74,7 @@ $LEMO_DATA, else ./lemo-data); --addr and --token (or LEMO_ADDR, LEMO_TOKEN)
 override. Every client command takes --json. A Task <id> may be any unique
 beginning or end of it (as the console shows it).
 
-Run "lemo <command> -h" for a command's flags.
+Run "lemo help <command>" (or "lemo <command> -h") for a command's flags.
 `
 
 // run dispatches a subcommand.
@@ -99,7 +99,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "pause", "continue", "cancel":
 		return control(ctx, args[0], args[1:], stdout, stderr)
 	case "send":
-		return send(ctx, args[1:], stdout, stderr)
+		return send(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "tools":
 		return listTools(ctx, args[1:], stdout, stderr)
 	case "models":
@@ -115,6 +115,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "console":
 		return consoleCmd(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
+		if len(args) > 1 && args[0] == "help" && args[1] != "help" {
+			// lemo help run is lemo run -h, on stdout.
+			return run(ctx, []string{args[1], "-h"}, stdout, stdout)
+		}
 		fmt.Fprint(stdout, usage)
 		return nil
 	}

@@ -29,6 +29,8 @@ func runTask(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	toolList := f.fs.String("tools", "", "comma-separated tools the Task may use (default: all)")
 	workspace := f.fs.String("workspace", "", "an existing absolute folder the Task works in (default: its own)")
 	reasoning := f.fs.Bool("reasoning", false, "show the model's reasoning")
+	f.short("m", "model")
+	f.short("w", "workspace")
 	var rules approvalFlags
 	f.fs.Var(rules.of(api.ApprovalRule_APPROVAL_RULE_ASK), "ask", "calls of the tools PATTERN names (shell.run, files.*, *) need your approval; repeatable")
 	f.fs.Var(rules.of(api.ApprovalRule_APPROVAL_RULE_DENY), "deny", "calls of the tools PATTERN names never run (deny wins over ask); repeatable")

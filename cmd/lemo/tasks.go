@@ -108,6 +108,7 @@ func control(ctx context.Context, cmd string, args []string, stdout, stderr io.W
 	var model *string
 	if cmd == "continue" {
 		model = f.fs.String("model", "", "continue with this model (provider/model)")
+		f.short("m", "model")
 	}
 	pos, err := f.parse(args, 1, 1)
 	if err != nil {
@@ -359,9 +360,14 @@ func errorsIsNotFound(err error) bool {
 	return errors.As(err, &e) && e.Code == api.ErrorCode_ERROR_CODE_NOT_FOUND
 }
 
-// send implements lemo send: a follow-up message (a finished Task reopens).
-func send(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newClientFlags("send", `<task id> "message"`, "Send a follow-up message to a Task; a finished, failed or cancelled Task reopens.", stdout, stderr)
+// send implements lemo send: a follow-up message (a finished Task
+// reopens), then the reply followed as lemo run does.
+func send(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	f := newClientFlags("send", `<task id> "message" [flags]`, "Send a follow-up message to a Task (a finished, failed or cancelled Task reopens)\n"+
+		"and follow the reply as lemo run does, until the Task stops again. Ctrl-C\n"+
+		"detaches; --no-follow returns at once.", stdout, stderr)
+	noFollow := f.fs.Bool("no-follow", false, "return once the message is recorded (lemo attach follows later)")
+	reasoning := f.fs.Bool("reasoning", false, "show the model's reasoning")
 	pos, err := f.parse(args, 2, 2)
 	if err != nil {
 		return helpOK(err)
@@ -371,18 +377,38 @@ func send(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer c.Close()
-	id, err := resolveTask(ctx, c, pos[0])
+	before, err := c.Task(ctx, pos[0])
 	if err != nil {
-		return err
+		return describe(err, pos[0])
 	}
+	id := before.GetTaskId()
 	m, err := c.SendMessage(ctx, id, pos[1])
 	if err != nil {
 		return describe(err, id)
 	}
-	if f.json {
+	switch {
+	case f.json:
 		printJSON(stdout, m)
+	case *noFollow:
+		fmt.Fprintf(stdout, "task %s is %s (lemo attach %s --from %d)\n", m.GetTaskId(), statusWord(m.GetStatus()), m.GetTaskId(), m.GetLastSeq())
+	default:
+		fmt.Fprintf(stdout, "task %s is %s\n", m.GetTaskId(), statusWord(m.GetStatus()))
+	}
+	if *noFollow {
 		return nil
 	}
-	fmt.Fprintf(stdout, "task %s is %s (lemo attach %s --from %d)\n", m.GetTaskId(), statusWord(m.GetStatus()), m.GetTaskId(), m.GetLastSeq())
-	return nil
+	var answers <-chan string
+	if !f.json && isTerminal(stdin) {
+		answers = readAnswers(stdin)
+	}
+	// From the message just recorded: it, then the reply.
+	final, err := streamTask(ctx, c, stdout, stderr, streamOptions{taskID: id, from: before.GetLastSeq() + 1, json: f.json, reasoning: *reasoning, answers: answers, stopWhenIdle: true})
+	if ctx.Err() != nil {
+		fmt.Fprintf(stderr, "detached; task %s goes on (lemo attach %s)\n", id, id)
+		return nil
+	}
+	if err != nil {
+		return describe(err, id)
+	}
+	return exitFor(final, stderr)
 }
