@@ -142,3 +142,26 @@ func TestSendFollowsAndShortFlags(t *testing.T) {
 		t.Fatalf("lemo help run: %v\n%s", err, b)
 	}
 }
+
+// The daemon's log at the default level holds Lemo's own lines: none of
+// protoactor's informational lines, no error for a client's normal
+// disconnect, no DeadLetter lines at start and stop.
+func TestDaemonLogIsQuiet(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	d := startDaemon(t, data)
+	for _, args := range [][]string{{"tasks"}, {"run", "-m", "fake/echo", "hi"}, {"models"}} {
+		if out, code := cli(t, data, args...); code != 0 {
+			t.Fatalf("lemo %v: exit %d\n%s", args, code, out)
+		}
+	}
+	d.stop()
+	logs := d.logs()
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, `"lib":"protoactor`) || strings.Contains(line, "DeadLetter") {
+			t.Fatalf("a library line at the default level: %s\nthe log:\n%s", line, logs)
+		}
+	}
+	if !strings.Contains(logs, "lemo is serving") || !strings.Contains(logs, `"message":"stopped"`) {
+		t.Fatalf("Lemo's own lines are missing:\n%s", logs)
+	}
+}
