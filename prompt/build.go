@@ -84,7 +84,11 @@ func (e *OverflowError) Error() string {
 	for _, s := range e.Sections {
 		parts = append(parts, fmt.Sprintf("%s %d", s.GetSection(), s.GetTokens()))
 	}
-	return fmt.Sprintf("input needs %d tokens but the budget is %d (%s)", e.Needed, e.Available, strings.Join(parts, ", "))
+	msg := fmt.Sprintf("input needs %d tokens but the budget is %d (%s)", e.Needed, e.Available, strings.Join(parts, ", "))
+	if hint := toolsHint(e.Sections); hint != "" {
+		msg += ". " + hint
+	}
+	return msg
 }
 
 // Overflow returns the error as recorded in history.

@@ -165,3 +165,24 @@ func TestDaemonLogIsQuiet(t *testing.T) {
 		t.Fatalf("Lemo's own lines are missing:\n%s", logs)
 	}
 }
+
+// A model with a small window cannot hold every tool's schema: the
+// overflow says to use --tools, and --tools none runs the Task without
+// any tool.
+func TestSmallWindowToolsNone(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	serveRemote(t, data)
+	out, code := cli(t, data, "run", "-m", "fake/small", "hello small")
+	if code == 0 || !strings.Contains(out, "--tools none") {
+		t.Fatalf("lemo run on a 4,096-token window with every tool: exit %d, want a failure that points to --tools none\n%s", code, out)
+	}
+	out, code = cli(t, data, "run", "-m", "fake/small", "--tools", "none", "hello small")
+	if code != 0 || !strings.Contains(out, "echo: hello small") {
+		t.Fatalf("lemo run --tools none: exit %d\n%s", code, out)
+	}
+	id := strings.Fields(out)[1]
+	out, code = cli(t, data, "attach", "--json", id)
+	if code != 0 || !strings.Contains(out, `"tools_restricted":true`) {
+		t.Fatalf("the Task's creation does not record an empty tool set: exit %d\n%s", code, out)
+	}
+}

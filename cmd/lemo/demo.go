@@ -26,6 +26,8 @@ import (
 //	             reports the result: bad inputs reach a tool exactly as written
 //	fake/files   works through the files tools (see filesPlan), then reports
 //	             what every call returned
+//	fake/small   answers as fake/echo with a 4,096-token window: what a small
+//	             local model meets (every tool's schema does not fit; --tools none does)
 func demoProvider() providers.Provider {
 	// A window large enough that every built-in tool's schema fits the
 	// first Cycle's budget (35% of it).
@@ -36,12 +38,17 @@ func demoProvider() providers.Provider {
 		fake.NewScriptedModel("shell", demoWindow, toolThenAnswer("shell_run", func(req string) any { return map[string]string{"command": req} })),
 		fake.NewScriptedModel("call", demoWindow, callPlan),
 		fake.NewScriptedModel("files", demoWindow, filesPlan),
+		fake.NewScriptedModel("small", smallWindow, echoPlan),
 	)
 	return &demo{Scripted: scripted, stream: &streamModel{}}
 }
 
-// demoWindow is the demo models' context window in tokens.
-const demoWindow = 131072
+// demoWindow is the demo models' context window in tokens; smallWindow
+// fake/small's.
+const (
+	demoWindow  = 131072
+	smallWindow = 4096
+)
 
 // demo adds the streaming model to the scripted ones.
 type demo struct {

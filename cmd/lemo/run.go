@@ -26,7 +26,7 @@ func runTask(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		"--cancel-on-exit. Calls that need approval are asked for on the terminal.", stdout, stderr)
 	model := f.fs.String("model", "", "model provider/model (default: the daemon's models.default)")
 	cancelOnExit := f.fs.Bool("cancel-on-exit", false, "cancel the Task when interrupted")
-	toolList := f.fs.String("tools", "", "comma-separated tools the Task may use (default: all)")
+	toolList := f.fs.String("tools", "", "comma-separated tools the Task may use, or none (default: all; a small window may not hold every tool's schema)")
 	workspace := f.fs.String("workspace", "", "an existing absolute folder the Task works in (default: its own)")
 	reasoning := f.fs.Bool("reasoning", false, "show the model's reasoning")
 	f.short("m", "model")
@@ -44,9 +44,7 @@ func runTask(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	defer c.Close()
 	in := client.CreateTask{Request: pos[0], Model: *model, Workspace: *workspace, Approvals: rules.list}
-	if *toolList != "" {
-		in.Tools, in.ToolsRestricted = strings.Split(*toolList, ","), true
-	}
+	in.Tools, in.ToolsRestricted = parseTools(*toolList)
 	meta, err := c.CreateTask(ctx, in)
 	if err != nil {
 		return err
@@ -73,6 +71,23 @@ func runTask(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return describe(err, meta.GetTaskId())
 	}
 	return exitFor(final, stderr)
+}
+
+// parseTools reads --tools: "" offers every tool, "none" no tool at all,
+// else the comma-separated names.
+func parseTools(v string) (list []string, restricted bool) {
+	switch v = strings.TrimSpace(v); v {
+	case "":
+		return nil, false
+	case "none":
+		return nil, true
+	}
+	for _, n := range strings.Split(v, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			list = append(list, n)
+		}
+	}
+	return list, true
 }
 
 // approvalFlags collects the Task's approval rules of --ask and --deny in
