@@ -293,7 +293,7 @@ func storeFilesReadable(dir string, pid int) checkResult {
 			return nil
 		}
 		if fi, err := f.Stat(); err == nil {
-			size += fi.Size()
+			size += diskUsage(fi)
 		}
 		var b [1]byte
 		if _, err := f.Read(b[:]); err != nil && !errors.Is(err, io.EOF) {
@@ -309,7 +309,16 @@ func storeFilesReadable(dir string, pid int) checkResult {
 		return checkResult{Check: "store", Status: checkFail, Detail: "files of the store cannot be read: " + strings.Join(bad, "; "),
 			Fix: "run lemo doctor as the daemon's user; the store's files must belong to it"}
 	}
-	return checkResult{Check: "store", Status: checkOK, Detail: fmt.Sprintf("held by the running daemon (pid %d), so not opened: its %d files are readable (%d MiB apparent size)", pid, files, size>>20)}
+	return checkResult{Check: "store", Status: checkOK, Detail: fmt.Sprintf("held by the running daemon (pid %d), so not opened: its %d files are readable (%d MiB on disk)", pid, files, size>>20)}
+}
+
+// diskUsage is the space a file takes on disk: Badger preallocates its
+// files (a fresh store is 2 GiB apparent), so their length says little.
+func diskUsage(fi os.FileInfo) int64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Blocks * 512
+	}
+	return fi.Size()
 }
 
 // openStoreReadOnly opens the store of a data folder no daemon uses,

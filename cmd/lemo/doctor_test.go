@@ -202,3 +202,24 @@ func TestProviderAdvice(t *testing.T) {
 		})
 	}
 }
+
+// The store's size is what its files take on disk, not their preallocated
+// length.
+func TestStoreFilesReadableReportsDiskUsage(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "store"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(dir, "store", "000001.vlog"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(2 << 30); err != nil { // sparse, as Badger's preallocation
+		t.Fatal(err)
+	}
+	f.Close()
+	r := storeFilesReadable(dir, 1)
+	if r.Status != checkOK || !strings.Contains(r.Detail, "(0 MiB on disk)") {
+		t.Fatalf("storeFilesReadable = %+v, want 0 MiB on disk", r)
+	}
+}
