@@ -186,3 +186,15 @@ func TestSmallWindowToolsNone(t *testing.T) {
 		t.Fatalf("the Task's creation does not record an empty tool set: exit %d\n%s", code, out)
 	}
 }
+
+// A bad listen port is refused before the data folder is created.
+func TestBadListenPortCreatesNothing(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	out, code := lemo(t, cleanEnv("LEMO_LISTEN=127.0.0.1:99999", "LEMO_FAKE_ENABLED=true"), "serve", "--data", data)
+	if code != 2 || !strings.Contains(out, "listen") || !strings.Contains(out, "65535") {
+		t.Fatalf("lemo serve with port 99999: exit %d\n%s", code, out)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Fatalf("the data folder was created: %v", err)
+	}
+}
