@@ -198,7 +198,16 @@ func streamTask(ctx context.Context, c *client.Conn, stdout, stderr io.Writer, o
 	defer stop()
 	updates := make(chan *api.Update)
 	followed := make(chan error, 1)
-	fo := client.FollowOptions{TaskID: o.taskID, FromSeq: o.from, NoDeltas: o.noDeltas, Notice: newNotice(stderr)}
+	// Follow calls Notice on its own goroutine; the loop below reads the
+	// count only through noticed.
+	noticed := make(chan string)
+	intr := &interruptions{w: stderr}
+	fo := client.FollowOptions{TaskID: o.taskID, FromSeq: o.from, NoDeltas: o.noDeltas, Notice: func(why string) {
+		select {
+		case noticed <- why:
+		case <-fctx.Done():
+		}
+	}}
 	go func() {
 		followed <- c.Follow(fctx, fo, func(u *api.Update) error {
 			select {
@@ -212,7 +221,10 @@ func streamTask(ctx context.Context, c *client.Conn, stdout, stderr io.Writer, o
 	answers := o.answers
 	for {
 		select {
+		case why := <-noticed:
+			intr.notice(why)
 		case u := <-updates:
+			intr.delivered()
 			if o.json {
 				printJSON(out, u)
 			} else {
@@ -376,10 +388,31 @@ func readAnswers(in io.Reader) <-chan string {
 	return lines
 }
 
-// newNotice returns what tells the person that the stream broke.
-func newNotice(stderr io.Writer) func(string) {
-	return func(why string) {
-		fmt.Fprintf(stderr, "lemo: stream interrupted (%s); resuming\n", why)
+// interruptions tells the person that the stream broke and is being
+// resumed: once, then (while the daemon stays away and Follow retries) a
+// count at each doubling of the attempts, and once more when it resumed,
+// instead of a line per attempt.
+type interruptions struct {
+	w        io.Writer
+	attempts int
+}
+
+// notice is FollowOptions.Notice.
+func (n *interruptions) notice(why string) {
+	n.attempts++
+	switch {
+	case n.attempts == 1:
+		fmt.Fprintf(n.w, "lemo: stream interrupted (%s); resuming\n", why)
+	case n.attempts&(n.attempts-1) == 0: // 2, 4, 8, ...
+		fmt.Fprintf(n.w, "lemo: still resuming after %d attempts (%s)\n", n.attempts, why)
+	}
+}
+
+// delivered is told of each update: the stream is back.
+func (n *interruptions) delivered() {
+	if n.attempts > 0 {
+		fmt.Fprintf(n.w, "lemo: stream resumed after %d attempt(s)\n", n.attempts)
+		n.attempts = 0
 	}
 }
 
