@@ -1,7 +1,9 @@
 package tests
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -196,5 +198,74 @@ func TestBadListenPortCreatesNothing(t *testing.T) {
 	}
 	if _, err := os.Stat(data); !os.IsNotExist(err) {
 		t.Fatalf("the data folder was created: %v", err)
+	}
+}
+
+// --json is for scripts: numbers are numbers, tool arguments and schemas
+// are JSON values, an error is one JSON object on stderr with a stable
+// code, and lemo version takes --json too (docs/json.md).
+func TestJSONForScripts(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	serveRemote(t, data)
+	out, code := cli(t, data, "run", "--json", "-m", "fake/call", `demo.tick {"n":7}`)
+	if code != 0 {
+		t.Fatalf("lemo run --json: exit %d\n%s", code, out)
+	}
+	var sawCall bool
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var u struct {
+			Event *struct {
+				Seq              json.Number `json:"seq"`
+				ToolCallRecorded *struct {
+					Arguments map[string]int `json:"arguments"`
+				} `json:"tool_call_recorded"`
+			} `json:"event"`
+		}
+		dec := json.NewDecoder(strings.NewReader(line))
+		dec.UseNumber()
+		if err := dec.Decode(&u); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		if u.Event == nil {
+			continue
+		}
+		if _, err := u.Event.Seq.Int64(); err != nil {
+			t.Fatalf("seq is not a number: %q", line)
+		}
+		if c := u.Event.ToolCallRecorded; c != nil {
+			sawCall = c.Arguments["n"] == 7
+		}
+	}
+	if !sawCall {
+		t.Fatalf("no tool call with its arguments as a JSON object:\n%s", out)
+	}
+	out, code = cli(t, data, "tools", "--json")
+	var tl []struct {
+		Name        string         `json:"name"`
+		InputSchema map[string]any `json:"input_schema"`
+	}
+	mustJSON(t, out, &tl)
+	if code != 0 || len(tl) == 0 || tl[0].InputSchema["type"] != "object" {
+		t.Fatalf("lemo tools --json: schemas are not JSON objects: exit %d\n%s", code, out)
+	}
+
+	cmd := exec.Command(lemoBin, "cancel", "--json", "NOSUCHTASK")
+	cmd.Env = cleanEnv("LEMO_DATA=" + data)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var e struct{ Code, Message string }
+	if err == nil || stdout.Len() != 0 || json.Unmarshal(stderr.Bytes(), &e) != nil || e.Code != "not_found" || !strings.Contains(e.Message, "NOSUCHTASK") {
+		t.Fatalf("lemo cancel --json on an unknown task: %v, stdout %q, stderr %q; want one JSON object with code not_found", err, stdout.String(), stderr.String())
+	}
+
+	out, code = lemo(t, cleanEnv(), "version", "--json")
+	var v struct {
+		Version     string `json:"version"`
+		APIProtocol int    `json:"api_protocol"`
+	}
+	mustJSON(t, out, &v)
+	if code != 0 || v.Version == "" || v.APIProtocol < 1 {
+		t.Fatalf("lemo version --json: exit %d\n%s", code, out)
 	}
 }

@@ -9,9 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"lemo/client"
@@ -57,6 +55,11 @@ func (f *clientFlags) short(name, long string) {
 // parse parses args (flags may follow positional arguments) and checks the
 // number of positional arguments.
 func (f *clientFlags) parse(args []string, minArgs, maxArgs int) ([]string, error) {
+	if wantsJSON(args) {
+		// The error is reported as one JSON object; no usage text.
+		f.fs.SetOutput(io.Discard)
+		f.fs.Usage = func() {}
+	}
 	var pos []string
 	for {
 		if err := f.fs.Parse(args); err != nil {
@@ -170,10 +173,17 @@ func firstOf(vals ...string) string {
 func describe(err error, taskID string) error {
 	switch {
 	case errors.Is(err, client.ErrNotFound) && taskID != "":
-		return fmt.Errorf("unknown task %s (no task id this token may see is, begins or ends with it)", taskID)
+		return &notFound{msg: fmt.Sprintf("unknown task %s (no task id this token may see is, begins or ends with it)", taskID)}
 	}
 	return err
 }
+
+// notFound is a not-found error in the words of the command; it keeps the
+// code for --json (errors.Is(err, client.ErrNotFound)).
+type notFound struct{ msg string }
+
+func (e *notFound) Error() string        { return e.msg }
+func (e *notFound) Is(target error) bool { return target == client.ErrNotFound }
 
 // resolveTask turns what the person typed (a whole Task id, or its
 // beginning or end, as the console shows it) into the Task's id; the
@@ -187,16 +197,14 @@ func resolveTask(ctx context.Context, c *client.Conn, arg string) (string, error
 	return m.GetTaskId(), nil
 }
 
-var jsonOpts = protojson.MarshalOptions{UseProtoNames: true}
-
-// printJSON prints one message as a JSON line.
+// printJSON prints one message as a JSON line (see marshalJSON).
 func printJSON(w io.Writer, m proto.Message) {
-	b, err := jsonOpts.Marshal(m)
+	b, err := marshalJSON(m)
 	if err != nil {
 		fmt.Fprintf(w, "{\"error\": %q}\n", err.Error())
 		return
 	}
-	fmt.Fprintln(w, strings.TrimSpace(string(b)))
+	fmt.Fprintln(w, string(b))
 }
 
 // printJSONList prints messages as one JSON array.
@@ -206,8 +214,8 @@ func printJSONList[M proto.Message](w io.Writer, list []M) {
 		if i > 0 {
 			fmt.Fprint(w, ",")
 		}
-		b, _ := jsonOpts.Marshal(m)
-		fmt.Fprint(w, "\n  "+strings.TrimSpace(string(b)))
+		b, _ := marshalJSON(m)
+		fmt.Fprint(w, "\n  "+string(b))
 	}
 	if len(list) > 0 {
 		fmt.Fprint(w, "\n")

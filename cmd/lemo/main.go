@@ -14,12 +14,15 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"lemo/client"
 )
 
 // exitError carries a process exit status.
@@ -41,7 +44,7 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "lemo:", err)
+		reportError(os.Stderr, os.Args[1:], err)
 		var ee *exitError
 		if errors.As(err, &ee) {
 			os.Exit(ee.code)
@@ -124,4 +127,55 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprint(stderr, usage)
 	return usageError("unknown command %q", args[0])
+}
+
+// wantsJSON reports whether the command line asks for JSON (--json).
+func wantsJSON(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--json", "-json", "--json=true", "-json=true":
+			return true
+		case "--":
+			return false
+		}
+	}
+	return false
+}
+
+// reportError prints a command's error: as one JSON object
+// {"code": ..., "message": ...} with --json (docs/json.md), else as text.
+func reportError(w io.Writer, args []string, err error) {
+	if !wantsJSON(args) {
+		fmt.Fprintln(w, "lemo:", err)
+		return
+	}
+	b, _ := json.Marshal(struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}{errorCode(err), err.Error()})
+	fmt.Fprintln(w, string(b))
+}
+
+// errorCode is the stable code of an error for scripts (docs/json.md).
+func errorCode(err error) string {
+	var ce *client.Error
+	var ee *exitError
+	var te *taskEndError
+	switch {
+	case errors.As(err, &te):
+		return te.code
+	case errors.As(err, &ce):
+		return client.CodeName(ce.Code)
+	case errors.Is(err, client.ErrNotFound):
+		return "not_found"
+	case errors.Is(err, client.ErrNotRunning):
+		return "not_running"
+	case errors.Is(err, client.ErrUnauthenticated):
+		return "unauthenticated"
+	case errors.Is(err, client.ErrDisconnected):
+		return "disconnected"
+	case errors.As(err, &ee) && ee.code == 2:
+		return "usage"
+	}
+	return "error"
 }

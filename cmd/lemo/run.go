@@ -113,13 +113,18 @@ func (f *approvalFlag) Set(pattern string) error {
 	return nil
 }
 
+// taskEndError is a Task that failed or was cancelled while followed.
+type taskEndError struct{ code, msg string }
+
+func (e *taskEndError) Error() string { return e.msg }
+
 // exitFor turns how a Task stopped into the command's result.
 func exitFor(m *api.TaskMeta, stderr io.Writer) error {
 	switch m.GetStatus() {
 	case api.TaskStatus_TASK_STATUS_FAILED:
-		return fmt.Errorf("task %s failed: %s", m.GetTaskId(), m.GetStatusDetail())
+		return &taskEndError{code: "task_failed", msg: fmt.Sprintf("task %s failed: %s", m.GetTaskId(), m.GetStatusDetail())}
 	case api.TaskStatus_TASK_STATUS_CANCELLED:
-		return fmt.Errorf("task %s was cancelled", m.GetTaskId())
+		return &taskEndError{code: "task_cancelled", msg: fmt.Sprintf("task %s was cancelled", m.GetTaskId())}
 	case api.TaskStatus_TASK_STATUS_PAUSED:
 		fmt.Fprintf(stderr, "task %s is paused (%s); continue it with: lemo continue %s\n", m.GetTaskId(), m.GetStatusDetail(), m.GetTaskId())
 	}

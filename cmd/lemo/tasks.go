@@ -304,7 +304,7 @@ func resolve(ctx context.Context, cmd string, args []string, stdout, stderr io.W
 	m, err := c.Resolve(ctx, pos[0], approve, *reason)
 	if err != nil {
 		if errorsIsNotFound(err) {
-			return fmt.Errorf("unknown approval %s (answered, timed out, cancelled, or not one this token may see)", pos[0])
+			return &notFound{msg: fmt.Sprintf("unknown approval %s (answered, timed out, cancelled, or not one this token may see)", pos[0])}
 		}
 		return err
 	}
