@@ -288,3 +288,51 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// The prompt shows what is decided on: a write's content (bounded, m shows
+// the rest) in the Task's folder; "n REASON" denies with that reason, which
+// the history records. lemo approvals lists the tool and a summary.
+func TestRunPromptShowsWhatIsDecided(t *testing.T) {
+	tmux := needTmux(t)
+	data := filepath.Join(t.TempDir(), "data")
+	d := serveRemote(t, data)
+	c := d.connect(t, "")
+	var content strings.Builder
+	for i := 1; i <= 25; i++ {
+		fmt.Fprintf(&content, "row %02d\n", i)
+	}
+	args := fmt.Sprintf(`files.write {"path":"notes.txt","content":%q}`, content.String())
+	script := fmt.Sprintf("%s run --model fake/call --ask files.write '%s'; sleep 600", lemoBin, args)
+	term := newTerminal(t, tmux, []string{"LEMO_DATA=" + data}, "sh", "-c", script)
+	if out, err := term.run("resize-window", "-t", "e2e", "-x", "250", "-y", "60"); err != nil {
+		t.Fatalf("tmux resize-window: %v\n%s", err, out)
+	}
+	screen := term.waitFor("? [y/N/s=skip]", "m shows all")
+	id := runScreenID(t, screen)
+	if !strings.Contains(screen, "│ row 20") || strings.Contains(screen, "│ row 21") || !strings.Contains(screen, "5 more line(s)") ||
+		!strings.Contains(screen, filepath.Join(data, "workspaces", id, "notes.txt")) {
+		t.Fatalf("the prompt does not show the bounded content in the Task's folder; screen:\n%s", screen)
+	}
+	out, code := cli(t, data, "approvals")
+	if code != 0 || !strings.Contains(out, "TOOL") || !strings.Contains(out, "SUMMARY") || !strings.Contains(out, "files.write") || !strings.Contains(out, "write notes.txt") {
+		t.Fatalf("lemo approvals: exit %d\n%s", code, out)
+	}
+	term.keys("m", "Enter")
+	term.waitFor("│ row 25")
+	term.keys("n not in my notes", "Enter")
+	eventually(t, 30*time.Second, func() error {
+		evs, err := c.ReadHistory(context.Background(), id, 1)
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs {
+			if r := ev.GetApprovalResolved(); r != nil {
+				if r.GetOutcome() != api.ApprovalOutcome_APPROVAL_OUTCOME_DENIED || r.GetReason() != "not in my notes" {
+					return fmt.Errorf("resolved %v", r)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("not decided yet")
+	})
+}

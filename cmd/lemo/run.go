@@ -188,7 +188,7 @@ func streamTask(ctx context.Context, c *client.Conn, stdout, stderr io.Writer, o
 		}
 	}
 	caughtUp := false
-	p := &prompter{out: out}
+	p := &prompter{out: out, workspace: meta.GetWorkspace()}
 	done := func() bool {
 		if !caughtUp || meta == nil {
 			return false
@@ -299,6 +299,13 @@ func (p *promptWriter) prompt(format string, args ...any) {
 // approvals, one at a time, in the order they were requested.
 type prompter struct {
 	out *promptWriter
+	// workspace is the Task's folder; calls are the tool and arguments of
+	// each call recorded, for the details shown with a prompt.
+	workspace string
+	calls     map[string]*api.ToolCallRecorded
+	// detailed holds the approvals whose details were shown, and whether
+	// lines were left out (m shows them).
+	detailed map[string]bool
 	// pending are the approvals not yet decided; pending[0] is the one
 	// asked (or to be asked).
 	pending []*api.ApprovalRequested
@@ -306,8 +313,18 @@ type prompter struct {
 	asked string
 }
 
-// event takes note of approvals requested and decided.
+// event takes note of approvals requested and decided, the calls they
+// are for and the Task's folder.
 func (p *prompter) event(ev *api.Event) {
+	if c := ev.GetTaskCreated(); c != nil {
+		p.workspace = c.GetWorkspace()
+	}
+	if c := ev.GetToolCallRecorded(); c != nil {
+		if p.calls == nil {
+			p.calls = make(map[string]*api.ToolCallRecorded)
+		}
+		p.calls[c.GetCallId()] = c
+	}
 	if a := ev.GetApprovalRequested(); a != nil {
 		p.pending = append(p.pending, a)
 	}
@@ -333,7 +350,37 @@ func (p *prompter) ask() {
 	}
 	a := p.pending[0]
 	p.asked = a.GetApprovalId()
-	p.out.prompt("approve %s? [y/N/s=skip] ", a.GetApprovalId())
+	more, shown := p.detailed[a.GetApprovalId()]
+	if !shown {
+		if p.detailed == nil {
+			p.detailed = make(map[string]bool)
+		}
+		more = p.detail(a, approvalLines)
+		p.detailed[a.GetApprovalId()] = more
+	}
+	hint := "n REASON denies with a reason"
+	if more {
+		hint = "m shows all, " + hint
+	}
+	p.out.prompt("approve %s? [y/N/s=skip] (%s) ", a.GetApprovalId(), hint)
+}
+
+// detail shows what the approval is for, at most limit lines (0: all);
+// it reports whether it left lines out.
+func (p *prompter) detail(a *api.ApprovalRequested, limit int) bool {
+	c := p.calls[a.GetCallId()]
+	if c == nil {
+		return false
+	}
+	tool := c.GetTool()
+	if tool == "" {
+		tool = a.GetTool()
+	}
+	lines, more := approvalDetail(tool, c.GetArguments(), p.workspace, limit)
+	for _, l := range lines {
+		fmt.Fprintln(p.out, l)
+	}
+	return more
 }
 
 // close ends an open prompt's line.
@@ -362,15 +409,23 @@ func (p *prompter) answered(ctx context.Context, c *client.Conn, line string) {
 		return // typed while nothing was asked
 	}
 	p.asked = ""
-	switch strings.ToLower(strings.TrimSpace(line)) {
-	case "y", "yes":
+	switch a := parseAnswer(line); {
+	case a.more:
+		for _, r := range p.pending {
+			if r.GetApprovalId() == id {
+				p.detail(r, 0)
+				p.detailed[id] = false
+			}
+		}
+		return // asked again
+	case a.approve:
 		if _, err := c.Resolve(ctx, id, true, ""); err != nil {
 			fmt.Fprintf(p.out, "lemo: approve: %v\n", err)
 		}
-	case "s", "skip":
+	case a.skip:
 		fmt.Fprintf(p.out, "left pending: lemo approve %s\n", id)
 	default:
-		if _, err := c.Resolve(ctx, id, false, "denied at the terminal"); err != nil {
+		if _, err := c.Resolve(ctx, id, false, a.reason); err != nil {
 			fmt.Fprintf(p.out, "lemo: deny: %v\n", err)
 		}
 	}

@@ -270,17 +270,65 @@ func listApprovals(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintln(stdout, "no pending approvals")
 		return nil
 	}
+	calls := approvalCalls(ctx, c, list)
+	var views *client.Views
+	if tl, err := c.Tools(ctx); err == nil {
+		views = client.NewViews(tl)
+	} else {
+		views = client.NewViews(nil)
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "APPROVAL\tTASK\tDEADLINE\tREASON")
+	fmt.Fprintln(tw, "APPROVAL\tTASK\tTOOL\tSUMMARY\tDEADLINE\tREASON")
 	for _, ev := range list {
 		a := ev.GetApprovalRequested()
 		deadline := "none"
 		if a.GetDeadline() != nil {
 			deadline = a.GetDeadline().AsTime().Local().Format(time.DateTime)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", a.GetApprovalId(), ev.GetTaskId(), deadline, clip(a.GetReason(), 80))
+		tool, summary := a.GetTool(), ""
+		if call := calls[a.GetApprovalId()]; call != nil {
+			if call.GetTool() != "" {
+				tool = call.GetTool()
+			}
+			summary = views.For(tool).Call(tool, call.GetArguments())
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.GetApprovalId(), ev.GetTaskId(), orText(tool, "-"), orText(clip(summary, 60), "-"), deadline, clip(a.GetReason(), 60))
 	}
 	return tw.Flush()
+}
+
+// approvalCalls finds the recorded call of each approval (by approval id)
+// in its Task's history, read once per Task; a history that cannot be
+// read leaves its approvals without a summary.
+func approvalCalls(ctx context.Context, c *client.Conn, list []*api.Event) map[string]*api.ToolCallRecorded {
+	byTask := map[string][]*api.ApprovalRequested{}
+	for _, ev := range list {
+		byTask[ev.GetTaskId()] = append(byTask[ev.GetTaskId()], ev.GetApprovalRequested())
+	}
+	out := make(map[string]*api.ToolCallRecorded, len(list))
+	for task, approvals := range byTask {
+		evs, err := c.ReadHistory(ctx, task, 1)
+		if err != nil {
+			continue
+		}
+		recorded := map[string]*api.ToolCallRecorded{}
+		for _, ev := range evs {
+			if r := ev.GetToolCallRecorded(); r != nil {
+				recorded[r.GetCallId()] = r
+			}
+		}
+		for _, a := range approvals {
+			out[a.GetApprovalId()] = recorded[a.GetCallId()]
+		}
+	}
+	return out
+}
+
+func orText(s, alt string) string {
+	if s == "" {
+		return alt
+	}
+	return s
 }
 
 // resolve implements lemo approve and lemo deny.
