@@ -136,3 +136,30 @@ func shortID(id string) string {
 	}
 	return "…" + id[len(id)-6:]
 }
+
+// filterRows keeps the rows whose label, Task id, kind or tool contains f
+// (ignoring case), and the rows above them in the tree so that each stays
+// in place; "" keeps every row.
+func filterRows(rows []row, f string) []row {
+	f = strings.ToLower(strings.TrimSpace(f))
+	if f == "" {
+		return rows
+	}
+	var kept []row
+	for i, r := range rows {
+		match := strings.Contains(strings.ToLower(r.label+" "+r.taskID+" "+r.kind+" "+r.tool), f)
+		if !match {
+			// An ancestor of a later match stays.
+			for _, later := range rows[i+1:] {
+				if strings.HasPrefix(later.key, r.key+"/") && strings.Contains(strings.ToLower(later.label+" "+later.taskID+" "+later.kind+" "+later.tool), f) {
+					match = true
+					break
+				}
+			}
+		}
+		if match {
+			kept = append(kept, r)
+		}
+	}
+	return kept
+}
