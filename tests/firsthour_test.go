@@ -15,6 +15,7 @@ import (
 
 	"lemo/api"
 	"lemo/client"
+	"lemo/providers/fake"
 )
 
 // A daemon that can run no Task says so at startup, with what to do (the
@@ -267,5 +268,19 @@ func TestJSONForScripts(t *testing.T) {
 	mustJSON(t, out, &v)
 	if code != 0 || v.Version == "" || v.APIProtocol < 1 {
 		t.Fatalf("lemo version --json: exit %d\n%s", code, out)
+	}
+}
+
+// A rate-limited model call is retried after the provider's Retry-After,
+// and lemo run says so meanwhile instead of showing nothing.
+func TestRateLimitRetryIsShown(t *testing.T) {
+	srv := fake.StartServer(t, fake.Options{Flavor: fake.FlavorOllama, Script: []fake.Scenario{
+		{Match: "BUSY", Status: 429, Headers: map[string]string{"Retry-After": "1"}, Times: 1},
+	}})
+	data := filepath.Join(t.TempDir(), "data")
+	launchDaemonEnv(t, lemoBin, data, []string{"LEMO_OLLAMA_BASE_URL=" + srv.URL()}).waitServing()
+	out, code := cli(t, data, "run", "-m", "ollama/qwen3:8b", "--tools", "none", "BUSY now")
+	if code != 0 || !strings.Contains(out, "rate limited, retrying in 1s") || !strings.Contains(out, "[finished") {
+		t.Fatalf("lemo run through a 429: exit %d, want the retry said and the Task finished:\n%s", code, out)
 	}
 }
