@@ -47,3 +47,30 @@ func TestStatusExpires(t *testing.T) {
 		t.Fatalf("the status stayed:\n%s", screen)
 	}
 }
+
+// o sorts the live Tasks by the next column; a full turn comes back to
+// newest first.
+func TestSortByColumn(t *testing.T) {
+	tm := newTestModel(t, fixture(), 80, 24)
+	order := func() []string {
+		var ids []string
+		for _, r := range tm.rows {
+			if r.kind == "task" && r.actor != nil {
+				ids = append(ids, r.taskID)
+			}
+		}
+		return ids
+	}
+	// taskA's id sorts after taskB's: it is the newer.
+	if got := order(); len(got) != 2 || got[0] != taskA {
+		t.Fatalf("default order %v, want newest (%s) first", got, taskA)
+	}
+	screen := tm.keys("o")
+	if got := order(); tm.sortBy != "STATE" || got[0] != taskB || !strings.Contains(screen, "sorted by STATE") {
+		t.Fatalf("sorted by %q: %v, want %s (awaiting_approval) first:\n%s", tm.sortBy, got, taskB, screen)
+	}
+	tm.keys("o", "o", "o", "o", "o")
+	if got := order(); tm.sortBy != "" || got[0] != taskA {
+		t.Fatalf("after a full turn: %q %v", tm.sortBy, got)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -160,11 +161,14 @@ type Model struct {
 	// is true while it is typed.
 	filter    string
 	filtering bool
-	notice    string
-	polling   bool
-	pollSoon  bool
-	lastPoll  time.Time
-	frameAt   time.Time // the last frame's time: the model's clock
+	// sortBy is the column the live Tasks are sorted by ("": newest
+	// first); o moves to the next.
+	sortBy   string
+	notice   string
+	polling  bool
+	pollSoon bool
+	lastPoll time.Time
+	frameAt  time.Time // the last frame's time: the model's clock
 
 	// Rendering: the frame is re-rendered only when something changed.
 	dirty   bool
@@ -354,7 +358,7 @@ func (m *Model) filterKey(k string) {
 }
 
 func (m *Model) rebuild() {
-	m.rows = filterRows(buildRows(m.tree, m.tasks), m.filter)
+	m.rows = filterRows(buildRows(m.tree, m.tasks, sortOrder(m.sortBy)), m.filter)
 	m.cursor = min(m.cursor, max(len(m.rows)-1, 0))
 	if m.selKey == "" {
 		return // the user has not chosen a row yet
@@ -460,6 +464,17 @@ func (m *Model) key(k string) tea.Cmd {
 		return tea.Quit
 	case "?":
 		m.help = true
+	case "o":
+		if m.pane == paneTree {
+			i := slices.Index(sortColumns, m.sortBy)
+			m.sortBy = sortColumns[(i+1)%len(sortColumns)]
+			m.rebuild()
+			if m.sortBy == "" {
+				m.setStatus(false, "tasks: newest first")
+			} else {
+				m.setStatus(false, "tasks sorted by %s (o: the next column)", m.sortBy)
+			}
+		}
 	case "/":
 		if m.pane == paneTree {
 			m.filtering, m.filter = true, ""

@@ -142,6 +142,7 @@ func (m *Model) helpLines() []string {
 		"  Enter or Tab              open the selected Task (Esc or Tab: back to the tree)",
 		"  [ and ]                   the newer / older Task (in the Task pane)",
 		"  /                         filter the tree (Enter keeps the filter, Esc clears it)",
+		"  o                         sort the Tasks by the next column (STATE, FOR, MBOX, MSGS, RST)",
 		"  i                         show what each Cycle's model saw in detail",
 		"  p  c  x                   pause, continue, cancel the Task",
 		"  a  d                      approve, deny its first pending approval",
