@@ -292,7 +292,7 @@ func listApprovals(ctx context.Context, args []string, stdout, stderr io.Writer)
 			}
 			summary = views.For(tool).Call(tool, call.GetArguments())
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.GetApprovalId(), ev.GetTaskId(), orText(tool, "-"), orText(clip(summary, 60), "-"), deadline, clip(a.GetReason(), 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.GetApprovalId(), ev.GetTaskId(), orText(tool, "-"), orText(clip(summary, 60), "-"), deadline, clip(a.GetReason(), 80))
 	}
 	return tw.Flush()
 }
