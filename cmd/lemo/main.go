@@ -71,6 +71,7 @@ Usage:
   lemo tools                                list the tools and their Views
   lemo models                               list the models of every provider
   lemo version                              print version information
+  lemo certs [--hosts H1,H2] [--name NAME]  make a CA and TLS certificates (remote clients)
 
 Client commands find a local daemon through its data folder (--data, else
 $LEMO_DATA, else ./lemo-data); --addr and --token (or LEMO_ADDR, LEMO_TOKEN)
@@ -91,6 +92,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return serve(ctx, args[1:], stdout, stderr)
 	case "version":
 		return version(args[1:], stdout)
+	case "certs":
+		return certs(args[1:], stdout, stderr)
 	case "doctor":
 		return doctor(ctx, args[1:], stdout, stderr)
 	case "run":
