@@ -61,3 +61,28 @@ func TestValidateListenPort(t *testing.T) {
 		}
 	}
 }
+
+// With TLS a daemon may listen beyond the loopback, but not on every
+// interface at once: clients address it by the address they dial.
+func TestValidateListenUnspecified(t *testing.T) {
+	for _, tc := range []struct {
+		listen string
+		ok     bool
+	}{
+		{"0.0.0.0:7465", false},
+		{"[::]:7465", false},
+		{":7465", false},
+		{"192.0.2.10:7465", true},
+		{"lemo.example:7465", true},
+	} {
+		c := Default()
+		c.Listen, c.TLS.Cert, c.TLS.Key = tc.listen, "/c.pem", "/k.pem"
+		errs := c.Validate()
+		if (len(errs) == 0) != tc.ok {
+			t.Errorf("listen %q with TLS: %v, want ok %v", tc.listen, errs, tc.ok)
+		}
+		if !tc.ok && !strings.Contains(Join(errs).Error(), "listen on that one") {
+			t.Errorf("listen %q: %v", tc.listen, errs)
+		}
+	}
+}

@@ -40,6 +40,11 @@ func (c *Config) Validate() []error {
 		add("listen", "%q: port %s: want a number from 0 to 65535 (0: any free port)", c.Listen, port)
 	case !isLoopback(host) && (c.TLS.Cert == "" || c.TLS.Key == ""):
 		add("listen", "%q is not a loopback address: set tls.cert and tls.key to listen on it", c.Listen)
+	case host == "" || net.ParseIP(host).IsUnspecified():
+		// protoactor remote takes the listen address as the daemon's own:
+		// a message a client addresses to host:port (what it dialled)
+		// would be sent on to "another" daemon, itself, and fail.
+		add("listen", "%q: an unspecified address (every interface) cannot be used: clients address the daemon by the address they dial, so listen on that one (the machine's IP address or name)", c.Listen)
 	}
 	if (c.TLS.Cert == "") != (c.TLS.Key == "") {
 		add("tls", "cert and key must be set together")
