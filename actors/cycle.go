@@ -118,8 +118,11 @@ func (c *cycleActor) run(ctx context.Context, sys *actor.ActorSystem) (res *cycl
 	}
 	resp, err := model.Stream(ctx, req, func(d providers.Delta) {
 		kind := api.DeltaKind_DELTA_KIND_TEXT
-		if d.Kind == providers.DeltaReasoning {
+		switch d.Kind {
+		case providers.DeltaReasoning:
 			kind = api.DeltaKind_DELTA_KIND_REASONING
+		case providers.DeltaNotice:
+			kind = api.DeltaKind_DELTA_KIND_NOTICE
 		}
 		c.delta(sys, &api.Delta{Kind: kind, Text: d.Text, AfterSeq: after})
 	})

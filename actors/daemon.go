@@ -661,6 +661,37 @@ func (d *Daemon) Task(ctx context.Context, c Caller, taskID string) (*api.TaskMe
 	return m, err
 }
 
+// FindTask returns the metadata of the Task the caller may see whose id
+// is idOrPart, or begins or ends with it (as the console's short ids do);
+// ErrNotFound when none does, ErrInvalid listing the matches when more
+// than one does. Another owner's Tasks are never matched.
+func (d *Daemon) FindTask(ctx context.Context, c Caller, idOrPart string) (*api.TaskMeta, error) {
+	m, err := d.Task(ctx, c, idOrPart)
+	if !errors.Is(err, ErrNotFound) {
+		return m, err
+	}
+	owner := c.Owner
+	if c.Operator {
+		owner = ""
+	}
+	const shown = 5
+	ids, more, ferr := d.env.deps.Store.FindTasks(owner, idOrPart, shown)
+	if ferr != nil {
+		return nil, ferr
+	}
+	switch {
+	case len(ids) == 0:
+		return nil, fmt.Errorf("%w: no task id is, begins or ends with %s", ErrNotFound, idOrPart)
+	case len(ids) > 1:
+		list := strings.Join(ids, ", ")
+		if more {
+			list += ", ..."
+		}
+		return nil, fmt.Errorf("%w: %s names more than one task (%s): give more of the id", ErrInvalid, idOrPart, list)
+	}
+	return d.Task(ctx, c, ids[0])
+}
+
 // ListTasks lists the Tasks the caller may see, newest first.
 func (d *Daemon) ListTasks(ctx context.Context, c Caller, before string, limit int) ([]*api.TaskMeta, string, error) {
 	o := persistence.ListOptions{Before: before, Limit: limit}

@@ -457,6 +457,9 @@ const (
 	DeltaKind_DELTA_KIND_TOOL_OUTPUT DeltaKind = 4
 	// A Cycle assembled its input (summary in input).
 	DeltaKind_DELTA_KIND_INPUT DeltaKind = 5
+	// A passing notice about the Cycle's model call, not part of the answer
+	// (text): a rate-limited call waiting to be retried.
+	DeltaKind_DELTA_KIND_NOTICE DeltaKind = 6
 )
 
 // Enum value maps for DeltaKind.
@@ -468,6 +471,7 @@ var (
 		3: "DELTA_KIND_TOOL_STATE",
 		4: "DELTA_KIND_TOOL_OUTPUT",
 		5: "DELTA_KIND_INPUT",
+		6: "DELTA_KIND_NOTICE",
 	}
 	DeltaKind_value = map[string]int32{
 		"DELTA_KIND_UNSPECIFIED": 0,
@@ -476,6 +480,7 @@ var (
 		"DELTA_KIND_TOOL_STATE":  3,
 		"DELTA_KIND_TOOL_OUTPUT": 4,
 		"DELTA_KIND_INPUT":       5,
+		"DELTA_KIND_NOTICE":      6,
 	}
 )
 
@@ -2764,14 +2769,15 @@ const file_lemo_proto_rawDesc = "" +
 	"\x19FAILURE_SCOPE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13FAILURE_SCOPE_CYCLE\x10\x01\x12\x16\n" +
 	"\x12FAILURE_SCOPE_TOOL\x10\x02\x12\x16\n" +
-	"\x12FAILURE_SCOPE_TASK\x10\x03*\xa3\x01\n" +
+	"\x12FAILURE_SCOPE_TASK\x10\x03*\xba\x01\n" +
 	"\tDeltaKind\x12\x1a\n" +
 	"\x16DELTA_KIND_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fDELTA_KIND_TEXT\x10\x01\x12\x18\n" +
 	"\x14DELTA_KIND_REASONING\x10\x02\x12\x19\n" +
 	"\x15DELTA_KIND_TOOL_STATE\x10\x03\x12\x1a\n" +
 	"\x16DELTA_KIND_TOOL_OUTPUT\x10\x04\x12\x14\n" +
-	"\x10DELTA_KIND_INPUT\x10\x05B\x0eZ\flemo/api;apib\x06proto3"
+	"\x10DELTA_KIND_INPUT\x10\x05\x12\x15\n" +
+	"\x11DELTA_KIND_NOTICE\x10\x06B\x0eZ\flemo/api;apib\x06proto3"
 
 var (
 	file_lemo_proto_rawDescOnce sync.Once

@@ -62,18 +62,23 @@ func (c *Config) LoadYAML(name string, data []byte) []error {
 	}
 	doc := root.Content[0]
 	var problems []error
-	walkNode(doc, reflect.TypeOf(*c), "", name, &problems)
+	typed := map[int]bool{}
+	walkNode(doc, reflect.TypeOf(*c), "", name, &problems, typed)
 	// Decoding ignores unknown keys, so the known ones still apply and
 	// Validate can report their problems in the same run.
 	if err := doc.Decode(c); err != nil {
-		problems = append(problems, Problem{Where: name, What: typeErrors(err)})
+		// Only the type errors walkNode did not already report with
+		// their key paths (values inside lists and maps).
+		if what := typeErrors(err, typed); what != "" {
+			problems = append(problems, Problem{Where: name, What: what})
+		}
 	}
 	return problems
 }
 
 // walkNode reports unknown keys and non-mapping values where a section is
 // expected, with their paths and lines.
-func walkNode(n *yaml.Node, t reflect.Type, path, file string, problems *[]error) {
+func walkNode(n *yaml.Node, t reflect.Type, path, file string, problems *[]error, typed map[int]bool) {
 	if t.Kind() != reflect.Struct {
 		return
 	}
@@ -92,8 +97,41 @@ func walkNode(n *yaml.Node, t reflect.Type, path, file string, problems *[]error
 			*problems = append(*problems, Problem{Where: where(file, p, k), What: "unknown key; accepted here: " + strings.Join(keysOf(t), ", ")})
 			continue
 		}
-		walkNode(v, f.Type, p, file, problems)
+		if f.Type.Kind() != reflect.Struct && v.Kind == yaml.ScalarNode && v.Tag != "!!null" {
+			// A value of the wrong type, reported with its key path (the
+			// decoder's own message names only the line).
+			if err := v.Decode(reflect.New(f.Type).Interface()); err != nil {
+				*problems = append(*problems, Problem{Where: where(file, p, v), What: "want " + typeWord(f.Type) + ", got " + strconv.Quote(v.Value)})
+				typed[v.Line] = true
+				continue
+			}
+		}
+		walkNode(v, f.Type, p, file, problems, typed)
 	}
+}
+
+// typeWord names a configuration value's type as people read it.
+func typeWord(t reflect.Type) string {
+	if t == reflect.TypeOf(time.Duration(0)) {
+		return "a duration such as 30s or 5m"
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "a whole number"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number of at least 0"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice:
+		return "a list"
+	case reflect.Map:
+		return "a section of keys"
+	}
+	return t.String()
 }
 
 func where(file, path string, n *yaml.Node) string {
@@ -103,12 +141,22 @@ func where(file, path string, n *yaml.Node) string {
 	return fmt.Sprintf("%s:%d: %s", file, n.Line, path)
 }
 
-func typeErrors(err error) string {
+// typeErrors is the decoder's message without the lines already reported
+// (skip).
+func typeErrors(err error, skip map[int]bool) string {
 	var te *yaml.TypeError
-	if errors.As(err, &te) {
-		return strings.Join(te.Errors, "; ")
+	if !errors.As(err, &te) {
+		return err.Error()
 	}
-	return err.Error()
+	var out []string
+	for _, e := range te.Errors {
+		var line int
+		if _, serr := fmt.Sscanf(e, "line %d:", &line); serr == nil && skip[line] {
+			continue
+		}
+		out = append(out, e)
+	}
+	return strings.Join(out, "; ")
 }
 
 func join(path, key string) string {
@@ -268,7 +316,11 @@ func (c *Config) ApplyEnv(environ []string) []error {
 		k, ok := byEnv[name]
 		if !ok {
 			if !clientVariables[name] {
-				problems = append(problems, Problem{Where: name, What: "unknown LEMO_ variable; see the configuration table in the README for the accepted ones"})
+				what := "unknown LEMO_ variable; see the configuration table in the README for the accepted ones"
+				if near := closest(name, envNames(keys)); near != "" {
+					what = "unknown LEMO_ variable; did you mean " + near + "? (the configuration table in the README lists the accepted ones)"
+				}
+				problems = append(problems, Problem{Where: name, What: what})
 			}
 			continue
 		}
@@ -364,4 +416,50 @@ func Table() string {
 		fmt.Fprintf(&b, "| `%s` | `%s` | | | conventional variable, read too |\n", cv[1], cv[0])
 	}
 	return b.String()
+}
+
+func envNames(keys []Key) []string {
+	names := make([]string, 0, len(keys)+len(clientVariables))
+	for _, k := range keys {
+		names = append(names, k.Env)
+	}
+	for n := range clientVariables {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// closest returns the candidate nearest to name (by edit distance) when it
+// is near enough to be a typo (at most a third of name's length apart),
+// else "".
+func closest(name string, candidates []string) string {
+	best, bestD := "", len(name)/3+1
+	for _, c := range candidates {
+		if d := editDistance(name, c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }

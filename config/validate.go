@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,8 +36,15 @@ func (c *Config) Validate() []error {
 		add("listen", "%q: want host:port, for example 127.0.0.1:7465", c.Listen)
 	case port == "":
 		add("listen", "%q: missing port", c.Listen)
+	case !validPort(port):
+		add("listen", "%q: port %s: want a number from 0 to 65535 (0: any free port)", c.Listen, port)
 	case !isLoopback(host) && (c.TLS.Cert == "" || c.TLS.Key == ""):
 		add("listen", "%q is not a loopback address: set tls.cert and tls.key to listen on it", c.Listen)
+	case host == "" || net.ParseIP(host).IsUnspecified():
+		// protoactor remote takes the listen address as the daemon's own:
+		// a message a client addresses to host:port (what it dialled)
+		// would be sent on to "another" daemon, itself, and fail.
+		add("listen", "%q: an unspecified address (every interface) cannot be used: clients address the daemon by the address they dial, so listen on that one (the machine's IP address or name)", c.Listen)
 	}
 	if (c.TLS.Cert == "") != (c.TLS.Key == "") {
 		add("tls", "cert and key must be set together")
@@ -120,6 +128,11 @@ func (p *Providers) All() map[string]*Provider {
 		"ollama": &p.Ollama, "ollama_cloud": &p.OllamaCloud, "openrouter": &p.OpenRouter,
 		"nvidia": &p.NVIDIA, "zen": &p.Zen, "openai": &p.OpenAI,
 	}
+}
+
+func validPort(port string) bool {
+	n, err := strconv.Atoi(port)
+	return err == nil && n >= 0 && n <= 65535
 }
 
 func isLoopback(host string) bool {

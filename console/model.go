@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -155,6 +156,14 @@ type Model struct {
 	confirm  *action
 	status   string
 	isErr    bool
+	statusAt time.Time // when status was set (the model's clock); it expires
+	// filter narrows the tree to the rows that contain it (/); filtering
+	// is true while it is typed.
+	filter    string
+	filtering bool
+	// sortBy is the column the live Tasks are sorted by ("": newest
+	// first); o moves to the next.
+	sortBy   string
 	notice   string
 	polling  bool
 	pollSoon bool
@@ -238,6 +247,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 // it is time, and schedules the next frame.
 func (m *Model) onFrame(now time.Time) tea.Cmd {
 	m.frameAt = now
+	if m.status != "" && m.confirm == nil && statusExpired(m.statusAt, now, m.isErr) {
+		m.status, m.dirty = "", true
+	}
 	if m.drain() > 0 {
 		m.dirty = true
 	}
@@ -324,8 +336,29 @@ func (m *Model) onPoll(p pollMsg) {
 }
 
 // rebuild lays the tree out again, keeping the selection on the same row.
+// filterKey edits the filter being typed: Enter keeps it, Esc drops it.
+func (m *Model) filterKey(k string) {
+	switch k {
+	case "enter":
+		m.filtering = false
+	case "esc":
+		m.filtering, m.filter = false, ""
+	case "backspace":
+		if r := []rune(m.filter); len(r) > 0 {
+			m.filter = string(r[:len(r)-1])
+		}
+	case "ctrl+c":
+		m.filtering = false
+	default:
+		if r := []rune(k); len(r) == 1 && r[0] >= ' ' {
+			m.filter += k
+		}
+	}
+	m.rebuild()
+}
+
 func (m *Model) rebuild() {
-	m.rows = buildRows(m.tree, m.tasks)
+	m.rows = filterRows(buildRows(m.tree, m.tasks, sortOrder(m.sortBy)), m.filter)
 	m.cursor = min(m.cursor, max(len(m.rows)-1, 0))
 	if m.selKey == "" {
 		return // the user has not chosen a row yet
@@ -386,7 +419,20 @@ func (m *Model) loadHistory(id string) tea.Cmd {
 }
 
 func (m *Model) setStatus(isErr bool, format string, args ...any) {
-	m.status, m.isErr = fmt.Sprintf(format, args...), isErr
+	m.status, m.isErr, m.statusAt = fmt.Sprintf(format, args...), isErr, m.frameAt
+}
+
+// statusTTL is how long a status message stays (errors twice as long).
+const statusTTL = 5 * time.Second
+
+// statusExpired reports whether the status message set at "at" has been
+// shown long enough at now.
+func statusExpired(at, now time.Time, isErr bool) bool {
+	ttl := statusTTL
+	if isErr {
+		ttl *= 2
+	}
+	return now.Sub(at) >= ttl
 }
 
 // key handles a key press.
@@ -402,16 +448,38 @@ func (m *Model) key(k string) tea.Cmd {
 		return nil
 	}
 	if m.help {
+		// Any key closes the help, and does only that.
 		m.help = false
-		if k == "?" || k == "esc" {
-			return nil
+		if k == "ctrl+c" {
+			return tea.Quit
 		}
+		return nil
+	}
+	if m.filtering {
+		m.filterKey(k)
+		return nil
 	}
 	switch k {
 	case "ctrl+c", "q":
 		return tea.Quit
 	case "?":
 		m.help = true
+	case "o":
+		if m.pane == paneTree {
+			i := slices.Index(sortColumns, m.sortBy)
+			m.sortBy = sortColumns[(i+1)%len(sortColumns)]
+			m.rebuild()
+			if m.sortBy == "" {
+				m.setStatus(false, "tasks: newest first")
+			} else {
+				m.setStatus(false, "tasks sorted by %s (o: the next column)", m.sortBy)
+			}
+		}
+	case "/":
+		if m.pane == paneTree {
+			m.filtering, m.filter = true, ""
+			m.rebuild()
+		}
 	case "S":
 		return m.openSessions()
 	case "tab":
@@ -426,6 +494,10 @@ func (m *Model) key(k string) tea.Cmd {
 	case "esc":
 		if m.pane == paneTask {
 			m.status = ""
+		}
+		if m.pane == paneTree && m.filter != "" {
+			m.filter = ""
+			m.rebuild()
 		}
 		m.pane = paneTree
 	case "enter":

@@ -8,6 +8,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"lemo/api"
+	"lemo/prompt"
 )
 
 func sortStrings(s []string) { sort.Strings(s) }
@@ -141,6 +142,15 @@ func (m *Model) cycleLines(c *api.CycleFinished, w int) []string {
 	return out
 }
 
+// ceilingWhy says which share of the window the ceiling is, so that its
+// jump after the Task's first response is no surprise.
+func ceilingWhy(afterFirstResponse bool) string {
+	if afterFirstResponse {
+		return fmt.Sprintf("%d%% of the window after the first response", prompt.AfterResponsePercent)
+	}
+	return fmt.Sprintf("%d%% of the window until the first response, then %d%%", prompt.FirstResponsePercent, prompt.AfterResponsePercent)
+}
+
 // inputText summarises a Cycle's assembled input.
 func inputText(in *api.InputSummary) string {
 	var parts []string
@@ -155,7 +165,7 @@ func inputText(in *api.InputSummary) string {
 	if len(parts) > 0 {
 		s += " (" + strings.Join(parts, ", ") + ")"
 	}
-	s += fmt.Sprintf(" of ceiling %d, window %s", in.GetCeilingTokens(), window)
+	s += fmt.Sprintf(" of ceiling %d (%s), window %s", in.GetCeilingTokens(), ceilingWhy(in.GetAfterFirstResponse()), window)
 	if n := len(in.GetExcerpts()); n > 0 {
 		s += fmt.Sprintf(" · %d excerpted", n)
 	}

@@ -49,10 +49,16 @@ func rowPath(id string) (taskID, callID string) {
 // them (parents first), with the dormant Tasks under the task manager
 // after the live ones, newest first. Without a tree (a token that may not
 // inspect) the rows are the Tasks alone.
-func buildRows(tree *api.ActorTree, tasks map[string]*taskState) []row {
+//
+// before, when set, orders the live Tasks (a column's sort, sortOrder).
+func buildRows(tree *api.ActorTree, tasks map[string]*taskState, before ...func(a, b *api.ActorInfo) bool) []row {
 	type node struct {
 		row
 		children []*node
+	}
+	less := func(a, b *api.ActorInfo) bool { return false }
+	if len(before) > 0 && before[0] != nil {
+		less = before[0]
 	}
 	byID := map[string]*node{}
 	var roots []*node
@@ -77,8 +83,10 @@ func buildRows(tree *api.ActorTree, tasks map[string]*taskState) []row {
 		}
 	}
 	if p := byID[tasksPath]; p != nil {
-		// Newest Task first, as everywhere else.
+		// Newest Task first, as everywhere else, unless sorted by a
+		// column (sortTasks).
 		sort.SliceStable(p.children, func(i, j int) bool { return p.children[i].taskID > p.children[j].taskID })
+		sort.SliceStable(p.children, func(i, j int) bool { return less(p.children[i].actor, p.children[j].actor) })
 	}
 	var dormant []string
 	for id := range tasks {
@@ -135,4 +143,55 @@ func shortID(id string) string {
 		return id
 	}
 	return "…" + id[len(id)-6:]
+}
+
+// filterRows keeps the rows whose label, Task id, kind or tool contains f
+// (ignoring case), and the rows above them in the tree so that each stays
+// in place; "" keeps every row.
+func filterRows(rows []row, f string) []row {
+	f = strings.ToLower(strings.TrimSpace(f))
+	if f == "" {
+		return rows
+	}
+	var kept []row
+	for i, r := range rows {
+		match := strings.Contains(strings.ToLower(r.label+" "+r.taskID+" "+r.kind+" "+r.tool), f)
+		if !match {
+			// An ancestor of a later match stays.
+			for _, later := range rows[i+1:] {
+				if strings.HasPrefix(later.key, r.key+"/") && strings.Contains(strings.ToLower(later.label+" "+later.taskID+" "+later.kind+" "+later.tool), f) {
+					match = true
+					break
+				}
+			}
+		}
+		if match {
+			kept = append(kept, r)
+		}
+	}
+	return kept
+}
+
+// sortColumns are the tree's columns the live Tasks can be sorted by (o
+// cycles through them; "" is the default, newest first).
+var sortColumns = []string{"", "STATE", "FOR", "MBOX", "MSGS", "RST"}
+
+// sortOrder returns the order of a column: largest (longest in state)
+// first, states by name; nil for the default.
+func sortOrder(column string) func(a, b *api.ActorInfo) bool {
+	switch column {
+	case "STATE":
+		return func(a, b *api.ActorInfo) bool { return a.GetState() < b.GetState() }
+	case "FOR":
+		return func(a, b *api.ActorInfo) bool {
+			return a.GetStateSince().AsTime().Before(b.GetStateSince().AsTime())
+		}
+	case "MBOX":
+		return func(a, b *api.ActorInfo) bool { return a.GetMailbox() > b.GetMailbox() }
+	case "MSGS":
+		return func(a, b *api.ActorInfo) bool { return a.GetProcessed() > b.GetProcessed() }
+	case "RST":
+		return func(a, b *api.ActorInfo) bool { return a.GetRestarts() > b.GetRestarts() }
+	}
+	return nil
 }

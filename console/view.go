@@ -104,12 +104,16 @@ func (m *Model) statusLine() string {
 	switch {
 	case m.confirm != nil:
 		return m.st.warn.Render(capFirst(m.confirm.prompt) + "? [y/N]")
+	case m.filtering:
+		return m.st.warn.Render("/" + m.filter + "▏ (Enter keeps it, Esc drops it)")
 	case m.status != "" && m.isErr:
 		return m.st.err.Render(m.status)
 	case m.status != "":
 		return m.st.ok.Render(m.status)
 	case m.notice != "":
 		return m.st.warn.Render("reconnecting: " + m.notice)
+	case m.filter != "" && m.pane == paneTree:
+		return m.st.ok.Render(fmt.Sprintf("filter %q: %d rows (/ changes it, Esc clears it)", m.filter, len(m.rows)))
 	}
 	return ""
 }
@@ -137,6 +141,8 @@ func (m *Model) helpLines() []string {
 		"  ↑/↓ k/j, PgUp/PgDn, g/G   move in the tree, scroll the transcript",
 		"  Enter or Tab              open the selected Task (Esc or Tab: back to the tree)",
 		"  [ and ]                   the newer / older Task (in the Task pane)",
+		"  /                         filter the tree (Enter keeps the filter, Esc clears it)",
+		"  o                         sort the Tasks by the next column (STATE, FOR, MBOX, MSGS, RST)",
 		"  i                         show what each Cycle's model saw in detail",
 		"  p  c  x                   pause, continue, cancel the Task",
 		"  a  d                      approve, deny its first pending approval",

@@ -80,16 +80,50 @@ func isTerminal(w io.Writer) bool {
 
 // Slog adapts log into a *slog.Logger whose records carry lib=<lib>.
 // Attributes named "message" are renamed "detail" so they never collide with
-// zerolog's message field.
+// zerolog's message field. The library's lines are logged one level lower
+// (see LibLevel): at the default level only its warnings and errors show.
 func Slog(log zerolog.Logger, lib string) *slog.Logger {
 	h := zerolog.NewSlogHandler(log.With().Str("lib", lib).Logger())
 	return slog.New(renameHandler{h})
 }
 
+// LibLevel is the level a library's (protoactor's) line is logged at:
+// its informational lines, a few per client command, are debug (and its
+// debug lines trace); its warnings and errors stay, except the error a
+// client's normal disconnect produces (the connection's context was
+// cancelled), which is debug.
+func LibLevel(level slog.Level, msg, errText string) slog.Level {
+	switch {
+	case level >= slog.LevelWarn && strings.Contains(errText, "code = Canceled"):
+		return slog.LevelDebug
+	case level >= slog.LevelWarn:
+		return level
+	case level >= slog.LevelInfo:
+		return slog.LevelDebug
+	}
+	return slog.LevelDebug - 4
+}
+
 type renameHandler struct{ slog.Handler }
 
+func (h renameHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	// A warning may yet be demoted; that is known only from the record.
+	return h.Handler.Enabled(ctx, LibLevel(l, "", ""))
+}
+
 func (h renameHandler) Handle(ctx context.Context, r slog.Record) error {
-	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+	errText := ""
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "error" || a.Key == "err" {
+			errText = a.Value.String()
+		}
+		return true
+	})
+	level := LibLevel(r.Level, r.Message, errText)
+	if !h.Handler.Enabled(ctx, level) {
+		return nil
+	}
+	out := slog.NewRecord(r.Time, level, r.Message, r.PC)
 	r.Attrs(func(a slog.Attr) bool {
 		if a.Key == zerolog.MessageFieldName {
 			a.Key = "detail"

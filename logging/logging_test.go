@@ -2,6 +2,8 @@ package logging
 
 import (
 	"bytes"
+	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 )
@@ -39,5 +41,39 @@ func TestAdapters(t *testing.T) {
 	out = b.String()
 	if !strings.Contains(out, `"level":"debug","lib":"badger"`) || !strings.Contains(out, `"message":"opened 3 tables"`) || !strings.Contains(out, `"level":"error"`) {
 		t.Fatalf("printf lines = %s", out)
+	}
+}
+
+func TestLibLevel(t *testing.T) {
+	for _, tc := range []struct {
+		level   slog.Level
+		msg     string
+		errText string
+		want    slog.Level
+	}{
+		{slog.LevelInfo, "Started EndpointWriter. connecting", "", slog.LevelDebug},
+		{slog.LevelDebug, "anything", "", slog.LevelDebug - 4},
+		{slog.LevelWarn, "slow handler", "", slog.LevelWarn},
+		{slog.LevelError, "EndpointWriter lost connection", "rpc error: code = Canceled desc = grpc: the client connection is closing", slog.LevelDebug},
+		{slog.LevelError, "EndpointWriter lost connection", "rpc error: code = Unavailable desc = connection refused", slog.LevelError},
+	} {
+		if got := LibLevel(tc.level, tc.msg, tc.errText); got != tc.want {
+			t.Errorf("LibLevel(%v, %q, %q) = %v, want %v", tc.level, tc.msg, tc.errText, got, tc.want)
+		}
+	}
+}
+
+// At the default level (info) protoactor's informational lines and a
+// client's normal disconnect are not shown; its real errors are.
+func TestSlogQuietAtInfo(t *testing.T) {
+	var b bytes.Buffer
+	log, _ := New(&b, "info", FormatJSON)
+	l := Slog(log, "protoactor")
+	l.Info("Started EndpointWriter. connecting", "address", "127.0.0.1:1")
+	l.Error("EndpointWriter lost connection", "error", errors.New("rpc error: code = Canceled desc = grpc: the client connection is closing"))
+	l.Error("EndpointWriter lost connection", "error", errors.New("rpc error: code = Unavailable desc = refused"))
+	out := b.String()
+	if strings.Contains(out, "connecting") || strings.Contains(out, "Canceled") || !strings.Contains(out, "Unavailable") {
+		t.Fatalf("output at info = %s", out)
 	}
 }

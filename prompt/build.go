@@ -106,9 +106,14 @@ func (e *OverflowError) Error() string {
 	}
 	msg := fmt.Sprintf("the model's input needs at least %d tokens (%s) but only %d fit (%s)", e.Needed, strings.Join(parts, ", "), e.Available, window)
 	if fixed >= e.Available {
-		return msg + ": the instructions and tool definitions alone do not fit; use a model with a larger context window (for Ollama, raise providers.ollama.num_ctx), or offer fewer tools (lemo run --tools a,b)"
+		msg += ": the instructions and tool definitions alone do not fit; use a model with a larger context window (for Ollama, raise providers.ollama.num_ctx), or offer fewer tools (lemo run --tools a,b)"
+	} else {
+		msg += ": the conversation cannot be shortened enough; continue with a model with a larger context window (lemo continue <id> --model provider/model), or start a new Task with a shorter request"
 	}
-	return msg + ": the conversation cannot be shortened enough; continue with a model with a larger context window (lemo continue <id> --model provider/model), or start a new Task with a shorter request"
+	if hint := toolsHint(e.Sections); hint != "" {
+		msg += ". " + hint
+	}
+	return msg
 }
 
 // Overflow returns the error as recorded in history.

@@ -113,6 +113,9 @@ type DeltaKind int
 const (
 	DeltaText DeltaKind = iota + 1
 	DeltaReasoning
+	// DeltaNotice is a passing notice about the call, not part of the
+	// answer: a rate-limited call waiting to be retried (retry.Policy.Do).
+	DeltaNotice
 )
 
 // Delta is a streamed fragment of the answer.

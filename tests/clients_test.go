@@ -218,21 +218,21 @@ func TestClientsCLISuccessPaths(t *testing.T) {
 		})
 	}
 
-	// send --json reopens a finished Task and says so in JSON.
+	// send --json --no-follow reopens a finished Task and says so in JSON.
 	m, err := c.CreateTask(ctx, client.CreateTask{Request: "first", Model: "fake/echo"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := m.GetTaskId()
 	waitTask(t, c, id, "finished", statusIs(api.TaskStatus_TASK_STATUS_FINISHED))
-	out, code := cli(t, data, "send", "--json", id, "second")
+	out, code := cli(t, data, "send", "--json", "--no-follow", id, "second")
 	var sent struct {
 		TaskID  string `json:"task_id"`
 		Status  string `json:"status"`
-		LastSeq string `json:"last_seq"`
+		LastSeq uint64 `json:"last_seq"` // a number (docs/json.md)
 	}
 	mustJSON(t, out, &sent)
-	if code != 0 || sent.TaskID != id || sent.Status == api.TaskStatus_TASK_STATUS_FINISHED.String() || sent.LastSeq == "" {
+	if code != 0 || sent.TaskID != id || sent.Status == api.TaskStatus_TASK_STATUS_FINISHED.String() || sent.LastSeq == 0 {
 		t.Fatalf("lemo send --json: exit %d\n%s", code, out)
 	}
 	waitHistory(t, c, id, func(ev *api.Event) bool { return ev.GetAssistantMessage().GetText() == "echo: second" })
@@ -242,14 +242,14 @@ func TestClientsCLISuccessPaths(t *testing.T) {
 	var models struct {
 		Models []struct {
 			ID     string `json:"id"`
-			Window string `json:"window"`
+			Window uint64 `json:"window"` // a number (docs/json.md)
 			Tools  bool   `json:"tools"`
 		} `json:"models"`
 	}
 	mustJSON(t, out, &models)
 	found := map[string]bool{}
 	for _, m := range models.Models {
-		found[m.ID] = m.Window != ""
+		found[m.ID] = m.Window != 0
 	}
 	for _, want := range []string{"fake/echo", "fake/loop", "fake/shell", "fake/call", "fake/files", "fake/stream"} {
 		if !found[want] {

@@ -2,7 +2,9 @@ package tests
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +18,8 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"lemo/api"
 	"lemo/client"
@@ -187,10 +191,71 @@ func (s *stream) signal(sig syscall.Signal) { _ = s.cmd.Process.Signal(sig) }
 func parseUpdate(t testing.TB, line string) *api.Update {
 	t.Helper()
 	u := new(api.Update)
-	if err := protojson.Unmarshal([]byte(line), u); err != nil {
+	if err := unmarshalScriptJSON([]byte(line), u); err != nil {
 		t.Fatalf("not an update: %q: %v", line, err)
 	}
 	return u
+}
+
+// unmarshalScriptJSON decodes the CLI's --json (docs/json.md) into m: it
+// is protojson but for bytes fields, which hold their JSON as is unless
+// they are base64 strings.
+func unmarshalScriptJSON(b []byte, m proto.Message) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return err
+	}
+	out, err := json.Marshal(toProtoJSON(v, m.ProtoReflect().Descriptor()))
+	if err != nil {
+		return err
+	}
+	return protojson.Unmarshal(out, m)
+}
+
+func toProtoJSON(v any, md protoreflect.MessageDescriptor) any {
+	obj, ok := v.(map[string]any)
+	if !ok || strings.HasPrefix(string(md.FullName()), "google.protobuf.") {
+		return v
+	}
+	for k, fv := range obj {
+		fd := md.Fields().ByName(protoreflect.Name(k))
+		if fd == nil {
+			continue
+		}
+		switch {
+		case fd.IsList():
+			if arr, ok := fv.([]any); ok {
+				for i := range arr {
+					arr[i] = fieldToProtoJSON(arr[i], fd)
+				}
+			}
+		case fd.IsMap():
+			if mm, ok := fv.(map[string]any); ok {
+				for mk := range mm {
+					mm[mk] = fieldToProtoJSON(mm[mk], fd.MapValue())
+				}
+			}
+		default:
+			obj[k] = fieldToProtoJSON(fv, fd)
+		}
+	}
+	return obj
+}
+
+func fieldToProtoJSON(v any, fd protoreflect.FieldDescriptor) any {
+	switch fd.Kind() {
+	case protoreflect.MessageKind:
+		return toProtoJSON(v, fd.Message())
+	case protoreflect.BytesKind:
+		if _, isString := v.(string); isString {
+			return v // base64
+		}
+		raw, _ := json.Marshal(v)
+		return base64.StdEncoding.EncodeToString(raw)
+	}
+	return v
 }
 
 // waitTask polls until cond holds for the Task's metadata.

@@ -28,7 +28,7 @@ func (g *Gateway) execute(ctx context.Context, caller actors.Caller, req *api.Re
 			model = g.cfg.DefaultModel
 		}
 		if model == "" {
-			return errorResponse(invalid("no model given and the daemon has no default model (models.default)"))
+			return errorResponse(invalid("no model given and the daemon has no default model (models.default): pass --model provider/model (lemo models lists them); without a model server, start the daemon with LEMO_FAKE_ENABLED=true and use the demo models (--model fake/echo)"))
 		}
 		meta, err := d.CreateTask(ctx, caller, actors.CreateTask{Request: m.GetRequest(), Model: model, Tools: m.GetTools(), ToolsRestricted: m.GetToolsRestricted(), Workspace: m.GetWorkspace(), Approvals: m.GetApprovals()})
 		return taskResult(meta, err)
@@ -41,6 +41,9 @@ func (g *Gateway) execute(ctx context.Context, caller actors.Caller, req *api.Re
 	case *api.Request_Cancel:
 		return taskResult(d.Cancel(ctx, caller, c.Cancel.GetTaskId()))
 	case *api.Request_GetTask:
+		if f, ok := d.(TaskFinder); ok {
+			return taskResult(f.FindTask(ctx, caller, c.GetTask.GetTaskId()))
+		}
 		return taskResult(d.Task(ctx, caller, c.GetTask.GetTaskId()))
 	case *api.Request_ListTasks:
 		limit := int(c.ListTasks.GetLimit())
@@ -95,6 +98,12 @@ func (g *Gateway) execute(ctx context.Context, caller actors.Caller, req *api.Re
 		return g.delegateSessions(ctx, caller, c.ListDelegateSessions)
 	}
 	return errorResponse(invalid("unknown command"))
+}
+
+// TaskFinder is a Backend that also finds a Task by the beginning or end
+// of its id; GetTask uses it when the Backend is one.
+type TaskFinder interface {
+	FindTask(ctx context.Context, c actors.Caller, idOrPart string) (*api.TaskMeta, error)
 }
 
 var noApprovals = &cmdError{code: api.ErrorCode_ERROR_CODE_UNAVAILABLE, msg: "this daemon does not answer approvals over the remote API"}

@@ -9,9 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"lemo/client"
@@ -49,9 +47,19 @@ func newClientFlags(cmd, usage, detail string, stdout, stderr io.Writer) *client
 	return f
 }
 
+// short adds -name as a short form of the flag --long.
+func (f *clientFlags) short(name, long string) {
+	f.fs.Var(f.fs.Lookup(long).Value, name, "short for --"+long)
+}
+
 // parse parses args (flags may follow positional arguments) and checks the
 // number of positional arguments.
 func (f *clientFlags) parse(args []string, minArgs, maxArgs int) ([]string, error) {
+	if wantsJSON(args) {
+		// The error is reported as one JSON object; no usage text.
+		f.fs.SetOutput(io.Discard)
+		f.fs.Usage = func() {}
+	}
 	var pos []string
 	for {
 		if err := f.fs.Parse(args); err != nil {
@@ -165,21 +173,38 @@ func firstOf(vals ...string) string {
 func describe(err error, taskID string) error {
 	switch {
 	case errors.Is(err, client.ErrNotFound) && taskID != "":
-		return fmt.Errorf("unknown task %s (no such task, or not one this token may see)", taskID)
+		return &notFound{msg: fmt.Sprintf("unknown task %s (no task id this token may see is, begins or ends with it)", taskID)}
 	}
 	return err
 }
 
-var jsonOpts = protojson.MarshalOptions{UseProtoNames: true}
+// notFound is a not-found error in the words of the command; it keeps the
+// code for --json (errors.Is(err, client.ErrNotFound)).
+type notFound struct{ msg string }
 
-// printJSON prints one message as a JSON line.
+func (e *notFound) Error() string        { return e.msg }
+func (e *notFound) Is(target error) bool { return target == client.ErrNotFound }
+
+// resolveTask turns what the person typed (a whole Task id, or its
+// beginning or end, as the console shows it) into the Task's id; the
+// daemon matches only Tasks the token may see, and an ambiguous part is an
+// error that lists the matches.
+func resolveTask(ctx context.Context, c *client.Conn, arg string) (string, error) {
+	m, err := c.Task(ctx, arg)
+	if err != nil {
+		return "", describe(err, arg)
+	}
+	return m.GetTaskId(), nil
+}
+
+// printJSON prints one message as a JSON line (see marshalJSON).
 func printJSON(w io.Writer, m proto.Message) {
-	b, err := jsonOpts.Marshal(m)
+	b, err := marshalJSON(m)
 	if err != nil {
 		fmt.Fprintf(w, "{\"error\": %q}\n", err.Error())
 		return
 	}
-	fmt.Fprintln(w, strings.TrimSpace(string(b)))
+	fmt.Fprintln(w, string(b))
 }
 
 // printJSONList prints messages as one JSON array.
@@ -189,8 +214,8 @@ func printJSONList[M proto.Message](w io.Writer, list []M) {
 		if i > 0 {
 			fmt.Fprint(w, ",")
 		}
-		b, _ := jsonOpts.Marshal(m)
-		fmt.Fprint(w, "\n  "+strings.TrimSpace(string(b)))
+		b, _ := marshalJSON(m)
+		fmt.Fprint(w, "\n  "+string(b))
 	}
 	if len(list) > 0 {
 		fmt.Fprint(w, "\n")

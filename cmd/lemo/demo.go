@@ -30,6 +30,8 @@ import (
 //	             ("memory.record {\"content\":\"...\"}"; disk-full tests)
 //	fake/files   works through the files tools (see filesPlan), then reports
 //	             what every call returned
+//	fake/small   answers as fake/echo with a 4,096-token window: what a small
+//	             local model meets (every tool's schema does not fit; --tools none does)
 func demoProvider() providers.Provider {
 	// A window large enough that every built-in tool's schema fits the
 	// first Cycle's budget (35% of it).
@@ -41,12 +43,17 @@ func demoProvider() providers.Provider {
 		fake.NewScriptedModel("call", demoWindow, callPlan),
 		fake.NewScriptedModel("repeat", demoWindow, repeatPlan),
 		fake.NewScriptedModel("files", demoWindow, filesPlan),
+		fake.NewScriptedModel("small", smallWindow, echoPlan),
 	)
 	return &demo{Scripted: scripted, stream: &streamModel{}}
 }
 
-// demoWindow is the demo models' context window in tokens.
-const demoWindow = 131072
+// demoWindow is the demo models' context window in tokens; smallWindow
+// fake/small's.
+const (
+	demoWindow  = 131072
+	smallWindow = 4096
+)
 
 // demo adds the streaming model to the scripted ones.
 type demo struct {

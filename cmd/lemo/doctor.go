@@ -315,7 +315,7 @@ func storeFilesReadable(dir string, pid int) checkResult {
 			return nil
 		}
 		if fi, err := f.Stat(); err == nil {
-			size += fi.Size()
+			size += diskUsage(fi)
 		}
 		var b [1]byte
 		if _, err := f.Read(b[:]); err != nil && !errors.Is(err, io.EOF) {
@@ -331,7 +331,16 @@ func storeFilesReadable(dir string, pid int) checkResult {
 		return checkResult{Check: "store", Status: checkFail, Detail: "files of the store cannot be read: " + strings.Join(bad, "; "),
 			Fix: "run lemo doctor as the daemon's user; the store's files must belong to it"}
 	}
-	return checkResult{Check: "store", Status: checkOK, Detail: fmt.Sprintf("held by the running daemon (pid %d), so not opened: its %d files are readable (%d MiB apparent size)", pid, files, size>>20)}
+	return checkResult{Check: "store", Status: checkOK, Detail: fmt.Sprintf("held by the running daemon (pid %d), so not opened: its %d files are readable (%d MiB on disk)", pid, files, size>>20)}
+}
+
+// diskUsage is the space a file takes on disk: Badger preallocates its
+// files (a fresh store is 2 GiB apparent), so their length says little.
+func diskUsage(fi os.FileInfo) int64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Blocks * 512
+	}
+	return fi.Size()
 }
 
 // openStoreReadOnly opens the store of a data folder no daemon uses,
@@ -490,9 +499,14 @@ func (e *doctorEnv) providers(ctx context.Context) []checkResult {
 	}
 	names := reg.Names()
 	if len(names) == 0 {
-		return []checkResult{{Check: "providers", Status: checkFail, Detail: "no provider is configured: no Task can run",
-			Fix: "run Ollama locally, or set a provider's API key (OPENROUTER_API_KEY, NVIDIA_API_KEY, OPENCODE_API_KEY, OLLAMA_API_KEY) or providers.openai.base_url"}}
+		return []checkResult{{Check: "providers", Status: checkFail, Detail: "no provider is configured: no Task can run", Fix: noProviderFix}}
 	}
+	return e.checkProviders(ctx, reg)
+}
+
+// checkProviders asks every provider of reg for its models, concurrently.
+func (e *doctorEnv) checkProviders(ctx context.Context, reg *providers.Registry) []checkResult {
+	names := reg.Names()
 	out := make([]checkResult, len(names))
 	var wg sync.WaitGroup
 	for i, n := range names {
@@ -505,6 +519,25 @@ func (e *doctorEnv) providers(ctx context.Context) []checkResult {
 	}
 	wg.Wait()
 	return out
+}
+
+// noProviderFix is what to do when no provider can run a Task.
+const noProviderFix = "try the built-in demo models: start the daemon with LEMO_FAKE_ENABLED=true, then lemo run --model fake/echo hello " +
+	"(lemo models lists every model); for a local model run Ollama (ollama serve; ollama pull qwen3); " +
+	"for a hosted one set a provider's API key (OPENROUTER_API_KEY, NVIDIA_API_KEY, OPENCODE_API_KEY, OLLAMA_API_KEY) or providers.openai.base_url"
+
+// providerAdvice returns, from the providers' checks, the providers that
+// can run Tasks and, when none can, what to do about it.
+func providerAdvice(results []checkResult) (usable []string, fix string) {
+	for _, r := range results {
+		if r.Status == checkOK {
+			usable = append(usable, strings.TrimPrefix(r.Check, "provider "))
+		}
+	}
+	if len(usable) == 0 {
+		fix = noProviderFix
+	}
+	return usable, fix
 }
 
 func (e *doctorEnv) provider(ctx context.Context, name string, p providers.Provider) (r checkResult) {

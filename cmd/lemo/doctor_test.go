@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -220,5 +221,50 @@ func TestNoFlagTakesASecret(t *testing.T) {
 		if name := strings.ToUpper(k.Path + " " + k.Flag); strings.Contains(name, "KEY") || strings.Contains(name, "TOKEN") || strings.Contains(name, "SECRET") || strings.Contains(name, "PASSWORD") {
 			t.Errorf("--%s sets %s, a secret: command lines are readable by every user", k.Flag, k.Path)
 		}
+	}
+}
+
+func TestProviderAdvice(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		results []checkResult
+		usable  []string
+		fix     bool
+	}{
+		{"none configured", nil, nil, true},
+		{"none reachable", []checkResult{{Check: "provider ollama", Status: checkFail}}, nil, true},
+		{"no model listed", []checkResult{{Check: "provider ollama", Status: checkWarn}}, nil, true},
+		{"one of two", []checkResult{{Check: "provider ollama", Status: checkFail}, {Check: "provider fake", Status: checkOK}}, []string{"fake"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			usable, fix := providerAdvice(tc.results)
+			if !slices.Equal(usable, tc.usable) || (fix != "") != tc.fix {
+				t.Fatalf("providerAdvice = %v, %q; want %v, fix given: %v", usable, fix, tc.usable, tc.fix)
+			}
+			if tc.fix && !strings.Contains(fix, "LEMO_FAKE_ENABLED=true") {
+				t.Fatalf("the fix does not point to the demo models: %q", fix)
+			}
+		})
+	}
+}
+
+// The store's size is what its files take on disk, not their preallocated
+// length.
+func TestStoreFilesReadableReportsDiskUsage(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "store"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(dir, "store", "000001.vlog"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(2 << 30); err != nil { // sparse, as Badger's preallocation
+		t.Fatal(err)
+	}
+	f.Close()
+	r := storeFilesReadable(dir, 1)
+	if r.Status != checkOK || !strings.Contains(r.Detail, "(0 MiB on disk)") {
+		t.Fatalf("storeFilesReadable = %+v, want 0 MiB on disk", r)
 	}
 }

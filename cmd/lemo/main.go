@@ -14,6 +14,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +22,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"lemo/client"
 	"lemo/tools/isolation"
 )
 
@@ -48,7 +50,7 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "lemo:", err)
+		reportError(os.Stderr, os.Args[1:], err)
 		var ee *exitError
 		if errors.As(err, &ee) {
 			os.Exit(ee.code)
@@ -62,10 +64,10 @@ const usage = `Lemo runs LLM agents as a supervised actor tree.
 Usage:
   lemo serve [--config FILE] [--data DIR]   run the daemon (SIGTERM stops it, SIGHUP reloads)
   lemo doctor [--config FILE] [--data DIR]  check the data folder, tokens, providers, delegate
-  lemo run "request" [--model M]            create a Task and stream its progress
+  lemo run "request" [-m MODEL]              create a Task and stream its progress
   lemo tasks                                list Tasks
   lemo attach <id> [--from SEQ]             show a Task's history and follow it
-  lemo send <id> "message"                  send a follow-up message
+  lemo send <id> "message" [--no-follow]    send a follow-up message and follow the reply
   lemo pause|continue|cancel <id>           control a Task
   lemo approvals                            list calls waiting for approval
   lemo approve|deny <approval id>           decide one
@@ -75,12 +77,14 @@ Usage:
   lemo tools                                list the tools and their Views
   lemo models                               list the models of every provider
   lemo version                              print version information
+  lemo certs [--hosts H1,H2] [--name NAME]  make a CA and TLS certificates (remote clients)
 
 Client commands find a local daemon through its data folder (--data, else
 $LEMO_DATA, else ./lemo-data); --addr and --token (or LEMO_ADDR, LEMO_TOKEN)
-override. Every client command takes --json.
+override. Every client command takes --json. A Task <id> may be any unique
+beginning or end of it (as the console shows it).
 
-Run "lemo <command> -h" for a command's flags.
+Run "lemo help <command>" (or "lemo <command> -h") for a command's flags.
 `
 
 // run dispatches a subcommand.
@@ -94,6 +98,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return serve(ctx, args[1:], stdout, stderr)
 	case "version":
 		return version(args[1:], stdout)
+	case "certs":
+		return certs(args[1:], stdout, stderr)
 	case "doctor":
 		return doctor(ctx, args[1:], stdout, stderr)
 	case "run":
@@ -105,7 +111,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "pause", "continue", "cancel":
 		return control(ctx, args[0], args[1:], stdout, stderr)
 	case "send":
-		return send(ctx, args[1:], stdout, stderr)
+		return send(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "tools":
 		return listTools(ctx, args[1:], stdout, stderr)
 	case "models":
@@ -121,9 +127,64 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "console":
 		return consoleCmd(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
+		if len(args) > 1 && args[0] == "help" && args[1] != "help" {
+			// lemo help run is lemo run -h, on stdout.
+			return run(ctx, []string{args[1], "-h"}, stdout, stdout)
+		}
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
 	fmt.Fprint(stderr, usage)
 	return usageError("unknown command %q", args[0])
+}
+
+// wantsJSON reports whether the command line asks for JSON (--json).
+func wantsJSON(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--json", "-json", "--json=true", "-json=true":
+			return true
+		case "--":
+			return false
+		}
+	}
+	return false
+}
+
+// reportError prints a command's error: as one JSON object
+// {"code": ..., "message": ...} with --json (docs/json.md), else as text.
+func reportError(w io.Writer, args []string, err error) {
+	if !wantsJSON(args) {
+		fmt.Fprintln(w, "lemo:", err)
+		return
+	}
+	b, _ := json.Marshal(struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}{errorCode(err), err.Error()})
+	fmt.Fprintln(w, string(b))
+}
+
+// errorCode is the stable code of an error for scripts (docs/json.md).
+func errorCode(err error) string {
+	var ce *client.Error
+	var ee *exitError
+	var te *taskEndError
+	switch {
+	case errors.As(err, &te):
+		return te.code
+	case errors.As(err, &ce):
+		return client.CodeName(ce.Code)
+	case errors.Is(err, client.ErrNotFound):
+		return "not_found"
+	case errors.Is(err, client.ErrNotRunning):
+		return "not_running"
+	case errors.Is(err, client.ErrUnauthenticated):
+		return "unauthenticated"
+	case errors.Is(err, client.ErrDisconnected):
+		return "disconnected"
+	case errors.As(err, &ee) && ee.code == 2:
+		return "usage"
+	}
+	return "error"
 }

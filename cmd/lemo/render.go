@@ -53,6 +53,8 @@ func (r *renderer) delta(d *api.Delta) {
 			fmt.Fprint(r.w, d.GetText())
 			r.midLine = !strings.HasSuffix(d.GetText(), "\n")
 		}
+	case api.DeltaKind_DELTA_KIND_NOTICE:
+		r.line("  … %s", d.GetText())
 	case api.DeltaKind_DELTA_KIND_TOOL_STATE:
 		if tool := r.calls[d.GetCallId()]; tool != "" {
 			r.line("  … %s", r.views.For(tool).State(tool, d.GetData()))

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/charmbracelet/x/term"
+
 	"lemo/actors/taskstate"
 	"lemo/api"
 	"lemo/client"
@@ -24,9 +26,11 @@ func runTask(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		"--cancel-on-exit. Calls that need approval are asked for on the terminal.", stdout, stderr)
 	model := f.fs.String("model", "", "model provider/model (default: the daemon's models.default)")
 	cancelOnExit := f.fs.Bool("cancel-on-exit", false, "cancel the Task when interrupted")
-	toolList := f.fs.String("tools", "", "comma-separated tools the Task may use (default: all)")
+	toolList := f.fs.String("tools", "", "comma-separated tools the Task may use, or none (default: all; a small window may not hold every tool's schema)")
 	workspace := f.fs.String("workspace", "", "an existing absolute folder the Task works in, in a folder the daemon grants this token (workspaces.grants; default: a folder of its own)")
 	reasoning := f.fs.Bool("reasoning", false, "show the model's reasoning")
+	f.short("m", "model")
+	f.short("w", "workspace")
 	var rules approvalFlags
 	f.fs.Var(rules.of(api.ApprovalRule_APPROVAL_RULE_ASK), "ask", "calls of the tools PATTERN names (shell.run, files.*, *) need your approval; repeatable")
 	f.fs.Var(rules.of(api.ApprovalRule_APPROVAL_RULE_DENY), "deny", "calls of the tools PATTERN names never run (deny wins over ask); repeatable")
@@ -40,18 +44,16 @@ func runTask(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	defer c.Close()
 	in := client.CreateTask{Request: pos[0], Model: *model, Workspace: *workspace, Approvals: rules.list}
-	if *toolList != "" {
-		in.Tools, in.ToolsRestricted = strings.Split(*toolList, ","), true
-	}
+	in.Tools, in.ToolsRestricted = parseTools(*toolList)
 	meta, err := c.CreateTask(ctx, in)
 	if err != nil {
 		return err
 	}
-	var prompt *bufio.Reader
+	var answers <-chan string
 	if !f.json && isTerminal(stdin) {
-		prompt = bufio.NewReader(stdin)
+		answers = readAnswers(stdin)
 	}
-	final, err := streamTask(ctx, c, stdout, stderr, streamOptions{taskID: meta.GetTaskId(), from: 1, json: f.json, reasoning: *reasoning, prompt: prompt, stopWhenIdle: true})
+	final, err := streamTask(ctx, c, stdout, stderr, streamOptions{taskID: meta.GetTaskId(), from: 1, json: f.json, reasoning: *reasoning, answers: answers, stopWhenIdle: true})
 	if ctx.Err() != nil {
 		if *cancelOnExit {
 			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -69,6 +71,23 @@ func runTask(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return describe(err, meta.GetTaskId())
 	}
 	return exitFor(final, stderr)
+}
+
+// parseTools reads --tools: "" offers every tool, "none" no tool at all,
+// else the comma-separated names.
+func parseTools(v string) (list []string, restricted bool) {
+	switch v = strings.TrimSpace(v); v {
+	case "":
+		return nil, false
+	case "none":
+		return nil, true
+	}
+	for _, n := range strings.Split(v, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			list = append(list, n)
+		}
+	}
+	return list, true
 }
 
 // approvalFlags collects the Task's approval rules of --ask and --deny in
@@ -94,13 +113,18 @@ func (f *approvalFlag) Set(pattern string) error {
 	return nil
 }
 
+// taskEndError is a Task that failed or was cancelled while followed.
+type taskEndError struct{ code, msg string }
+
+func (e *taskEndError) Error() string { return e.msg }
+
 // exitFor turns how a Task stopped into the command's result.
 func exitFor(m *api.TaskMeta, stderr io.Writer) error {
 	switch m.GetStatus() {
 	case api.TaskStatus_TASK_STATUS_FAILED:
-		return fmt.Errorf("task %s failed: %s", m.GetTaskId(), m.GetStatusDetail())
+		return &taskEndError{code: "task_failed", msg: fmt.Sprintf("task %s failed: %s", m.GetTaskId(), m.GetStatusDetail())}
 	case api.TaskStatus_TASK_STATUS_CANCELLED:
-		return fmt.Errorf("task %s was cancelled", m.GetTaskId())
+		return &taskEndError{code: "task_cancelled", msg: fmt.Sprintf("task %s was cancelled", m.GetTaskId())}
 	case api.TaskStatus_TASK_STATUS_PAUSED:
 		fmt.Fprintf(stderr, "task %s is paused (%s); continue it with: lemo continue %s\n", m.GetTaskId(), m.GetStatusDetail(), m.GetTaskId())
 	}
@@ -119,8 +143,9 @@ func isTerminal(r io.Reader) bool {
 	if !ok {
 		return false
 	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	// Not a character device test: /dev/null is one, and a prompt on it
+	// would read its end at once.
+	return term.IsTerminal(f.Fd())
 }
 
 type streamOptions struct {
@@ -129,8 +154,9 @@ type streamOptions struct {
 	json      bool
 	noDeltas  bool
 	reasoning bool
-	// prompt, when set, asks for approvals inline.
-	prompt *bufio.Reader
+	// answers, when set, are the lines the person at the terminal types:
+	// approvals are asked for inline.
+	answers <-chan string
 	// stopWhenIdle ends the stream once the Task stops running (paused
 	// too); else only once it finished, failed or was cancelled.
 	stopWhenIdle bool
@@ -139,6 +165,11 @@ type streamOptions struct {
 // streamTask follows a Task, printing its updates, until it stops (see
 // streamOptions) or ctx ends; it resumes by itself after disconnections.
 // It returns the Task's last metadata.
+//
+// The stream and the person's answers are read in one loop, so a prompt
+// never holds the stream: an approval decided elsewhere takes its prompt
+// away and the next one is asked at once, and Ctrl-C (ctx) ends the
+// command at once, leaving the approval pending.
 func streamTask(ctx context.Context, c *client.Conn, stdout, stderr io.Writer, o streamOptions) (*api.TaskMeta, error) {
 	var views *client.Views
 	if tl, err := c.Tools(ctx); err == nil {
@@ -146,7 +177,8 @@ func streamTask(ctx context.Context, c *client.Conn, stdout, stderr io.Writer, o
 	} else {
 		views = client.NewViews(nil)
 	}
-	r := newRenderer(stdout, views)
+	out := &promptWriter{w: stdout}
+	r := newRenderer(out, views)
 	r.reasoning = o.reasoning
 	var meta *api.TaskMeta
 	if o.from > 1 {
@@ -156,9 +188,7 @@ func streamTask(ctx context.Context, c *client.Conn, stdout, stderr io.Writer, o
 		}
 	}
 	caughtUp := false
-	// Approvals requested in the part of the history replayed before the
-	// stream caught up are asked for once it has, if still pending.
-	var pending []*api.ApprovalRequested
+	p := &prompter{out: out, workspace: meta.GetWorkspace()}
 	done := func() bool {
 		if !caughtUp || meta == nil {
 			return false
@@ -169,70 +199,280 @@ func streamTask(ctx context.Context, c *client.Conn, stdout, stderr io.Writer, o
 		}
 		return o.stopWhenIdle && st == api.TaskStatus_TASK_STATUS_PAUSED
 	}
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	updates := make(chan *api.Update)
+	followed := make(chan error, 1)
+	// Follow calls Notice on its own goroutine; the loop below reads the
+	// count only through noticed.
+	noticed := make(chan string)
+	intr := &interruptions{w: stderr}
 	fo := client.FollowOptions{TaskID: o.taskID, FromSeq: o.from, NoDeltas: o.noDeltas, Notice: func(why string) {
-		fmt.Fprintf(stderr, "lemo: stream interrupted (%s); resuming\n", why)
+		select {
+		case noticed <- why:
+		case <-fctx.Done():
+		}
 	}}
-	err := c.Follow(ctx, fo, func(u *api.Update) error {
-		if o.json {
-			printJSON(stdout, u)
-		} else {
-			r.update(u)
-		}
-		switch b := u.GetBody().(type) {
-		case *api.Update_Event:
-			if meta == nil || b.Event.GetSeq() > meta.GetLastSeq() {
-				meta = api.FoldMeta(meta, b.Event)
+	go func() {
+		followed <- c.Follow(fctx, fo, func(u *api.Update) error {
+			select {
+			case updates <- u:
+				return nil
+			case <-fctx.Done():
+				return client.ErrStopFollowing
 			}
-			if o.prompt == nil {
-				break
+		})
+	}()
+	answers := o.answers
+	for {
+		select {
+		case why := <-noticed:
+			intr.notice(why)
+		case u := <-updates:
+			intr.delivered()
+			if o.json {
+				printJSON(out, u)
+			} else {
+				r.update(u)
 			}
-			if a := b.Event.GetApprovalRequested(); a != nil {
-				if caughtUp {
-					ask(ctx, c, o.prompt, stdout, a)
-				} else {
-					pending = append(pending, a)
+			switch b := u.GetBody().(type) {
+			case *api.Update_Event:
+				if meta == nil || b.Event.GetSeq() > meta.GetLastSeq() {
+					meta = api.FoldMeta(meta, b.Event)
 				}
+				if answers != nil {
+					p.event(b.Event)
+				}
+			case *api.Update_CaughtUp:
+				caughtUp = true
 			}
-			if r := b.Event.GetApprovalResolved(); r != nil {
-				pending = slices.DeleteFunc(pending, func(a *api.ApprovalRequested) bool { return a.GetApprovalId() == r.GetApprovalId() })
+			if done() {
+				p.close()
+				stop()
+				<-followed
+				return meta, nil
 			}
-		case *api.Update_CaughtUp:
-			caughtUp = true
-			for _, a := range pending {
-				ask(ctx, c, o.prompt, stdout, a)
+			if caughtUp && answers != nil {
+				p.ask()
 			}
-			pending = nil
+		case line, ok := <-answers:
+			if !ok {
+				// stdin ended: nobody can answer here any more.
+				answers = nil
+				p.giveUp()
+				continue
+			}
+			p.answered(ctx, c, line)
+			p.ask()
+		case err := <-followed:
+			p.close()
+			return meta, err
 		}
-		if done() {
-			return client.ErrStopFollowing
-		}
-		return nil
-	})
-	if err != nil {
-		return meta, err
 	}
-	return meta, nil
 }
 
-// ask asks the person at the terminal to decide an approval.
-func ask(ctx context.Context, c *client.Conn, in *bufio.Reader, w io.Writer, a *api.ApprovalRequested) {
-	fmt.Fprintf(w, "approve %s? [y/N/s=skip] ", a.GetApprovalId())
-	line, err := in.ReadString('\n')
-	if err != nil {
-		fmt.Fprintln(w)
+// promptWriter ends an open prompt's line before anything else is
+// written, so updates that arrive while a prompt waits start on a line of
+// their own.
+type promptWriter struct {
+	w    io.Writer
+	open bool
+}
+
+func (p *promptWriter) Write(b []byte) (int, error) {
+	if p.open {
+		p.open = false
+		if _, err := io.WriteString(p.w, "\n"); err != nil {
+			return 0, err
+		}
+	}
+	return p.w.Write(b)
+}
+
+// prompt writes a prompt that waits on its line for an answer.
+func (p *promptWriter) prompt(format string, args ...any) {
+	_, _ = fmt.Fprintf(p, format, args...)
+	p.open = true
+}
+
+// prompter asks the person at the terminal to decide the Task's pending
+// approvals, one at a time, in the order they were requested.
+type prompter struct {
+	out *promptWriter
+	// workspace is the Task's folder; calls are the tool and arguments of
+	// each call recorded, for the details shown with a prompt.
+	workspace string
+	calls     map[string]*api.ToolCallRecorded
+	// detailed holds the approvals whose details were shown, and whether
+	// lines were left out (m shows them).
+	detailed map[string]bool
+	// pending are the approvals not yet decided; pending[0] is the one
+	// asked (or to be asked).
+	pending []*api.ApprovalRequested
+	// asked is the approval id the open prompt is for.
+	asked string
+}
+
+// event takes note of approvals requested and decided, the calls they
+// are for and the Task's folder.
+func (p *prompter) event(ev *api.Event) {
+	if c := ev.GetTaskCreated(); c != nil {
+		p.workspace = c.GetWorkspace()
+	}
+	if c := ev.GetToolCallRecorded(); c != nil {
+		if p.calls == nil {
+			p.calls = make(map[string]*api.ToolCallRecorded)
+		}
+		p.calls[c.GetCallId()] = c
+	}
+	if a := ev.GetApprovalRequested(); a != nil {
+		p.pending = append(p.pending, a)
+	}
+	if r := ev.GetApprovalResolved(); r != nil {
+		p.drop(r.GetApprovalId())
+	}
+}
+
+func (p *prompter) drop(id string) {
+	p.pending = slices.DeleteFunc(p.pending, func(a *api.ApprovalRequested) bool { return a.GetApprovalId() == id })
+	if p.asked == id {
+		// Decided elsewhere (or by the answer just given): the prompt
+		// is no longer for anything.
+		p.asked = ""
+		p.close()
+	}
+}
+
+// ask shows the prompt for the first pending approval unless one is open.
+func (p *prompter) ask() {
+	if len(p.pending) == 0 || (p.asked != "" && p.out.open) {
 		return
 	}
-	switch strings.ToLower(strings.TrimSpace(line)) {
-	case "y", "yes":
-		if _, err := c.Resolve(ctx, a.GetApprovalId(), true, ""); err != nil {
-			fmt.Fprintf(w, "lemo: approve: %v\n", err)
+	a := p.pending[0]
+	p.asked = a.GetApprovalId()
+	more, shown := p.detailed[a.GetApprovalId()]
+	if !shown {
+		if p.detailed == nil {
+			p.detailed = make(map[string]bool)
 		}
-	case "s", "skip":
-		fmt.Fprintf(w, "left pending: lemo approve %s\n", a.GetApprovalId())
+		more = p.detail(a, approvalLines)
+		p.detailed[a.GetApprovalId()] = more
+	}
+	hint := "n REASON denies with a reason"
+	if more {
+		hint = "m shows all, " + hint
+	}
+	p.out.prompt("approve %s? [y/N/s=skip] (%s) ", a.GetApprovalId(), hint)
+}
+
+// detail shows what the approval is for, at most limit lines (0: all);
+// it reports whether it left lines out.
+func (p *prompter) detail(a *api.ApprovalRequested, limit int) bool {
+	c := p.calls[a.GetCallId()]
+	if c == nil {
+		return false
+	}
+	tool := c.GetTool()
+	if tool == "" {
+		tool = a.GetTool()
+	}
+	lines, more := approvalDetail(tool, c.GetArguments(), p.workspace, limit)
+	for _, l := range lines {
+		fmt.Fprintln(p.out, l)
+	}
+	return more
+}
+
+// close ends an open prompt's line.
+func (p *prompter) close() {
+	if p.out.open {
+		p.out.open = false
+		_, _ = io.WriteString(p.out.w, "\n")
+	}
+}
+
+// giveUp says how to decide what is pending once stdin has ended.
+func (p *prompter) giveUp() {
+	p.close()
+	for _, a := range p.pending {
+		fmt.Fprintf(p.out, "no more answers on stdin; decide with: lemo approve %s (or lemo deny)\n", a.GetApprovalId())
+	}
+	p.pending, p.asked = nil, ""
+}
+
+// answered carries out the line typed at the open prompt.
+func (p *prompter) answered(ctx context.Context, c *client.Conn, line string) {
+	// The terminal echoed the line and its newline.
+	p.out.open = false
+	id := p.asked
+	if id == "" {
+		return // typed while nothing was asked
+	}
+	p.asked = ""
+	switch a := parseAnswer(line); {
+	case a.more:
+		for _, r := range p.pending {
+			if r.GetApprovalId() == id {
+				p.detail(r, 0)
+				p.detailed[id] = false
+			}
+		}
+		return // asked again
+	case a.approve:
+		if _, err := c.Resolve(ctx, id, true, ""); err != nil {
+			fmt.Fprintf(p.out, "lemo: approve: %v\n", err)
+		}
+	case a.skip:
+		fmt.Fprintf(p.out, "left pending: lemo approve %s\n", id)
 	default:
-		if _, err := c.Resolve(ctx, a.GetApprovalId(), false, "denied at the terminal"); err != nil {
-			fmt.Fprintf(w, "lemo: deny: %v\n", err)
+		if _, err := c.Resolve(ctx, id, false, a.reason); err != nil {
+			fmt.Fprintf(p.out, "lemo: deny: %v\n", err)
 		}
+	}
+	// Ask the next one now; the decision's event removes nothing twice.
+	p.pending = slices.DeleteFunc(p.pending, func(a *api.ApprovalRequested) bool { return a.GetApprovalId() == id })
+}
+
+// readAnswers delivers the lines read from in until it ends. The reading
+// goroutine cannot be stopped (a read on a terminal does not take a
+// context); it ends with in's end or the process.
+func readAnswers(in io.Reader) <-chan string {
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(in)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	return lines
+}
+
+// interruptions tells the person that the stream broke and is being
+// resumed: once, then (while the daemon stays away and Follow retries) a
+// count at each doubling of the attempts, and once more when it resumed,
+// instead of a line per attempt.
+type interruptions struct {
+	w        io.Writer
+	attempts int
+}
+
+// notice is FollowOptions.Notice.
+func (n *interruptions) notice(why string) {
+	n.attempts++
+	switch {
+	case n.attempts == 1:
+		fmt.Fprintf(n.w, "lemo: stream interrupted (%s); resuming\n", why)
+	case n.attempts&(n.attempts-1) == 0: // 2, 4, 8, ...
+		fmt.Fprintf(n.w, "lemo: still resuming after %d attempts (%s)\n", n.attempts, why)
+	}
+}
+
+// delivered is told of each update: the stream is back.
+func (n *interruptions) delivered() {
+	if n.attempts > 0 {
+		fmt.Fprintf(n.w, "lemo: stream resumed after %d attempt(s)\n", n.attempts)
+		n.attempts = 0
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"lemo/logging"
 	"lemo/memory"
 	"lemo/persistence"
+	"lemo/providers"
 	"lemo/tools"
 	"lemo/tools/isolation"
 )
@@ -195,6 +197,15 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, hup 
 	o.gw.Store(remote.gw)
 	o.ready.Store(true)
 	log.Info().Str("data", dd.Path()).Str("listen", remote.gw.Addr()).Strs("providers", provs.Names()).Int("tools", len(reg.List())).Msg("lemo is serving; Ctrl-C stops it")
+	// Which providers can run a Task, said once at startup without
+	// holding it up; it is stopped and waited for at stop.
+	actx, stopAnnounce := context.WithCancel(ctx)
+	announced := make(chan struct{})
+	go func() {
+		defer close(announced)
+		announceProviders(actx, provs, log)
+	}()
+	defer func() { stopAnnounce(); <-announced }()
 	r := newReloader(cfg, reload, store, d, o, log)
 	for ctx.Err() == nil {
 		select {
@@ -313,5 +324,29 @@ func warnUnknownApprovalTools(cfg *config.Config, reg *tools.Registry, log zerol
 				log.Warn().Str("key", key).Str("tool", p).Msg("an approvals rule names a tool that is not offered; it matches nothing")
 			}
 		}
+	}
+}
+
+// announceProviders logs which providers can run Tasks and, when none can,
+// what to do: the demo models, lemo models, Ollama or a key.
+func announceProviders(ctx context.Context, provs *providers.Registry, log zerolog.Logger) {
+	e := &doctorEnv{timeout: 10 * time.Second}
+	results := e.checkProviders(ctx, provs)
+	if ctx.Err() != nil {
+		return
+	}
+	for _, r := range results {
+		ev := log.Info()
+		msg := "provider usable"
+		if r.Status != checkOK {
+			ev, msg = log.Warn(), "provider not usable"
+			if r.Fix != "" {
+				ev = ev.Str("fix", r.Fix)
+			}
+		}
+		ev.Str("provider", strings.TrimPrefix(r.Check, "provider ")).Str("detail", r.Detail).Msg(msg)
+	}
+	if usable, fix := providerAdvice(results); len(usable) == 0 {
+		log.Warn().Str("fix", fix).Msg("no model provider is usable: no Task can run")
 	}
 }

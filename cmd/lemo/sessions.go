@@ -24,6 +24,11 @@ func listSessions(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	defer c.Close()
+	if *task != "" {
+		if *task, err = resolveTask(ctx, c, *task); err != nil {
+			return err
+		}
+	}
 	list, err := c.DelegateSessions(ctx, *task)
 	if err != nil {
 		return describe(err, *task)

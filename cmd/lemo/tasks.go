@@ -86,9 +86,9 @@ func attach(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer c.Close()
-	id := pos[0]
-	if _, err := c.Task(ctx, id); err != nil {
-		return describe(err, id)
+	id, err := resolveTask(ctx, c, pos[0])
+	if err != nil {
+		return err
 	}
 	_, err = streamTask(ctx, c, stdout, stderr, streamOptions{taskID: id, from: max(*from, 1), json: f.json, noDeltas: *noDeltas, reasoning: *reasoning})
 	if ctx.Err() != nil {
@@ -108,6 +108,7 @@ func control(ctx context.Context, cmd string, args []string, stdout, stderr io.W
 	var model *string
 	if cmd == "continue" {
 		model = f.fs.String("model", "", "continue with this model (provider/model)")
+		f.short("m", "model")
 	}
 	pos, err := f.parse(args, 1, 1)
 	if err != nil {
@@ -118,7 +119,10 @@ func control(ctx context.Context, cmd string, args []string, stdout, stderr io.W
 		return err
 	}
 	defer c.Close()
-	id := pos[0]
+	id, err := resolveTask(ctx, c, pos[0])
+	if err != nil {
+		return err
+	}
 	var m *api.TaskMeta
 	switch cmd {
 	case "pause":
@@ -266,17 +270,65 @@ func listApprovals(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintln(stdout, "no pending approvals")
 		return nil
 	}
+	calls := approvalCalls(ctx, c, list)
+	var views *client.Views
+	if tl, err := c.Tools(ctx); err == nil {
+		views = client.NewViews(tl)
+	} else {
+		views = client.NewViews(nil)
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "APPROVAL\tTASK\tDEADLINE\tREASON")
+	fmt.Fprintln(tw, "APPROVAL\tTASK\tTOOL\tSUMMARY\tDEADLINE\tREASON")
 	for _, ev := range list {
 		a := ev.GetApprovalRequested()
 		deadline := "none"
 		if a.GetDeadline() != nil {
 			deadline = a.GetDeadline().AsTime().Local().Format(time.DateTime)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", a.GetApprovalId(), ev.GetTaskId(), deadline, clip(a.GetReason(), 80))
+		tool, summary := a.GetTool(), ""
+		if call := calls[a.GetApprovalId()]; call != nil {
+			if call.GetTool() != "" {
+				tool = call.GetTool()
+			}
+			summary = views.For(tool).Call(tool, call.GetArguments())
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.GetApprovalId(), ev.GetTaskId(), orText(tool, "-"), orText(clip(summary, 60), "-"), deadline, clip(a.GetReason(), 80))
 	}
 	return tw.Flush()
+}
+
+// approvalCalls finds the recorded call of each approval (by approval id)
+// in its Task's history, read once per Task; a history that cannot be
+// read leaves its approvals without a summary.
+func approvalCalls(ctx context.Context, c *client.Conn, list []*api.Event) map[string]*api.ToolCallRecorded {
+	byTask := map[string][]*api.ApprovalRequested{}
+	for _, ev := range list {
+		byTask[ev.GetTaskId()] = append(byTask[ev.GetTaskId()], ev.GetApprovalRequested())
+	}
+	out := make(map[string]*api.ToolCallRecorded, len(list))
+	for task, approvals := range byTask {
+		evs, err := c.ReadHistory(ctx, task, 1)
+		if err != nil {
+			continue
+		}
+		recorded := map[string]*api.ToolCallRecorded{}
+		for _, ev := range evs {
+			if r := ev.GetToolCallRecorded(); r != nil {
+				recorded[r.GetCallId()] = r
+			}
+		}
+		for _, a := range approvals {
+			out[a.GetApprovalId()] = recorded[a.GetCallId()]
+		}
+	}
+	return out
+}
+
+func orText(s, alt string) string {
+	if s == "" {
+		return alt
+	}
+	return s
 }
 
 // resolve implements lemo approve and lemo deny.
@@ -300,7 +352,7 @@ func resolve(ctx context.Context, cmd string, args []string, stdout, stderr io.W
 	m, err := c.Resolve(ctx, pos[0], approve, *reason)
 	if err != nil {
 		if errorsIsNotFound(err) {
-			return fmt.Errorf("unknown approval %s (answered, timed out, cancelled, or not one this token may see)", pos[0])
+			return &notFound{msg: fmt.Sprintf("unknown approval %s (answered, timed out, cancelled, or not one this token may see)", pos[0])}
 		}
 		return err
 	}
@@ -336,14 +388,18 @@ func steer(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer c.Close()
-	if err := c.Steer(ctx, pos[0], pos[1], json.RawMessage(pos[2])); err != nil {
-		return describe(err, pos[0])
+	id, err := resolveTask(ctx, c, pos[0])
+	if err != nil {
+		return err
+	}
+	if err := c.Steer(ctx, id, pos[1], json.RawMessage(pos[2])); err != nil {
+		return describe(err, id)
 	}
 	if f.json {
 		fmt.Fprintln(stdout, `{"steered": true}`)
 		return nil
 	}
-	fmt.Fprintf(stdout, "steered call %s of task %s\n", pos[1], pos[0])
+	fmt.Fprintf(stdout, "steered call %s of task %s\n", pos[1], id)
 	return nil
 }
 
@@ -352,9 +408,14 @@ func errorsIsNotFound(err error) bool {
 	return errors.As(err, &e) && e.Code == api.ErrorCode_ERROR_CODE_NOT_FOUND
 }
 
-// send implements lemo send: a follow-up message (a finished Task reopens).
-func send(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newClientFlags("send", `<task id> "message"`, "Send a follow-up message to a Task; a finished, failed or cancelled Task reopens.", stdout, stderr)
+// send implements lemo send: a follow-up message (a finished Task
+// reopens), then the reply followed as lemo run does.
+func send(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	f := newClientFlags("send", `<task id> "message" [flags]`, "Send a follow-up message to a Task (a finished, failed or cancelled Task reopens)\n"+
+		"and follow the reply as lemo run does, until the Task stops again. Ctrl-C\n"+
+		"detaches; --no-follow returns at once.", stdout, stderr)
+	noFollow := f.fs.Bool("no-follow", false, "return once the message is recorded (lemo attach follows later)")
+	reasoning := f.fs.Bool("reasoning", false, "show the model's reasoning")
 	pos, err := f.parse(args, 2, 2)
 	if err != nil {
 		return helpOK(err)
@@ -364,14 +425,38 @@ func send(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer c.Close()
-	m, err := c.SendMessage(ctx, pos[0], pos[1])
+	before, err := c.Task(ctx, pos[0])
 	if err != nil {
 		return describe(err, pos[0])
 	}
-	if f.json {
+	id := before.GetTaskId()
+	m, err := c.SendMessage(ctx, id, pos[1])
+	if err != nil {
+		return describe(err, id)
+	}
+	switch {
+	case f.json:
 		printJSON(stdout, m)
+	case *noFollow:
+		fmt.Fprintf(stdout, "task %s is %s (lemo attach %s --from %d)\n", m.GetTaskId(), statusWord(m.GetStatus()), m.GetTaskId(), m.GetLastSeq())
+	default:
+		fmt.Fprintf(stdout, "task %s is %s\n", m.GetTaskId(), statusWord(m.GetStatus()))
+	}
+	if *noFollow {
 		return nil
 	}
-	fmt.Fprintf(stdout, "task %s is %s (lemo attach %s --from %d)\n", m.GetTaskId(), statusWord(m.GetStatus()), m.GetTaskId(), m.GetLastSeq())
-	return nil
+	var answers <-chan string
+	if !f.json && isTerminal(stdin) {
+		answers = readAnswers(stdin)
+	}
+	// From the message just recorded: it, then the reply.
+	final, err := streamTask(ctx, c, stdout, stderr, streamOptions{taskID: id, from: before.GetLastSeq() + 1, json: f.json, reasoning: *reasoning, answers: answers, stopWhenIdle: true})
+	if ctx.Err() != nil {
+		fmt.Fprintf(stderr, "detached; task %s goes on (lemo attach %s)\n", id, id)
+		return nil
+	}
+	if err != nil {
+		return describe(err, id)
+	}
+	return exitFor(final, stderr)
 }

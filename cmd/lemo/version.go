@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -32,11 +33,24 @@ func commit() string {
 
 func version(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print JSON for scripts")
 	if err := fs.Parse(args); err != nil {
 		return usageError("%v", err)
 	}
 	if fs.NArg() > 0 {
 		return usageError("version takes no arguments")
+	}
+	if *asJSON {
+		b, _ := json.Marshal(struct {
+			Version     string `json:"version"`
+			Commit      string `json:"commit"`
+			Go          string `json:"go"`
+			OS          string `json:"os"`
+			Arch        string `json:"arch"`
+			APIProtocol int    `json:"api_protocol"`
+		}{buildVersion, commit(), runtime.Version(), runtime.GOOS, runtime.GOARCH, int(api.ProtocolVersion)})
+		fmt.Fprintln(stdout, string(b))
+		return nil
 	}
 	fmt.Fprintf(stdout, "lemo %s\ncommit %s\n%s %s/%s\napi protocol %d\n", buildVersion, commit(), runtime.Version(), runtime.GOOS, runtime.GOARCH, api.ProtocolVersion)
 	return nil

@@ -121,10 +121,31 @@ func (p Policy) Do(ctx context.Context, log zerolog.Logger, provider string, emi
 		}
 		log.Warn().Str("provider", provider).Int("attempt", n).Stringer("class", pe.Class).Int("status", pe.Status).
 			Dur("wait", wait).Str("error", pe.Error()).Msg("retrying model call")
+		// Said to whoever watches the call, outside the attempt's output
+		// (it does not count as output started).
+		emit(providers.Delta{Kind: providers.DeltaNotice, Text: RetryNotice(pe.Class, wait)})
 		if err := sleep(ctx, wait); err != nil {
 			return nil, providers.Cancelled(provider, err)
 		}
 	}
+}
+
+// RetryNotice is what a person watching a call reads while it waits to be
+// retried: "rate limited, retrying in 2s".
+func RetryNotice(c providers.Class, wait time.Duration) string {
+	why := "the model call failed (" + c.String() + ")"
+	if c == providers.ClassRateLimit {
+		why = "rate limited"
+	}
+	switch {
+	case wait >= time.Second:
+		wait = wait.Round(time.Second)
+	case wait >= 100*time.Millisecond:
+		wait = wait.Round(100 * time.Millisecond)
+	default:
+		wait = wait.Round(time.Millisecond)
+	}
+	return why + ", retrying in " + wait.String()
 }
 
 // delay is the full-jitter exponential backoff before attempt n+1.
