@@ -15,6 +15,7 @@ import (
 
 	"lemo/actors/taskstate"
 	"lemo/api"
+	"lemo/excerpt"
 	"lemo/persistence"
 	"lemo/prompt"
 	"lemo/providers"
@@ -495,7 +496,7 @@ func (t *task) onCycleResult(ctx actor.Context, m *cycleResult) {
 	if m.err != nil {
 		kind := supervision.CycleFailureKind(m.err)
 		t.env.deps.Observer.CycleDone(provider, t.st.Model, kind, m.took)
-		f := taskstate.CycleFailure{Cycle: m.cycle, Kind: kind, Message: capText(m.err.Error(), 4096), Input: m.summary}
+		f := taskstate.CycleFailure{Cycle: m.cycle, Kind: kind, Message: excerpt.Clip(m.err.Error(), 4096), Input: m.summary}
 		var oe *prompt.OverflowError
 		if errors.As(m.err, &oe) {
 			f.Overflow = oe.Overflow()
@@ -507,8 +508,8 @@ func (t *task) onCycleResult(ctx actor.Context, m *cycleResult) {
 	r := m.resp
 	out := taskstate.CycleOutput{
 		Cycle:     m.cycle,
-		Text:      capText(r.Text, maxTextBytes),
-		Reasoning: capText(r.Reasoning, maxTextBytes),
+		Text:      excerpt.Clip(r.Text, maxTextBytes),
+		Reasoning: excerpt.Clip(r.Reasoning, maxTextBytes),
 		Finish:    r.FinishReason,
 		Input:     m.summary,
 		Usage:     &api.Usage{PromptTokens: uint64(r.Usage.PromptTokens), CompletionTokens: uint64(r.Usage.CompletionTokens), EstimatedPromptTokens: m.summary.GetEstimatedTokens()},
@@ -526,12 +527,12 @@ func (t *task) onCycleResult(ctx actor.Context, m *cycleResult) {
 // validates its arguments; a call that cannot run is rejected before it is
 // ever started.
 func (t *task) resolveCall(c providers.ToolCall) taskstate.ResolvedCall {
-	rc := taskstate.ResolvedCall{ModelName: capText(c.Name, 256), ProviderID: capText(c.ID, 256), Args: c.Arguments}
+	rc := taskstate.ResolvedCall{ModelName: excerpt.Clip(c.Name, 256), ProviderID: excerpt.Clip(c.ID, 256), Args: c.Arguments}
 	reject := func(kind api.ToolFailureKind, msg string) {
 		rc.Reject = &api.ToolFailed{Kind: kind, Message: msg}
 	}
 	if len(rc.Args) > maxArgsBytes {
-		rc.Args = []byte(capText(string(c.Arguments), 4096))
+		rc.Args = []byte(excerpt.Clip(string(c.Arguments), 4096))
 		reject(api.ToolFailureKind_TOOL_FAILURE_KIND_INVALID_INPUT, fmt.Sprintf("arguments of %d bytes exceed the limit of %d bytes; only an excerpt was recorded; split the work into smaller calls", len(c.Arguments), maxArgsBytes))
 		return rc
 	}
@@ -626,12 +627,12 @@ func (t *task) onToolResult(ctx actor.Context, m *toolResult) {
 		o.Failed = true
 		o.Kind = supervision.ToolFailureKind(m.err)
 		t.env.deps.Observer.ToolDone(tool, strings.ToLower(strings.TrimPrefix(o.Kind.String(), "TOOL_FAILURE_KIND_")), m.took)
-		o.Message = capText(m.err.Error(), 4096)
+		o.Message = excerpt.Clip(m.err.Error(), 4096)
 		switch {
 		case t.stopping != nil && o.Kind == api.ToolFailureKind_TOOL_FAILURE_KIND_CANCELLED:
 			o.Message = "interrupted: the daemon stopped while the tool ran; it may have had partial effects"
 		case stopped && o.Kind == api.ToolFailureKind_TOOL_FAILURE_KIND_CANCELLED:
-			o.Message = capText("stopped by "+stoppedBy+" while it ran; it may have had partial effects ("+m.err.Error()+")", 4096)
+			o.Message = excerpt.Clip("stopped by "+stoppedBy+" while it ran; it may have had partial effects ("+m.err.Error()+")", 4096)
 		}
 	} else {
 		t.env.deps.Observer.ToolDone(tool, "ok", m.took)
@@ -806,21 +807,6 @@ func (t *task) checkShutdown(ctx actor.Context) {
 	ctx.Send(ctx.Parent(), &taskShutdownDone{taskID: t.id})
 }
 
-// capText bounds s to max bytes on a rune boundary, saying how much was
-// left out.
-func capText(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	cut := max - 64
-	for cut > 0 && !utf8RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + fmt.Sprintf("\n[… %d bytes omitted: the text exceeded the record limit]", len(s)-cut)
-}
-
-func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
-
 // capRetained bounds a retained output; one over the limit is replaced by a
 // labelled excerpt (valid JSON).
 func capRetained(b json.RawMessage) json.RawMessage {
@@ -828,12 +814,12 @@ func capRetained(b json.RawMessage) json.RawMessage {
 		return b
 	}
 	half := maxRetainedBytes / 4
-	excerpt, _ := json.Marshal(map[string]any{
-		"retained_excerpt": capText(string(b[:half]), half) + " … " + string(b[len(b)-half:]),
+	out, _ := json.Marshal(map[string]any{
+		"retained_excerpt": excerpt.Ends(string(b), half, half),
 		"retained_bytes":   len(b),
 		"note":             "the tool retained more than the record limit; only this excerpt was kept",
 	})
-	return excerpt
+	return out
 }
 
 // keepHistory extends the held history with appended events, or drops it
