@@ -235,12 +235,8 @@ func (t *task) load(ctx actor.Context) {
 	t.loading = true
 	inc, self, sys, store, id := t.incarnation, ctx.Self(), ctx.ActorSystem(), t.env.deps.Store, t.id
 	t.env.goroutine(func() {
-		s, err := loadState(store, id)
-		if errors.Is(err, ErrNotFound) {
-			s, err = taskstate.New(), nil
-			s.TaskID = id
-		}
-		sys.Root.Send(self, &loaded{incarnation: inc, state: s, err: err})
+		s, meta, err := loadActivation(store, id)
+		sys.Root.Send(self, &loaded{incarnation: inc, state: s, meta: meta, err: err})
 	})
 }
 
@@ -256,7 +252,7 @@ func (t *task) onLoaded(ctx actor.Context, m *loaded) {
 	}
 	if t.st.Exists() {
 		t.env.inspector.setState(t.self.Id, taskstate.StatusName(t.st.Status), t.env.now())
-		t.meta, _ = t.env.deps.Store.Meta(t.id)
+		t.meta = m.meta
 		if bodies := t.st.Recover(t.env.now()); len(bodies) > 0 {
 			t.persist(ctx, bodies, nil, nil)
 		}
