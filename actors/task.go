@@ -16,6 +16,7 @@ import (
 	"lemo/actors/taskstate"
 	"lemo/api"
 	"lemo/excerpt"
+	"lemo/memory"
 	"lemo/persistence"
 	"lemo/prompt"
 	"lemo/providers"
@@ -599,7 +600,7 @@ func (t *task) startTool(ctx actor.Context, call *taskstate.Call) {
 	tc := tools.Call{TaskID: t.id, CallID: call.ID, Owner: t.st.Owner, Workspace: t.st.Workspace, Input: input,
 		Approvals: &approvalBridge{sys: ctx.ActorSystem(), task: ctx.Self(), callID: call.ID}}
 	if m := t.env.deps.Memory; m != nil {
-		tc.Memory = m.Recorder(t.st.Owner, t.id, call.ID)
+		tc.Memory = factRecorder{m: m, owner: t.st.Owner, task: t.id, call: call.ID}
 	}
 	ta := &toolActor{env: t.env, reg: reg, call: tc}
 	pid, err := ctx.SpawnNamed(t.env.props("tool", func() actor.Actor { return ta }), "tool-"+call.ID)
@@ -801,6 +802,17 @@ func (t *task) checkShutdown(ctx actor.Context) {
 	t.answered = true
 	t.failQueued(ErrStopped)
 	ctx.Send(ctx.Parent(), &taskShutdownDone{taskID: t.id})
+}
+
+// factRecorder is what a tool call records facts through: the memory, with
+// the call as their source.
+type factRecorder struct {
+	m                 Memory
+	owner, task, call string
+}
+
+func (r factRecorder) RecordFact(ctx context.Context, f tools.Fact) (string, error) {
+	return r.m.RecordFact(ctx, r.owner, r.task, r.call, memory.FactInput(f))
 }
 
 // capRetained bounds a retained output; one over the limit is replaced by a
