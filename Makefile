@@ -69,6 +69,19 @@ test: deps check-generate tiny-ollama delegate-deps ## Run every test (race dete
 	$(GO) vet -tags live ./providers/...  # the live tests compile, though they run only with keys
 	DELEGATE_TEST_PI=$$([ -x "$(PI_BIN)" ] && echo "$(PI_BIN)") $(GO) test -race -timeout 20m ./...
 
+# The fuzz targets of the shell policy, run by `go test -fuzz` for
+# FUZZTIME each (make test runs only their seed corpora, and a bounded
+# random corpus against bash in TestPolicyAgainstBash).
+FUZZTIME ?= 3m
+SHELL_FUZZ := FuzzPolicy FuzzPolicyAgainstBash
+
+.PHONY: fuzz
+fuzz: deps ## Fuzz the shell policy (against its expectations and bash) for FUZZTIME per target
+	@set -e; for f in $(SHELL_FUZZ); do \
+		echo "fuzz $$f for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./tools/shell; \
+	done
+
 .PHONY: test-live
 test-live: deps ## Run the opt-in tests against real providers (needs their API keys)
 	$(GO) test -tags live -run Live -timeout 20m ./providers/...
