@@ -93,6 +93,19 @@ soak: deps ## Cut the power SOAK_CUTS (300) times under the store, SOAK_SERVE_CU
 	LEMO_POWERCUT_CUTS=$(SOAK_CUTS) $(GO) test -race -count=1 -run 'TestPowerCut' -v -timeout 60m ./persistence/
 	LEMO_POWERCUT_SERVE_CUTS=$(SOAK_SERVE_CUTS) $(GO) test -race -count=1 -run 'TestPowerCutUnderServe' -v -timeout 60m ./tests/
 
+# The fuzz targets of the shell policy, run by `go test -fuzz` for
+# FUZZTIME each (make test runs only their seed corpora, and a bounded
+# random corpus against bash in TestPolicyAgainstBash).
+FUZZTIME ?= 3m
+SHELL_FUZZ := FuzzPolicy FuzzPolicyAgainstBash
+
+.PHONY: fuzz
+fuzz: deps ## Fuzz the shell policy (against its expectations and bash) for FUZZTIME per target
+	@set -e; for f in $(SHELL_FUZZ); do \
+		echo "fuzz $$f for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./tools/shell; \
+	done
+
 .PHONY: test-live
 test-live: deps ## Run the opt-in tests against real providers (needs their API keys)
 	$(GO) test -tags live -run Live -timeout 20m ./providers/...

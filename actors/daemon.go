@@ -70,9 +70,10 @@ type Memory interface {
 	// for a Cycle, within the recall budget; nothing when nothing is
 	// relevant. It must not change the memory.
 	Recall(ctx context.Context, q memory.RecallQuery) ([]prompt.Evidence, error)
-	// Recorder returns what a tool call uses to record explicit facts with
-	// itself as their source.
-	Recorder(owner, taskID, callID string) tools.MemoryRecorder
+	// RecordFact records an explicit fact made by tool call callID of Task
+	// taskID (owned by owner), with that call as its source, and returns
+	// its id.
+	RecordFact(ctx context.Context, owner, taskID, callID string, in memory.FactInput) (string, error)
 }
 
 // Observer receives the tree's measurements (for metrics). Its methods are

@@ -86,6 +86,7 @@ type taskShutdownDone struct{ taskID string }
 type loaded struct {
 	incarnation uint64
 	state       *taskstate.State
+	meta        *api.TaskMeta // nil for a Task not created yet
 	err         error
 }
 

@@ -30,6 +30,26 @@ func loadState(st *persistence.Store, taskID string) (*taskstate.State, error) {
 	return s, nil
 }
 
+// loadActivation reads what a Task's actor starts from: its folded state
+// and, for a Task that exists, its metadata. A Task not created yet gets a
+// fresh state and no metadata.
+func loadActivation(st *persistence.Store, taskID string) (*taskstate.State, *api.TaskMeta, error) {
+	s, err := loadState(st, taskID)
+	if errors.Is(err, ErrNotFound) {
+		s = taskstate.New()
+		s.TaskID = taskID
+		return s, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	meta, err := st.Meta(taskID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the metadata of task %s: %w", taskID, err)
+	}
+	return s, meta, nil
+}
+
 // appendBodies stamps bodies after s's last seq and appends them, then
 // applies them to s. They are recovery records (pausing a Task, recording
 // its failure): they may use the store's reserve when the disk is full.

@@ -16,7 +16,9 @@ import (
 	"lemo/actors/live"
 	"lemo/actors/taskstate"
 	"lemo/api"
+	"lemo/excerpt"
 	"lemo/internal/failpoint"
+	"lemo/memory"
 	"lemo/persistence"
 	"lemo/prompt"
 	"lemo/providers"
@@ -312,12 +314,8 @@ func (t *task) load(ctx actor.Context) {
 	t.loading = true
 	inc, self, sys, store, id := t.incarnation, ctx.Self(), ctx.ActorSystem(), t.env.deps.Store, t.id
 	t.env.goroutine(func() {
-		s, err := loadState(store, id)
-		if errors.Is(err, ErrNotFound) {
-			s, err = taskstate.New(), nil
-			s.TaskID = id
-		}
-		sys.Root.Send(self, &loaded{incarnation: inc, state: s, err: err})
+		s, meta, err := loadActivation(store, id)
+		sys.Root.Send(self, &loaded{incarnation: inc, state: s, meta: meta, err: err})
 	})
 }
 
@@ -333,7 +331,7 @@ func (t *task) onLoaded(ctx actor.Context, m *loaded) {
 	}
 	if t.st.Exists() {
 		t.env.inspector.setState(t.self.Id, taskstate.StatusName(t.st.Status), t.env.now())
-		t.meta, _ = t.env.deps.Store.Meta(t.id)
+		t.meta = m.meta
 		if bodies := t.st.Recover(t.env.now()); len(bodies) > 0 {
 			t.persist(ctx, bodies, nil, nil)
 		}
@@ -750,7 +748,7 @@ func (t *task) startTool(ctx actor.Context, call *taskstate.Call) {
 	tc := tools.Call{TaskID: t.id, CallID: call.ID, Owner: t.st.Owner, Workspace: t.st.Workspace, Input: input, Live: whole,
 		Approvals: &approvalBridge{sys: ctx.ActorSystem(), task: ctx.Self(), callID: call.ID}}
 	if m := t.env.deps.Memory; m != nil {
-		tc.Memory = m.Recorder(t.st.Owner, t.id, call.ID)
+		tc.Memory = factRecorder{m: m, owner: t.st.Owner, task: t.id, call: call.ID}
 	}
 	ta := &toolActor{env: t.env, reg: reg, call: tc}
 	pid, err := ctx.SpawnNamed(t.env.props("tool", func() actor.Actor { return ta }), "tool-"+call.ID)
@@ -1048,18 +1046,19 @@ func (t *task) checkShutdown(ctx actor.Context) {
 // for example) become U+FFFD: protobuf cannot record them, and the append
 // would fail.
 func capText(s string, max int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) <= max {
-		return s
-	}
-	cut := max - 64
-	for cut > 0 && !utf8RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + fmt.Sprintf("\n[… %d bytes omitted: the text exceeded the record limit]", len(s)-cut)
+	return excerpt.Clip(strings.ToValidUTF8(s, "\uFFFD"), max)
 }
 
-func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+// factRecorder is what a tool call records facts through: the memory, with
+// the call as their source.
+type factRecorder struct {
+	m                 Memory
+	owner, task, call string
+}
+
+func (r factRecorder) RecordFact(ctx context.Context, f tools.Fact) (string, error) {
+	return r.m.RecordFact(ctx, r.owner, r.task, r.call, memory.FactInput(f))
+}
 
 // capRetained bounds a retained output; one over the limit is replaced by a
 // labelled excerpt (valid JSON).
@@ -1068,12 +1067,12 @@ func capRetained(b json.RawMessage) json.RawMessage {
 		return b
 	}
 	half := maxRetainedBytes / 4
-	excerpt, _ := json.Marshal(map[string]any{
-		"retained_excerpt": capText(string(b[:half]), half) + " … " + string(b[len(b)-half:]),
+	out, _ := json.Marshal(map[string]any{
+		"retained_excerpt": excerpt.Ends(string(b), half, half),
 		"retained_bytes":   len(b),
 		"note":             "the tool retained more than the record limit; only this excerpt was kept",
 	})
-	return excerpt
+	return out
 }
 
 // keepHistory extends the held history with appended events, or drops it

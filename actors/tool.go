@@ -12,6 +12,7 @@ import (
 
 	"lemo/actors/live"
 	"lemo/api"
+	"lemo/excerpt"
 	"lemo/supervision"
 	"lemo/tools"
 )
@@ -210,7 +211,7 @@ func boundPresented(p json.RawMessage, limit int64, w *live.Result, task, call s
 		Tail  string `json:"tail"`
 		Bytes int    `json:"bytes"`
 		Note  string `json:"note"`
-	}{capText(string(p[:half]), half), string(p[len(p)-half:]), len(p),
+	}{excerpt.Head(string(p), half), excerpt.Tail(string(p), half), len(p),
 		fmt.Sprintf("the result is %d bytes: only its head and tail are shown; read it whole with tasks.read_block {\"task\":%q,\"call_id\":%q,\"part\":\"result\"} while this task holds it", len(p), task, call)})
 	return v
 }

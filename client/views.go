@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"lemo/api"
+	"lemo/excerpt"
 )
 
 // View renders one kind of tool for people: a call's arguments, its live
@@ -80,11 +81,7 @@ func clipText(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	cut := n
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + fmt.Sprintf("… (%d bytes)", len(s))
+	return excerpt.Head(s, n) + fmt.Sprintf("… (%d bytes)", len(s))
 }
 
 func firstLine(s string, n int) string {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"lemo/api"
+	"lemo/excerpt"
 )
 
 // liveTextMax bounds the streamed text kept per Task: the tail is what a
@@ -163,11 +164,7 @@ func (t *taskState) delta(d *api.Delta) {
 func appendTail(b []byte, s string) []byte {
 	b = append(b, s...)
 	if len(b) > liveTextMax {
-		keep := b[len(b)-liveTextMax/2:]
-		for len(keep) > 0 && keep[0]&0xC0 == 0x80 {
-			keep = keep[1:]
-		}
-		b = append(b[:0], keep...)
+		b = append(b[:0], excerpt.Tail(b, liveTextMax/2)...)
 	}
 	return b
 }

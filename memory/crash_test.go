@@ -20,7 +20,6 @@ import (
 
 	"lemo/api"
 	"lemo/persistence"
-	"lemo/tools"
 )
 
 const (
@@ -68,7 +67,7 @@ func crashHelper() {
 				fmt.Printf("ack %s %d\n", task, seq)
 				mu.Unlock()
 				if seq%5 == 0 {
-					id, err := mem.RecordFact(context.Background(), "o", task, "c1", tools.Fact{Content: "fact f" + uniq(task, seq)[1:] + " recorded", Method: "test"})
+					id, err := mem.RecordFact(context.Background(), "o", task, "c1", FactInput{Content: "fact f" + uniq(task, seq)[1:] + " recorded", Method: "test"})
 					if err != nil {
 						fail(err)
 					}

@@ -53,7 +53,7 @@
 //     starts: it checks the memory format, cleans up interrupted index
 //     builds, catches the index up with history and starts the indexer.
 //  2. Pass the Memory as actors.Deps.Memory; the Task actor calls Postings,
-//     the Cycle calls Recall, tool calls record facts through Recorder.
+//     the Cycle calls Recall, tool calls record facts through RecordFact.
 //  3. Tools use Search and RecordFact (tools/memorytool).
 //  4. Close after the daemon stopped and before the store closes.
 //

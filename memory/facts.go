@@ -10,7 +10,6 @@ import (
 	"unicode/utf8"
 
 	"lemo/persistence"
-	"lemo/tools"
 )
 
 // Fact is an explicit memory record with its provenance. Facts are
@@ -37,10 +36,20 @@ func (f *Fact) source() string {
 	return s
 }
 
+// FactInput is a fact a tool asks to record.
+type FactInput struct {
+	Content string
+	// Supersedes names an earlier fact this one replaces, if any.
+	Supersedes string
+	// Method says how the fact was recorded (for example "memory.record");
+	// empty reads "tool".
+	Method string
+}
+
 // RecordFact stores a fact recorded by tool call callID of Task taskID
 // (owned by owner) and indexes it, in one commit. It returns the fact's id.
 // The Task must exist; a superseded fact must exist and belong to owner.
-func (m *Memory) RecordFact(ctx context.Context, owner, taskID, callID string, in tools.Fact) (string, error) {
+func (m *Memory) RecordFact(ctx context.Context, owner, taskID, callID string, in FactInput) (string, error) {
 	if m.closed() {
 		return "", ErrClosed
 	}
@@ -123,19 +132,4 @@ func readFact(v *persistence.Snapshot, owner, id string) (*Fact, error) {
 		return nil, fmt.Errorf("fact %s: %w", id, err)
 	}
 	return f, nil
-}
-
-// Recorder implements actors.Memory: what tool call callID of Task taskID
-// uses to record facts with itself as their source.
-func (m *Memory) Recorder(owner, taskID, callID string) tools.MemoryRecorder {
-	return &recorder{m: m, owner: owner, task: taskID, call: callID}
-}
-
-type recorder struct {
-	m                 *Memory
-	owner, task, call string
-}
-
-func (r *recorder) RecordFact(ctx context.Context, f tools.Fact) (string, error) {
-	return r.m.RecordFact(ctx, r.owner, r.task, r.call, f)
 }

@@ -8,14 +8,12 @@ import (
 	"time"
 
 	"lemo/persistence"
-	"lemo/tools"
 )
 
 func TestFactsAreStoredWithProvenanceAndIndexed(t *testing.T) {
 	e := newEnv(t, Options{Now: func() time.Time { return t0.Add(time.Hour) }})
 	task := e.task("alice", t0)
-	rec := e.mem.Recorder("alice", task, "call-1-1")
-	id, err := rec.RecordFact(context.Background(), tools.Fact{Content: "  The deploy key lives in vault path secret/deploy.  ", Method: "memory.record"})
+	id, err := e.mem.RecordFact(context.Background(), "alice", task, "call-1-1", FactInput{Content: "  The deploy key lives in vault path secret/deploy.  ", Method: "memory.record"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +39,7 @@ func TestFactsAreStoredWithProvenanceAndIndexed(t *testing.T) {
 	}
 
 	// A correction supersedes it; both stay, the old one says so.
-	id2, err := rec.RecordFact(context.Background(), tools.Fact{Content: "The deploy key moved to vault path secret/deploy-v2.", Supersedes: id, Method: "memory.record"})
+	id2, err := e.mem.RecordFact(context.Background(), "alice", task, "call-1-1", FactInput{Content: "The deploy key moved to vault path secret/deploy-v2.", Supersedes: id, Method: "memory.record"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +72,7 @@ func TestRecordFactRejects(t *testing.T) {
 	e := newEnv(t, Options{MaxFactBytes: 64})
 	task := e.task("alice", t0)
 	other := e.task("bob", t0)
-	bobFact, err := e.mem.RecordFact(context.Background(), "bob", other, "c", tools.Fact{Content: "bob's fact"})
+	bobFact, err := e.mem.RecordFact(context.Background(), "bob", other, "c", FactInput{Content: "bob's fact"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,17 +80,17 @@ func TestRecordFactRejects(t *testing.T) {
 		name string
 		task string
 		call string
-		f    tools.Fact
+		f    FactInput
 		want error
 	}{
-		{"empty", task, "c", tools.Fact{Content: "  "}, ErrInvalid},
-		{"too long", task, "c", tools.Fact{Content: strings.Repeat("x", 65)}, ErrInvalid},
-		{"invalid utf-8", task, "c", tools.Fact{Content: "a\xffb"}, ErrInvalid},
-		{"no call", task, "", tools.Fact{Content: "xylophone"}, ErrInvalid},
-		{"unknown supersedes", task, "c", tools.Fact{Content: "xylophone", Supersedes: persistence.NewTaskID(t0)}, ErrFactNotFound},
-		{"malformed supersedes", task, "c", tools.Fact{Content: "xylophone", Supersedes: "a/b"}, ErrFactNotFound},
-		{"other owner's fact", task, "c", tools.Fact{Content: "xylophone", Supersedes: bobFact}, ErrFactNotFound},
-		{"unknown task", persistence.NewTaskID(t0), "c", tools.Fact{Content: "xylophone"}, persistence.ErrNotFound},
+		{"empty", task, "c", FactInput{Content: "  "}, ErrInvalid},
+		{"too long", task, "c", FactInput{Content: strings.Repeat("x", 65)}, ErrInvalid},
+		{"invalid utf-8", task, "c", FactInput{Content: "a\xffb"}, ErrInvalid},
+		{"no call", task, "", FactInput{Content: "xylophone"}, ErrInvalid},
+		{"unknown supersedes", task, "c", FactInput{Content: "xylophone", Supersedes: persistence.NewTaskID(t0)}, ErrFactNotFound},
+		{"malformed supersedes", task, "c", FactInput{Content: "xylophone", Supersedes: "a/b"}, ErrFactNotFound},
+		{"other owner's fact", task, "c", FactInput{Content: "xylophone", Supersedes: bobFact}, ErrFactNotFound},
+		{"unknown task", persistence.NewTaskID(t0), "c", FactInput{Content: "xylophone"}, persistence.ErrNotFound},
 	}
 	for _, c := range cases {
 		_, err := e.mem.RecordFact(context.Background(), "alice", c.task, c.call, c.f)

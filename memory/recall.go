@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"lemo/api"
+	"lemo/excerpt"
 	"lemo/persistence"
 	"lemo/prompt"
 )
@@ -47,27 +48,11 @@ func RecallText(history []*api.Event) string {
 			lastArgs = append(lastArgs, string(b.ToolCallRecorded.GetArguments()))
 		}
 	}
-	parts := []string{head(request, requestBytes), tail(lastUser, focusBytes), tail(lastAssistant, focusBytes)}
+	parts := []string{excerpt.Head(request, requestBytes), excerpt.Tail(lastUser, focusBytes), excerpt.Tail(lastAssistant, focusBytes)}
 	for _, a := range lastArgs {
-		parts = append(parts, head(a, focusBytes/2))
+		parts = append(parts, excerpt.Head(a, focusBytes/2))
 	}
-	return head(strings.Join(parts, "\n"), MaxQueryBytes)
-}
-
-func head(s string, n int) string {
-	t, _ := cutText(s, n)
-	return t
-}
-
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := len(s) - n
-	for i < len(s) && s[i]&0xC0 == 0x80 {
-		i++
-	}
-	return s[i:]
+	return excerpt.Head(strings.Join(parts, "\n"), MaxQueryBytes)
 }
 
 // RecallQuery is what a Cycle recalls for.

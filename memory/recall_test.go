@@ -14,7 +14,6 @@ import (
 	"lemo/api"
 	"lemo/persistence"
 	"lemo/prompt"
-	"lemo/tools"
 )
 
 // history builds a Task's history in memory (for a recall query).
@@ -50,7 +49,7 @@ func passwordWorld(t *testing.T, e *env) (a, fact string) {
 	a = e.task("o", t0)
 	e.add("o", a, t0.Add(time.Minute), user("Remember this: the staging database password rotates every Friday at noon."))
 	var err error
-	fact, err = e.mem.RecordFact(context.Background(), "o", a, "call-1-1", tools.Fact{Content: "The staging database password rotates every Friday at noon (UTC).", Method: "memory.record"})
+	fact, err = e.mem.RecordFact(context.Background(), "o", a, "call-1-1", FactInput{Content: "The staging database password rotates every Friday at noon (UTC).", Method: "memory.record"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,11 +129,11 @@ func TestRecallDeduplicates(t *testing.T) {
 func TestRecallSkipsSupersededFacts(t *testing.T) {
 	e := newEnv(t, Options{})
 	a := e.task("o", t0)
-	old, err := e.mem.RecordFact(context.Background(), "o", a, "c1", tools.Fact{Content: "The release branch is release-41."})
+	old, err := e.mem.RecordFact(context.Background(), "o", a, "c1", FactInput{Content: "The release branch is release-41."})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.mem.RecordFact(context.Background(), "o", a, "c2", tools.Fact{Content: "The release branch is release-42.", Supersedes: old}); err != nil {
+	if _, err := e.mem.RecordFact(context.Background(), "o", a, "c2", FactInput{Content: "The release branch is release-42.", Supersedes: old}); err != nil {
 		t.Fatal(err)
 	}
 	c := persistence.NewTaskID(t0)

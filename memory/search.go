@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"lemo/excerpt"
 	"lemo/persistence"
 )
 
@@ -634,7 +635,8 @@ func (m *Memory) Search(ctx context.Context, q Query) ([]Hit, error) {
 			if err != nil {
 				return err
 			}
-			out[i].Text, out[i].Truncated = cutText(text, q.TextBytes)
+			out[i].Text = excerpt.Head(text, q.TextBytes)
+			out[i].Truncated = len(out[i].Text) < len(text)
 		}
 		return nil
 	})
@@ -682,16 +684,4 @@ func (m *Memory) recordText(v *persistence.Snapshot, owner string, h *Hit) (stri
 		return "", fmt.Errorf("%w: task %s seq %d is not an indexed record", errCorrupt, h.TaskID, h.Seq)
 	}
 	return text, nil
-}
-
-// cutText returns at most max bytes of s, on a rune boundary.
-func cutText(s string, max int) (string, bool) {
-	if len(s) <= max {
-		return s, false
-	}
-	cut := max
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut], true
 }

@@ -2,6 +2,8 @@ package metrics
 
 import (
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Bucket bounds (seconds) for model calls, tool calls and appends.
@@ -21,15 +23,15 @@ var providerClasses = map[string]bool{
 // Daemon collects the daemon's own measurements. It implements
 // actors.Observer, and its Commit method is the store's OnCommit.
 type Daemon struct {
-	cycles         *CounterVec
-	cycleSeconds   *HistogramVec
-	toolCalls      *CounterVec
-	toolSeconds    *HistogramVec
-	providerErrors *CounterVec
-	restarts       *CounterVec
-	appendSeconds  *HistogramVec
-	batchSize      *HistogramVec
-	appended       *CounterVec
+	cycles         *prometheus.CounterVec
+	cycleSeconds   *prometheus.HistogramVec
+	toolCalls      *prometheus.CounterVec
+	toolSeconds    *prometheus.HistogramVec
+	providerErrors *prometheus.CounterVec
+	restarts       *prometheus.CounterVec
+	appendSeconds  *prometheus.HistogramVec
+	batchSize      *prometheus.HistogramVec
+	appended       *prometheus.CounterVec
 }
 
 // NewDaemon registers the daemon's families on r.
@@ -49,25 +51,25 @@ func NewDaemon(r *Registry) *Daemon {
 
 // CycleDone implements actors.Observer.
 func (d *Daemon) CycleDone(provider, model, outcome string, took time.Duration) {
-	d.cycles.With(provider, outcome).Inc()
-	d.cycleSeconds.With(provider).Observe(took.Seconds())
+	d.cycles.WithLabelValues(provider, outcome).Inc()
+	d.cycleSeconds.WithLabelValues(provider).Observe(took.Seconds())
 	if providerClasses[outcome] {
-		d.providerErrors.With(provider, outcome).Inc()
+		d.providerErrors.WithLabelValues(provider, outcome).Inc()
 	}
 }
 
 // ToolDone implements actors.Observer.
 func (d *Daemon) ToolDone(tool, outcome string, took time.Duration) {
-	d.toolCalls.With(tool, outcome).Inc()
-	d.toolSeconds.With(tool).Observe(took.Seconds())
+	d.toolCalls.WithLabelValues(tool, outcome).Inc()
+	d.toolSeconds.WithLabelValues(tool).Observe(took.Seconds())
 }
 
 // TaskCrashed implements actors.Observer.
-func (d *Daemon) TaskCrashed(directive string) { d.restarts.With(directive).Inc() }
+func (d *Daemon) TaskCrashed(directive string) { d.restarts.WithLabelValues(directive).Inc() }
 
 // Commit records one commit of the store (persistence.Options.OnCommit).
 func (d *Daemon) Commit(appends, events int, wait time.Duration) {
-	d.appendSeconds.With().Observe(wait.Seconds())
-	d.batchSize.With().Observe(float64(appends))
-	d.appended.With().Add(uint64(events))
+	d.appendSeconds.WithLabelValues().Observe(wait.Seconds())
+	d.batchSize.WithLabelValues().Observe(float64(appends))
+	d.appended.WithLabelValues().Add(float64(events))
 }

@@ -1,7 +1,16 @@
-// Package metrics is Lemo's own metrics registry and its HTTP surface:
-// /healthz, /readyz and /metrics in the Prometheus text format. It never
-// uses protoactor's built-in metrics, which leak one callback per spawned
-// actor.
+// Package metrics is Lemo's metrics registry and its HTTP surface:
+// /healthz, /readyz and /metrics. The exposition is client_golang's
+// (github.com/prometheus/client_golang) from a registry of Lemo's own: the
+// standard text format with HELP and TYPE, histograms with cumulative
+// buckets, and the Go runtime and process collectors beside Lemo's
+// families.
+//
+// protoactor's built-in metrics stay off: at the pinned version every
+// spawned actor registers a mailbox-length callback that is never removed
+// (memory grows with each Cycle and Tool actor), its instruments go through
+// the global OpenTelemetry meter, and its Prometheus provider serves on the
+// default mux. The registry here is not prometheus.DefaultRegisterer, so
+// nothing registered globally leaks into /metrics.
 //
 // Lifecycle:
 //  1. cmd/lemo builds a Registry and a Daemon collector on it (NewDaemon),
@@ -11,7 +20,7 @@
 //  2. When an HTTP listen address is configured, Serve exposes the
 //     endpoints; /readyz answers 503 until the daemon says it is ready
 //     (recovery done) and after it starts stopping.
-//  3. A scrape renders every family; counters and histograms are atomics,
+//  3. A scrape gathers every family; counters and histograms are atomics,
 //     so recording never blocks an actor.
 //
 // Example:

@@ -2,16 +2,52 @@ package metrics
 
 import (
 	"io"
+	"maps"
+	"math"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// parse reads an exposition with the Prometheus library's own text parser.
+func parse(t *testing.T, text string) map[string]*dto.MetricFamily {
+	t.Helper()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		t.Fatalf("the exposition does not parse: %v\n%s", err, text)
+	}
+	return fams
+}
+
+// sample finds the series of fam whose labels are exactly labels.
+func sample(t *testing.T, fams map[string]*dto.MetricFamily, fam string, labels map[string]string) *dto.Metric {
+	t.Helper()
+	f := fams[fam]
+	if f == nil {
+		t.Fatalf("no family %s", fam)
+	}
+	for _, m := range f.GetMetric() {
+		got := make(map[string]string)
+		for _, l := range m.GetLabel() {
+			got[l.GetName()] = l.GetValue()
+		}
+		if maps.Equal(got, labels) {
+			return m
+		}
+	}
+	t.Fatalf("family %s has no series %v", fam, labels)
+	return nil
+}
 
 func TestExposition(t *testing.T) {
 	r := NewRegistry()
@@ -28,34 +64,106 @@ func TestExposition(t *testing.T) {
 		return map[string]float64{"": 78303649792}
 	})
 	r.NewCounterFunc("lemo_remote_connections_closed_total", "Closed.", "reason", func() map[string]float64 {
-		return map[string]float64{"timed_out": 3}
+		return map[string]float64{"timed_out": 3, "refused": 0}
 	})
 	var b strings.Builder
-	r.WriteText(&b)
-	out := b.String()
-	for _, want := range []string{
-		"# TYPE lemo_cycles_total counter\n",
-		`lemo_cycles_total{provider="ollama",outcome="completed"} 1` + "\n",
-		`lemo_provider_errors_total{provider="ollama",class="rate_limit"} 1` + "\n",
-		`lemo_cycle_duration_seconds_bucket{provider="ollama",le="0.5"} 1` + "\n",
-		`lemo_cycle_duration_seconds_bucket{provider="ollama",le="+Inf"} 2` + "\n",
-		`lemo_cycle_duration_seconds_count{provider="ollama"} 2` + "\n",
-		`lemo_tool_calls_total{tool="shell.run",outcome="ok"} 1` + "\n",
-		`lemo_actor_restarts_total{directive="restart"} 1` + "\n",
-		"lemo_events_appended_total 5\n",
-		`lemo_append_batch_size_bucket{le="4"} 1` + "\n",
-		`lemo_tasks{status="finished"} 7` + "\n",
-		"lemo_store_free_bytes 78303649792\n",
-		"# TYPE lemo_remote_connections_closed_total counter\n",
-		`lemo_remote_connections_closed_total{reason="timed_out"} 3` + "\n",
-		"# TYPE lemo_tasks gauge\n",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("exposition lacks %q:\n%s", want, out)
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	fams := parse(t, b.String())
+
+	types := map[string]dto.MetricType{
+		"lemo_cycles_total": dto.MetricType_COUNTER, "lemo_cycle_duration_seconds": dto.MetricType_HISTOGRAM,
+		"lemo_tool_calls_total": dto.MetricType_COUNTER, "lemo_tasks": dto.MetricType_GAUGE,
+		"lemo_append_batch_size": dto.MetricType_HISTOGRAM, "lemo_events_appended_total": dto.MetricType_COUNTER,
+		"lemo_remote_connections_closed_total": dto.MetricType_COUNTER,
+		// The runtime and process collectors.
+		"go_goroutines": dto.MetricType_GAUGE, "go_gc_duration_seconds": dto.MetricType_SUMMARY,
+		"process_resident_memory_bytes": dto.MetricType_GAUGE, "process_open_fds": dto.MetricType_GAUGE,
+	}
+	for name, want := range types {
+		f := fams[name]
+		if f == nil || f.GetType() != want || f.GetHelp() == "" {
+			t.Errorf("family %s = %v, want type %v with help", name, f, want)
 		}
 	}
-	if strings.Contains(out, `lemo_provider_errors_total{provider="ollama",class="completed"}`) {
-		t.Error("a completed call counted as a provider error")
+	for name := range fams {
+		if !strings.HasPrefix(name, "lemo_") && !strings.HasPrefix(name, "go_") && !strings.HasPrefix(name, "process_") {
+			t.Errorf("family %s is not Lemo's, the runtime's or the process's", name)
+		}
+	}
+
+	counter := func(fam string, labels map[string]string) float64 {
+		return sample(t, fams, fam, labels).GetCounter().GetValue()
+	}
+	if n := counter("lemo_cycles_total", map[string]string{"provider": "ollama", "outcome": "completed"}); n != 1 {
+		t.Errorf("completed cycles = %v, want 1", n)
+	}
+	if n := counter("lemo_provider_errors_total", map[string]string{"provider": "ollama", "class": "rate_limit"}); n != 1 {
+		t.Errorf("rate-limit errors = %v, want 1", n)
+	}
+	for _, m := range fams["lemo_provider_errors_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "class" && l.GetValue() == "completed" {
+				t.Error("a completed call counted as a provider error")
+			}
+		}
+	}
+	if n := counter("lemo_tool_calls_total", map[string]string{"tool": "shell.run", "outcome": "ok"}); n != 1 {
+		t.Errorf("tool calls = %v, want 1", n)
+	}
+	if n := counter("lemo_actor_restarts_total", map[string]string{"directive": "restart"}); n != 1 {
+		t.Errorf("restarts = %v, want 1", n)
+	}
+	if n := counter("lemo_events_appended_total", map[string]string{}); n != 5 {
+		t.Errorf("appended = %v, want 5", n)
+	}
+
+	// Histograms carry cumulative buckets at the configured bounds.
+	h := sample(t, fams, "lemo_cycle_duration_seconds", map[string]string{"provider": "ollama"}).GetHistogram()
+	if h.GetSampleCount() != 2 || h.GetSampleSum() != 1.3 || len(h.GetBucket()) != len(cycleBuckets)+1 {
+		t.Fatalf("cycle histogram = %v, want 2 samples summing to 1.3 in %d buckets and +Inf", h, len(cycleBuckets))
+	}
+	for i, bk := range h.GetBucket() {
+		want := uint64(0)
+		if bk.GetUpperBound() >= 0.3 {
+			want = 1
+		}
+		if bk.GetUpperBound() >= 1 {
+			want = 2
+		}
+		bound := math.Inf(1)
+		if i < len(cycleBuckets) {
+			bound = cycleBuckets[i]
+		}
+		if bk.GetUpperBound() != bound || bk.GetCumulativeCount() != want {
+			t.Errorf("bucket le=%v holds %d, want le=%v holding %d", bk.GetUpperBound(), bk.GetCumulativeCount(), bound, want)
+		}
+	}
+	if bk := sample(t, fams, "lemo_append_batch_size", map[string]string{}).GetHistogram().GetBucket(); bk[2].GetUpperBound() != 4 || bk[2].GetCumulativeCount() != 1 || bk[1].GetCumulativeCount() != 0 {
+		t.Errorf("batch-size buckets = %v, want a batch of 3 in le=4 and not in le=2", bk)
+	}
+
+	if v := sample(t, fams, "lemo_remote_connections_closed_total", map[string]string{"reason": "timed_out"}).GetCounter().GetValue(); v != 3 {
+		t.Errorf("lemo_remote_connections_closed_total{reason=timed_out} = %v, want 3", v)
+	}
+	if v := sample(t, fams, "lemo_tasks", map[string]string{"status": "finished"}).GetGauge().GetValue(); v != 7 {
+		t.Errorf("finished Tasks = %v, want 7", v)
+	}
+	if v := sample(t, fams, "lemo_store_free_bytes", map[string]string{}).GetGauge().GetValue(); v != 78303649792 {
+		t.Errorf("free bytes = %v", v)
+	}
+}
+
+// A gauge function that answers a label value for a gauge without a label
+// fails the scrape of that family with a clear error instead of a wrong
+// series.
+func TestGaugeFuncLabelMismatch(t *testing.T) {
+	r := NewRegistry()
+	r.NewGaugeFunc("lemo_odd", "Odd.", "", func() map[string]float64 { return map[string]float64{"x": 1} })
+	var b strings.Builder
+	if err := r.WriteText(&b); err == nil || !strings.Contains(err.Error(), `label value "x"`) {
+		t.Fatalf("WriteText error = %v, want one naming the label value", err)
 	}
 }
 
@@ -87,8 +195,12 @@ func TestEndpoints(t *testing.T) {
 	if code, _ := get("/readyz"); code != 200 {
 		t.Fatalf("/readyz when ready = %d, want 200", code)
 	}
-	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, `lemo_tool_calls_total{tool="x",outcome="ok"} 1`) {
+	code, body := get("/metrics")
+	if code != 200 {
 		t.Fatalf("/metrics = %d\n%s", code, body)
+	}
+	if n := sample(t, parse(t, body), "lemo_tool_calls_total", map[string]string{"tool": "x", "outcome": "ok"}).GetCounter().GetValue(); n != 1 {
+		t.Fatalf("/metrics: tool calls = %v, want 1\n%s", n, body)
 	}
 	if err := srv.Close(); err != nil {
 		t.Fatal(err)

@@ -126,9 +126,9 @@ func TestMetricsDuringARunningTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	moving := []string{
-		`lemo_cycles_total{provider="fake",outcome="completed"}`,
+		`lemo_cycles_total{outcome="completed",provider="fake"}`,
 		`lemo_cycle_duration_seconds_count{provider="fake"}`,
-		`lemo_tool_calls_total{tool="demo.tick",outcome="ok"}`,
+		`lemo_tool_calls_total{outcome="ok",tool="demo.tick"}`,
 		`lemo_tool_call_duration_seconds_count{tool="demo.tick"}`,
 		`lemo_events_appended_total`,
 		`lemo_append_latency_seconds_count`,

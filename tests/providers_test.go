@@ -224,7 +224,7 @@ func TestProvidersEndToEnd(t *testing.T) {
 					t.Fatalf("an auth failure recorded an answer %q", finalAnswer(evs))
 				}
 				// The failure is counted by provider and class.
-				series := `lemo_provider_errors_total{provider="` + c.name + `",class="auth"}`
+				series := `lemo_provider_errors_total{class="auth",provider="` + c.name + `"}`
 				if n := scrape(t, metricsAddr)[series]; n < 1 {
 					t.Fatalf("%s = %v after an auth failure", series, n)
 				}

@@ -8,6 +8,7 @@ import (
 
 	"lemo/actors"
 	"lemo/api"
+	"lemo/excerpt"
 )
 
 // Inspector is the part of the daemon API behind the inspection console
@@ -74,9 +75,5 @@ func clipBytes(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	cut := n - 3
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + "..."
+	return excerpt.Head(s, n-3) + "..."
 }

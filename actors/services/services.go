@@ -9,11 +9,11 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"lemo/api"
+	"lemo/excerpt"
 	"lemo/tools"
 	"lemo/tools/system"
 )
@@ -293,7 +293,7 @@ func (r *Registry) Execute(ctx context.Context, q system.Request) (json.RawMessa
 // result checks and bounds a program's answer.
 func (r *Registry) result(q system.Request, op *operation, res *api.ServiceResult) (json.RawMessage, error) {
 	if msg := res.GetError(); msg != "" {
-		return nil, fmt.Errorf("service %s.%s failed: %s", q.Service, q.Operation, bound(msg, 4096))
+		return nil, fmt.Errorf("service %s.%s failed: %s", q.Service, q.Operation, excerpt.Clip(msg, 4096))
 	}
 	out := json.RawMessage(res.GetOutput())
 	if !json.Valid(out) {
@@ -307,7 +307,7 @@ func (r *Registry) result(q system.Request, op *operation, res *api.ServiceResul
 	if len(out) > r.opts.MaxResultBytes {
 		half := r.opts.MaxResultBytes / 2
 		ex, _ := json.Marshal(map[string]any{
-			"excerpt": bound(string(out), half) + " … " + tail(string(out), half/2),
+			"excerpt": excerpt.Ends(string(out), half, half/2),
 			"bytes":   len(out),
 			"note":    fmt.Sprintf("the result exceeded %d bytes; only its head and tail are shown", r.opts.MaxResultBytes),
 		})
@@ -329,25 +329,4 @@ func (r *Registry) Complete(provider string, res *api.ServiceResult) error {
 	delete(r.pending, res.GetCall())
 	pc.done <- res
 	return nil
-}
-
-func bound(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
-
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := len(s) - n
-	for i < len(s) && !utf8.RuneStart(s[i]) {
-		i++
-	}
-	return s[i:]
 }

@@ -8,10 +8,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 
+	"lemo/excerpt"
 	"lemo/providers"
 )
 
@@ -290,11 +290,7 @@ func CleanMessage(msg, secret string) string {
 	if len(msg) <= MaxMessageBytes {
 		return msg
 	}
-	cut := MaxMessageBytes
-	for cut > 0 && !utf8.RuneStart(msg[cut]) {
-		cut--
-	}
-	return msg[:cut] + "…"
+	return excerpt.Head(msg, MaxMessageBytes) + excerpt.Ellipsis
 }
 
 // stripTags removes <...> sequences.

@@ -3,6 +3,8 @@ package delegate
 import (
 	"encoding/json"
 	"strings"
+
+	"lemo/excerpt"
 )
 
 // Usage is the agent's token usage, summed over its assistant messages.
@@ -345,7 +347,7 @@ func (p *projector) liveHasText() bool {
 
 func appendBounded(b *strings.Builder, s string) {
 	if room := maxPendingText - b.Len(); room > 0 {
-		b.WriteString(truncateRunes(s, room))
+		b.WriteString(excerpt.Head(s, room))
 	}
 }
 
@@ -398,11 +400,11 @@ func jsonExcerpt(raw json.RawMessage, max int) string {
 // tailExcerpt keeps the end of a growing output.
 func tailExcerpt(s string, max int) string {
 	if len(s) > 4*max+64 {
-		s = tailRunes(s, 2*max)
+		s = excerpt.Tail(s, 2*max)
 	}
 	s = Clean(s)
 	if len(s) <= max {
 		return s
 	}
-	return "…" + tailRunes(s, max-len("…"))
+	return excerpt.Ellipsis + excerpt.Tail(s, max-len(excerpt.Ellipsis))
 }

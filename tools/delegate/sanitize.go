@@ -1,9 +1,10 @@
 package delegate
 
 import (
-	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"lemo/excerpt"
 )
 
 // Clean makes text from the agent safe to show and to store: invalid UTF-8
@@ -109,64 +110,30 @@ func skipEscape(s string, i int) int {
 
 // Bound cleans s and keeps at most max bytes of it: the head and the tail
 // around a marker that states how many bytes were left out. It reports
-// whether anything was left out. Cuts fall on rune boundaries. Of a text
-// much longer than max only the raw head and tail are cleaned.
+// whether anything was left out. Cuts fall on character boundaries. Of a
+// text much longer than max only the raw head and tail are cleaned.
 func Bound(s string, max int) (string, bool) {
 	if len(s) > 4*max+64 {
-		return cut(Clean(truncateRunes(s, 2*max)), Clean(tailRunes(s, 2*max)), max, len(s)), true
+		h, t := Clean(excerpt.Head(s, 2*max)), Clean(excerpt.Tail(s, 2*max))
+		room := max - len(excerpt.Omitted(len(s), len(s)))
+		if room < 2 {
+			return excerpt.Head(h, max), true
+		}
+		h = excerpt.Head(h, room/2)
+		t = excerpt.Tail(t, room-len(h))
+		return h + excerpt.Omitted(len(s)-len(h)-len(t), len(s)) + t, true
 	}
 	s = Clean(s)
 	if len(s) <= max {
 		return s, false
 	}
-	return cut(s, s, max, len(s)), true
-}
-
-// cut joins the start of head and the end of tail around a marker, within
-// max bytes; total is the size the marker reports.
-func cut(head, tail string, max, total int) string {
-	room := max - len(fmt.Sprintf("\n[… %d of %d bytes omitted …]\n", total, total))
-	if room < 2 {
-		return truncateRunes(head, max)
-	}
-	h := truncateRunes(head, room/2)
-	t := tailRunes(tail, room-len(h))
-	return h + fmt.Sprintf("\n[… %d of %d bytes omitted …]\n", total-len(h)-len(t), total) + t
-}
-
-// truncateRunes returns the longest prefix of s of at most n bytes that ends
-// on a rune boundary.
-func truncateRunes(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
-
-// tailRunes returns the longest suffix of s of at most n bytes that starts
-// on a rune boundary.
-func tailRunes(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := len(s) - n
-	for i < len(s) && !utf8.RuneStart(s[i]) {
-		i++
-	}
-	return s[i:]
+	return excerpt.Fit(s, max), true
 }
 
 // Short cleans s and keeps its first max bytes, marking a cut with "…".
 func Short(s string, max int) string {
 	if len(s) > 4*max+64 {
-		s = truncateRunes(s, 2*max)
+		s = excerpt.Head(s, 2*max)
 	}
-	s = Clean(s)
-	if len(s) <= max {
-		return s
-	}
-	return truncateRunes(s, max-len("…")) + "…"
+	return excerpt.Short(Clean(s), max)
 }

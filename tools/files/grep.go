@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"lemo/excerpt"
 )
 
 type grepInput struct {
@@ -243,7 +245,7 @@ func (g *grepper) file(ctx context.Context, file *os.File, rel string) error {
 		}
 		text := string(line)
 		if len(text) > g.cfg.MaxGrepLineBytes {
-			text = text[:cutUTF8(line, g.cfg.MaxGrepLineBytes)] + " …"
+			text = excerpt.Head(text, g.cfg.MaxGrepLineBytes) + " …"
 		}
 		if g.bytes+len(text) > g.cfg.MaxGrepBytes {
 			g.stopped = fmt.Sprintf("stopped at %d bytes of matched text (the limit)", g.cfg.MaxGrepBytes)

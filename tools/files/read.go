@@ -13,6 +13,8 @@ import (
 	"os"
 	"strconv"
 	"unicode/utf8"
+
+	"lemo/excerpt"
 )
 
 type readInput struct {
@@ -67,7 +69,7 @@ func (f *fileSystem) readTool() *op[readInput, readOutput] {
 		run: f.read,
 		shrink: func(o *readOutput, budget int) {
 			n := len(o.Content)
-			o.Content = excerpt(o.Content, budget/2, budget/2)
+			o.Content = excerpt.Ends(o.Content, budget/2, budget/2)
 			o.Excerpt = fmt.Sprintf("content shortened for history: %d of %d bytes kept (head and tail)", len(o.Content), n)
 		},
 	}
@@ -182,7 +184,7 @@ func (f *fileSystem) read(ctx context.Context, r *root, in *readInput) (*readOut
 					if line == offset {
 						// A single line larger than the budget: return its
 						// head and move on to the next line.
-						keep := cutUTF8(buf.Bytes(), budget)
+						keep := len(excerpt.Head(buf.Bytes(), budget))
 						buf.Truncate(keep)
 						buf.WriteString(" … [line " + strconv.Itoa(line) + " cut at the byte limit]\n")
 						cut, endLine = true, line
@@ -239,32 +241,4 @@ func (f *fileSystem) read(ctx context.Context, r *root, in *readInput) (*readOut
 		}
 	}
 	return out, nil
-}
-
-// cutUTF8 returns the largest n <= max such that b[:n] does not end inside a
-// UTF-8 sequence.
-func cutUTF8(b []byte, max int) int {
-	if max >= len(b) {
-		return len(b)
-	}
-	n := max
-	for n > 0 && n > max-utf8.UTFMax && !utf8.RuneStart(b[n]) {
-		n--
-	}
-	return n
-}
-
-// excerpt returns s whole when it is at most head+tail bytes long, else its
-// first head and last tail bytes (on rune boundaries) around a marker that
-// states how much was left out.
-func excerpt(s string, head, tail int) string {
-	if len(s) <= head+tail {
-		return s
-	}
-	h := cutUTF8([]byte(s), head)
-	t := len(s) - tail
-	for t < len(s) && !utf8.RuneStart(s[t]) {
-		t++
-	}
-	return s[:h] + fmt.Sprintf("\n… [%d of %d bytes omitted] …\n", t-h, len(s)) + s[t:]
 }

@@ -59,9 +59,12 @@
 // CREDENTIAL (any case); PassEnv re-admits names, DropEnv removes more.
 //
 // Policy. See Policy: deny rules win, then ask, then allow, then the
-// default (ask). Compound commands are split conservatively, deny and ask
-// rules are also matched against the raw text, and a command that cannot be
-// analysed fails closed. Execute refuses a denied command itself too.
+// default (ask). Command lines are parsed with mvdan.cc/sh's bash parser
+// and every command they would run is checked; deny and ask rules are also
+// matched against the raw text, and a command that cannot be analysed (or
+// where bash reads the text differently) fails closed. Execute refuses a
+// denied command itself too. TestPolicyAgainstBash and FuzzPolicyAgainstBash
+// check the allow path against what bash itself runs.
 //
 // Lifecycle:
 //  1. cmd/lemo builds a Config from the config file (Environ: os.Environ())

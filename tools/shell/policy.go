@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+
+	"lemo/excerpt"
 )
 
 // Decision is what the policy says about a command.
@@ -21,10 +23,10 @@ const (
 //
 // A rule is a list of words separated by spaces; a word may use "*" (any
 // run of characters) and "?" (one character). Rules are matched against the
-// simple commands of a command line after quote removal: a command line is
-// split at ; & && || | newlines, (...) subshells, { } groups, control
-// keywords (if, then, do, ...), and the commands inside $(...), `...` and
-// <(...) are checked as well.
+// simple commands of a command line after quote removal, as bash's grammar
+// (mvdan.cc/sh's parser) finds them: in pipelines and lists, subshells,
+// groups, control structures and functions, and inside $(...), `...`,
+// <(...), ${...}, arithmetic and here-documents.
 //
 //   - Deny and Ask rules match a run of words anywhere in a simple command
 //     ("rm -rf" matches "sudo rm -rf /" and "xargs rm -rf"), and the first
@@ -43,10 +45,12 @@ const (
 //
 // Deny always wins, then Ask, then Allow; when nothing matches, Default
 // applies (Ask when empty). A command line the parser cannot follow
-// completely (unclosed quotes, $'...' quoting, more than 256 commands,
-// substitutions nested more than 16 deep, a command name known only at run
-// time) is denied if any part matches a deny rule and otherwise asks (or is
-// denied when Default is Deny): it fails closed. Deny rules guard against
+// completely (it does not parse, $'...' quoting, more than 256 commands, a
+// command name known only at run time, text run as a command by eval or
+// sh -c, `...` holding quotes or backslashes, a command substitution inside
+// arithmetic, a comment ending in a backslash) is denied if any part
+// matches a deny rule and otherwise asks (or is denied when Default is
+// Deny): it fails closed. Deny rules guard against
 // mistakes and simple chaining; they are not a sandbox against a determined
 // adversary (for example base64-encoded text piped into a shell).
 type Policy struct {
@@ -338,11 +342,7 @@ func show(c *simpleCmd) string {
 		}
 		parts = append(parts, w.lit)
 	}
-	s := strings.Join(parts, " ")
-	if len(s) > 200 {
-		s = s[:200] + "…"
-	}
-	return s
+	return excerpt.Short(strings.Join(parts, " "), 200)
 }
 
 func contains(list []string, s string) bool {

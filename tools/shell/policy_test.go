@@ -56,6 +56,17 @@ func TestPolicy(t *testing.T) {
 		{"git push origin main --force", Ask, "git push"}, // reordered flags: a deny rule is a word sequence
 		{"rm -r -f /", Ask, ""},                           // ditto: "rm -rf" does not match
 		{"# only a comment", Ask, ""},
+		// Where bash reads the text differently from a naive parse, or runs
+		// text as a command, the check fails closed.
+		{"ls | time wc", Ask, ""},                  // after a pipe, time is a program
+		{"echo `echo \\`wc\\``", Ask, ""},          // nested backquotes
+		{"echo $(( $(wc -l) ))", Ask, ""},          // $(( may be a subshell to bash
+		{"ls # comment \\\nwc", Ask, ""},           // the comment ends at the newline
+		{"eval ls", Ask, ""},                       // eval's text is not analysed
+		{"bash -c ls", Ask, ""},                    // nor sh -c's
+		{"for PATH in /tmp; do ls; done", Ask, ""}, // a loop assigns PATH
+		{"{ ls; } > out", Ask, ""},                 // a group writes to a file
+		{"echo \"\\\"; echo `echo \\`echo \"\\\"; wc$X; \\\"\"\\``; \\\"\"", Ask, ""}, // bash runs wc (the old parser allowed it)
 
 		// Denied, however it is chained, wrapped or quoted.
 		{"rm -rf /", Deny, "rm -rf"},

@@ -8,6 +8,7 @@ import (
 	"path"
 	"time"
 
+	"lemo/excerpt"
 	"lemo/tools"
 )
 
@@ -260,8 +261,8 @@ func (t *Tool) Retain(output, _ json.RawMessage) json.RawMessage {
 		if len(so) < outRoom {
 			errRoom = min(len(se), room-len(so))
 		}
-		r.Stdout = excerpt(so, outRoom/2, outRoom/2)
-		r.Stderr = excerpt(se, errRoom/2, errRoom/2)
+		r.Stdout = excerpt.Ends(so, outRoom/2, outRoom/2)
+		r.Stderr = excerpt.Ends(se, errRoom/2, errRoom/2)
 		if len(r.Note) > 256 {
 			r.Note = r.Note[:256]
 		}
@@ -273,19 +274,3 @@ func (t *Tool) Retain(output, _ json.RawMessage) json.RawMessage {
 	}
 	return nil
 }
-
-// excerpt returns s whole when it has at most head+tail bytes, else its
-// head and tail (on rune boundaries) around a marker.
-func excerpt(s string, head, tail int) string {
-	if len(s) <= head+tail {
-		return s
-	}
-	h := string(trimPartialRune([]byte(s[:head])))
-	ti := len(s) - tail
-	for ti < len(s) && ti < len(s)-tail+4 && !isRuneStart(s[ti]) {
-		ti++
-	}
-	return h + fmt.Sprintf("\n… [%d bytes omitted] …\n", ti-len(h)) + s[ti:]
-}
-
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }

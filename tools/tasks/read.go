@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"lemo/api"
+	"lemo/excerpt"
 	"lemo/tools"
 )
 
@@ -208,7 +209,8 @@ func (t *Read) Execute(ctx context.Context, call tools.Call, _ tools.Emit) (json
 		}
 		rec := record{Seq: ev.GetSeq(), Time: stamp(ev.GetTime()), Kind: api.Kind(ev), Bytes: len(text), Untrusted: untrusted}
 		rec.CallID, rec.Tool, rec.Info = describe(ev)
-		rec.Text, rec.Truncated = cut(text, t.r.cfg.RecordBytes)
+		rec.Text = excerpt.Head(text, t.r.cfg.RecordBytes)
+		rec.Truncated = len(rec.Text) < len(text)
 		if rec.Truncated {
 			rec.Read = handle(in.Task, ev.GetSeq())
 		}
@@ -222,18 +224,6 @@ func (t *Read) Execute(ctx context.Context, call tools.Call, _ tools.Emit) (json
 		out.NextAfter = out.Records[n-1].Seq
 	}
 	return json.Marshal(out)
-}
-
-// cut bounds s to max bytes on a rune boundary.
-func cut(s string, max int) (string, bool) {
-	if len(s) <= max {
-		return s, false
-	}
-	c := max
-	for c > 0 && !utf8.RuneStart(s[c]) {
-		c--
-	}
-	return s[:c], true
 }
 
 // Retain keeps which records were read, not their text: the records stay
@@ -354,14 +344,8 @@ func (t *ReadBlock) Execute(ctx context.Context, call tools.Call, _ tools.Emit) 
 	if in.Offset > len(text) {
 		return nil, fmt.Errorf("%s: offset %d is beyond the record's %d bytes", NameReadBlock, in.Offset, len(text))
 	}
-	start := in.Offset
-	for start > 0 && start < len(text) && !utf8.RuneStart(text[start]) {
-		start--
-	}
-	end := min(start+in.Length, len(text))
-	for end < len(text) && end > start && !utf8.RuneStart(text[end]) {
-		end--
-	}
+	start := len(excerpt.Head(text, in.Offset))
+	end := start + len(excerpt.Head(text[start:], in.Length))
 	if end == start && end < len(text) { // a range shorter than one rune
 		_, size := utf8.DecodeRuneInString(text[start:])
 		end = start + size

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"lemo/api"
+	"lemo/excerpt"
 	"lemo/persistence"
 	"lemo/tools"
 )
@@ -207,21 +208,9 @@ func (l *List) Execute(ctx context.Context, call tools.Call, _ tools.Emit) (json
 		if in.Status != "" && st != in.Status {
 			continue
 		}
-		out.Tasks = append(out.Tasks, taskInfo{ID: m.GetTaskId(), Title: m.GetTitle(), Status: st, Detail: capText(m.GetStatusDetail(), 200),
+		out.Tasks = append(out.Tasks, taskInfo{ID: m.GetTaskId(), Title: m.GetTitle(), Status: st, Detail: excerpt.Short(m.GetStatusDetail(), 200),
 			Model: m.GetModel(), Created: stamp(m.GetCreated()), Updated: stamp(m.GetUpdated()), LastSeq: m.GetLastSeq(),
 			Cycles: m.GetCycles(), Current: m.GetTaskId() == call.TaskID})
 	}
 	return json.Marshal(out)
-}
-
-// capText bounds s to max bytes on a rune boundary.
-func capText(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + "…"
 }
