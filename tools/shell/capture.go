@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"lemo/excerpt"
 )
 
 // capture records one output stream: its byte count and its first and
@@ -61,12 +63,7 @@ func (c *capture) lastLine() string {
 	if i := bytes.LastIndexByte(t, '\n'); i >= 0 {
 		t = t[i+1:]
 	}
-	if len(t) > lastLineMax {
-		t = t[len(t)-lastLineMax:]
-		for len(t) > 0 && !utf8.RuneStart(t[0]) {
-			t = t[1:]
-		}
-	}
+	t = excerpt.Tail(t, lastLineMax)
 	return strings.ToValidUTF8(string(t), "\uFFFD")
 }
 
@@ -81,10 +78,7 @@ func (c *capture) view() (s string, excerpted bool) {
 		return string(c.head) + string(c.tail[int64(len(c.tail))-rest:]), false
 	}
 	h := trimPartialRune(c.head)
-	t := c.tail[len(c.tail)-c.tailMax:]
-	for i := 0; i < utf8.UTFMax && len(t) > 0 && !utf8.RuneStart(t[0]); i++ {
-		t = t[1:]
-	}
+	t := excerpt.Tail(c.tail, c.tailMax)
 	omitted := c.total - int64(len(h)) - int64(len(t))
 	return string(h) + fmt.Sprintf("\n… [%d bytes omitted; %d bytes in all] …\n", omitted, c.total) + string(t), true
 }
