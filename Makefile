@@ -34,6 +34,13 @@ run: build ## Run the daemon on the local data folder ./lemo-data (Ctrl-C stops 
 # sits beside the checkout; the first build takes about 10 minutes on 2
 # cores, later ones are instant (cached in the user's cache folder).
 TINY_OLLAMA_KIT ?= $(abspath $(CURDIR)/../shared/tools/tiny-ollama)
+# The kit compiles Ollama's C/C++ code for a CPU level (its default is the
+# build machine's own, -march=native). Ollama 0.17.4 does not link with
+# -march=native on a CPU with AMX (Intel Xeon): ggml's CPU backend then
+# calls the AMX buffer type that its cgo build leaves out. x86-64-v3 (AVX2)
+# builds and runs on every x86-64 machine kind here; the tiny model needs no
+# more. providers/fake/tiny uses the same default when the variable is unset.
+export TINY_OLLAMA_MARCH ?= $(if $(filter x86_64,$(shell uname -m)),x86-64-v3,native)
 
 .PHONY: tiny-ollama
 tiny-ollama: ## Build the tiny-ollama test kit (real Ollama) if needed

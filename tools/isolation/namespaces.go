@@ -363,7 +363,7 @@ func Main(args []string) int {
 	// their end when the command's processes are done with them.
 	if null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
 		for fd := 0; fd <= 2; fd++ {
-			_ = syscall.Dup2(int(null.Fd()), fd)
+			_ = unix.Dup2(int(null.Fd()), fd)
 		}
 		null.Close()
 	}

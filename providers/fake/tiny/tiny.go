@@ -38,6 +38,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"testing"
@@ -105,6 +106,13 @@ func (s *Server) Requests() []Request {
 	return append([]Request(nil), s.requests...)
 }
 
+// DefaultMarch is the CPU level the kit's Ollama is built for on x86-64
+// unless TINY_OLLAMA_MARCH says otherwise; the Makefile's tiny-ollama target
+// builds it so. The kit's own default, -march=native, does not link on a
+// CPU with AMX (Ollama 0.17.4's ggml leaves the AMX buffer type out of its
+// cgo build but still calls it).
+const DefaultMarch = "x86-64-v3"
+
 // Kit returns the kit's folder: $TINY_OLLAMA_KIT, else shared/tools/tiny-ollama
 // beside the repository's checkout.
 func Kit() (string, error) {
@@ -157,6 +165,9 @@ func Start(t testing.TB, o Options) *Server {
 	state := t.TempDir()
 	cmd := exec.Command(filepath.Join(kit, "start.sh"), strconv.Itoa(port), state)
 	cmd.Env = append(os.Environ(), "TINY_OLLAMA_NO_BUILD=1")
+	if os.Getenv("TINY_OLLAMA_MARCH") == "" && runtime.GOARCH == "amd64" {
+		cmd.Env = append(cmd.Env, "TINY_OLLAMA_MARCH="+DefaultMarch)
+	}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) && ee.ExitCode() == 3 {
