@@ -62,40 +62,10 @@ func TestKill9WhileTasksAppend(t *testing.T) {
 		// number of new events.
 		target := 10 + rng.IntN(150)
 		var mu sync.Mutex
-		fresh := 0
-		reached := make(chan struct{})
-		var once sync.Once
 		var wg sync.WaitGroup
-		for _, id := range tasks {
-			mu.Lock()
-			from := uint64(len(received[id])) + 1
-			mu.Unlock()
-			sub, err := c.Subscribe(ctx, client.SubscribeOptions{TaskID: id, FromSeq: from, NoDeltas: true})
-			if err != nil {
-				t.Fatalf("subscribe %s: %v", id, err)
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for u := range sub.C {
-					ev := u.GetEvent()
-					if ev == nil {
-						continue
-					}
-					mu.Lock()
-					if want := uint64(len(received[id])) + 1; ev.GetSeq() != want {
-						mu.Unlock()
-						t.Errorf("task %s: received seq %d, want %d", id, ev.GetSeq(), want)
-						return
-					}
-					received[id] = append(received[id], ev)
-					fresh++
-					if fresh >= target {
-						once.Do(func() { close(reached) })
-					}
-					mu.Unlock()
-				}
-			}()
+		reached, err := followFresh(t, ctx, c, tasks, received, &mu, target, &wg)
+		if err != nil {
+			t.Fatal(err)
 		}
 		select {
 		case <-reached:
@@ -148,4 +118,48 @@ func verifyHistories(t *testing.T, c *client.Conn, received map[string][]*api.Ev
 			}
 		}
 	}
+}
+
+// followFresh subscribes to each of ids from the first seq received lacks,
+// appends what arrives to received (under mu), checking that each event is
+// the next of its Task, and closes the returned channel once target fresh
+// events have arrived. The subscriptions end with the connection; wg waits
+// for them.
+func followFresh(t *testing.T, ctx context.Context, c *client.Conn, ids []string, received map[string][]*api.Event, mu *sync.Mutex, target int, wg *sync.WaitGroup) (<-chan struct{}, error) {
+	t.Helper()
+	fresh := 0
+	reached := make(chan struct{})
+	var once sync.Once
+	for _, id := range ids {
+		mu.Lock()
+		from := uint64(len(received[id])) + 1
+		mu.Unlock()
+		sub, err := c.Subscribe(ctx, client.SubscribeOptions{TaskID: id, FromSeq: from, NoDeltas: true})
+		if err != nil {
+			return nil, fmt.Errorf("subscribe %s: %w", id, err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for u := range sub.C {
+				ev := u.GetEvent()
+				if ev == nil {
+					continue
+				}
+				mu.Lock()
+				if want := uint64(len(received[id])) + 1; ev.GetSeq() != want {
+					mu.Unlock()
+					t.Errorf("task %s: received seq %d, want %d", id, ev.GetSeq(), want)
+					return
+				}
+				received[id] = append(received[id], ev)
+				fresh++
+				if fresh >= target {
+					once.Do(func() { close(reached) })
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	return reached, nil
 }

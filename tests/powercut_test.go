@@ -126,41 +126,12 @@ func TestPowerCutUnderServe(t *testing.T) {
 		}
 		target := 10 + rng.IntN(150)
 		var mu sync.Mutex
-		fresh := 0
-		reached := make(chan struct{})
-		var once sync.Once
 		var wg sync.WaitGroup
-		for _, id := range tasks[max(0, len(tasks)-8):] {
-			mu.Lock()
-			from := uint64(len(received[id])) + 1
-			mu.Unlock()
-			sub, err := c.Subscribe(ctx, client.SubscribeOptions{TaskID: id, FromSeq: from, NoDeltas: true})
-			if err != nil {
-				cleanup()
-				t.Fatalf("subscribe %s: %v", id, err)
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for u := range sub.C {
-					ev := u.GetEvent()
-					if ev == nil {
-						continue
-					}
-					mu.Lock()
-					if want := uint64(len(received[id])) + 1; ev.GetSeq() != want {
-						mu.Unlock()
-						t.Errorf("task %s: received seq %d, want %d", id, ev.GetSeq(), want)
-						return
-					}
-					received[id] = append(received[id], ev)
-					fresh++
-					if fresh >= target {
-						once.Do(func() { close(reached) })
-					}
-					mu.Unlock()
-				}
-			}()
+		// The newest eight Tasks keep appending.
+		reached, err := followFresh(t, ctx, c, tasks[max(0, len(tasks)-8):], received, &mu, target, &wg)
+		if err != nil {
+			cleanup()
+			t.Fatal(err)
 		}
 		select {
 		case <-reached:
