@@ -355,7 +355,8 @@ func (n *Node) probe(ctx context.Context, addr, token string) error {
 	if n.tls != nil {
 		creds = credentials.NewTLS(n.tls.Clone())
 	}
-	cc, err := grpc.DialContext(ctx, addr, grpc.WithTransportCredentials(creds))
+	// passthrough: the address as given, as protoactor's own dialer uses it.
+	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrNotRunning, addr, err)
 	}

@@ -142,7 +142,7 @@ func TestHostilePeers(t *testing.T) {
 	}
 
 	dial := func(t *testing.T) *grpc.ClientConn {
-		cc, err := grpc.Dial(d.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		cc, err := grpc.NewClient("passthrough:///"+d.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20)))
 		if err != nil {
 			t.Fatal(err)

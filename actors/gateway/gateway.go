@@ -262,9 +262,8 @@ func Start(ctx context.Context, cfg Config) (*Gateway, error) {
 		// Lemo's clients use one stream per connection (protoactor's
 		// Receive) and a unary call to probe; nothing needs more.
 		grpc.MaxConcurrentStreams(maxStreams),
-		// An idle connection holds no write buffer (64 KiB each
-		// otherwise): a flood of connections costs less.
-		grpc.SharedWriteBuffer(true),
+		// gRPC shares write buffers between connections by
+		// default: an idle connection holds none, so a flood costs less.
 	}
 	// Every connection goes through conns (its limits and auth timeout)
 	// before TLS or HTTP/2 see it.

@@ -387,7 +387,7 @@ func TestGuardRefusedHelloIsAnswered(t *testing.T) {
 	if err := g.addSession(refused, lim); !errors.Is(err, ErrLimit) {
 		t.Fatalf("second session: %v, want a limit", err)
 	}
-	cc, err := grpc.Dial(testAddress, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(testAddress, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
