@@ -35,7 +35,7 @@ func TestRunAsksInline(t *testing.T) {
 			done := filepath.Join(t.TempDir(), "exit")
 			script := fmt.Sprintf("%s run --model fake/shell 'echo inline %s'; echo $? > %s; sleep 600", lemoBin, tc.answer, done)
 			term := newTerminal(t, tmux, []string{"LEMO_DATA=" + data}, "sh", "-c", script)
-			screen := term.waitFor("approve ", "? [y/N/s=skip]")
+			screen := term.waitFor("approve ", "? [y/N/a=always/s=skip]")
 			var id string
 			for _, line := range strings.Split(screen, "\n") {
 				if f := strings.Fields(line); len(f) >= 2 && f[0] == "task" {
@@ -134,7 +134,7 @@ func TestRunCtrlCAtPromptDetaches(t *testing.T) {
 	// status; lemo gets SIGINT with its default disposition.
 	script := fmt.Sprintf("trap 'true' INT; %s run --model fake/shell 'echo interrupted'; echo $? > %s; sleep 600", lemoBin, done)
 	term := newTerminal(t, tmux, []string{"LEMO_DATA=" + data}, "sh", "-c", script)
-	screen := term.waitFor("? [y/N/s=skip]")
+	screen := term.waitFor("? [y/N/a=always/s=skip]")
 	id := runScreenID(t, screen)
 	term.keys("C-c")
 	if code := waitExit(t, term, done); code != "0" {
@@ -164,7 +164,7 @@ func TestRunPromptFollowsApprovalsDecidedElsewhere(t *testing.T) {
 	c := d.connect(t, "")
 	script := fmt.Sprintf("%s run --model fake/loop --ask demo.tick 'tick'; sleep 600", lemoBin)
 	term := newTerminal(t, tmux, []string{"LEMO_DATA=" + data}, "sh", "-c", script)
-	screen := term.waitFor("? [y/N/s=skip]")
+	screen := term.waitFor("? [y/N/a=always/s=skip]")
 	id := runScreenID(t, screen)
 	var first string
 	eventually(t, 30*time.Second, func() error {
@@ -175,7 +175,7 @@ func TestRunPromptFollowsApprovalsDecidedElsewhere(t *testing.T) {
 		first = p[0]
 		return nil
 	})
-	term.waitFor("approve " + first + "? [y/N/s=skip]")
+	term.waitFor("approve " + first + "? [y/N/a=always/s=skip]")
 	if _, err := c.Resolve(context.Background(), first, true, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestRunPromptFollowsApprovalsDecidedElsewhere(t *testing.T) {
 		second = p[0]
 		return nil
 	})
-	screen = term.waitFor("approve " + second + "? [y/N/s=skip]")
+	screen = term.waitFor("approve " + second + "? [y/N/a=always/s=skip]")
 	if strings.Contains(screen, "lemo: approve:") || strings.Contains(screen, "lemo: deny:") {
 		t.Fatalf("the terminal tried to decide a call decided elsewhere; screen:\n%s", screen)
 	}
@@ -307,7 +307,7 @@ func TestRunPromptShowsWhatIsDecided(t *testing.T) {
 	if out, err := term.run("resize-window", "-t", "e2e", "-x", "250", "-y", "60"); err != nil {
 		t.Fatalf("tmux resize-window: %v\n%s", err, out)
 	}
-	screen := term.waitFor("? [y/N/s=skip]", "m shows all")
+	screen := term.waitFor("? [y/N/a=always/s=skip]", "m shows all")
 	id := runScreenID(t, screen)
 	if !strings.Contains(screen, "│ row 20") || strings.Contains(screen, "│ row 21") || !strings.Contains(screen, "5 more line(s)") ||
 		!strings.Contains(screen, filepath.Join(data, "workspaces", id, "notes.txt")) {

@@ -358,11 +358,27 @@ func (p *prompter) ask() {
 		more = p.detail(a, approvalLines)
 		p.detailed[a.GetApprovalId()] = more
 	}
-	hint := "n REASON denies with a reason"
+	hint := "a approves and allows " + p.kind(a) + " for this task, n REASON denies with a reason"
 	if more {
 		hint = "m shows all, " + hint
 	}
-	p.out.prompt("approve %s? [y/N/s=skip] (%s) ", a.GetApprovalId(), hint)
+	p.out.prompt("approve %s? [y/N/a=always/s=skip] (%s) ", a.GetApprovalId(), hint)
+}
+
+// kind names what an "always" answer to a covers: the same command for
+// the shell, else every call of the tool.
+func (p *prompter) kind(a *api.ApprovalRequested) string {
+	tool := a.GetTool()
+	if c := p.calls[a.GetCallId()]; c != nil && c.GetTool() != "" {
+		tool = c.GetTool()
+	}
+	if tool == "shell.run" {
+		return "this exact command"
+	}
+	if tool == "" {
+		return "such calls"
+	}
+	return tool + " calls"
 }
 
 // detail shows what the approval is for, at most limit lines (0: all);
@@ -418,6 +434,10 @@ func (p *prompter) answered(ctx context.Context, c *client.Conn, line string) {
 			}
 		}
 		return // asked again
+	case a.always:
+		if _, err := c.AllowForTask(ctx, id, ""); err != nil {
+			fmt.Fprintf(p.out, "lemo: approve always: %v\n", err)
+		}
 	case a.approve:
 		if _, err := c.Resolve(ctx, id, true, ""); err != nil {
 			fmt.Fprintf(p.out, "lemo: approve: %v\n", err)
