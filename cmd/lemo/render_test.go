@@ -32,3 +32,27 @@ func TestRenderApprovalResolved(t *testing.T) {
 		}
 	}
 }
+
+// The prompt offers "a" with what it would allow: the tool's calls, the
+// exact command for the shell; a running call's own question (decided once)
+// does not offer it.
+func TestPromptOffersAlways(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		tool      string
+		duringRun bool
+		want      string
+	}{
+		{"a write", "files.write", false, "? [y/N/a=always/s=skip] (a approves and allows files.write calls for this task, n REASON denies with a reason) "},
+		{"a command", "shell.run", false, "? [y/N/a=always/s=skip] (a approves and allows this exact command for this task, n REASON denies with a reason) "},
+		{"a running call's question", "delegate.run", true, "? [y/N/s=skip] (n REASON denies with a reason) "},
+	} {
+		var b strings.Builder
+		p := &prompter{out: &promptWriter{w: &b}}
+		p.event(&api.Event{Body: &api.Event_ApprovalRequested{ApprovalRequested: &api.ApprovalRequested{ApprovalId: "T.c1", CallId: "c1", Tool: tc.tool, DuringRun: tc.duringRun}}})
+		p.ask()
+		if got := b.String(); got != "approve T.c1"+tc.want {
+			t.Errorf("%s: prompt %q, want %q", tc.name, got, "approve T.c1"+tc.want)
+		}
+	}
+}

@@ -358,11 +358,16 @@ func (p *prompter) ask() {
 		more = p.detail(a, approvalLines)
 		p.detailed[a.GetApprovalId()] = more
 	}
-	hint := "a approves and allows " + p.kind(a) + " for this task, n REASON denies with a reason"
+	// A running call's question about its own work is decided once; the
+	// other approvals may also be allowed for the rest of the Task.
+	keys, hint := "y/N/a=always/s=skip", "a approves and allows "+p.kind(a)+" for this task, n REASON denies with a reason"
+	if a.GetDuringRun() {
+		keys, hint = "y/N/s=skip", "n REASON denies with a reason"
+	}
 	if more {
 		hint = "m shows all, " + hint
 	}
-	p.out.prompt("approve %s? [y/N/a=always/s=skip] (%s) ", a.GetApprovalId(), hint)
+	p.out.prompt("approve %s? [%s] (%s) ", a.GetApprovalId(), keys, hint)
 }
 
 // kind names what an "always" answer to a covers: the same command for
