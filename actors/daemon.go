@@ -34,7 +34,7 @@ var (
 	ErrNotFound = taskstate.ErrNotFound
 	// ErrInvalid: a command's input is malformed; the message says what is
 	// accepted.
-	ErrInvalid = errors.New("invalid")
+	ErrInvalid = taskstate.ErrInvalid
 	// ErrTooLarge: a command's input exceeds a bound (the largest user
 	// message); the message names the bound.
 	ErrTooLarge = errors.New("too large")
@@ -581,6 +581,19 @@ func (d *Daemon) ResolveApproval(ctx context.Context, c Caller, approvalID strin
 		return nil, fmt.Errorf("%w: approval id %q: want <task id>.<call id>", ErrInvalid, approvalID)
 	}
 	return d.Resolve(ctx, c, taskID, approvalID, approve, reason)
+}
+
+// AllowForTask approves a pending approval (by its id alone) and allows
+// the Task's later calls of the same kind without asking: calls of the
+// same tool, and for a tool that judges its input (the shell) of the same
+// scope (the exact command). The rule is part of the Task's history; it
+// never overrides a deny nor the model's own request_approval.
+func (d *Daemon) AllowForTask(ctx context.Context, c Caller, approvalID, reason string) (*api.TaskMeta, error) {
+	taskID, ok := taskstate.SplitApprovalID(approvalID)
+	if !ok {
+		return nil, fmt.Errorf("%w: approval id %q: want <task id>.<call id>", ErrInvalid, approvalID)
+	}
+	return d.taskCmd(ctx, c, taskID, &cmdResolve{approvalID: approvalID, outcome: api.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED, by: c.Owner, reason: reason, always: true})
 }
 
 // PendingApprovals returns the approval requests not yet answered that the

@@ -47,6 +47,8 @@ type cmdResolve struct {
 	approvalID string
 	outcome    api.ApprovalOutcome
 	by, reason string
+	// always: approve and allow the Task's later calls of the same kind.
+	always bool
 }
 
 // taskCommand is a command for one Task.

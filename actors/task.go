@@ -510,6 +510,10 @@ func (t *task) command(ctx actor.Context, tc *taskCommand) {
 			}
 			break
 		}
+		if c.always {
+			bodies, err = t.resolveAllow(c)
+			break
+		}
 		bodies, err = t.st.Resolve(c.approvalID, c.outcome, c.by, c.reason)
 	case *cmdSteer:
 		t.steer(ctx, c, tc.reply)
@@ -584,10 +588,31 @@ func (t *task) approvalNeed(c *taskstate.Call) taskstate.ApprovalNeed {
 		need.Add(from(pol.fn(t.st.Owner, reg, input)))
 	}
 	need.Add(t.st.RuleNeed(c.Tool, pol.timeout, tools.MatchPattern))
+	var model taskstate.ApprovalNeed
 	if asked != "" {
-		need.Add(taskstate.ApprovalNeed{Required: true, Reason: "the model asked: " + asked, Deadline: pol.timeout})
+		model = taskstate.ApprovalNeed{Required: true, Reason: "the model asked: " + asked, Deadline: pol.timeout}
 	}
-	return need
+	return taskstate.Combine(need, t.st.Allowed(c.Tool, tools.ApprovalScope(reg.Tool, input)), model)
+}
+
+// resolveAllow approves a pending approval and allows the Task's later
+// calls of the same kind (see taskstate.ResolveAllow).
+func (t *task) resolveAllow(c *cmdResolve) ([]proto.Message, error) {
+	scope := ""
+	if a, ok := t.st.Approvals[c.approvalID]; ok {
+		if call, ok := t.st.Calls[a.CallID]; ok {
+			reg, ok := t.env.deps.Tools.Get(call.Tool)
+			if !ok {
+				return nil, fmt.Errorf("%w: approval %s: tool %s is no longer registered; approve this call alone", ErrInvalid, c.approvalID, call.Tool)
+			}
+			input, _, err := tools.SplitApprovalRequest(call.Args)
+			if err != nil {
+				input = call.Args
+			}
+			scope = tools.ApprovalScope(reg.Tool, input)
+		}
+	}
+	return t.st.ResolveAllow(c.approvalID, c.by, c.reason, scope)
 }
 
 func (t *task) startCycle(ctx actor.Context, n uint32) {

@@ -2357,9 +2357,13 @@ func (x *ApprovalList) GetApprovals() []*Event {
 type ResolveApprovalRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "<task id>.<call id>..." as the ApprovalRequested event names it.
-	ApprovalId    string `protobuf:"bytes,1,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
-	Approve       bool   `protobuf:"varint,2,opt,name=approve,proto3" json:"approve,omitempty"`
-	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	ApprovalId string `protobuf:"bytes,1,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
+	Approve    bool   `protobuf:"varint,2,opt,name=approve,proto3" json:"approve,omitempty"`
+	Reason     string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// With approve: also allow later calls of the same kind in this Task
+	// without asking (the tool's calls; the shell's: the same command).
+	// Never overrides a deny nor the model's request_approval.
+	AlwaysForTask bool `protobuf:"varint,4,opt,name=always_for_task,json=alwaysForTask,proto3" json:"always_for_task,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2413,6 +2417,13 @@ func (x *ResolveApprovalRequest) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *ResolveApprovalRequest) GetAlwaysForTask() bool {
+	if x != nil {
+		return x.AlwaysForTask
+	}
+	return false
 }
 
 // SteerRequest sends input to a running tool call that accepts steering.
@@ -4022,12 +4033,13 @@ const file_gateway_proto_rawDesc = "" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x16\n" +
 	"\x14ListApprovalsRequest\"<\n" +
 	"\fApprovalList\x12,\n" +
-	"\tapprovals\x18\x01 \x03(\v2\x0e.lemo.v1.EventR\tapprovals\"k\n" +
+	"\tapprovals\x18\x01 \x03(\v2\x0e.lemo.v1.EventR\tapprovals\"\x93\x01\n" +
 	"\x16ResolveApprovalRequest\x12\x1f\n" +
 	"\vapproval_id\x18\x01 \x01(\tR\n" +
 	"approvalId\x12\x18\n" +
 	"\aapprove\x18\x02 \x01(\bR\aapprove\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"V\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12&\n" +
+	"\x0falways_for_task\x18\x04 \x01(\bR\ralwaysForTask\"V\n" +
 	"\fSteerRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x14\n" +

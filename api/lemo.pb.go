@@ -163,6 +163,12 @@ const (
 	ApprovalRule_APPROVAL_RULE_ASK ApprovalRule = 1
 	// Matching calls never run.
 	ApprovalRule_APPROVAL_RULE_DENY ApprovalRule = 2
+	// A person answered "always allow" at an approval of this Task
+	// (ApprovalResolved.allow_rule): matching calls run without asking what
+	// a person would otherwise be asked. Never a creation rule; it never
+	// overrides a deny (the daemon's, the tool's, the Task's) nor the
+	// model's own request_approval.
+	ApprovalRule_APPROVAL_RULE_ALLOW ApprovalRule = 3
 )
 
 // Enum value maps for ApprovalRule.
@@ -171,11 +177,13 @@ var (
 		0: "APPROVAL_RULE_UNSPECIFIED",
 		1: "APPROVAL_RULE_ASK",
 		2: "APPROVAL_RULE_DENY",
+		3: "APPROVAL_RULE_ALLOW",
 	}
 	ApprovalRule_value = map[string]int32{
 		"APPROVAL_RULE_UNSPECIFIED": 0,
 		"APPROVAL_RULE_ASK":         1,
 		"APPROVAL_RULE_DENY":        2,
+		"APPROVAL_RULE_ALLOW":       3,
 	}
 )
 
@@ -914,9 +922,13 @@ func (x *TaskCreated) GetApprovals() []*ToolApproval {
 // ToolApproval applies rule to the calls of the tools that tool names: a
 // tool name ("shell.run") or a pattern with "*" ("files.*", "*").
 type ToolApproval struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tool          string                 `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
-	Rule          ApprovalRule           `protobuf:"varint,2,opt,name=rule,proto3,enum=lemo.v1.ApprovalRule" json:"rule,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Tool  string                 `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	Rule  ApprovalRule           `protobuf:"varint,2,opt,name=rule,proto3,enum=lemo.v1.ApprovalRule" json:"rule,omitempty"`
+	// Only for allow rules of a tool that judges its input (the shell): the
+	// rule covers only calls of that scope (the shell: the exact command).
+	// Empty: every call of the tool.
+	Scope         string `protobuf:"bytes,3,opt,name=scope,proto3" json:"scope,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -963,6 +975,13 @@ func (x *ToolApproval) GetRule() ApprovalRule {
 		return x.Rule
 	}
 	return ApprovalRule_APPROVAL_RULE_UNSPECIFIED
+}
+
+func (x *ToolApproval) GetScope() string {
+	if x != nil {
+		return x.Scope
+	}
+	return ""
 }
 
 // UserMessage is the user's request (seq 2) or a follow-up message.
@@ -2029,8 +2048,12 @@ type ApprovalResolved struct {
 	CallId     string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	Outcome    ApprovalOutcome        `protobuf:"varint,3,opt,name=outcome,proto3,enum=lemo.v1.ApprovalOutcome" json:"outcome,omitempty"`
 	// Who decided (an owner name), empty for timeouts and cancellations.
-	By            string `protobuf:"bytes,4,opt,name=by,proto3" json:"by,omitempty"`
-	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	By     string `protobuf:"bytes,4,opt,name=by,proto3" json:"by,omitempty"`
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Set when the person approved and allowed calls of the same kind for
+	// the rest of the Task (rule APPROVAL_RULE_ALLOW): later matching calls
+	// run without asking, unless a deny or the model's request applies.
+	AllowRule     *ToolApproval `protobuf:"bytes,6,opt,name=allow_rule,json=allowRule,proto3" json:"allow_rule,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2098,6 +2121,13 @@ func (x *ApprovalResolved) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *ApprovalResolved) GetAllowRule() *ToolApproval {
+	if x != nil {
+		return x.AllowRule
+	}
+	return nil
 }
 
 // StatusChanged moves the Task to a new status.
@@ -2591,10 +2621,11 @@ const file_lemo_proto_rawDesc = "" +
 	"\x10tools_restricted\x18\x04 \x01(\bR\x0ftoolsRestricted\x12\x1c\n" +
 	"\tworkspace\x18\x05 \x01(\tR\tworkspace\x12\x14\n" +
 	"\x05title\x18\x06 \x01(\tR\x05title\x123\n" +
-	"\tapprovals\x18\a \x03(\v2\x15.lemo.v1.ToolApprovalR\tapprovals\"M\n" +
+	"\tapprovals\x18\a \x03(\v2\x15.lemo.v1.ToolApprovalR\tapprovals\"c\n" +
 	"\fToolApproval\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12)\n" +
-	"\x04rule\x18\x02 \x01(\x0e2\x15.lemo.v1.ApprovalRuleR\x04rule\"!\n" +
+	"\x04rule\x18\x02 \x01(\x0e2\x15.lemo.v1.ApprovalRuleR\x04rule\x12\x14\n" +
+	"\x05scope\x18\x03 \x01(\tR\x05scope\"!\n" +
 	"\vUserMessage\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\":\n" +
 	"\fCycleStarted\x12\x14\n" +
@@ -2676,14 +2707,16 @@ const file_lemo_proto_rawDesc = "" +
 	"\bdeadline\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x1d\n" +
 	"\n" +
 	"during_run\x18\x05 \x01(\bR\tduringRun\x12\x12\n" +
-	"\x04tool\x18\x06 \x01(\tR\x04tool\"\xa8\x01\n" +
+	"\x04tool\x18\x06 \x01(\tR\x04tool\"\xde\x01\n" +
 	"\x10ApprovalResolved\x12\x1f\n" +
 	"\vapproval_id\x18\x01 \x01(\tR\n" +
 	"approvalId\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x122\n" +
 	"\aoutcome\x18\x03 \x01(\x0e2\x18.lemo.v1.ApprovalOutcomeR\aoutcome\x12\x0e\n" +
 	"\x02by\x18\x04 \x01(\tR\x02by\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xa3\x01\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x124\n" +
+	"\n" +
+	"allow_rule\x18\x06 \x01(\v2\x15.lemo.v1.ToolApprovalR\tallowRule\"\xa3\x01\n" +
 	"\rStatusChanged\x12+\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x13.lemo.v1.TaskStatusR\x06status\x127\n" +
 	"\fpause_reason\x18\x02 \x01(\x0e2\x14.lemo.v1.PauseReasonR\vpauseReason\x12\x16\n" +
@@ -2738,11 +2771,12 @@ const file_lemo_proto_rawDesc = "" +
 	"\x11PAUSE_REASON_USER\x10\x01\x12\x1c\n" +
 	"\x18PAUSE_REASON_INTERRUPTED\x10\x02\x12\x1c\n" +
 	"\x18PAUSE_REASON_CYCLE_LIMIT\x10\x03\x12\x1a\n" +
-	"\x16PAUSE_REASON_DISK_FULL\x10\x04*\\\n" +
+	"\x16PAUSE_REASON_DISK_FULL\x10\x04*u\n" +
 	"\fApprovalRule\x12\x1d\n" +
 	"\x19APPROVAL_RULE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11APPROVAL_RULE_ASK\x10\x01\x12\x16\n" +
-	"\x12APPROVAL_RULE_DENY\x10\x02*\x9d\x01\n" +
+	"\x12APPROVAL_RULE_DENY\x10\x02\x12\x17\n" +
+	"\x13APPROVAL_RULE_ALLOW\x10\x03*\x9d\x01\n" +
 	"\fCycleOutcome\x12\x1d\n" +
 	"\x19CYCLE_OUTCOME_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17CYCLE_OUTCOME_COMPLETED\x10\x01\x12\x18\n" +
@@ -2855,22 +2889,23 @@ var file_lemo_proto_depIdxs = []int32{
 	4,  // 23: lemo.v1.ToolFailed.kind:type_name -> lemo.v1.ToolFailureKind
 	32, // 24: lemo.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
 	5,  // 25: lemo.v1.ApprovalResolved.outcome:type_name -> lemo.v1.ApprovalOutcome
-	0,  // 26: lemo.v1.StatusChanged.status:type_name -> lemo.v1.TaskStatus
-	1,  // 27: lemo.v1.StatusChanged.pause_reason:type_name -> lemo.v1.PauseReason
-	14, // 28: lemo.v1.Overflow.sections:type_name -> lemo.v1.SectionSize
-	6,  // 29: lemo.v1.Failure.scope:type_name -> lemo.v1.FailureScope
-	28, // 30: lemo.v1.Failure.overflow:type_name -> lemo.v1.Overflow
-	0,  // 31: lemo.v1.TaskMeta.status:type_name -> lemo.v1.TaskStatus
-	1,  // 32: lemo.v1.TaskMeta.pause_reason:type_name -> lemo.v1.PauseReason
-	32, // 33: lemo.v1.TaskMeta.created:type_name -> google.protobuf.Timestamp
-	32, // 34: lemo.v1.TaskMeta.updated:type_name -> google.protobuf.Timestamp
-	7,  // 35: lemo.v1.Delta.kind:type_name -> lemo.v1.DeltaKind
-	17, // 36: lemo.v1.Delta.input:type_name -> lemo.v1.InputSummary
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	10, // 26: lemo.v1.ApprovalResolved.allow_rule:type_name -> lemo.v1.ToolApproval
+	0,  // 27: lemo.v1.StatusChanged.status:type_name -> lemo.v1.TaskStatus
+	1,  // 28: lemo.v1.StatusChanged.pause_reason:type_name -> lemo.v1.PauseReason
+	14, // 29: lemo.v1.Overflow.sections:type_name -> lemo.v1.SectionSize
+	6,  // 30: lemo.v1.Failure.scope:type_name -> lemo.v1.FailureScope
+	28, // 31: lemo.v1.Failure.overflow:type_name -> lemo.v1.Overflow
+	0,  // 32: lemo.v1.TaskMeta.status:type_name -> lemo.v1.TaskStatus
+	1,  // 33: lemo.v1.TaskMeta.pause_reason:type_name -> lemo.v1.PauseReason
+	32, // 34: lemo.v1.TaskMeta.created:type_name -> google.protobuf.Timestamp
+	32, // 35: lemo.v1.TaskMeta.updated:type_name -> google.protobuf.Timestamp
+	7,  // 36: lemo.v1.Delta.kind:type_name -> lemo.v1.DeltaKind
+	17, // 37: lemo.v1.Delta.input:type_name -> lemo.v1.InputSummary
+	38, // [38:38] is the sub-list for method output_type
+	38, // [38:38] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_lemo_proto_init() }

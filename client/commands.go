@@ -171,6 +171,16 @@ func (c *Conn) Resolve(ctx context.Context, approvalID string, approve bool, rea
 	return taskMeta(c.call(ctx, &api.Request{Command: &api.Request_ResolveApproval{ResolveApproval: &api.ResolveApprovalRequest{ApprovalId: approvalID, Approve: approve, Reason: reason}}}))
 }
 
+// AllowForTask approves a pending approval and allows the Task's later
+// calls of the same kind without asking (the same tool; for the shell the
+// same command). A deny or the model's own request_approval still applies.
+func (c *Conn) AllowForTask(ctx context.Context, approvalID, reason string) (*api.TaskMeta, error) {
+	if err := checkText(field{"the reason", reason, true}); err != nil {
+		return nil, err
+	}
+	return taskMeta(c.call(ctx, &api.Request{Command: &api.Request_ResolveApproval{ResolveApproval: &api.ResolveApprovalRequest{ApprovalId: approvalID, Approve: true, Reason: reason, AlwaysForTask: true}}}))
+}
+
 // Steer sends JSON input to a running tool call that accepts steering.
 func (c *Conn) Steer(ctx context.Context, taskID, callID string, input json.RawMessage) error {
 	_, err := c.call(ctx, &api.Request{Command: &api.Request_Steer{Steer: &api.SteerRequest{TaskId: taskID, CallId: callID, Input: input}}})

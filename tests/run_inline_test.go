@@ -35,7 +35,7 @@ func TestRunAsksInline(t *testing.T) {
 			done := filepath.Join(t.TempDir(), "exit")
 			script := fmt.Sprintf("%s run --model fake/shell 'echo inline %s'; echo $? > %s; sleep 600", lemoBin, tc.answer, done)
 			term := newTerminal(t, tmux, []string{"LEMO_DATA=" + data}, "sh", "-c", script)
-			screen := term.waitFor("approve ", "? [y/N/s=skip]")
+			screen := term.waitFor("approve ", "? [y/N/a=always/s=skip]")
 			var id string
 			for _, line := range strings.Split(screen, "\n") {
 				if f := strings.Fields(line); len(f) >= 2 && f[0] == "task" {
@@ -134,7 +134,7 @@ func TestRunCtrlCAtPromptDetaches(t *testing.T) {
 	// status; lemo gets SIGINT with its default disposition.
 	script := fmt.Sprintf("trap 'true' INT; %s run --model fake/shell 'echo interrupted'; echo $? > %s; sleep 600", lemoBin, done)
 	term := newTerminal(t, tmux, []string{"LEMO_DATA=" + data}, "sh", "-c", script)
-	screen := term.waitFor("? [y/N/s=skip]")
+	screen := term.waitFor("? [y/N/a=always/s=skip]")
 	id := runScreenID(t, screen)
 	term.keys("C-c")
 	if code := waitExit(t, term, done); code != "0" {
@@ -164,7 +164,7 @@ func TestRunPromptFollowsApprovalsDecidedElsewhere(t *testing.T) {
 	c := d.connect(t, "")
 	script := fmt.Sprintf("%s run --model fake/loop --ask demo.tick 'tick'; sleep 600", lemoBin)
 	term := newTerminal(t, tmux, []string{"LEMO_DATA=" + data}, "sh", "-c", script)
-	screen := term.waitFor("? [y/N/s=skip]")
+	screen := term.waitFor("? [y/N/a=always/s=skip]")
 	id := runScreenID(t, screen)
 	var first string
 	eventually(t, 30*time.Second, func() error {
@@ -175,7 +175,7 @@ func TestRunPromptFollowsApprovalsDecidedElsewhere(t *testing.T) {
 		first = p[0]
 		return nil
 	})
-	term.waitFor("approve " + first + "? [y/N/s=skip]")
+	term.waitFor("approve " + first + "? [y/N/a=always/s=skip]")
 	if _, err := c.Resolve(context.Background(), first, true, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestRunPromptFollowsApprovalsDecidedElsewhere(t *testing.T) {
 		second = p[0]
 		return nil
 	})
-	screen = term.waitFor("approve " + second + "? [y/N/s=skip]")
+	screen = term.waitFor("approve " + second + "? [y/N/a=always/s=skip]")
 	if strings.Contains(screen, "lemo: approve:") || strings.Contains(screen, "lemo: deny:") {
 		t.Fatalf("the terminal tried to decide a call decided elsewhere; screen:\n%s", screen)
 	}
@@ -307,7 +307,7 @@ func TestRunPromptShowsWhatIsDecided(t *testing.T) {
 	if out, err := term.run("resize-window", "-t", "e2e", "-x", "250", "-y", "60"); err != nil {
 		t.Fatalf("tmux resize-window: %v\n%s", err, out)
 	}
-	screen := term.waitFor("? [y/N/s=skip]", "m shows all")
+	screen := term.waitFor("? [y/N/a=always/s=skip]", "m shows all")
 	id := runScreenID(t, screen)
 	if !strings.Contains(screen, "│ row 20") || strings.Contains(screen, "│ row 21") || !strings.Contains(screen, "5 more line(s)") ||
 		!strings.Contains(screen, filepath.Join(data, "workspaces", id, "notes.txt")) {
@@ -335,4 +335,109 @@ func TestRunPromptShowsWhatIsDecided(t *testing.T) {
 		}
 		return fmt.Errorf("not decided yet")
 	})
+}
+
+// writesOf counts, in Task id's history, the approval requests and the
+// files.write results.
+func writesOf(t *testing.T, c *client.Conn, id string) (asked, written int) {
+	t.Helper()
+	evs, err := c.ReadHistory(context.Background(), id, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		if ev.GetApprovalRequested() != nil {
+			asked++
+		}
+		if ev.GetToolResult() != nil {
+			written++
+		}
+	}
+	return asked, written
+}
+
+// "a" at the prompt approves the write and always allows files.write for
+// the Task: the next write (fake/repeat writes again after every result)
+// runs without a second prompt. The decision is in the Task's history.
+func TestRunPromptAlwaysAllowsForTheTask(t *testing.T) {
+	tmux := needTmux(t)
+	data := filepath.Join(t.TempDir(), "data")
+	d := serveRemote(t, data)
+	c := d.connect(t, "")
+	script := fmt.Sprintf(`%s run --model fake/repeat --ask files.write 'files.write {"path":"notes.txt","content":"hello"}'; sleep 600`, lemoBin)
+	term := newTerminal(t, tmux, []string{"LEMO_DATA=" + data}, "sh", "-c", script)
+	if out, err := term.run("resize-window", "-t", "e2e", "-x", "250", "-y", "60"); err != nil {
+		t.Fatalf("tmux resize-window: %v\n%s", err, out)
+	}
+	screen := term.waitFor("? [y/N/a=always/s=skip]", "a approves and allows files.write calls for this task")
+	id := runScreenID(t, screen)
+	term.keys("a", "Enter")
+	eventually(t, 30*time.Second, func() error {
+		if asked, written := writesOf(t, c, id); written < 2 {
+			return fmt.Errorf("%d write(s) done, %d asked; want a second write", written, asked)
+		}
+		return nil
+	})
+	if _, err := c.Cancel(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	waitTask(t, c, id, "cancelled", statusIs(api.TaskStatus_TASK_STATUS_CANCELLED))
+	if asked, written := writesOf(t, c, id); asked != 1 {
+		t.Fatalf("%d approvals asked for %d writes, want only the first; screen:\n%s", asked, written, term.screen())
+	}
+	evs, err := c.ReadHistory(context.Background(), id, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		if r := ev.GetApprovalResolved(); r != nil && (r.GetOutcome() != api.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED || r.GetAllowRule().GetTool() != "files.write") {
+			t.Fatalf("resolved %v, want approved with an allow rule for files.write", r)
+		}
+	}
+	if s := term.screen(); strings.Contains(s, "lemo: approve") {
+		t.Fatalf("the terminal reported an error; screen:\n%s", s)
+	}
+}
+
+// lemo approve --always does the same from another terminal; lemo deny has
+// no --always.
+func TestApproveAlwaysCommand(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	d := serveRemote(t, data)
+	c := d.connect(t, "")
+	m, err := c.CreateTask(context.Background(), client.CreateTask{Request: `files.write {"path":"notes.txt","content":"hello"}`, Model: "fake/repeat",
+		Approvals: []*api.ToolApproval{{Tool: "files.write", Rule: api.ApprovalRule_APPROVAL_RULE_ASK}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := m.GetTaskId()
+	var first string
+	eventually(t, 30*time.Second, func() error {
+		p := pendingFor(t, c, id)
+		if len(p) != 1 {
+			return fmt.Errorf("pending %v, want one", p)
+		}
+		first = p[0]
+		return nil
+	})
+	if out, code := cli(t, data, "deny", "--always", first); code == 0 || !strings.Contains(out, "always") {
+		t.Fatalf("lemo deny --always: exit %d\n%s", code, out)
+	}
+	out, code := cli(t, data, "approve", "--always", first)
+	if code != 0 || !strings.Contains(out, "allowed for the rest of the task") {
+		t.Fatalf("lemo approve --always: exit %d\n%s", code, out)
+	}
+	eventually(t, 30*time.Second, func() error {
+		if asked, written := writesOf(t, c, id); written < 2 {
+			return fmt.Errorf("%d write(s) done, %d asked; want a second write", written, asked)
+		}
+		return nil
+	})
+	if _, err := c.Cancel(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	waitTask(t, c, id, "cancelled", statusIs(api.TaskStatus_TASK_STATUS_CANCELLED))
+	if asked, written := writesOf(t, c, id); asked != 1 {
+		t.Fatalf("%d approvals asked for %d writes, want only the first", asked, written)
+	}
 }

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -180,6 +181,31 @@ type Approval struct {
 // Approver is implemented by tools whose calls may need approval by input.
 type Approver interface {
 	Approval(input json.RawMessage) Approval
+}
+
+// ApprovalScoper is implemented by Approvers that name what of an input a
+// person's "always allow for this Task" covers (the shell: the command).
+// An Approver without it is scoped by its whole input.
+type ApprovalScoper interface {
+	ApprovalScope(input json.RawMessage) string
+}
+
+// ApprovalScope is the scope of an "always allow" rule for a call of the
+// tool with input: "" for a tool that does not judge its input (the rule
+// covers all its calls), else the tool's scope (ApprovalScoper) or the
+// input itself, compacted.
+func ApprovalScope(t Tool, input json.RawMessage) string {
+	if s, ok := t.(ApprovalScoper); ok {
+		return s.ApprovalScope(input)
+	}
+	if _, ok := t.(Approver); !ok {
+		return ""
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, input); err != nil {
+		return string(input)
+	}
+	return b.String()
 }
 
 // Presenter is implemented by tools whose full output holds more than the

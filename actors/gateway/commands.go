@@ -83,6 +83,9 @@ func (g *Gateway) execute(ctx context.Context, caller actors.Caller, req *api.Re
 			return errorResponse(noApprovals)
 		}
 		m := c.ResolveApproval
+		if m.GetAlwaysForTask() {
+			return taskResult(g.cfg.Approvals.AllowForTask(ctx, caller, m.GetApprovalId(), m.GetReason()))
+		}
 		return taskResult(g.cfg.Approvals.ResolveApproval(ctx, caller, m.GetApprovalId(), m.GetApprove(), m.GetReason()))
 	case *api.Request_Steer:
 		if g.cfg.Approvals == nil {

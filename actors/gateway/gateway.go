@@ -189,6 +189,7 @@ type Config struct {
 type Approvals interface {
 	PendingApprovals(ctx context.Context, c actors.Caller) ([]*api.Event, error)
 	ResolveApproval(ctx context.Context, c actors.Caller, approvalID string, approve bool, reason string) (*api.TaskMeta, error)
+	AllowForTask(ctx context.Context, c actors.Caller, approvalID, reason string) (*api.TaskMeta, error)
 	Steer(ctx context.Context, c actors.Caller, taskID, callID string, input json.RawMessage) error
 }
 

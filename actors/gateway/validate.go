@@ -159,6 +159,9 @@ func validate(r *api.Request) *cmdError {
 		if err := multiline("resolve_approval: reason", c.ResolveApproval.GetReason()); err != nil {
 			return err
 		}
+		if c.ResolveApproval.GetAlwaysForTask() && !c.ResolveApproval.GetApprove() {
+			return invalid("resolve_approval: always_for_task is set with approve false: always_for_task only goes with approve (approve this call and allow the same kind in the Task); to deny, leave it unset")
+		}
 	case *api.Request_Steer:
 		m := c.Steer
 		if err := taskID(m.GetTaskId()); err != nil {

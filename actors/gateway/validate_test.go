@@ -41,6 +41,8 @@ func TestValidate(t *testing.T) {
 		{"ack of nothing", &api.Request{Command: &api.Request_Ack{Ack: &api.Ack{Subscription: 1}}}, api.ErrorCode_ERROR_CODE_INVALID},
 		{"approval id without call", &api.Request{Command: &api.Request_ResolveApproval{ResolveApproval: &api.ResolveApprovalRequest{ApprovalId: "T"}}}, api.ErrorCode_ERROR_CODE_INVALID},
 		{"approval", &api.Request{Command: &api.Request_ResolveApproval{ResolveApproval: &api.ResolveApprovalRequest{ApprovalId: "T.call-1-1", Approve: true}}}, 0},
+		{"approval always for the task", &api.Request{Command: &api.Request_ResolveApproval{ResolveApproval: &api.ResolveApprovalRequest{ApprovalId: "T.call-1-1", Approve: true, AlwaysForTask: true}}}, 0},
+		{"always for the task with a denial", &api.Request{Command: &api.Request_ResolveApproval{ResolveApproval: &api.ResolveApprovalRequest{ApprovalId: "T.call-1-1", AlwaysForTask: true, Reason: "no"}}}, api.ErrorCode_ERROR_CODE_INVALID},
 		{"steer with non-JSON", &api.Request{Command: &api.Request_Steer{Steer: &api.SteerRequest{TaskId: "T", CallId: "c", Input: []byte("{")}}}, api.ErrorCode_ERROR_CODE_INVALID},
 		{"service without operations", &api.Request{Command: &api.Request_RegisterService{RegisterService: &api.RegisterServiceRequest{Service: &api.ServiceSpec{Name: "s"}}}}, api.ErrorCode_ERROR_CODE_INVALID},
 		{"service with bad schema", &api.Request{Command: &api.Request_RegisterService{RegisterService: &api.RegisterServiceRequest{Service: &api.ServiceSpec{Name: "s", Operations: []*api.ServiceOperation{{Name: "o", InputSchema: []byte("{")}}}}}}, api.ErrorCode_ERROR_CODE_INVALID},

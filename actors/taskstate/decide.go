@@ -16,6 +16,10 @@ import (
 // ErrNotFound: no such Task (or one the caller may not see).
 var ErrNotFound = errors.New("task: not found")
 
+// ErrInvalid: a command's input is malformed; the message says what is
+// accepted.
+var ErrInvalid = errors.New("invalid")
+
 // ErrExpired: a decision came after its approval's deadline; the approval
 // was recorded as timed out instead.
 var ErrExpired = errors.New("approval: its deadline passed before the decision")
@@ -265,6 +269,62 @@ func (s *State) Resolve(approvalID string, outcome api.ApprovalOutcome, by, reas
 		out = append(out, &api.ToolFailed{CallId: call, Kind: api.ToolFailureKind_TOOL_FAILURE_KIND_NOT_APPROVED, Message: "not executed: the approval timed out"})
 	}
 	return append(out, s.afterApprovals(1)...), nil
+}
+
+// MaxAllows bounds the "always allow" rules of one Task.
+const MaxAllows = 256
+
+// ResolveAllow approves a pending approval and allows the calls of the
+// same kind for the rest of the Task: the calls of the same tool with the
+// same scope (for a tool that judges its input, like the shell, the
+// caller's key of it: the exact command; "" for the others). The rule never overrides a deny nor the
+// model's own request (see Combine). An approval asked by a running call
+// (during_run) decides nothing about later calls and is refused.
+func (s *State) ResolveAllow(approvalID, by, reason, scope string) ([]proto.Message, error) {
+	a, ok := s.Approvals[approvalID]
+	if !ok {
+		return nil, fmt.Errorf("%w: approval %q (it may have been answered, timed out or cancelled)", ErrNotFound, approvalID)
+	}
+	if a.DuringRun {
+		return nil, fmt.Errorf("%w: approval %q was asked by a running %s call about its own work; it can be approved, but not always allowed for the Task", ErrInvalid, approvalID, a.Tool)
+	}
+	if a.Tool == "" {
+		return nil, fmt.Errorf("%w: approval %q names no tool; it can be approved, but not always allowed for the Task", ErrInvalid, approvalID)
+	}
+	if len(s.Allows) >= MaxAllows {
+		return nil, fmt.Errorf("%w: task %s already has %d always-allow rules, the most it keeps; approve this call alone", ErrInvalid, s.TaskID, len(s.Allows))
+	}
+	out, err := s.Resolve(approvalID, api.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED, by, reason)
+	if err != nil {
+		return nil, err
+	}
+	out[0].(*api.ApprovalResolved).AllowRule = &api.ToolApproval{Tool: a.Tool, Rule: api.ApprovalRule_APPROVAL_RULE_ALLOW, Scope: scope}
+	return out, nil
+}
+
+// Allowed reports whether a person allowed the Task's calls of tool with
+// this scope ("always allow" at one of its approvals).
+func (s *State) Allowed(tool, scope string) bool {
+	for _, r := range s.Allows {
+		if r.GetTool() == tool && r.GetScope() == scope {
+			return true
+		}
+	}
+	return false
+}
+
+// Combine gives what a call needs: judged is what the tool, the daemon's
+// policy and the Task's rules require, allowed whether a person allowed
+// such calls for the Task, asked the model's own request_approval. The
+// allow only answers what a person would be asked: a deny always wins and
+// the model's request is always asked.
+func Combine(judged ApprovalNeed, allowed bool, asked ApprovalNeed) ApprovalNeed {
+	need := judged
+	if allowed && !need.Deny {
+		need = ApprovalNeed{}
+	}
+	need.Add(asked)
+	return need
 }
 
 // ResolvedCall is one tool call of a model answer, resolved against the

@@ -53,6 +53,9 @@ type State struct {
 	// Rules are the Task's own approval rules, from its creation: a
 	// matching call needs approval (ask) or never runs (deny).
 	Rules []*api.ToolApproval
+	// Allows are the "always allow" rules people added at this Task's
+	// approvals (ApprovalResolved.allow_rule), oldest first.
+	Allows []*api.ToolApproval
 
 	Status      api.TaskStatus
 	PauseReason api.PauseReason
@@ -183,6 +186,9 @@ func (s *State) Apply(ev *api.Event) {
 		if c, ok := s.Calls[ar.GetCallId()]; ok && c.Approval == ar.GetApprovalId() {
 			c.Approval = ""
 			c.Approved = ar.GetOutcome() == api.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED
+		}
+		if r := ar.GetAllowRule(); r != nil && r.GetRule() == api.ApprovalRule_APPROVAL_RULE_ALLOW && ar.GetOutcome() == api.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED {
+			s.Allows = append(s.Allows, r)
 		}
 	case *api.Event_StatusChanged:
 		sc := b.StatusChanged

@@ -439,3 +439,151 @@ func TestResumeDiskFull(t *testing.T) {
 		})
 	}
 }
+
+func TestResolveAllow(t *testing.T) {
+	ask := func(*Call) ApprovalNeed { return ApprovalNeed{Required: true, Reason: "asks"} }
+	// pending returns a Task whose call c1 (tool "t") waits for approval.
+	pending := func(t *testing.T) *State {
+		s := build(t, cycleWithCalls(1, "c1")...)
+		step := s.Next(NextOptions{Now: now, Approval: ask})
+		if step.Kind != StepRequestApproval {
+			t.Fatalf("step = %v, want an approval request", step.Kind)
+		}
+		apply(s, step.Bodies)
+		return s
+	}
+	id := ApprovalID("T1", "c1")
+	cases := []struct {
+		name    string
+		scope   string
+		during  bool
+		id      string
+		wantErr error
+		// allowed and refused are (tool, scope) pairs after the decision.
+		allowed, refused [][2]string
+	}{
+		{name: "whole tool", allowed: [][2]string{{"t", ""}}, refused: [][2]string{{"u", ""}, {"t", "command: ls"}}},
+		{name: "scoped to one command", scope: "command: ls -la", allowed: [][2]string{{"t", "command: ls -la"}}, refused: [][2]string{{"t", ""}, {"t", "command: ls"}, {"t", "command: rm -rf x"}}},
+		{name: "unknown approval", id: "T1.nope", wantErr: ErrNotFound, refused: [][2]string{{"t", ""}}},
+		{name: "asked by a running call", during: true, wantErr: ErrInvalid, refused: [][2]string{{"t", ""}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := pending(t)
+			aid := id
+			if c.during {
+				aid = id + ".1"
+				apply(s, []proto.Message{&api.ApprovalRequested{ApprovalId: aid, CallId: "c1", DuringRun: true}})
+			}
+			if c.id != "" {
+				aid = c.id
+			}
+			bodies, err := s.ResolveAllow(aid, "alice", "", c.scope)
+			if c.wantErr != nil {
+				if !errors.Is(err, c.wantErr) {
+					t.Fatalf("ResolveAllow() err = %v, want %v", err, c.wantErr)
+				}
+			} else {
+				if err != nil {
+					t.Fatalf("ResolveAllow(): %v", err)
+				}
+				ar := bodies[0].(*api.ApprovalResolved)
+				if ar.GetOutcome() != api.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED || ar.GetBy() != "alice" {
+					t.Fatalf("resolution = %v", ar)
+				}
+				want := &api.ToolApproval{Tool: "t", Rule: api.ApprovalRule_APPROVAL_RULE_ALLOW, Scope: c.scope}
+				if !proto.Equal(ar.GetAllowRule(), want) {
+					t.Fatalf("allow rule = %v, want %v", ar.GetAllowRule(), want)
+				}
+				apply(s, bodies)
+				if !s.Calls["c1"].Approved {
+					t.Fatal("the call itself is not approved")
+				}
+			}
+			for _, a := range c.allowed {
+				if !s.Allowed(a[0], a[1]) {
+					t.Errorf("Allowed(%q, %q) = false, want true", a[0], a[1])
+				}
+			}
+			for _, r := range c.refused {
+				if s.Allowed(r[0], r[1]) {
+					t.Errorf("Allowed(%q, %q) = true, want false", r[0], r[1])
+				}
+			}
+		})
+	}
+}
+
+// The rule is history: a State folded again from the recorded events (a
+// restart) keeps it, and the next call of that kind is not asked about.
+func TestAllowRuleFoldsFromHistory(t *testing.T) {
+	s := New()
+	s.TaskID = "T1"
+	var history []*api.Event
+	record := func(bodies []proto.Message) {
+		for _, ev := range s.Stamp(bodies, now) {
+			s.Apply(ev)
+			history = append(history, ev)
+		}
+	}
+	record(Create(CreateInput{Owner: "alice", Model: "fake/m", Request: "do it"}))
+	record(cycleWithCalls(1, "c1"))
+	judged := ApprovalNeed{Required: true, Reason: "asks"}
+	need := func(st *State) func(*Call) ApprovalNeed {
+		return func(c *Call) ApprovalNeed { return Combine(judged, st.Allowed(c.Tool, ""), ApprovalNeed{}) }
+	}
+	record(s.Next(NextOptions{Now: now, Approval: need(s)}).Bodies)
+	bodies, err := s.ResolveAllow(ApprovalID("T1", "c1"), "alice", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	record(bodies)
+	// A denied resolution that carries a rule (never written, but read
+	// from history all the same) adds nothing.
+	bad := &api.ApprovalResolved{ApprovalId: "x", Outcome: api.ApprovalOutcome_APPROVAL_OUTCOME_DENIED, AllowRule: &api.ToolApproval{Tool: "u", Rule: api.ApprovalRule_APPROVAL_RULE_ALLOW}}
+	record([]proto.Message{bad})
+
+	again := New()
+	for _, ev := range history {
+		again.Apply(ev)
+	}
+	if !again.Allowed("t", "") || again.Allowed("u", "") {
+		t.Fatalf("refolded allows = %v, want only t", again.Allows)
+	}
+	// Go on from the refolded State: c1 runs (approved), then a second
+	// Cycle's call of the same tool.
+	s = again
+	record(s.Next(NextOptions{Now: now, Approval: need(s)}).Bodies)
+	record([]proto.Message{&api.ToolResult{CallId: "c1"}})
+	record(cycleWithCalls(2, "c2"))
+	if step := s.Next(NextOptions{Now: now, Approval: need(s)}); step.Kind != StepStartTool || step.Call.ID != "c2" {
+		t.Fatalf("second call: step %v for %v (%v), want c2 started without asking", step.Kind, step.Call, kindsOf(step.Bodies))
+	}
+}
+
+func TestCombine(t *testing.T) {
+	ask := ApprovalNeed{Required: true, Reason: "the tool asks", Deadline: time.Minute}
+	deny := ApprovalNeed{Deny: true, Reason: "approvals.deny names it"}
+	model := ApprovalNeed{Required: true, Reason: "the model asked: sure?"}
+	cases := []struct {
+		name    string
+		judged  ApprovalNeed
+		allowed bool
+		asked   ApprovalNeed
+		want    ApprovalNeed
+	}{
+		{"ask, not allowed", ask, false, ApprovalNeed{}, ask},
+		{"ask, allowed for the task", ask, true, ApprovalNeed{}, ApprovalNeed{}},
+		{"nothing asked, allowed", ApprovalNeed{}, true, ApprovalNeed{}, ApprovalNeed{}},
+		{"a deny wins over the allow", deny, true, ApprovalNeed{}, deny},
+		{"the model's request is still asked", ask, true, model, model},
+		{"the model's request with nothing else", ApprovalNeed{}, true, model, model},
+		{"a deny wins over the model's request too", deny, true, model, deny},
+		{"not allowed: ask and model join", ask, false, model, ApprovalNeed{Required: true, Reason: "the tool asks; the model asked: sure?", Deadline: time.Minute}},
+	}
+	for _, c := range cases {
+		if got := Combine(c.judged, c.allowed, c.asked); got != c.want {
+			t.Errorf("%s: got %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}

@@ -85,18 +85,23 @@ func splitLines(s string) []string {
 // answer is what the person typed at an approval prompt.
 type answer struct {
 	approve, skip, more bool
+	// always: approve and allow the same kind of call for the Task.
+	always bool
 	// reason is why a denial was given ("n REASON").
 	reason string
 }
 
-// parseAnswer reads a line typed at an approval prompt: y approves, s
-// skips, m shows more, anything else (Enter too) denies; "n REASON" denies
-// with that reason.
+// parseAnswer reads a line typed at an approval prompt: y approves, a
+// approves and always allows the same kind of call for the Task, s skips,
+// m shows more, anything else (Enter too) denies; "n REASON" denies with
+// that reason.
 func parseAnswer(line string) answer {
 	word, rest, _ := strings.Cut(strings.TrimSpace(line), " ")
 	switch strings.ToLower(word) {
 	case "y", "yes":
 		return answer{approve: true}
+	case "a", "always":
+		return answer{approve: true, always: true}
 	case "s", "skip":
 		return answer{skip: true}
 	case "m", "more":

@@ -47,6 +47,8 @@ func TestParseAnswer(t *testing.T) {
 	}{
 		{"y", answer{approve: true}},
 		{" YES ", answer{approve: true}},
+		{"a", answer{approve: true, always: true}},
+		{" Always ", answer{approve: true, always: true}},
 		{"s", answer{skip: true}},
 		{"m", answer{more: true}},
 		{"", answer{reason: "denied at the terminal"}},

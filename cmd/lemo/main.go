@@ -70,7 +70,7 @@ Usage:
   lemo send <id> "message" [--no-follow]    send a follow-up message and follow the reply
   lemo pause|continue|cancel <id>           control a Task
   lemo approvals                            list calls waiting for approval
-  lemo approve|deny <approval id>           decide one
+  lemo approve|deny <approval id>           decide one (approve --always: also later calls of that kind)
   lemo steer <id> <call id> <json>          steer a running tool call
   lemo sessions [--task ID]                 list the delegate agent's sessions
   lemo console                              live actor tree and Tasks, with actions

@@ -111,7 +111,15 @@ func (r *renderer) event(ev *api.Event) {
 		if a.GetBy() != "" {
 			by = " by " + a.GetBy()
 		}
-		r.line("  approval %s: %s%s", a.GetApprovalId(), strings.ToLower(strings.TrimPrefix(a.GetOutcome().String(), "APPROVAL_OUTCOME_")), by)
+		always := ""
+		if rule := a.GetAllowRule(); rule != nil {
+			always = " (always allowed for this task: " + rule.GetTool()
+			if sc := rule.GetScope(); sc != "" {
+				always += " " + sc
+			}
+			always += ")"
+		}
+		r.line("  approval %s: %s%s%s", a.GetApprovalId(), strings.ToLower(strings.TrimPrefix(a.GetOutcome().String(), "APPROVAL_OUTCOME_")), by, always)
 	case *api.Event_StatusChanged:
 		s := b.StatusChanged
 		r.line("[%s: %s]", taskstate.StatusName(s.GetStatus()), s.GetDetail())

@@ -358,11 +358,32 @@ func (p *prompter) ask() {
 		more = p.detail(a, approvalLines)
 		p.detailed[a.GetApprovalId()] = more
 	}
-	hint := "n REASON denies with a reason"
+	// A running call's question about its own work is decided once; the
+	// other approvals may also be allowed for the rest of the Task.
+	keys, hint := "y/N/a=always/s=skip", "a approves and allows "+p.kind(a)+" for this task, n REASON denies with a reason"
+	if a.GetDuringRun() {
+		keys, hint = "y/N/s=skip", "n REASON denies with a reason"
+	}
 	if more {
 		hint = "m shows all, " + hint
 	}
-	p.out.prompt("approve %s? [y/N/s=skip] (%s) ", a.GetApprovalId(), hint)
+	p.out.prompt("approve %s? [%s] (%s) ", a.GetApprovalId(), keys, hint)
+}
+
+// kind names what an "always" answer to a covers: the same command for
+// the shell, else every call of the tool.
+func (p *prompter) kind(a *api.ApprovalRequested) string {
+	tool := a.GetTool()
+	if c := p.calls[a.GetCallId()]; c != nil && c.GetTool() != "" {
+		tool = c.GetTool()
+	}
+	if tool == "shell.run" {
+		return "this exact command"
+	}
+	if tool == "" {
+		return "such calls"
+	}
+	return tool + " calls"
 }
 
 // detail shows what the approval is for, at most limit lines (0: all);
@@ -418,6 +439,10 @@ func (p *prompter) answered(ctx context.Context, c *client.Conn, line string) {
 			}
 		}
 		return // asked again
+	case a.always:
+		if _, err := c.AllowForTask(ctx, id, ""); err != nil {
+			fmt.Fprintf(p.out, "lemo: approve always: %v\n", err)
+		}
 	case a.approve:
 		if _, err := c.Resolve(ctx, id, true, ""); err != nil {
 			fmt.Fprintf(p.out, "lemo: approve: %v\n", err)

@@ -340,6 +340,10 @@ func resolve(ctx context.Context, cmd string, args []string, stdout, stderr io.W
 	}
 	f := newClientFlags(cmd, "<approval id> [flags]", detail, stdout, stderr)
 	reason := f.fs.String("reason", "", "why (shown to the model when denying)")
+	var always *bool
+	if approve {
+		always = f.fs.Bool("always", false, "also allow the Task's later calls of the same kind without asking: the same tool (for shell.run: the same command); a deny or the model's own request still asks")
+	}
 	pos, err := f.parse(args, 1, 1)
 	if err != nil {
 		return helpOK(err)
@@ -349,7 +353,12 @@ func resolve(ctx context.Context, cmd string, args []string, stdout, stderr io.W
 		return err
 	}
 	defer c.Close()
-	m, err := c.Resolve(ctx, pos[0], approve, *reason)
+	var m *api.TaskMeta
+	if always != nil && *always {
+		m, err = c.AllowForTask(ctx, pos[0], *reason)
+	} else {
+		m, err = c.Resolve(ctx, pos[0], approve, *reason)
+	}
 	if err != nil {
 		if errorsIsNotFound(err) {
 			return &notFound{msg: fmt.Sprintf("unknown approval %s (answered, timed out, cancelled, or not one this token may see)", pos[0])}
@@ -361,8 +370,11 @@ func resolve(ctx context.Context, cmd string, args []string, stdout, stderr io.W
 		return nil
 	}
 	word := "approved"
-	if !approve {
+	switch {
+	case !approve:
 		word = "denied"
+	case *always:
+		word = "approved (and allowed for the rest of the task)"
 	}
 	fmt.Fprintf(stdout, "%s %s; task %s is %s\n", word, pos[0], m.GetTaskId(), statusWord(m.GetStatus()))
 	if m.GetStatus() == api.TaskStatus_TASK_STATUS_PAUSED {

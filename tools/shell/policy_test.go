@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"lemo/tools"
 )
 
 var testPolicy = Policy{
@@ -182,6 +184,33 @@ func TestApproval(t *testing.T) {
 	}
 	if a := tool.Approval(json.RawMessage(`not json`)); !a.Deny {
 		t.Errorf("Approval(not json) = %+v; want denied", a)
+	}
+}
+
+// An "always allow for this Task" of a shell call covers that exact
+// command, not others with the same first word nor another timeout's
+// spelling of a different command.
+func TestApprovalScope(t *testing.T) {
+	tool, err := New(testConfig("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope := func(raw string) string { return tools.ApprovalScope(tool, json.RawMessage(raw)) }
+	same := scope(`{"command":"git push origin main"}`)
+	for _, tc := range []struct {
+		raw  string
+		want bool
+	}{
+		{`{"command":"git push origin main"}`, true},
+		{`{ "command": "git push origin main", "timeout_seconds": 5 }`, true},
+		{`{"command":"git push origin dev"}`, false},
+		{`{"command":"git push"}`, false},
+		{`{"command":"git"}`, false},
+		{`not json`, false},
+	} {
+		if got := scope(tc.raw) == same; got != tc.want {
+			t.Errorf("scope(%s) == scope(git push origin main): %v, want %v", tc.raw, got, tc.want)
+		}
 	}
 }
 

@@ -167,6 +167,17 @@ func (t *Tool) Approval(raw json.RawMessage) tools.Approval {
 	return tools.Approval{Required: true, Reason: v.Reason, Deadline: t.cfg.ApprovalTimeout}
 }
 
+// ApprovalScope is what a person's "always allow for this Task" covers:
+// this exact command line (not other commands, whatever their first word).
+func (t *Tool) ApprovalScope(raw json.RawMessage) string {
+	var in input
+	if err := json.Unmarshal(raw, &in); err != nil || in.Command == "" {
+		// Only the same unreadable input (which the policy denies anyway).
+		return "input: " + string(raw)
+	}
+	return "command: " + in.Command
+}
+
 // Execute runs the command in call.Workspace.
 func (t *Tool) Execute(ctx context.Context, call tools.Call, emit tools.Emit) (json.RawMessage, error) {
 	var in input
