@@ -230,8 +230,12 @@ func TestProvidersEndToEnd(t *testing.T) {
 				}
 			})
 
-			t.Run("truncated stream is an error", func(t *testing.T) {
-				meta, err := conn.CreateTask(context.Background(), client.CreateTask{Request: "CUTSHORT please", Model: model, ToolsRestricted: true})
+			// failedTransient runs request to a failure and returns its
+			// history once the Task failed with a transient failure
+			// naming the provider and want.
+			failedTransient := func(t *testing.T, request, want string) []*api.Event {
+				t.Helper()
+				meta, err := conn.CreateTask(context.Background(), client.CreateTask{Request: request, Model: model, ToolsRestricted: true})
 				if err != nil {
 					t.Fatalf("CreateTask: %v", err)
 				}
@@ -242,29 +246,21 @@ func TestProvidersEndToEnd(t *testing.T) {
 					t.Fatal(err)
 				}
 				f := lastFailure(evs)
-				if f == nil || f.GetKind() != "transient" || !strings.Contains(f.GetMessage(), c.name) || !strings.Contains(f.GetMessage(), "ended without") {
-					t.Fatalf("failure = %v, want a transient truncated-stream error naming %s", f, c.name)
+				if f == nil || f.GetKind() != "transient" || !strings.Contains(f.GetMessage(), c.name) || !strings.Contains(f.GetMessage(), want) {
+					t.Fatalf("failure = %v, want a transient failure naming %s and %q", f, c.name, want)
 				}
+				return evs
+			}
+
+			t.Run("truncated stream is an error", func(t *testing.T) {
+				evs := failedTransient(t, "CUTSHORT please", "ended without")
 				if a := finalAnswer(evs); a != "" {
 					t.Fatalf("a truncated stream was recorded as the answer %q", a)
 				}
 			})
 
 			t.Run("a stream that stops sending fails the Cycle", func(t *testing.T) {
-				meta, err := conn.CreateTask(context.Background(), client.CreateTask{Request: "STALLNOW please", Model: model, ToolsRestricted: true})
-				if err != nil {
-					t.Fatalf("CreateTask: %v", err)
-				}
-				id := meta.GetTaskId()
-				waitTask(t, conn, id, "fail", statusIs(api.TaskStatus_TASK_STATUS_FAILED))
-				evs, err := conn.ReadHistory(context.Background(), id, 1)
-				if err != nil {
-					t.Fatal(err)
-				}
-				f := lastFailure(evs)
-				if f == nil || f.GetKind() != "transient" || !strings.Contains(f.GetMessage(), c.name) || !strings.Contains(f.GetMessage(), "idle_timeout") {
-					t.Fatalf("failure = %v, want a transient idle-stream error naming %s and idle_timeout", f, c.name)
-				}
+				failedTransient(t, "STALLNOW please", "idle_timeout")
 			})
 
 			t.Run("key arrives as the provider sends it", func(t *testing.T) {
