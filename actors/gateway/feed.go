@@ -44,8 +44,9 @@ type listener struct {
 	mu    sync.Mutex
 	queue []actors.Update
 	spare []actors.Update
-	// over: the queue passed max (the pump fell behind); ended: the feed
-	// ended (the reason), or the hub dropped it (fellBehind).
+	// over: the queue reached max and dropped an update (the pump fell
+	// behind); ended: the feed ended (the reason), or the hub dropped it
+	// (fellBehind).
 	over       bool
 	ended      string
 	fellBehind bool
@@ -115,9 +116,13 @@ func (l *listener) signal() {
 func (l *listener) push(u actors.Update) {
 	l.mu.Lock()
 	if !l.over && l.ended == "" {
-		l.queue = append(l.queue, u)
-		if len(l.queue) > l.max {
-			l.over, l.queue = true, nil
+		// Past max the listener keeps what it has (the pump still sends
+		// what its client has credit for, then the notice) and drops the
+		// rest: the client resumes after the last update it got.
+		if len(l.queue) < l.max {
+			l.queue = append(l.queue, u)
+		} else {
+			l.over = true
 		}
 	}
 	l.mu.Unlock()

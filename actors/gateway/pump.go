@@ -151,6 +151,7 @@ func (p *pump) run(ctx context.Context) {
 			}
 		}
 		if len(st.out)+len(st.held) > lim.MaxQueue {
+			st.flush() // what the client has credit for, lingering or not
 			st.fellBehind()
 			return
 		}
@@ -189,6 +190,7 @@ func (st *pumpState) take(l *listener) bool {
 	}
 	switch {
 	case over || behind:
+		st.flush() // what the client has credit for, lingering or not
 		st.fellBehind()
 		return false
 	case ended != "":
