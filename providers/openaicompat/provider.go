@@ -158,14 +158,25 @@ func ValidateBaseURL(s string) error {
 	return nil
 }
 
+// MaxIdleConnsPerHost is how many idle connections a provider keeps to its
+// server: as many as Tasks that may call it at once, so that each model
+// call reuses a connection instead of opening one. Go's default (2) made 50
+// Tasks open a new connection for most of their calls.
+const MaxIdleConnsPerHost = 256
+
 // HTTPClient returns c, or a client whose transport bounds connecting, the
-// TLS handshake and the wait for response headers by timeout. It sets no
-// overall timeout: streams are bounded by their context.
+// TLS handshake and the wait for response headers by timeout, and keeps
+// MaxIdleConnsPerHost idle connections for reuse (HTTP/2 where a TLS server
+// offers it). It sets no overall timeout: streams are bounded by their
+// context.
 func HTTPClient(c *http.Client, timeout time.Duration) *http.Client {
 	if c != nil {
 		return c
 	}
 	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 0 // no daemon-wide cap: MaxIdleConnsPerHost bounds each server
+	t.MaxIdleConnsPerHost = MaxIdleConnsPerHost
+	t.ForceAttemptHTTP2 = true
 	t.DialContext = (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext
 	t.TLSHandshakeTimeout = timeout
 	t.ResponseHeaderTimeout = timeout
