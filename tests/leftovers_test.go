@@ -84,18 +84,7 @@ func TestLeftoversStoppedAtStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The grandchild: sleep in a session it leads.
-	var grandchild int
-	eventually(t, 30*time.Second, func() error {
-		for pid, cl := range taggedProcs(tag) {
-			if cl == "sleep 1000" && procSession(pid) == pid {
-				grandchild = pid
-				return nil
-			}
-		}
-		return fmt.Errorf("no setsid sleep carries the run tag yet: %v", taggedProcs(tag))
-	})
-	t.Cleanup(func() { _ = syscall.Kill(grandchild, syscall.SIGKILL) })
+	grandchild := setsidGrandchild(t, tag)
 	d.kill()
 	if procDead(grandchild) {
 		t.Fatalf("the setsid grandchild %d died with the daemon: nothing for the start to stop", grandchild)
@@ -142,6 +131,21 @@ func TestToolNamespaceDiesWithTheDaemon(t *testing.T) {
 	if _, err := c.CreateTask(context.Background(), client.CreateTask{Request: "setsid sleep 1000 & sleep 1000", Model: "fake/shell"}); err != nil {
 		t.Fatal(err)
 	}
+	setsidGrandchild(t, tag)
+	d.kill()
+	eventually(t, 10*time.Second, func() error {
+		if left := taggedProcs(tag); len(left) != 0 {
+			return fmt.Errorf("processes of the killed daemon's tool still run: %v", left)
+		}
+		return nil
+	})
+}
+
+// setsidGrandchild waits for the grandchild that "setsid sleep 1000 &"
+// starts (sleep in a session it leads, carrying tag) and kills it at the
+// test's end.
+func setsidGrandchild(t *testing.T, tag string) int {
+	t.Helper()
 	var grandchild int
 	eventually(t, 30*time.Second, func() error {
 		for pid, cl := range taggedProcs(tag) {
@@ -153,13 +157,7 @@ func TestToolNamespaceDiesWithTheDaemon(t *testing.T) {
 		return fmt.Errorf("no setsid sleep carries the run tag yet: %v", taggedProcs(tag))
 	})
 	t.Cleanup(func() { _ = syscall.Kill(grandchild, syscall.SIGKILL) })
-	d.kill()
-	eventually(t, 10*time.Second, func() error {
-		if left := taggedProcs(tag); len(left) != 0 {
-			return fmt.Errorf("processes of the killed daemon's tool still run: %v", left)
-		}
-		return nil
-	})
+	return grandchild
 }
 
 // needNamespaces skips unless the daemon runs tool processes in
