@@ -372,17 +372,7 @@ func TestRunPromptAlwaysAllowsForTheTask(t *testing.T) {
 	screen := term.waitFor("? [y/N/a=always/s=skip]", "a approves and allows files.write calls for this task")
 	id := runScreenID(t, screen)
 	term.keys("a", "Enter")
-	eventually(t, 30*time.Second, func() error {
-		if asked, written := writesOf(t, c, id); written < 2 {
-			return fmt.Errorf("%d write(s) done, %d asked; want a second write", written, asked)
-		}
-		return nil
-	})
-	if _, err := c.Cancel(context.Background(), id); err != nil {
-		t.Fatal(err)
-	}
-	waitTask(t, c, id, "cancelled", statusIs(api.TaskStatus_TASK_STATUS_CANCELLED))
-	if asked, written := writesOf(t, c, id); asked != 1 {
+	if asked, written := secondWriteThenCancel(t, c, id); asked != 1 {
 		t.Fatalf("%d approvals asked for %d writes, want only the first; screen:\n%s", asked, written, term.screen())
 	}
 	evs, err := c.ReadHistory(context.Background(), id, 1)
@@ -397,6 +387,23 @@ func TestRunPromptAlwaysAllowsForTheTask(t *testing.T) {
 	if s := term.screen(); strings.Contains(s, "lemo: approve") {
 		t.Fatalf("the terminal reported an error; screen:\n%s", s)
 	}
+}
+
+// secondWriteThenCancel waits for the Task's second write, cancels the
+// Task and returns how many writes were asked for and done.
+func secondWriteThenCancel(t *testing.T, c *client.Conn, id string) (asked, written int) {
+	t.Helper()
+	eventually(t, 30*time.Second, func() error {
+		if asked, written := writesOf(t, c, id); written < 2 {
+			return fmt.Errorf("%d write(s) done, %d asked; want a second write", written, asked)
+		}
+		return nil
+	})
+	if _, err := c.Cancel(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	waitTask(t, c, id, "cancelled", statusIs(api.TaskStatus_TASK_STATUS_CANCELLED))
+	return writesOf(t, c, id)
 }
 
 // lemo approve --always does the same from another terminal; lemo deny has
@@ -427,17 +434,7 @@ func TestApproveAlwaysCommand(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "allowed for the rest of the task") {
 		t.Fatalf("lemo approve --always: exit %d\n%s", code, out)
 	}
-	eventually(t, 30*time.Second, func() error {
-		if asked, written := writesOf(t, c, id); written < 2 {
-			return fmt.Errorf("%d write(s) done, %d asked; want a second write", written, asked)
-		}
-		return nil
-	})
-	if _, err := c.Cancel(context.Background(), id); err != nil {
-		t.Fatal(err)
-	}
-	waitTask(t, c, id, "cancelled", statusIs(api.TaskStatus_TASK_STATUS_CANCELLED))
-	if asked, written := writesOf(t, c, id); asked != 1 {
+	if asked, written := secondWriteThenCancel(t, c, id); asked != 1 {
 		t.Fatalf("%d approvals asked for %d writes, want only the first", asked, written)
 	}
 }
