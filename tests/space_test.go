@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"google.golang.org/protobuf/proto"
 
 	"lemo/actors"
 	"lemo/api"
@@ -206,17 +205,7 @@ func TestFreeSpaceGuardUnderServe(t *testing.T) {
 
 	d = serveRemote(t, data, "--config", cfg)
 	c = d.connect(t, "")
-	for id, want := range before {
-		got, err := c.ReadHistory(ctx, id, 1)
-		if err != nil || len(got) < len(want) {
-			t.Fatalf("after the restart task %s has %d events (%v), want at least the %d read before", id, len(got), err, len(want))
-		}
-		for i := range want {
-			if !proto.Equal(got[i], want[i]) {
-				t.Fatalf("task %s, seq %d: %v after the restart, %v before", id, want[i].GetSeq(), got[i], want[i])
-			}
-		}
-	}
+	verifyHistories(t, c, before, nil) // every event read before the kill, intact
 	waitTask(t, c, loop, "paused (interrupted)", statusIs(api.TaskStatus_TASK_STATUS_PAUSED))
 	// Still below the floor after the restart: refused; then space is
 	// freed and new work is accepted again.
@@ -454,17 +443,7 @@ func TestDiskFullUnderServe(t *testing.T) {
 	d.kill()
 	d = serveRemote(t, data, "--config", cfg)
 	c = d.connect(t, "")
-	for id, want := range before {
-		got, err := c.ReadHistory(ctx, id, 1)
-		if err != nil || len(got) < len(want) {
-			t.Fatalf("after the restart task %s has %d events (%v), want at least the %d read before", id, len(got), err, len(want))
-		}
-		for i := range want {
-			if !proto.Equal(got[i], want[i]) {
-				t.Fatalf("task %s, seq %d: %v after the restart, %v before", id, want[i].GetSeq(), got[i], want[i])
-			}
-		}
-	}
+	verifyHistories(t, c, before, nil) // every event read before the kill, intact
 	d.stop()
 }
 
