@@ -1048,7 +1048,7 @@ func (t *task) recordDiskPause(ctx actor.Context) {
 	store := t.env.deps.Store
 	t.persistWith(ctx, bodies, nil, func(ctx actor.Context) {
 		t.diskFull = false
-		t.live = make(map[string]liveResult)
+		t.releaseLive(false) // as after a restart: they read as unavailable
 		if !store.DiskFull() {
 			// Space came back before the pause was recorded: the daemon's
 			// resume may have missed it.

@@ -516,17 +516,17 @@ func (s *Store) WatchDisk(fn func(DiskState)) {
 // above or no floor is set. New work is refused on it; appends of running
 // work are not, so nothing acknowledged is lost.
 func (s *Store) CheckSpace() error {
+	full, floor := s.DiskFull(), s.space.floor.Load()
+	if !full && floor <= 0 {
+		return nil // nothing to check: no reading of the disk
+	}
 	free, err := s.FreeSpace()
 	if err != nil {
 		return err
 	}
-	if s.DiskFull() {
+	if full {
 		return fmt.Errorf("%w: %w: the data folder's filesystem has %d MiB free, below the %d MiB the store keeps for itself (free space)",
 			ErrNoSpace, ErrDiskFull, free>>20, s.space.headroom>>20)
-	}
-	floor := s.space.floor.Load()
-	if floor <= 0 {
-		return nil
 	}
 	if free < floor {
 		return fmt.Errorf("%w: the data folder's filesystem has %d MiB free, below the floor of %d MiB (free space, or lower storage.min_free_mib)",
