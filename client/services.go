@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 
 	"lemo/api"
+	"lemo/excerpt"
 )
 
 // ServiceCall is one operation a Task asked a Service for.
@@ -85,7 +85,7 @@ func (c *Conn) serve(m *api.ServiceCall) {
 		} else if len(out) > maxRequestBytes-1024 {
 			res.Output, res.Error = nil, fmt.Sprintf("the service's result of %d bytes is too large", len(out))
 		}
-		res.Error = cutText(api.CleanText(res.Error), maxServiceError)
+		res.Error = excerpt.Head(api.CleanText(res.Error), maxServiceError)
 		if err := c.tell(&api.Request{Command: &api.Request_ServiceResult{ServiceResult: res}}); err != nil && !errors.Is(err, ErrDisconnected) {
 			// The call still gets an answer, never a timeout.
 			_ = c.tell(&api.Request{Command: &api.Request_ServiceResult{ServiceResult: &api.ServiceResult{Call: m.GetCall(), Error: "the service's result cannot be sent: " + err.Error()}}})
@@ -118,14 +118,3 @@ func (c *Conn) serve(m *api.ServiceCall) {
 
 // maxServiceError bounds a service's error text, as the daemon does.
 const maxServiceError = 4096
-
-// cutText cuts s to at most n bytes, on a character boundary.
-func cutText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}

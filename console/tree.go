@@ -153,13 +153,17 @@ func filterRows(rows []row, f string) []row {
 	if f == "" {
 		return rows
 	}
+	hit := make([]bool, len(rows))
+	for i, r := range rows {
+		hit[i] = strings.Contains(strings.ToLower(r.label+" "+r.taskID+" "+r.kind+" "+r.tool), f)
+	}
 	var kept []row
 	for i, r := range rows {
-		match := strings.Contains(strings.ToLower(r.label+" "+r.taskID+" "+r.kind+" "+r.tool), f)
+		match := hit[i]
 		if !match {
 			// An ancestor of a later match stays.
-			for _, later := range rows[i+1:] {
-				if strings.HasPrefix(later.key, r.key+"/") && strings.Contains(strings.ToLower(later.label+" "+later.taskID+" "+later.kind+" "+later.tool), f) {
+			for j := i + 1; j < len(rows); j++ {
+				if hit[j] && strings.HasPrefix(rows[j].key, r.key+"/") {
 					match = true
 					break
 				}

@@ -76,27 +76,15 @@ func newOps() *ops {
 		}
 		return map[string]float64{"": float64(n)}
 	})
-	o.reg.NewGaugeFunc("lemo_remote_connections", "Open connections to the remote API, by state: authenticated (presented a valid token) or not yet.", "state", func() map[string]float64 {
-		var s gateway.ConnStats
-		if g := o.gw.Load(); g != nil {
-			s = g.Connections()
-		}
+	o.reg.NewGaugeFunc("lemo_remote_connections", "Open connections to the remote API, by state: authenticated (presented a valid token) or not yet.", "state", o.connGauge(func(s gateway.ConnStats) map[string]float64 {
 		return map[string]float64{"authenticated": float64(s.Open - s.Unauthenticated), "unauthenticated": float64(s.Unauthenticated)}
-	})
-	o.reg.NewCounterFunc("lemo_remote_connections_accepted_total", "Connections the remote API took in since start (refused ones aside).", "", func() map[string]float64 {
-		var s gateway.ConnStats
-		if g := o.gw.Load(); g != nil {
-			s = g.Connections()
-		}
+	}))
+	o.reg.NewCounterFunc("lemo_remote_connections_accepted_total", "Connections the remote API took in since start (refused ones aside).", "", o.connGauge(func(s gateway.ConnStats) map[string]float64 {
 		return map[string]float64{"": float64(s.Accepted)}
-	})
-	o.reg.NewCounterFunc("lemo_remote_connections_closed_total", "Connections the remote API closed since start: refused (the limit reached, all authenticated), evicted (for a newer one while unauthenticated connections filled their quota), timed_out (no valid token within remote.auth_timeout).", "reason", func() map[string]float64 {
-		var s gateway.ConnStats
-		if g := o.gw.Load(); g != nil {
-			s = g.Connections()
-		}
+	}))
+	o.reg.NewCounterFunc("lemo_remote_connections_closed_total", "Connections the remote API closed since start: refused (the limit reached, all authenticated), evicted (for a newer one while unauthenticated connections filled their quota), timed_out (no valid token within remote.auth_timeout).", "reason", o.connGauge(func(s gateway.ConnStats) map[string]float64 {
 		return map[string]float64{"refused": float64(s.Refused), "evicted": float64(s.Evicted), "timed_out": float64(s.TimedOut)}
-	})
+	}))
 	o.reg.NewGaugeFunc("lemo_live_bytes", "Bytes the live results (tool calls' whole outputs) hold in memory and in spill files.", "where", o.liveGauge(func(u live.Usage) map[string]float64 {
 		return map[string]float64{"memory": float64(u.HeapBytes), "spill": float64(u.SpillBytes)}
 	}))
@@ -107,6 +95,18 @@ func newOps() *ops {
 		return map[string]float64{"": float64(u.Evicted)}
 	}))
 	return o
+}
+
+// connGauge reads f of the remote API's connection counts (zeros before
+// it serves).
+func (o *ops) connGauge(f func(gateway.ConnStats) map[string]float64) func() map[string]float64 {
+	return func() map[string]float64 {
+		var s gateway.ConnStats
+		if g := o.gw.Load(); g != nil {
+			s = g.Connections()
+		}
+		return f(s)
+	}
 }
 
 // liveGauge reads f of the live results' usage once they exist.

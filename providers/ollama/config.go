@@ -56,7 +56,7 @@ type Config struct {
 	// Cloud). It is never logged nor put in errors.
 	APIKey string
 	// Timeout bounds connecting and waiting for response headers (0 means
-	// DefaultTimeout); streams are bounded by their context only.
+	// DefaultTimeout); IdleTimeout bounds the gaps of a stream.
 	Timeout time.Duration
 	// IdleTimeout bounds the gap between two reads of a stream: a stream
 	// that sends nothing for this long fails as transient (0 means

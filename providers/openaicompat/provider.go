@@ -167,8 +167,8 @@ const MaxIdleConnsPerHost = 256
 // HTTPClient returns c, or a client whose transport bounds connecting, the
 // TLS handshake and the wait for response headers by timeout, and keeps
 // MaxIdleConnsPerHost idle connections for reuse (HTTP/2 where a TLS server
-// offers it). It sets no overall timeout: streams are bounded by their
-// context.
+// offers it). It sets no overall timeout: a stream is bounded by its
+// context and, between reads, by the provider's IdleTimeout (IdleBody).
 func HTTPClient(c *http.Client, timeout time.Duration) *http.Client {
 	if c != nil {
 		return c

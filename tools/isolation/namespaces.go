@@ -245,8 +245,6 @@ func (n *Namespaces) Wrap(cmd *exec.Cmd, status *os.File) {
 		return
 	}
 	cmd.SysProcAttr.Cloneflags |= a.Cloneflags
-	cmd.SysProcAttr.UidMappings, cmd.SysProcAttr.GidMappings = a.UidMappings, a.GidMappings
-	cmd.SysProcAttr.GidMappingsEnableSetgroups = a.GidMappingsEnableSetgroups
 	cmd.SysProcAttr.AmbientCaps = append(cmd.SysProcAttr.AmbientCaps, a.AmbientCaps...)
 }
 
