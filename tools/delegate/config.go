@@ -163,7 +163,7 @@ func (c *Config) validate() error {
 		}
 	}
 	errs = append(errs, validEnvEntries("SetEnv", c.SetEnv)...)
-	if k, _, ok := strings.Cut(c.RunTag, "="); c.RunTag != "" && (!ok || k == "") {
+	if !isolation.ValidRunTag(c.RunTag) {
 		errs = append(errs, fmt.Errorf("delegate: Config.RunTag %q: want NAME=value", c.RunTag))
 	}
 	for _, p := range c.PassEnv {

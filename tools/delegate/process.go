@@ -59,11 +59,7 @@ func startProcess(spec procSpec) (*process, error) {
 	cmd.Dir = spec.dir
 	cmd.Env = spec.env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	var ns proc.Namespaces
-	if spec.ns != nil {
-		ns = spec.ns
-	}
-	child, err := proc.StartIn(cmd, ns, isolation.ReadStatus)
+	child, err := isolation.Start(cmd, spec.ns)
 	closeAll(inR, outW, errW) // the child has its copies
 	if err != nil {
 		closeAll(inW, outR, errR)

@@ -179,10 +179,7 @@ func (r *run) execute(ctx context.Context) (json.RawMessage, error) {
 		return nil, err
 	}
 	tag := TagVariable + "=" + r.inv
-	env := append(append([]string(nil), r.t.env...), tag)
-	if cfg.RunTag != "" {
-		env = append(env, cfg.RunTag, isolation.CallEntry(r.call.TaskID, r.call.CallID))
-	}
+	env := append(append(append([]string(nil), r.t.env...), tag), isolation.Tags(cfg.RunTag, r.call.TaskID, r.call.CallID)...)
 	spec := procSpec{path: bin, args: r.t.args(sessionDir, resumeFile), env: env, dir: r.ws, tag: tag, ns: cfg.Namespaces}
 	limits := sessionLimits{exitGrace: cfg.ExitGrace, killGrace: cfg.KillGrace, maxLine: cfg.MaxLineBytes}
 	log := cfg.Log.With().Str("task", r.call.TaskID).Str("call", r.call.CallID).Str("invocation", r.inv).Logger()

@@ -3,6 +3,7 @@ package isolation
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -31,6 +32,32 @@ func RunTag(dir string) (string, error) {
 // CallEntry is the environment entry ("NAME=value") that names the call a
 // tool process was started for; a tool sets it with the run tag.
 func CallEntry(taskID, callID string) string { return proc.CallEntry(taskID, callID) }
+
+// Tags are the environment entries that tag the processes of a call: the
+// run tag (RunTag) and the call (CallEntry); none when tag is "".
+func Tags(tag, taskID, callID string) []string {
+	if tag == "" {
+		return nil
+	}
+	return []string{tag, CallEntry(taskID, callID)}
+}
+
+// ValidRunTag reports whether tag is "" or a "NAME=value" environment
+// entry (no NUL), as a tool's configuration may give it.
+func ValidRunTag(tag string) bool {
+	k, _, ok := strings.Cut(tag, "=")
+	return tag == "" || (ok && k != "" && strings.IndexByte(tag, 0) < 0)
+}
+
+// Start starts cmd (proc.StartIn) in the namespaces n, or as a plain child
+// when n is nil (namespaces off or refused).
+func Start(cmd *exec.Cmd, n *Namespaces) (*proc.Process, error) {
+	var ns proc.Namespaces
+	if n != nil {
+		ns = n // not a typed nil in the interface
+	}
+	return proc.StartIn(cmd, ns, ReadStatus)
+}
 
 // Leftover is a process found running at a daemon's start with the data
 // folder's run tag, and stopped.

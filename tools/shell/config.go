@@ -130,7 +130,7 @@ func (c *Config) validate() error {
 	if c.StateInterval > 0 && c.StateInterval < 10*time.Millisecond {
 		errs = append(errs, fmt.Errorf("shell: Config.StateInterval = %v: want at least 10ms", c.StateInterval))
 	}
-	if k, _, ok := strings.Cut(c.RunTag, "="); c.RunTag != "" && (!ok || k == "" || strings.IndexByte(c.RunTag, 0) >= 0) {
+	if !isolation.ValidRunTag(c.RunTag) {
 		errs = append(errs, fmt.Errorf("shell: Config.RunTag = %q: want NAME=value", c.RunTag))
 	}
 	for i, e := range c.Environ {

@@ -101,11 +101,7 @@ func (t *Tool) run(ctx context.Context, command, dir string, tags []string, time
 
 	// The shell runs in its own process group and dies with the daemon
 	// (Pdeathsig from a locked thread); p reaps it.
-	var ns proc.Namespaces
-	if t.cfg.Namespaces != nil {
-		ns = t.cfg.Namespaces
-	}
-	p, err := proc.StartIn(cmd, ns, isolation.ReadStatus)
+	p, err := isolation.Start(cmd, t.cfg.Namespaces)
 	outW.Close()
 	errW.Close()
 	if err != nil {
@@ -255,10 +251,7 @@ wait:
 // tags are the environment entries that tag a call's processes: the data
 // folder's run tag and the call (none without Config.RunTag).
 func (t *Tool) tags(call tools.Call) []string {
-	if t.cfg.RunTag == "" {
-		return nil
-	}
-	return []string{t.cfg.RunTag, isolation.CallEntry(call.TaskID, call.CallID)}
+	return isolation.Tags(t.cfg.RunTag, call.TaskID, call.CallID)
 }
 
 // RunTagVariable is set in the environment of every command to an id of
