@@ -92,7 +92,7 @@ func Slog(log zerolog.Logger, lib string) *slog.Logger {
 // debug lines trace); its warnings and errors stay, except the error a
 // client's normal disconnect produces (the connection's context was
 // cancelled), which is debug.
-func LibLevel(level slog.Level, msg, errText string) slog.Level {
+func LibLevel(level slog.Level, errText string) slog.Level {
 	switch {
 	case level >= slog.LevelWarn && strings.Contains(errText, "code = Canceled"):
 		return slog.LevelDebug
@@ -108,7 +108,7 @@ type renameHandler struct{ slog.Handler }
 
 func (h renameHandler) Enabled(ctx context.Context, l slog.Level) bool {
 	// A warning may yet be demoted; that is known only from the record.
-	return h.Handler.Enabled(ctx, LibLevel(l, "", ""))
+	return h.Handler.Enabled(ctx, LibLevel(l, ""))
 }
 
 func (h renameHandler) Handle(ctx context.Context, r slog.Record) error {
@@ -119,7 +119,7 @@ func (h renameHandler) Handle(ctx context.Context, r slog.Record) error {
 		}
 		return true
 	})
-	level := LibLevel(r.Level, r.Message, errText)
+	level := LibLevel(r.Level, errText)
 	if !h.Handler.Enabled(ctx, level) {
 		return nil
 	}

@@ -57,8 +57,8 @@ func TestLibLevel(t *testing.T) {
 		{slog.LevelError, "EndpointWriter lost connection", "rpc error: code = Canceled desc = grpc: the client connection is closing", slog.LevelDebug},
 		{slog.LevelError, "EndpointWriter lost connection", "rpc error: code = Unavailable desc = connection refused", slog.LevelError},
 	} {
-		if got := LibLevel(tc.level, tc.msg, tc.errText); got != tc.want {
-			t.Errorf("LibLevel(%v, %q, %q) = %v, want %v", tc.level, tc.msg, tc.errText, got, tc.want)
+		if got := LibLevel(tc.level, tc.errText); got != tc.want {
+			t.Errorf("LibLevel(%v, %q) for %q = %v, want %v", tc.level, tc.errText, tc.msg, got, tc.want)
 		}
 	}
 }
