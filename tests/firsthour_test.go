@@ -5,11 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -274,13 +278,52 @@ func TestJSONForScripts(t *testing.T) {
 // A rate-limited model call is retried after the provider's Retry-After,
 // and lemo run says so meanwhile instead of showing nothing.
 func TestRateLimitRetryIsShown(t *testing.T) {
-	srv := fake.StartServer(t, fake.Options{Flavor: fake.FlavorOllama, Script: []fake.Scenario{
+	f, err := fake.NewServer(fake.Options{Flavor: fake.FlavorOllama, Script: []fake.Scenario{
 		{Match: "BUSY", Status: 429, Headers: map[string]string{"Retry-After": "1"}, Times: 1},
 	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The notice is a live delta, never stored: the first chat request is
+	// answered only once lemo run follows the Task (the daemon counts its
+	// subscription), or the notice could go out before anyone listens.
+	var metrics atomic.Value // the daemon's /metrics URL
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/chat" {
+			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && !subscribed(metrics.Load()); {
+				time.Sleep(5 * time.Millisecond) // polling the daemon's count
+			}
+		}
+		f.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
 	data := filepath.Join(t.TempDir(), "data")
-	launchDaemonEnv(t, lemoBin, data, []string{"LEMO_OLLAMA_BASE_URL=" + srv.URL()}).waitServing()
+	d := launchDaemonEnv(t, lemoBin, data, []string{"LEMO_OLLAMA_BASE_URL=" + srv.URL, "LEMO_HTTP_LISTEN=127.0.0.1:0"})
+	d.waitServing()
+	metrics.Store("http://" + httpAddr(t, d) + "/metrics")
 	out, code := cli(t, data, "run", "-m", "ollama/qwen3:8b", "--tools", "none", "BUSY now")
 	if code != 0 || !strings.Contains(out, "rate limited, retrying in 1s") || !strings.Contains(out, "[finished") {
 		t.Fatalf("lemo run through a 429: exit %d, want the retry said and the Task finished:\n%s", code, out)
 	}
+}
+
+// subscribed reports whether the daemon whose /metrics is at url (a string;
+// nil before it is known) counts a subscription.
+func subscribed(url any) bool {
+	u, _ := url.(string)
+	if u == "" {
+		return false
+	}
+	resp, err := http.Get(u)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, "lemo_remote_subscriptions "); ok && v != "0" {
+			return true
+		}
+	}
+	return false
 }
