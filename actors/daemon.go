@@ -793,4 +793,4 @@ type nopObserver struct{}
 
 func (nopObserver) CycleDone(provider, model, outcome string, took time.Duration) {}
 func (nopObserver) ToolDone(tool, outcome string, took time.Duration)             {}
-func (nopObserver) Supervised(level, directive string)                           {}
+func (nopObserver) Supervised(level, directive string)                            {}
