@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"lemo/api"
 	"lemo/providers"
 	"lemo/providers/fake"
+	"lemo/tools"
 )
 
 // failures returns the Failure records of scope in evs, in order.
@@ -182,5 +184,55 @@ func TestSupervisionRecordsAStoreCrash(t *testing.T) {
 	}
 	if d := h.obs.decided(); d["task restart"] != 1 || len(d) != 1 {
 		t.Fatalf("decisions %v, want one Task restart", d)
+	}
+}
+
+// panicSession panics in Run.
+type panicSession struct{}
+
+func (panicSession) Run(ctx context.Context, inbox <-chan any) error { panic("session exploded") }
+
+// sessionCrashTool starts a session that panics, waits until supervision
+// decided about it, and returns the error its handle reports.
+type sessionCrashTool struct {
+	echoTool
+	decided func() bool
+}
+
+func (sessionCrashTool) Name() string { return "test.session_crash" }
+func (t sessionCrashTool) Execute(ctx context.Context, c tools.Call, emit tools.Emit) (json.RawMessage, error) {
+	h, err := c.Sessions.Start("boom", panicSession{})
+	if err != nil {
+		return nil, err
+	}
+	<-h.Done()
+	for !t.decided() {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return json.Marshal(map[string]any{"echo": h.Err().Error()})
+}
+
+// A session whose goroutine panics fails its actor: the Tool's supervision
+// stops it, and the call, told through its handle, goes on.
+func TestSupervisionStopsACrashedSession(t *testing.T) {
+	var h *harness
+	tool := sessionCrashTool{decided: func() bool { return h.obs.decided()["session stop"] == 1 }}
+	h = newHarness(t, fake.Sequence(
+		fake.Turn{ToolCalls: []providers.ToolCall{call("p", "test_session_crash", "x")}},
+		fake.Turn{Text: "done"},
+	), tool)
+	id := h.create("crash a session")
+	evs := h.waitStatus(id, api.TaskStatus_TASK_STATUS_FINISHED)
+	if !has(evs, func(e *api.Event) bool {
+		return string(e.GetToolResult().GetRetainedOutput()) == `{"echo":"panic: session exploded"}`
+	}) {
+		t.Fatalf("the call did not go on with its session's panic:\n%s", dump(evs))
+	}
+	if d := h.obs.decided(); d["session stop"] != 1 || len(d) != 1 {
+		t.Fatalf("decisions %v, want one session stop", d)
 	}
 }
