@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -47,6 +48,10 @@ func (c *cycleActor) Receive(ctx actor.Context) {
 	case *cycleResult:
 		if !c.done {
 			c.done = true
+			if panicked(m.err) {
+				// The Task's supervision decides (routePanic).
+				panic(m.err)
+			}
 			ctx.Send(ctx.Parent(), m)
 			ctx.Stop(ctx.Self())
 		}
@@ -55,7 +60,8 @@ func (c *cycleActor) Receive(ctx actor.Context) {
 	}
 }
 
-// run performs the call; it recovers its own panics.
+// run performs the call; it recovers its own panics and returns them as
+// the result's error (a *supervision.PanicError), which fails the actor.
 func (c *cycleActor) run(ctx context.Context, sys *actor.ActorSystem) (res *cycleResult) {
 	res = &cycleResult{cycle: c.n}
 	start := time.Now()
@@ -136,4 +142,17 @@ func (c *cycleActor) run(ctx context.Context, sys *actor.ActorSystem) (res *cycl
 func (c *cycleActor) delta(sys *actor.ActorSystem, d *api.Delta) {
 	d.TaskId, d.Cycle = c.task, c.n
 	sys.Root.Send(c.env.hub, &hubDelta{owner: c.owner, delta: d})
+}
+
+// panicked reports whether err is a panic that a goroutine of an actor
+// recovered (a *supervision.PanicError).
+//
+// routePanic: protoactor only sees panics inside Receive, so an actor whose
+// goroutine reported a panic panics again with it in Receive. Its
+// supervisor then decides (supervision.Decide), and is given the message
+// being processed (the result carrying the panic), so that what it records
+// keeps the result's details.
+func panicked(err error) bool {
+	var pe *supervision.PanicError
+	return errors.As(err, &pe)
 }

@@ -14,7 +14,8 @@ import (
 )
 
 // A model call that panics (a bug in a provider) ends its Cycle as a
-// recorded failure of kind "panic": the Task fails instead of hanging, a
+// recorded failure of kind "panic", decided by the Task's supervision
+// (decision "stop"): the Task fails instead of hanging, a
 // retry fails the same way, the Task actor itself never crashes, and Tasks
 // running beside it (one with a tool call in flight, one created after)
 // are unaffected.
@@ -75,6 +76,9 @@ func TestCyclePanicIsARecordedFailure(t *testing.T) {
 	if cycles["fake panic"] != 2 {
 		t.Errorf("cycles by outcome %v, want 2 panics", cycles)
 	}
+	if d := h.obs.decided(); d["cycle stop"] != 2 || len(d) != 1 {
+		t.Errorf("supervision decisions %v, want the 2 crashed Cycles stopped", d)
+	}
 }
 
 // panicRecorded checks that evs hold n failed Cycles, each with a Failure
@@ -86,8 +90,8 @@ func panicRecorded(evs []*api.Event, n int) error {
 			finished++
 		}
 		if f := e.GetFailure(); f != nil {
-			if f.GetScope() != api.FailureScope_FAILURE_SCOPE_CYCLE || f.GetKind() != "panic" || !strings.Contains(f.GetMessage(), "panic: model exploded") {
-				return fmt.Errorf("failure %v, want a Cycle failure of kind panic naming the value", f)
+			if f.GetScope() != api.FailureScope_FAILURE_SCOPE_CYCLE || f.GetKind() != "panic" || !strings.Contains(f.GetMessage(), "panic: model exploded") || f.GetDecision() != "stop" {
+				return fmt.Errorf("failure %v, want a Cycle failure of kind panic naming the value, which supervision stopped", f)
 			}
 			failures++
 		}

@@ -85,9 +85,10 @@ type Observer interface {
 	// ToolDone reports a tool call: outcome is "ok" or the failure kind
 	// ("error", "panic", "cancelled", ...).
 	ToolDone(tool, outcome string, took time.Duration)
-	// TaskCrashed reports a Task actor crash and what supervision did
-	// ("restart" or "stop").
-	TaskCrashed(directive string)
+	// Supervised reports a supervision decision about an actor that
+	// failed: its level ("cycle", "tool", "session", "task", "child_task")
+	// and the directive ("restart" or "stop").
+	Supervised(level, directive string)
 }
 
 // Deps are the parts the daemon is built from.
@@ -792,4 +793,4 @@ type nopObserver struct{}
 
 func (nopObserver) CycleDone(provider, model, outcome string, took time.Duration) {}
 func (nopObserver) ToolDone(tool, outcome string, took time.Duration)             {}
-func (nopObserver) TaskCrashed(directive string)                                  {}
+func (nopObserver) Supervised(level, directive string)                            {}

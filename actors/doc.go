@@ -25,9 +25,11 @@
 //     holding them passivates after Options.PausedLiveTimeout), or evicted
 //     under daemon-wide pressure (oldest of Tasks not working first). After
 //     that only what each tool retained exists.
-//   - A Tool or Cycle that panics becomes a recorded failure; a Task that
-//     panics restarts from its history (as after a daemon restart); one that
-//     keeps panicking is stopped and recorded as failed.
+//   - A Tool or Cycle that panics (on its goroutine too: the panic is routed
+//     into its Receive) is stopped by its Task's supervision and becomes a
+//     recorded failure with the decision; a Task that panics restarts from
+//     its history (as after a daemon restart) and records the crash; one
+//     that keeps panicking is stopped and recorded as failed (supervise.go).
 //   - Tasks are activated on demand and passivated when idle: a dormant Task
 //     costs storage, not memory.
 //   - A Task works in a folder of its own under Options.WorkspaceRoot unless

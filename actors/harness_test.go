@@ -59,10 +59,12 @@ type countingObserver struct {
 	cycles  map[string]int
 	tools   map[string]int
 	crashes map[string]int
+	// decisions counts supervision decisions by "level directive".
+	decisions map[string]int
 }
 
 func newCountingObserver() *countingObserver {
-	return &countingObserver{cycles: map[string]int{}, tools: map[string]int{}, crashes: map[string]int{}}
+	return &countingObserver{cycles: map[string]int{}, tools: map[string]int{}, crashes: map[string]int{}, decisions: map[string]int{}}
 }
 
 func (o *countingObserver) CycleDone(provider, model, outcome string, took time.Duration) {
@@ -77,10 +79,21 @@ func (o *countingObserver) ToolDone(tool, outcome string, took time.Duration) {
 	o.tools[tool+" "+outcome]++
 }
 
-func (o *countingObserver) TaskCrashed(directive string) {
+// Supervised counts every decision by level and directive (decisions), and
+// a Task actor's crashes by directive (crashes).
+func (o *countingObserver) Supervised(level, directive string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.crashes[directive]++
+	o.decisions[level+" "+directive]++
+	if level == "task" || level == "child_task" {
+		o.crashes[directive]++
+	}
+}
+
+func (o *countingObserver) decided() map[string]int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return maps.Clone(o.decisions)
 }
 
 func (o *countingObserver) snapshot() (cycles, tools, crashes map[string]int) {

@@ -28,6 +28,10 @@ type ActorInfo struct {
 	Processed   uint64
 	Restarts    uint32
 	LastFailure string
+	// StoppedChildren counts the children its supervision stopped after
+	// they failed; LastDecision is its last supervision decision.
+	StoppedChildren uint32
+	LastDecision    string
 }
 
 // actorRecord is the live bookkeeping of one actor.
@@ -40,6 +44,8 @@ type actorRecord struct {
 	state       atomic.Pointer[string]
 	stateSince  atomic.Int64
 	lastFailure atomic.Pointer[string]
+	stopped     atomic.Uint32
+	decision    atomic.Pointer[string]
 }
 
 func (r *actorRecord) setState(s string, now time.Time) {
@@ -112,6 +118,17 @@ func (in *inspector) failed(id, why string) {
 	}
 }
 
+// decided records a supervision decision taken by the actor id about one of
+// its children; stopped: the child was stopped.
+func (in *inspector) decided(id, decision string, stopped bool) {
+	if rec := in.get(id); rec != nil {
+		rec.decision.Store(&decision)
+		if stopped {
+			rec.stopped.Add(1)
+		}
+	}
+}
+
 // setState records what an actor is doing.
 func (in *inspector) setState(id, state string, now time.Time) {
 	if rec := in.get(id); rec != nil {
@@ -141,7 +158,10 @@ func (d *Daemon) Inspect() []ActorInfo {
 	out := make([]ActorInfo, len(recs))
 	for i, r := range recs {
 		ai := ActorInfo{ID: r.id, Kind: r.kind, Started: r.started, Mailbox: r.mb.UserMessageCount(),
-			Processed: r.processed.Load(), Restarts: r.restarts.Load()}
+			Processed: r.processed.Load(), Restarts: r.restarts.Load(), StoppedChildren: r.stopped.Load()}
+		if dec := r.decision.Load(); dec != nil {
+			ai.LastDecision = *dec
+		}
 		if s := r.state.Load(); s != nil {
 			ai.State, ai.StateSince = *s, time.Unix(0, r.stateSince.Load())
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"lemo/api"
 	"lemo/supervision"
 )
 
@@ -26,7 +27,13 @@ type child struct {
 	// received counts the commands the child's instances received; it
 	// survives restarts.
 	received *atomic.Uint64
-	crashed  string // why supervision stopped it, "" otherwise
+	// crashed is the Failure supervision stopped it with (recorded once it
+	// stopped, when decision says so), nil otherwise.
+	crashed  *api.Failure
+	decision supervision.Decision
+	// crash hands the Failure that restarted it to its next incarnation,
+	// which records it.
+	crash *atomic.Pointer[api.Failure]
 	// pending holds commands that arrived while the child was stopping.
 	pending []*taskCommand
 }
@@ -45,11 +52,15 @@ type manager struct {
 
 type failureRecorded struct {
 	taskID string
+	owner  string
+	events []*api.Event
 	err    error
 }
 
 func newManager(e *env) *manager {
 	m := &manager{env: e, children: make(map[string]*child)}
+	// Every Task is a root Task for now: the tree gives the level of a
+	// child Task (supervision.LevelChildTask) once Tasks have parents.
 	m.strategy = &supervision.Strategy{Budget: e.opts.TaskBudget, OnFailure: m.onFailure}
 	return m
 }
@@ -62,20 +73,27 @@ func (m *manager) HandleFailure(system *actor.ActorSystem, sup actor.Supervisor,
 	m.strategy.HandleFailure(system, sup, pid, rs, reason, message)
 }
 
-func (m *manager) onFailure(pid *actor.PID, reason any, message any, d supervision.Directive) {
+// onFailure prepares what the decision about a crashed Task records: a
+// restarted Task's next incarnation records its crash before it recovers;
+// a stopped one is recorded as failed once it stopped (terminated).
+func (m *manager) onFailure(pid *actor.PID, reason any, message any, recent int, d supervision.Decision) {
 	id := taskIDOf(pid)
-	m.env.log.Error().Str("task", id).Str("directive", d.String()).Interface("reason", reason).Msg("task actor crashed")
-	m.env.deps.Observer.TaskCrashed(d.String())
-	m.env.inspector.failed(pid.Id, fmt.Sprint(reason))
-	if tc, ok := message.(*taskCommand); ok {
+	m.env.log.Error().Str("task", id).Str("directive", d.Directive.String()).Int("crashes", recent).Interface("reason", reason).Msg("task actor crashed")
+	m.env.noteDecision(pid, supervision.LevelTask, reason, d)
+	if tc, ok := actor.UnwrapEnvelopeMessage(message).(*taskCommand); ok {
 		replyTo(tc.reply, reply{err: ErrInterrupted})
 	}
-	if d == supervision.Stop {
-		if c := m.children[id]; c != nil {
-			c.state = childStopping
-			c.crashed = fmt.Sprint(reason)
-		}
+	c := m.children[id]
+	if c == nil {
+		return
 	}
+	f := crashFailure(reason, d, recent, m.env.opts.TaskBudget)
+	if d.Directive == supervision.Restart {
+		c.crash.Store(f)
+		return
+	}
+	c.state = childStopping
+	c.crashed, c.decision = f, d
 }
 
 func taskIDOf(pid *actor.PID) string {
@@ -101,6 +119,9 @@ func (m *manager) Receive(ctx actor.Context) {
 	case *failureRecorded:
 		if msg.err != nil {
 			m.env.log.Error().Err(msg.err).Str("task", msg.taskID).Msg("could not record the failure of a crashed task")
+		}
+		if c := m.children[msg.taskID]; c != nil && msg.err == nil {
+			m.crashRecorded(ctx, msg, c.decision)
 		}
 		if c := m.children[msg.taskID]; c != nil {
 			delete(m.children, msg.taskID)
@@ -135,13 +156,18 @@ func (m *manager) route(ctx actor.Context, cmd *taskCommand) {
 	if c == nil {
 		id := cmd.taskID
 		received := new(atomic.Uint64)
-		props := m.env.props("task", func() actor.Actor { return newTask(m.env, id, received) })
+		crash := new(atomic.Pointer[api.Failure])
+		props := m.env.props("task", func() actor.Actor {
+			t := newTask(m.env, id, received)
+			t.crash = crash
+			return t
+		})
 		pid, err := ctx.SpawnNamed(props, id)
 		if err != nil {
 			replyTo(cmd.reply, reply{err: fmt.Errorf("activate task %s: %w", id, err)})
 			return
 		}
-		c = &child{pid: pid, received: received}
+		c = &child{pid: pid, received: received, crash: crash}
 		m.children[id] = c
 	}
 	c.forwarded++
@@ -157,13 +183,13 @@ func (m *manager) terminated(ctx actor.Context, id string) {
 		delete(m.waiting, id)
 		m.shutdownProgress()
 	}
-	if c.crashed != "" && m.stopping == nil {
+	if c.crashed != nil && c.decision.Record == supervision.RecordTaskFailed && m.stopping == nil {
 		c.state = childRecording
-		why := c.crashed
+		f := c.crashed
 		self, sys := ctx.Self(), ctx.ActorSystem()
 		m.env.goroutine(func() {
-			err := markFailed(m.env.deps.Store, id, why, m.env.now())
-			sys.Root.Send(self, &failureRecorded{taskID: id, err: err})
+			owner, evs, err := markFailed(m.env.deps.Store, id, f, m.env.now())
+			sys.Root.Send(self, &failureRecorded{taskID: id, owner: owner, events: evs, err: err})
 		})
 		return
 	}
@@ -197,4 +223,13 @@ func (m *manager) shutdownProgress() {
 			close(m.stopping.done)
 		}
 	}
+}
+
+// crashRecorded runs once a Task that supervision stopped is recorded as
+// failed (events: what was left open closed, its Failure with decision
+// "stop", and the failed status). Its subscribers get the events, as any
+// committed ones. This is where a child Task's parent is told
+// (d.TellParent): the parent reads the child's end from that Failure.
+func (m *manager) crashRecorded(ctx actor.Context, r *failureRecorded, d supervision.Decision) {
+	ctx.Send(m.env.hub, &hubEvents{owner: r.owner, events: r.events})
 }

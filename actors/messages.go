@@ -109,6 +109,9 @@ type cycleResult struct {
 	resp    *providers.Response
 	summary *api.InputSummary
 	err     error
+	// decision is the supervision's decision when the Cycle's actor
+	// failed ("stop"), "" otherwise.
+	decision string
 }
 
 // toolResult is a tool call's outcome, sent by the Tool actor to its Task.
@@ -122,6 +125,9 @@ type toolResult struct {
 	untrusted bool
 	err       error
 	took      time.Duration
+	// decision is the supervision's decision when the Tool's actor
+	// failed ("stop"), "" otherwise.
+	decision string
 }
 
 // diskFullNotice tells a Task that the data folder's disk is full: a

@@ -141,14 +141,15 @@ func stoppedNotes(ps []StoppedProcess) map[string]map[string]string {
 }
 
 // markFailed records that a Task was stopped after crashing too often: what
-// it left open is closed and it is failed.
-func markFailed(st *persistence.Store, taskID, why string, now time.Time) error {
+// it left open is closed, f (its crash, decision "stop") is recorded and it
+// is failed. It returns the Task's owner and the events it appended.
+func markFailed(st *persistence.Store, taskID string, f *api.Failure, now time.Time) (string, []*api.Event, error) {
 	s, err := loadState(st, taskID)
 	if errors.Is(err, ErrNotFound) {
-		return nil
+		return "", nil, nil
 	}
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	var bodies []proto.Message
 	for _, b := range s.Recover(now) {
@@ -157,8 +158,11 @@ func markFailed(st *persistence.Store, taskID, why string, now time.Time) error 
 		}
 		bodies = append(bodies, b)
 	}
-	bodies = append(bodies,
-		&api.Failure{Scope: api.FailureScope_FAILURE_SCOPE_TASK, Kind: "panic", Message: why},
-		&api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_FAILED, Detail: "stopped after repeated crashes: " + why})
-	return appendBodies(context.Background(), st, s, bodies, now)
+	bodies = append(bodies, f,
+		&api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_FAILED, Detail: "stopped after repeated crashes: " + f.GetMessage()})
+	evs := s.Stamp(bodies, now)
+	if _, err := st.Append(context.Background(), persistence.Append{TaskID: taskID, Events: evs, Reserve: true}); err != nil {
+		return "", nil, err
+	}
+	return s.Owner, evs, nil
 }

@@ -70,10 +70,12 @@ func (h *sessionHandle) finish(err error) {
 	close(h.done)
 }
 
-type sessionEnded struct{}
+// sessionEnded: the session's Run returned err (a *supervision.PanicError
+// when it panicked).
+type sessionEnded struct{ err error }
 
 func (a *sessionActor) Receive(ctx actor.Context) {
-	switch ctx.Message().(type) {
+	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		runCtx, cancel := context.WithCancel(context.Background())
 		a.cancel = cancel
@@ -90,9 +92,14 @@ func (a *sessionActor) Receive(ctx actor.Context) {
 				err = s.Run(runCtx, h.inbox)
 			}()
 			h.finish(err)
-			sys.Root.Send(self, &sessionEnded{})
+			sys.Root.Send(self, &sessionEnded{err: err})
 		})
 	case *sessionEnded:
+		if panicked(m.err) {
+			// Its Tool's supervision decides (routePanic); the call
+			// already sees the error through the handle.
+			panic(m.err)
+		}
 		ctx.Stop(ctx.Self())
 	case *actor.Stopping:
 		a.cancel()

@@ -94,6 +94,11 @@ type task struct {
 	// is not held, so a Cycle's read can be adopted.
 	history []*api.Event
 	tail    []*api.Event
+
+	// crash is the Failure this Task's previous incarnation crashed with,
+	// set by the manager when it restarts the Task; the new incarnation
+	// records it before it recovers (supervision.RecordTaskRestart).
+	crash *atomic.Pointer[api.Failure]
 }
 
 // liveResult is the model's view of a call's output and the call's whole
@@ -103,10 +108,14 @@ type liveResult struct {
 	whole     *live.Result
 }
 
-// childCrashed reports a Cycle or Tool actor that panicked in Receive.
+// childCrashed reports a Cycle or Tool actor that failed in Receive (a
+// panic of its goroutine routed there, or its own), with the message it
+// was processing and the decision its Task's supervision took.
 type childCrashed struct {
-	pid    *actor.PID
-	reason string
+	pid      *actor.PID
+	reason   any
+	message  any
+	decision supervision.Decision
 }
 
 func newTask(e *env, id string, received *atomic.Uint64) *task {
@@ -116,11 +125,16 @@ func newTask(e *env, id string, received *atomic.Uint64) *task {
 
 var _ actor.SupervisorStrategy = (*task)(nil)
 
-// HandleFailure turns a crashed Cycle or Tool actor into a recorded failure.
+// HandleFailure is the Task's supervision of its Cycle and Tool actors: it
+// decides (supervision.Decide), stops the child, and records the failure
+// with the decision through the Task's own path (childCrashed), which
+// answers whoever waits on the Cycle or the call.
 func (t *task) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason interface{}, message interface{}) {
-	t.env.inspector.failed(child.Id, fmt.Sprint(reason))
+	level := childLevel(child)
+	d := supervision.Decide(t.env.opts.TaskBudget, supervision.Failure{Level: level, Reason: reason})
+	t.env.noteDecision(child, level, reason, d)
 	sup.StopChildren(child)
-	sys.Root.Send(t.self, &childCrashed{pid: child, reason: fmt.Sprint(reason)})
+	sys.Root.Send(t.self, &childCrashed{pid: child, reason: reason, message: actor.UnwrapEnvelopeMessage(message), decision: d})
 }
 
 func (t *task) busy() bool { return t.loading || t.inflight != nil }
@@ -322,17 +336,26 @@ func (t *task) load(ctx actor.Context) {
 func (t *task) onLoaded(ctx actor.Context, m *loaded) {
 	t.loading = false
 	if m.err != nil {
-		t.failQueued(fmt.Errorf("load task %s: %w", t.id, m.err))
-		panic(fmt.Errorf("load task %s: %w", t.id, m.err))
+		err := &supervision.StoreError{TaskID: t.id, Op: "load", Err: m.err}
+		t.failQueued(err)
+		panic(err)
 	}
 	t.st = m.state
 	if !t.st.Exists() {
 		t.history = []*api.Event{} // a new Task: everything it records is kept
 	}
+	var crash *api.Failure // why the previous incarnation crashed
+	if t.crash != nil {
+		crash = t.crash.Swap(nil)
+	}
 	if t.st.Exists() {
 		t.env.inspector.setState(t.self.Id, taskstate.StatusName(t.st.Status), t.env.now())
 		t.meta = m.meta
-		if bodies := t.st.Recover(t.env.now()); len(bodies) > 0 {
+		bodies := t.st.Recover(t.env.now())
+		if crash != nil {
+			bodies = append([]proto.Message{crash}, bodies...)
+		}
+		if len(bodies) > 0 {
 			t.persist(ctx, bodies, nil, nil)
 		}
 		t.armPendingApprovals(ctx)
@@ -443,7 +466,7 @@ func (t *task) onAppended(ctx actor.Context, m *appended) {
 			return
 		}
 		// The Task's memory no longer matches its log: restart from it.
-		panic(fmt.Errorf("task %s: append: %w", t.id, m.err))
+		panic(&supervision.StoreError{TaskID: t.id, Op: "append", Err: m.err})
 	}
 	for _, ev := range inf.events {
 		t.st.Apply(ev)
@@ -665,7 +688,7 @@ func (t *task) onCycleResult(ctx actor.Context, m *cycleResult) {
 	if m.err != nil {
 		kind := supervision.CycleFailureKind(m.err)
 		t.env.deps.Observer.CycleDone(provider, t.st.Model, kind, m.took)
-		f := taskstate.CycleFailure{Cycle: m.cycle, Kind: kind, Message: capText(m.err.Error(), 4096), Input: m.summary}
+		f := taskstate.CycleFailure{Cycle: m.cycle, Kind: kind, Message: capText(m.err.Error(), 4096), Input: m.summary, Decision: m.decision}
 		var oe *prompt.OverflowError
 		if errors.As(m.err, &oe) {
 			f.Overflow = oe.Overflow()
@@ -808,6 +831,7 @@ func (t *task) onToolResult(ctx actor.Context, m *toolResult) {
 	if m.err != nil {
 		o.Failed = true
 		o.Kind = supervision.ToolFailureKind(m.err)
+		o.Decision = m.decision
 		t.env.deps.Observer.ToolDone(tool, strings.ToLower(strings.TrimPrefix(o.Kind.String(), "TOOL_FAILURE_KIND_")), m.took)
 		o.Message = capText(m.err.Error(), 4096)
 		switch {
@@ -845,15 +869,39 @@ func (t *task) onToolResult(ctx actor.Context, m *toolResult) {
 	})
 }
 
+// onChildCrashed records a Cycle or Tool actor that its supervision
+// stopped: as the result it was reporting when it failed (a goroutine's
+// panic), or else as a panic of the Cycle or call it ran.
 func (t *task) onChildCrashed(ctx actor.Context, m *childCrashed) {
-	err := &supervision.PanicError{Value: m.reason}
+	err, ok := m.reason.(error)
+	if !ok {
+		err = &supervision.PanicError{Value: m.reason}
+	}
+	dec := m.decision.Directive.String()
+	switch r := m.message.(type) {
+	case *cycleResult:
+		res := *r
+		res.err, res.decision = err, dec
+		t.onCycleResult(ctx, &res)
+		return
+	case *toolResult:
+		res := *r
+		res.output, res.presented, res.retained, res.err, res.decision = nil, nil, nil, err, dec
+		t.onToolResult(ctx, &res)
+		return
+	case *steerCall:
+		// The call crashed on its steering: its caller is answered.
+		replyTo(r.reply, reply{err: fmt.Errorf("the call crashed: %w", err)})
+	case *startSession:
+		r.reply <- startSessionReply{err: fmt.Errorf("the call crashed: %w", err)}
+	}
 	if t.cycle != nil && m.pid.Equal(t.cycle) {
-		t.onCycleResult(ctx, &cycleResult{cycle: t.cycleNum, err: err})
+		t.onCycleResult(ctx, &cycleResult{cycle: t.cycleNum, err: err, decision: dec})
 		return
 	}
 	for id, pid := range t.tools {
 		if pid.Equal(m.pid) {
-			t.onToolResult(ctx, &toolResult{callID: id, err: err})
+			t.onToolResult(ctx, &toolResult{callID: id, err: err, decision: dec})
 			return
 		}
 	}

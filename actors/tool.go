@@ -28,7 +28,9 @@ func (e cancelledError) Unwrap() []error { return []error{context.Canceled, e.er
 
 // toolActor runs one tool call on a goroutine with a cancellable context,
 // validates its state updates and output, computes what it retains and
-// reports to its Task.
+// reports to its Task. A panic of the tool (or of Retain) is recovered on
+// the call's goroutine and fails the actor in Receive (routePanic), so that
+// the Task's supervision decides.
 type toolActor struct {
 	env  *env
 	reg  *tools.Registered
@@ -55,6 +57,11 @@ func (a *toolActor) Receive(ctx actor.Context) {
 			sys.Root.Send(self, a.run(runCtx, sys))
 		})
 	case *toolResult:
+		if !a.done && panicked(m.err) {
+			a.done = true
+			// The Task's supervision decides (routePanic).
+			panic(m.err)
+		}
 		a.finish(ctx, m)
 	case *startSession:
 		if a.done {
@@ -85,10 +92,12 @@ func (a *toolActor) Receive(ctx actor.Context) {
 
 var _ actor.SupervisorStrategy = (*toolActor)(nil)
 
-// HandleFailure stops a session that crashed; sessions are never restarted.
+// HandleFailure stops a session that crashed (supervision.LevelSession);
+// sessions are never restarted and the call goes on.
 func (a *toolActor) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason interface{}, message interface{}) {
-	a.env.log.Error().Str("session", child.Id).Interface("reason", reason).Msg("tool session crashed; stopped")
-	a.env.inspector.failed(child.Id, fmt.Sprint(reason))
+	d := supervision.Decide(a.env.opts.TaskBudget, supervision.Failure{Level: supervision.LevelSession, Reason: reason})
+	a.env.log.Error().Str("session", child.Id).Str("directive", d.Directive.String()).Interface("reason", reason).Msg("tool session crashed")
+	a.env.noteDecision(child, supervision.LevelSession, reason, d)
 	sup.StopChildren(child)
 }
 
@@ -101,7 +110,8 @@ func (a *toolActor) finish(ctx actor.Context, r *toolResult) {
 	ctx.Stop(ctx.Self())
 }
 
-// run executes the call; it recovers its own panics (and those of Retain).
+// run executes the call; it recovers its own panics (and those of Retain)
+// and returns them as the result's error, which fails the actor.
 func (a *toolActor) run(ctx context.Context, sys *actor.ActorSystem) (res *toolResult) {
 	res = &toolResult{callID: a.call.CallID}
 	start := time.Now()

@@ -2543,11 +2543,16 @@ type ActorInfo struct {
 	Mailbox uint64 `protobuf:"varint,6,opt,name=mailbox,proto3" json:"mailbox,omitempty"`
 	// Messages it handled, times it was restarted, and the last failure its
 	// supervisor recorded for it.
-	Processed     uint64 `protobuf:"varint,7,opt,name=processed,proto3" json:"processed,omitempty"`
-	Restarts      uint32 `protobuf:"varint,8,opt,name=restarts,proto3" json:"restarts,omitempty"`
-	LastFailure   string `protobuf:"bytes,9,opt,name=last_failure,json=lastFailure,proto3" json:"last_failure,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Processed   uint64 `protobuf:"varint,7,opt,name=processed,proto3" json:"processed,omitempty"`
+	Restarts    uint32 `protobuf:"varint,8,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	LastFailure string `protobuf:"bytes,9,opt,name=last_failure,json=lastFailure,proto3" json:"last_failure,omitempty"`
+	// Children its supervision stopped after they failed (a Task: Cycles and
+	// Tool calls that crashed; the task manager: Tasks that kept crashing),
+	// and its last supervision decision ("cycle-3: stop (panic): ...").
+	StoppedChildren uint32 `protobuf:"varint,80,opt,name=stopped_children,json=stoppedChildren,proto3" json:"stopped_children,omitempty"`
+	LastDecision    string `protobuf:"bytes,81,opt,name=last_decision,json=lastDecision,proto3" json:"last_decision,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ActorInfo) Reset() {
@@ -2639,6 +2644,20 @@ func (x *ActorInfo) GetRestarts() uint32 {
 func (x *ActorInfo) GetLastFailure() string {
 	if x != nil {
 		return x.LastFailure
+	}
+	return ""
+}
+
+func (x *ActorInfo) GetStoppedChildren() uint32 {
+	if x != nil {
+		return x.StoppedChildren
+	}
+	return 0
+}
+
+func (x *ActorInfo) GetLastDecision() string {
+	if x != nil {
+		return x.LastDecision
 	}
 	return ""
 }
@@ -4044,7 +4063,7 @@ const file_gateway_proto_rawDesc = "" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x14\n" +
 	"\x05input\x18\x03 \x01(\fR\x05input\"\x10\n" +
-	"\x0eInspectRequest\"\xaf\x02\n" +
+	"\x0eInspectRequest\"\xff\x02\n" +
 	"\tActorInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x14\n" +
@@ -4055,7 +4074,9 @@ const file_gateway_proto_rawDesc = "" +
 	"\amailbox\x18\x06 \x01(\x04R\amailbox\x12\x1c\n" +
 	"\tprocessed\x18\a \x01(\x04R\tprocessed\x12\x1a\n" +
 	"\brestarts\x18\b \x01(\rR\brestarts\x12!\n" +
-	"\flast_failure\x18\t \x01(\tR\vlastFailure\"g\n" +
+	"\flast_failure\x18\t \x01(\tR\vlastFailure\x12)\n" +
+	"\x10stopped_children\x18P \x01(\rR\x0fstoppedChildren\x12#\n" +
+	"\rlast_decision\x18Q \x01(\tR\flastDecision\"g\n" +
 	"\tActorTree\x12*\n" +
 	"\x06actors\x18\x01 \x03(\v2\x12.lemo.v1.ActorInfoR\x06actors\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"C\n" +

@@ -2267,11 +2267,22 @@ type Failure struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Scope FailureScope           `protobuf:"varint,1,opt,name=scope,proto3,enum=lemo.v1.FailureScope" json:"scope,omitempty"`
 	// The error class (for example "transient", "auth", "panic", "overflow").
-	Kind          string    `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
-	Message       string    `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
-	Cycle         uint32    `protobuf:"varint,4,opt,name=cycle,proto3" json:"cycle,omitempty"`
-	CallId        string    `protobuf:"bytes,5,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
-	Overflow      *Overflow `protobuf:"bytes,6,opt,name=overflow,proto3" json:"overflow,omitempty"`
+	Kind     string    `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	Message  string    `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	Cycle    uint32    `protobuf:"varint,4,opt,name=cycle,proto3" json:"cycle,omitempty"`
+	CallId   string    `protobuf:"bytes,5,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Overflow *Overflow `protobuf:"bytes,6,opt,name=overflow,proto3" json:"overflow,omitempty"`
+	// Set when the supervision of the actor tree decided about an actor that
+	// crashed (a panic in a Cycle, a Tool call or the Task's own actor):
+	// "stop" (the Cycle or the Tool was stopped and its failure recorded; a
+	// Task that kept crashing was stopped and failed) or "restart" (the Task
+	// restarted from its history). Empty for other failures.
+	Decision string `protobuf:"bytes,80,opt,name=decision,proto3" json:"decision,omitempty"`
+	// For a Task actor's crash: its crashes within the restart budget's
+	// window, this one included, and the budget (the most crashes that still
+	// restart it).
+	Crashes       uint32 `protobuf:"varint,81,opt,name=crashes,proto3" json:"crashes,omitempty"`
+	Budget        uint32 `protobuf:"varint,82,opt,name=budget,proto3" json:"budget,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2346,6 +2357,27 @@ func (x *Failure) GetOverflow() *Overflow {
 		return x.Overflow
 	}
 	return nil
+}
+
+func (x *Failure) GetDecision() string {
+	if x != nil {
+		return x.Decision
+	}
+	return ""
+}
+
+func (x *Failure) GetCrashes() uint32 {
+	if x != nil {
+		return x.Crashes
+	}
+	return 0
+}
+
+func (x *Failure) GetBudget() uint32 {
+	if x != nil {
+		return x.Budget
+	}
+	return 0
 }
 
 // TaskMeta is the stored summary of a Task, kept in step with its log in
@@ -2725,14 +2757,17 @@ const file_lemo_proto_rawDesc = "" +
 	"\bOverflow\x12#\n" +
 	"\rneeded_tokens\x18\x01 \x01(\x04R\fneededTokens\x12)\n" +
 	"\x10available_tokens\x18\x02 \x01(\x04R\x0favailableTokens\x120\n" +
-	"\bsections\x18\x03 \x03(\v2\x14.lemo.v1.SectionSizeR\bsections\"\xc2\x01\n" +
+	"\bsections\x18\x03 \x03(\v2\x14.lemo.v1.SectionSizeR\bsections\"\x90\x02\n" +
 	"\aFailure\x12+\n" +
 	"\x05scope\x18\x01 \x01(\x0e2\x15.lemo.v1.FailureScopeR\x05scope\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x14\n" +
 	"\x05cycle\x18\x04 \x01(\rR\x05cycle\x12\x17\n" +
 	"\acall_id\x18\x05 \x01(\tR\x06callId\x12-\n" +
-	"\boverflow\x18\x06 \x01(\v2\x11.lemo.v1.OverflowR\boverflow\"\xad\x03\n" +
+	"\boverflow\x18\x06 \x01(\v2\x11.lemo.v1.OverflowR\boverflow\x12\x1a\n" +
+	"\bdecision\x18P \x01(\tR\bdecision\x12\x18\n" +
+	"\acrashes\x18Q \x01(\rR\acrashes\x12\x16\n" +
+	"\x06budget\x18R \x01(\rR\x06budget\"\xad\x03\n" +
 	"\bTaskMeta\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12+\n" +

@@ -52,3 +52,22 @@ func TestCleanText(t *testing.T) {
 		}
 	}
 }
+
+func TestSupervisionNote(t *testing.T) {
+	cases := []struct {
+		f    *Failure
+		want string
+	}{
+		{&Failure{Kind: "transient"}, ""},
+		{&Failure{Scope: FailureScope_FAILURE_SCOPE_TOOL, Decision: "stop"}, "stopped"},
+		{&Failure{Scope: FailureScope_FAILURE_SCOPE_TASK, Decision: "restart", Crashes: 2, Budget: 3}, "restarted (crash 2 of 3 allowed)"},
+		{&Failure{Scope: FailureScope_FAILURE_SCOPE_TASK, Decision: "restart", Crashes: 3, Budget: 3}, "restarted (crash 3 of 3 allowed)"},
+		{&Failure{Scope: FailureScope_FAILURE_SCOPE_TASK, Decision: "stop", Crashes: 4, Budget: 3}, "stopped (crash 4, over the budget of 3)"},
+		{&Failure{Decision: "escalate"}, "escalate"},
+	}
+	for _, c := range cases {
+		if got := c.f.SupervisionNote(); got != c.want {
+			t.Errorf("SupervisionNote(%v) = %q, want %q", c.f, got, c.want)
+		}
+	}
+}

@@ -6,7 +6,10 @@
 // What it shows:
 //   - the actor tree: daemon → hub, tasks → each Task → its Cycles, Tools
 //     and their delegate sessions, with each actor's state, time in state,
-//     mailbox depth, messages processed, restarts and last failure (read
+//     mailbox depth, messages processed, restarts and last failure, and
+//     what its supervision decided (RST "restarts/N": N children stopped
+//     after they failed; its last decision in the failure column and the
+//     detail line) (read
 //     with client.Conn.Inspect, operator tokens only; other tokens see
 //     their Tasks without the tree). Tasks with no actor now (dormant)
 //     are listed under the task manager;

@@ -229,13 +229,19 @@ func fixture() *fakeBackend {
 		actor("daemon", "daemon", "", 0, 0, 1, 0, ""),
 		actor("daemon/hub", "hub", "", 0, 0, 432, 0, ""),
 		actor("daemon/tasks", "tasks", "", 0, 2, 57, 0, ""),
-		actor("daemon/tasks/"+taskA, "task", "running", 40, 0, 40, 0, ""),
+		supervised(actor("daemon/tasks/"+taskA, "task", "running", 40, 0, 40, 0, ""), 2, "cycle-1: stop (panic): panic: model exploded"),
 		actor("daemon/tasks/"+taskA+"/cycle-2", "cycle", "calling fake/shell", 98, 0, 2, 0, ""),
 		actor("daemon/tasks/"+taskA+"/tool-call-1-1", "tool", "running shell.run", 60, 3, 1, 0, ""),
 		actor("daemon/tasks/"+taskA+"/tool-call-1-1/session-pi", "session", "", 0, 0, 5, 1, "panic: session exploded"),
 		actor("daemon/tasks/"+taskB, "task", "awaiting_approval", 90, 0, 9, 0, ""),
 	}}
 	return f
+}
+
+// supervised sets what an actor's supervision decided about its children.
+func supervised(a *api.ActorInfo, stopped uint32, decision string) *api.ActorInfo {
+	a.StoppedChildren, a.LastDecision = stopped, decision
+	return a
 }
 
 type protoMessage = proto.Message

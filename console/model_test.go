@@ -105,8 +105,17 @@ func TestTreeScreen(t *testing.T) {
 			t.Errorf("the tree screen lacks %q", want)
 		}
 	}
+	// RST shows what the Task's supervision decided: 0 restarts of its
+	// own, 2 children stopped; its detail line says the last decision.
+	if !strings.Contains(screen, "   0/2") {
+		t.Errorf("the Task's RST column does not show its 2 stopped children:\n%s", screen)
+	}
+	screen = tm.keys("down", "down", "down")
+	if !strings.Contains(screen, "supervision: cycle-1: stop (panic): panic: model exploded") {
+		t.Errorf("the Task's last supervision decision is not shown:\n%s", screen)
+	}
 	// The session row is selected: its failure is in the detail line.
-	screen = tm.keys("down", "down", "down", "down", "down", "down")
+	screen = tm.keys("down", "down", "down")
 	if !strings.Contains(screen, "last failure: panic: session exploded") {
 		t.Errorf("the session's failure is not shown:\n%s", screen)
 	}
@@ -116,6 +125,9 @@ func TestTreeScreen(t *testing.T) {
 	checkSize(t, screen, 160, 40)
 	if !strings.Contains(screen, "LAST FAILURE") {
 		t.Errorf("no failure column at 160 columns:\n%s", screen)
+	}
+	if !strings.Contains(screen, "0/2 cycle-1: stop (panic)") {
+		t.Errorf("the failure column does not show the Task's last decision at 160 columns:\n%s", screen)
 	}
 }
 

@@ -100,7 +100,11 @@ func (m *Model) renderTranscript(t *taskState, w int) []string {
 			add(st.faint.Render, "", fmt.Sprintf("[%s: %s]", statusName(s.GetStatus()), s.GetDetail()))
 		case *api.Event_Failure:
 			f := b.Failure
-			add(st.err.Render, "", fmt.Sprintf("! %s failure: %s", f.GetKind(), f.GetMessage()))
+			line := fmt.Sprintf("! %s failure: %s", f.GetKind(), f.GetMessage())
+			if n := f.SupervisionNote(); n != "" {
+				line += " [supervision: " + n + "]"
+			}
+			add(st.err.Render, "", line)
 		case *api.Event_CycleFinished:
 			out = append(out, m.cycleLines(b.CycleFinished, w)...)
 		}

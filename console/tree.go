@@ -195,7 +195,9 @@ func sortOrder(column string) func(a, b *api.ActorInfo) bool {
 	case "MSGS":
 		return func(a, b *api.ActorInfo) bool { return a.GetProcessed() > b.GetProcessed() }
 	case "RST":
-		return func(a, b *api.ActorInfo) bool { return a.GetRestarts() > b.GetRestarts() }
+		return func(a, b *api.ActorInfo) bool {
+			return a.GetRestarts()+a.GetStoppedChildren() > b.GetRestarts()+b.GetStoppedChildren()
+		}
 	}
 	return nil
 }

@@ -153,7 +153,8 @@ func (m *Model) helpLines() []string {
 		"",
 		m.st.bold.Render("Tree columns"),
 		"  STATE what the actor says it does (?N: N approvals pending)   FOR time in it",
-		"  MBOX messages waiting   MSGS messages handled   RST restarts",
+		"  MBOX messages waiting   MSGS messages handled",
+		"  RST restarts of the actor; /N: children its supervision stopped after they failed",
 		"",
 		"Press any key.",
 	}
@@ -166,7 +167,7 @@ const (
 	colFor   = 6
 	colMbox  = 5
 	colMsgs  = 7
-	colRst   = 3
+	colRst   = 5
 )
 
 // treeRows is how many rows of the tree fit (body less the column header
@@ -212,7 +213,7 @@ func (m *Model) treeLines(w, body int) []string {
 					state = fmt.Sprintf("%s ?%d", state, k)
 				}
 			}
-			line = cols(r.prefix+r.label, state, dur(now.Sub(since.AsTime())), fmt.Sprint(a.GetMailbox()), fmt.Sprint(a.GetProcessed()), fmt.Sprint(a.GetRestarts()), a.GetLastFailure())
+			line = cols(r.prefix+r.label, state, dur(now.Sub(since.AsTime())), fmt.Sprint(a.GetMailbox()), fmt.Sprint(a.GetProcessed()), rstCell(a), failureCell(a))
 		} else {
 			st := "dormant"
 			if t := m.tasks[r.taskID]; t != nil && t.meta != nil {
@@ -228,7 +229,7 @@ func (m *Model) treeLines(w, body int) []string {
 			line = m.st.selected.Render(pad("›"+line[1:], w))
 		case r.actor == nil:
 			line = m.st.faint.Render(line)
-		case r.actor.GetLastFailure() != "" || r.actor.GetRestarts() > 0:
+		case r.actor.GetLastFailure() != "" || r.actor.GetRestarts() > 0 || r.actor.GetStoppedChildren() > 0:
 			line = m.st.err.Render(line)
 		}
 		out = append(out, line)
@@ -237,6 +238,25 @@ func (m *Model) treeLines(w, body int) []string {
 		out = append(out, "")
 	}
 	return append(out, m.detailLine())
+}
+
+// rstCell is the RST column: the actor's restarts, and "/N" when its
+// supervision stopped N children that failed (a Task's crashed Cycles and
+// Tool calls, the manager's Tasks that kept crashing).
+func rstCell(a *api.ActorInfo) string {
+	if n := a.GetStoppedChildren(); n > 0 {
+		return fmt.Sprintf("%d/%d", a.GetRestarts(), n)
+	}
+	return fmt.Sprint(a.GetRestarts())
+}
+
+// failureCell is the LAST FAILURE column: the actor's own last failure,
+// else its supervision's last decision about a child.
+func failureCell(a *api.ActorInfo) string {
+	if f := a.GetLastFailure(); f != "" {
+		return f
+	}
+	return a.GetLastDecision()
 }
 
 // detailLine describes the selected row in full.
@@ -251,6 +271,9 @@ func (m *Model) detailLine() string {
 	var parts []string
 	if r.actor != nil && r.actor.GetLastFailure() != "" {
 		parts = append(parts, "last failure: "+oneLine(r.actor.GetLastFailure()))
+	}
+	if r.actor != nil && r.actor.GetLastDecision() != "" {
+		parts = append(parts, "supervision: "+oneLine(r.actor.GetLastDecision()))
 	}
 	if r.actor != nil && (r.kind != "task" || r.taskID == "") {
 		parts = append(parts, r.actor.GetId())

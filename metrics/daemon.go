@@ -29,6 +29,7 @@ type Daemon struct {
 	toolSeconds    *prometheus.HistogramVec
 	providerErrors *prometheus.CounterVec
 	restarts       *prometheus.CounterVec
+	decisions      *prometheus.CounterVec
 	appendSeconds  *prometheus.HistogramVec
 	batchSize      *prometheus.HistogramVec
 	appended       *prometheus.CounterVec
@@ -43,6 +44,7 @@ func NewDaemon(r *Registry) *Daemon {
 		toolSeconds:    r.NewHistogram("lemo_tool_call_duration_seconds", "Duration of tool calls by tool.", toolBuckets, "tool"),
 		providerErrors: r.NewCounter("lemo_provider_errors_total", "Failed model calls by provider and error class.", "provider", "class"),
 		restarts:       r.NewCounter("lemo_actor_restarts_total", "Task actor crashes by supervision decision (restart or stop).", "directive"),
+		decisions:      r.NewCounter("lemo_supervision_decisions_total", "Supervision decisions about actors that failed, by level (cycle, tool, session, task, child_task) and directive (restart, stop).", "level", "directive"),
 		appendSeconds:  r.NewHistogram("lemo_append_latency_seconds", "Time from an append's submission to its durable acknowledgement (oldest of each commit).", appendBuckets),
 		batchSize:      r.NewHistogram("lemo_append_batch_size", "Appends acknowledged by one commit.", batchBuckets),
 		appended:       r.NewCounter("lemo_events_appended_total", "Events durably appended."),
@@ -64,8 +66,14 @@ func (d *Daemon) ToolDone(tool, outcome string, took time.Duration) {
 	d.toolSeconds.WithLabelValues(tool).Observe(took.Seconds())
 }
 
-// TaskCrashed implements actors.Observer.
-func (d *Daemon) TaskCrashed(directive string) { d.restarts.WithLabelValues(directive).Inc() }
+// Supervised implements actors.Observer. A decision about a Task's actor
+// (a root or a child Task) also counts in lemo_actor_restarts_total.
+func (d *Daemon) Supervised(level, directive string) {
+	d.decisions.WithLabelValues(level, directive).Inc()
+	if level == "task" || level == "child_task" {
+		d.restarts.WithLabelValues(directive).Inc()
+	}
+}
 
 // Commit records one commit of the store (persistence.Options.OnCommit).
 func (d *Daemon) Commit(appends, events int, wait time.Duration) {

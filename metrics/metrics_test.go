@@ -55,7 +55,10 @@ func TestExposition(t *testing.T) {
 	d.CycleDone("ollama", "ollama/qwen3", "completed", 300*time.Millisecond)
 	d.CycleDone("ollama", "ollama/qwen3", "rate_limit", time.Second)
 	d.ToolDone("shell.run", "ok", 20*time.Millisecond)
-	d.TaskCrashed("restart")
+	d.Supervised("task", "restart")
+	d.Supervised("cycle", "stop")
+	d.Supervised("tool", "stop")
+	d.Supervised("tool", "stop")
 	d.Commit(3, 5, 2*time.Millisecond)
 	r.NewGaugeFunc("lemo_tasks", "Tasks by status.", "status", func() map[string]float64 {
 		return map[string]float64{"running": 2, "finished": 7}
@@ -114,6 +117,17 @@ func TestExposition(t *testing.T) {
 	}
 	if n := counter("lemo_actor_restarts_total", map[string]string{"directive": "restart"}); n != 1 {
 		t.Errorf("restarts = %v, want 1", n)
+	}
+	if n := len(fams["lemo_actor_restarts_total"].GetMetric()); n != 1 {
+		t.Errorf("lemo_actor_restarts_total has %d series, want 1: the stopped Cycle and Tools are not Task crashes", n)
+	}
+	for _, c := range []struct {
+		level, directive string
+		want             float64
+	}{{"task", "restart", 1}, {"cycle", "stop", 1}, {"tool", "stop", 2}} {
+		if n := counter("lemo_supervision_decisions_total", map[string]string{"level": c.level, "directive": c.directive}); n != c.want {
+			t.Errorf("decisions{level=%s,directive=%s} = %v, want %v", c.level, c.directive, n, c.want)
+		}
 	}
 	if n := counter("lemo_events_appended_total", map[string]string{}); n != 5 {
 		t.Errorf("appended = %v, want 5", n)

@@ -1,26 +1,36 @@
 // Package supervision decides what happens when part of the actor tree
-// fails. Its deciders are pure functions over typed errors and restart
-// histories, table-tested without actors; Strategy adapts them to
-// protoactor.
+// fails. Its decider (Decide) is a pure function of a Failure (the level of
+// the actor that failed, the typed reason, its recent failures) and a
+// restart Budget, table-tested without actors; Strategy adapts it to
+// protoactor for Task actors.
 //
-// Levels:
-//   - A Tool call that fails (error, panic, invalid output, cancellation) is
-//     recorded as a tool failure the model sees; the Task goes on
-//     (ToolFailureKind classifies the error).
+// Levels (Level) and their decisions:
+//   - A Tool call that fails with an error (invalid output, cancellation,
+//     ...) is recorded as a tool failure the model sees; the Task goes on
+//     (ToolFailureKind classifies the error). A Tool actor that crashes (a
+//     panic of the tool) is stopped and recorded the same way, with the
+//     decision (RecordToolFailure).
 //   - A Cycle that fails is recorded with its class (CycleFailureKind); the
 //     Task fails and a continue retries it. Provider-level retries happen
-//     inside the provider, before any output.
-//   - A Task actor that panics is restarted from its durable history, as
-//     after a daemon restart; one that keeps crashing (Budget) is stopped and
-//     recorded as failed.
+//     inside the provider, before any output. A Cycle actor that crashes is
+//     stopped and recorded with the decision (RecordCycleFailure).
+//   - A session of a tool call that crashes is stopped; the call goes on.
+//   - A Task actor that crashes (a panic; a *StoreError when its store
+//     failed) is restarted from its durable history within the Budget, as
+//     after a daemon restart, and records the crash (RecordTaskRestart);
+//     past the budget it is stopped and recorded as failed
+//     (RecordTaskFailed). A child Task is decided the same way, and its
+//     parent is told when it is stopped (Decision.TellParent). A Task whose
+//     store closed is stopped without a record: the next start recovers it.
 //
 // Lifecycle:
 //  1. Goroutines started by Cycles and Tools recover their own panics with
-//     Recovered and report a *PanicError to their actor.
-//  2. The Task classifies child failures with ToolFailureKind and
-//     CycleFailureKind.
-//  3. The task manager supervises Task actors with NewStrategy(budget,
-//     onStop): restart within the budget, else stop and call onStop.
+//     Recovered and report a *PanicError to their actor, which panics with
+//     it again inside Receive: protoactor only sees panics there, and only
+//     then does the supervisor decide.
+//  2. The Task (the supervisor of its Cycles and Tools) and the task
+//     manager (with Strategy, the supervisor of Tasks) call Decide, carry
+//     the directive out and record what the Decision says.
 //
 // Example:
 //

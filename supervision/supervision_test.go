@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"lemo/api"
+	"lemo/persistence"
 	"lemo/prompt"
 	"lemo/providers"
 	"lemo/tools"
@@ -57,6 +58,43 @@ func TestBudgetDecide(t *testing.T) {
 	for recent, want := range map[int]Directive{1: Restart, 3: Restart, 4: Stop, 10: Stop} {
 		if got := b.Decide(recent); got != want {
 			t.Errorf("Decide(%d) = %v, want %v", recent, got, want)
+		}
+	}
+}
+
+// Decide is the policy of every level: one row per level and kind of
+// reason, and the budget's edge for Tasks.
+func TestDecide(t *testing.T) {
+	b := Budget{Max: 3}
+	storeErr := &StoreError{TaskID: "t", Op: "append", Err: errors.New("commit failed")}
+	closed := &StoreError{TaskID: "t", Op: "append", Err: fmt.Errorf("wrapped: %w", persistence.ErrClosed)}
+	cases := []struct {
+		name string
+		f    Failure
+		want Decision
+	}{
+		{"cycle goroutine panic", Failure{Level: LevelCycle, Reason: Recovered("model exploded")}, Decision{Directive: Stop, Record: RecordCycleFailure, Kind: "panic"}},
+		{"cycle panic with a plain value", Failure{Level: LevelCycle, Reason: "bug"}, Decision{Directive: Stop, Record: RecordCycleFailure, Kind: "panic"}},
+		{"cycle provider error", Failure{Level: LevelCycle, Reason: &providers.Error{Class: providers.ClassAuth}}, Decision{Directive: Stop, Record: RecordCycleFailure, Kind: "auth"}},
+		{"cycle never restarts, however rare", Failure{Level: LevelCycle, Reason: Recovered("x"), Recent: 1}, Decision{Directive: Stop, Record: RecordCycleFailure, Kind: "panic"}},
+		{"tool goroutine panic", Failure{Level: LevelTool, Reason: Recovered("tool exploded")}, Decision{Directive: Stop, Record: RecordToolFailure, Kind: "panic"}},
+		{"tool panic with a plain value", Failure{Level: LevelTool, Reason: 42}, Decision{Directive: Stop, Record: RecordToolFailure, Kind: "panic"}},
+		{"tool invalid output", Failure{Level: LevelTool, Reason: &tools.ValidationError{What: "output"}}, Decision{Directive: Stop, Record: RecordToolFailure, Kind: "invalid_output"}},
+		{"session", Failure{Level: LevelSession, Reason: "bug"}, Decision{Directive: Stop, Record: RecordNothing, Kind: "panic"}},
+		{"task first crash", Failure{Level: LevelTask, Reason: "approval rule bug", Recent: 1}, Decision{Directive: Restart, Record: RecordTaskRestart, Kind: "panic"}},
+		{"task at the budget", Failure{Level: LevelTask, Reason: Recovered("x"), Recent: 3}, Decision{Directive: Restart, Record: RecordTaskRestart, Kind: "panic"}},
+		{"task over the budget", Failure{Level: LevelTask, Reason: "approval rule bug", Recent: 4}, Decision{Directive: Stop, Record: RecordTaskFailed, Kind: "panic"}},
+		{"task store failure", Failure{Level: LevelTask, Reason: storeErr, Recent: 1}, Decision{Directive: Restart, Record: RecordTaskRestart, Kind: "store"}},
+		{"task store failure over the budget", Failure{Level: LevelTask, Reason: storeErr, Recent: 4}, Decision{Directive: Stop, Record: RecordTaskFailed, Kind: "store"}},
+		{"task whose store closed", Failure{Level: LevelTask, Reason: closed, Recent: 1}, Decision{Directive: Stop, Record: RecordNothing, Kind: "store"}},
+		{"child task first crash", Failure{Level: LevelChildTask, Reason: Recovered("x"), Recent: 1}, Decision{Directive: Restart, Record: RecordTaskRestart, Kind: "panic"}},
+		{"child task over the budget tells its parent", Failure{Level: LevelChildTask, Reason: Recovered("x"), Recent: 4}, Decision{Directive: Stop, Record: RecordTaskFailed, Kind: "panic", TellParent: true}},
+		{"child task whose store closed", Failure{Level: LevelChildTask, Reason: closed, Recent: 4}, Decision{Directive: Stop, Record: RecordNothing, Kind: "store"}},
+		{"unknown level", Failure{Reason: "x"}, Decision{Directive: Stop, Record: RecordNothing, Kind: "internal"}},
+	}
+	for _, c := range cases {
+		if got := Decide(b, c.f); got != c.want {
+			t.Errorf("%s: Decide(%+v) = %+v, want %+v", c.name, c.f, got, c.want)
 		}
 	}
 }

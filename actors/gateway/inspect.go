@@ -54,7 +54,8 @@ func actorTree(list []actors.ActorInfo, now time.Time) *api.ActorTree {
 	out := &api.ActorTree{Actors: make([]*api.ActorInfo, len(list)), Time: timestamppb.New(now)}
 	for i, a := range list {
 		ai := &api.ActorInfo{Id: a.ID, Kind: a.Kind, State: a.State, Mailbox: uint64(max(a.Mailbox, 0)),
-			Processed: a.Processed, Restarts: a.Restarts, LastFailure: clipBytes(a.LastFailure, maxFailureBytes)}
+			Processed: a.Processed, Restarts: a.Restarts, LastFailure: clipBytes(a.LastFailure, maxFailureBytes),
+			StoppedChildren: a.StoppedChildren, LastDecision: clipBytes(a.LastDecision, maxFailureBytes)}
 		if !a.StateSince.IsZero() {
 			ai.StateSince = timestamppb.New(a.StateSince)
 		}

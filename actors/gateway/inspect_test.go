@@ -132,7 +132,7 @@ func TestInspectConvertsAndStops(t *testing.T) {
 	fi := &fakeInspector{tree: []actors.ActorInfo{
 		{ID: "daemon", Kind: "daemon", Started: since},
 		{ID: "daemon/tasks/T/tool-call-1-1", Kind: "tool", State: "running shell.run", StateSince: since, Mailbox: 3, Processed: 7, Restarts: 1,
-			LastFailure: strings.Repeat("é", 2000)},
+			LastFailure: strings.Repeat("é", 2000), StoppedChildren: 2, LastDecision: "session-pi: stop (panic): " + strings.Repeat("x", 5000)},
 	}}
 	h.g.cfg.Inspector = fi
 	op := h.connect(operator)
@@ -147,6 +147,9 @@ func TestInspectConvertsAndStops(t *testing.T) {
 	}
 	if f := tool.GetLastFailure(); len(f) > maxFailureBytes || !strings.HasSuffix(f, "...") || !strings.HasPrefix(f, "éé") {
 		t.Errorf("last failure of %d bytes not bounded on a rune boundary: %q…", len(f), f[:10])
+	}
+	if d := tool.GetLastDecision(); tool.GetStoppedChildren() != 2 || len(d) > maxFailureBytes || !strings.HasPrefix(d, "session-pi: stop (panic): xx") {
+		t.Errorf("supervision of the tool actor: %d stopped children, last decision of %d bytes %q…; want 2 and the decision bounded", tool.GetStoppedChildren(), len(d), d[:min(len(d), 30)])
 	}
 	if tree.GetActors()[0].GetStateSince() != nil {
 		t.Errorf("an actor without a state has a state time: %v", tree.GetActors()[0])

@@ -389,6 +389,9 @@ type CycleFailure struct {
 	Message  string
 	Overflow *api.Overflow
 	Input    *api.InputSummary
+	// Decision is the supervision's decision when the Cycle's actor
+	// crashed ("stop"); "" otherwise.
+	Decision string
 }
 
 // CycleFailed records a failed Cycle and fails the Task (a continue retries
@@ -410,7 +413,7 @@ func (s *State) CycleFailed(f CycleFailure) []proto.Message {
 		outcome = api.CycleOutcome_CYCLE_OUTCOME_OVERFLOW
 	}
 	out := []proto.Message{
-		&api.Failure{Scope: api.FailureScope_FAILURE_SCOPE_CYCLE, Kind: f.Kind, Message: f.Message, Cycle: f.Cycle, Overflow: f.Overflow},
+		&api.Failure{Scope: api.FailureScope_FAILURE_SCOPE_CYCLE, Kind: f.Kind, Message: f.Message, Cycle: f.Cycle, Overflow: f.Overflow, Decision: f.Decision},
 		&api.CycleFinished{Cycle: f.Cycle, Outcome: outcome, Error: f.Message, Input: f.Input},
 	}
 	if s.Running() {
@@ -431,6 +434,10 @@ type ToolOutcome struct {
 	Retained    []byte
 	OutputBytes int
 	Untrusted   bool
+	// Decision is the supervision's decision when the call's actor
+	// crashed ("stop"); the crash is then also recorded as a Failure of
+	// scope tool. "" otherwise.
+	Decision string
 }
 
 // ToolDone records the end of a call; approvals it still waited for are
@@ -443,6 +450,10 @@ func (s *State) ToolDone(o ToolOutcome) []proto.Message {
 	n := len(out)
 	if o.Failed {
 		out = append(out, &api.ToolFailed{CallId: o.CallID, Kind: o.Kind, Message: o.Message})
+		if o.Decision != "" {
+			out = append(out, &api.Failure{Scope: api.FailureScope_FAILURE_SCOPE_TOOL, Kind: strings.ToLower(strings.TrimPrefix(o.Kind.String(), "TOOL_FAILURE_KIND_")),
+				Message: o.Message, CallId: o.CallID, Decision: o.Decision})
+		}
 	} else {
 		out = append(out, &api.ToolResult{CallId: o.CallID, Retained: o.Retained != nil, RetainedOutput: o.Retained, OutputBytes: uint64(o.OutputBytes), Untrusted: o.Untrusted})
 	}

@@ -125,6 +125,10 @@ func (r *renderer) event(ev *api.Event) {
 		r.line("[%s: %s]", taskstate.StatusName(s.GetStatus()), s.GetDetail())
 	case *api.Event_Failure:
 		f := b.Failure
+		if n := f.SupervisionNote(); n != "" {
+			r.line("! %s failure: %s [supervision: %s]", f.GetKind(), f.GetMessage(), n)
+			break
+		}
 		r.line("! %s failure: %s", f.GetKind(), f.GetMessage())
 	}
 }

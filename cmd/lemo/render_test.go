@@ -56,3 +56,24 @@ func TestPromptOffersAlways(t *testing.T) {
 		}
 	}
 }
+
+// A failure that supervision decided about says what it decided.
+func TestRenderFailureDecision(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		f    *api.Failure
+		want string
+	}{
+		{"a provider failure", &api.Failure{Scope: api.FailureScope_FAILURE_SCOPE_CYCLE, Kind: "auth", Message: "bad key"}, "! auth failure: bad key\n"},
+		{"a crashed tool", &api.Failure{Scope: api.FailureScope_FAILURE_SCOPE_TOOL, Kind: "panic", Message: "panic: boom", Decision: "stop"},
+			"! panic failure: panic: boom [supervision: stopped]\n"},
+		{"a Task restarted", &api.Failure{Scope: api.FailureScope_FAILURE_SCOPE_TASK, Kind: "panic", Message: "bug", Decision: "restart", Crashes: 1, Budget: 3},
+			"! panic failure: bug [supervision: restarted (crash 1 of 3 allowed)]\n"},
+	} {
+		var b strings.Builder
+		newRenderer(&b, client.NewViews(nil)).event(&api.Event{Body: &api.Event_Failure{Failure: tc.f}})
+		if b.String() != tc.want {
+			t.Errorf("%s: rendered %q, want %q", tc.name, b.String(), tc.want)
+		}
+	}
+}
