@@ -80,8 +80,8 @@ Usage:
   lemo certs [--hosts H1,H2] [--name NAME]  make a CA and TLS certificates (remote clients)
 
 Client commands find a local daemon through its data folder (--data, else
-$LEMO_DATA, else ./lemo-data); --addr and --token (or LEMO_ADDR, LEMO_TOKEN)
-override. Every client command takes --json. A Task <id> may be any unique
+$LEMO_DATA, else $XDG_DATA_HOME/lemo, else ~/.local/share/lemo); --addr and
+--token (or LEMO_ADDR, LEMO_TOKEN) override. Every client command takes --json. A Task <id> may be any unique
 beginning or end of it (as the console shows it).
 
 Run "lemo help <command>" (or "lemo <command> -h") for a command's flags.
