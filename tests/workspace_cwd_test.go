@@ -171,3 +171,16 @@ func TestReadmeExampleWorksInTheCheckout(t *testing.T) {
 		t.Fatalf("-w . in an ungranted folder (exit %d): want a refusal naming workspaces.grants:\n%s", code, out)
 	}
 }
+
+// runTaskID is the Task id in lemo run's output: its header line "task
+// <id> (<model>)" (a note may come before it on stderr).
+func runTaskID(t testing.TB, out string) string {
+	t.Helper()
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "task" && strings.HasPrefix(f[2], "(") {
+			return f[1]
+		}
+	}
+	t.Fatalf("no task header in lemo run's output:\n%s", out)
+	return ""
+}
