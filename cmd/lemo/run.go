@@ -40,6 +40,9 @@ func runTask(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return helpOK(err)
 	}
+	if _, err := chooseWorkspace(*workspace, *private, true, "/"); err != nil {
+		return usageError("%v", err) // before looking for the daemon
+	}
 	c, err := f.connect(ctx)
 	if err != nil {
 		return err
