@@ -64,7 +64,7 @@ const usage = `Lemo runs LLM agents as a supervised actor tree.
 Usage:
   lemo serve [--config FILE] [--data DIR]   run the daemon (SIGTERM stops it, SIGHUP reloads)
   lemo doctor [--config FILE] [--data DIR]  check the data folder, tokens, providers, delegate
-  lemo run "request" [-m MODEL]              create a Task and stream its progress
+  lemo run "request" [-m MODEL] [-w DIR]     create a Task working here (or in DIR) and stream it
   lemo tasks                                list Tasks
   lemo attach <id> [--from SEQ]             show a Task's history and follow it
   lemo send <id> "message" [--no-follow]    send a follow-up message and follow the reply
