@@ -26,9 +26,15 @@ deps: ## Download the Go modules and verify them against go.sum
 build: deps ## Build bin/lemo
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/lemo ./cmd/lemo
 
+# `make run` grants operators (the data folder's token) this checkout as a
+# workspace root, so that `./bin/lemo run` from here works on its files; a
+# LEMO_WORKSPACES_GRANTS already set (even empty) is kept. The data folder
+# is the user's data home ($XDG_DATA_HOME/lemo, else ~/.local/share/lemo),
+# outside the checkout: the workspace policy refuses a folder that
+# contains the data folder.
 .PHONY: run
-run: build ## Run the daemon on the local data folder ./lemo-data (Ctrl-C stops it)
-	./bin/lemo serve $(ARGS)
+run: build ## Run the daemon on the user's data folder (~/.local/share/lemo), the checkout granted as a workspace (Ctrl-C stops it)
+	LEMO_WORKSPACES_GRANTS="$${LEMO_WORKSPACES_GRANTS-*=$(CURDIR)}" ./bin/lemo serve $(ARGS)
 
 # The tiny-ollama kit (a real Ollama server with a tiny deterministic model)
 # sits beside the checkout; the first build takes about 10 minutes on 2

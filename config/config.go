@@ -7,8 +7,8 @@ import (
 // Config is the daemon's configuration.
 type Config struct {
 	// Data is the data folder: the store, workspaces, the token and
-	// daemon.json.
-	Data string `yaml:"data" env:"LEMO_DATA" flag:"data" help:"the data folder: the store, workspaces, token and daemon.json"`
+	// daemon.json; "" is the user's data home (see DataFolder).
+	Data string `yaml:"data" env:"LEMO_DATA" flag:"data" help:"the data folder: the store, workspaces, token and daemon.json; empty: $XDG_DATA_HOME/lemo, else ~/.local/share/lemo (else ./lemo-data without a home)"`
 	Log  Log    `yaml:"log"`
 	// Listen is the remote API's address.
 	Listen     string     `yaml:"listen" env:"LEMO_LISTEN" flag:"listen" help:"address of the remote API (loopback unless TLS is configured)"`
@@ -132,7 +132,6 @@ func Default() *Config {
 	return &Config{
 		Storage: Storage{MinFreeMiB: 512},
 		Live:    Live{CallMiB: 8, TaskMiB: 32, TotalMiB: 256, SpillMiB: 256, SpillTotalMiB: 2048, PausedTimeout: 30 * time.Minute},
-		Data:    "lemo-data",
 		Log:     Log{Level: "info", Format: "auto", Output: LogStderr},
 		Listen:  "127.0.0.1:7465",
 		Auth:    Auth{Owner: "local"},

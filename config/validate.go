@@ -18,8 +18,8 @@ func (c *Config) Validate() []error {
 	add := func(where, format string, args ...any) {
 		ps = append(ps, Problem{Where: where, What: fmt.Sprintf(format, args...)})
 	}
-	if strings.TrimSpace(c.Data) == "" {
-		add("data", "must name a folder")
+	if c.Data != "" && strings.TrimSpace(c.Data) == "" {
+		add("data", "must name a folder, or be empty for the user's data home")
 	}
 	if !oneOf(strings.ToLower(c.Log.Level), logging.Levels...) {
 		add("log.level", "%q: want one of %s", c.Log.Level, strings.Join(logging.Levels, ", "))

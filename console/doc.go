@@ -23,9 +23,14 @@
 //     sees every session with its file, another token those its Tasks
 //     created (client.Conn.DelegateSessions), read again every Refresh
 //     while the pane is open and on r; Enter opens the Task;
+//   - a selected Task's event log (l): its recent events one a line
+//     (seq, time, kind and what each records), scrollable, instead of its
+//     transcript;
 //   - actions, each confirmed with y: pause, continue and cancel a Task,
-//     approve or deny its first pending approval, stop one running tool
-//     call (recorded as a cancelled failure; the Task goes on).
+//     approve or deny its first pending approval or approve it and always
+//     allow that kind of call for the rest of the Task (A;
+//     client.Conn.AllowForTask), stop one running tool call (recorded as a
+//     cancelled failure; the Task goes on).
 //
 // Frame rate: updates from the daemon wait in an inbox and the model
 // applies them on frame ticks (Options.Frame, 50ms by default), and it

@@ -133,6 +133,10 @@ func (f *fakeBackend) Resolve(ctx context.Context, approvalID string, approve bo
 	task, _, _ := strings.Cut(approvalID, ".")
 	return f.act(map[bool]string{true: "approve", false: "deny"}[approve], task, approvalID, api.TaskStatus_TASK_STATUS_RUNNING)
 }
+func (f *fakeBackend) AllowForTask(ctx context.Context, approvalID, reason string) (*api.TaskMeta, error) {
+	task, _, _ := strings.Cut(approvalID, ".")
+	return f.act("always", task, approvalID, api.TaskStatus_TASK_STATUS_RUNNING)
+}
 func (f *fakeBackend) StopCall(ctx context.Context, taskID, callID string) (*api.TaskMeta, error) {
 	return f.act("stop", taskID, callID, api.TaskStatus_TASK_STATUS_RUNNING)
 }

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"lemo/api"
 )
 
 // / filters the tree to the rows that match (and those above them); Esc
@@ -72,5 +74,97 @@ func TestSortByColumn(t *testing.T) {
 	tm.keys("o", "o", "o", "o", "o")
 	if got := order(); tm.sortBy != "" || got[0] != taskA {
 		t.Fatalf("after a full turn: %q %v", tm.sortBy, got)
+	}
+}
+
+// A on an approval approves it and allows such calls for the rest of the
+// Task (the daemon's always_for_task), after y like every action; a
+// running call's own question is decided once, so A is refused for it.
+func TestAlwaysAllowAction(t *testing.T) {
+	f := fixture()
+	tm := newTestModel(t, f, 80, 24)
+	screen := tm.keys("down", "down", "down", "down", "down", "down", "down", "enter")
+	if !strings.Contains(screen, "a/A/d approve/always/deny") {
+		t.Fatalf("the Task pane's help line does not offer A:\n%s", screen)
+	}
+	if screen = tm.keys("A"); !strings.Contains(screen, "Approve call-1-1 and always allow this exact command in task …BBBBBB? [y/N]") {
+		t.Fatalf("no confirmation:\n%s", screen)
+	}
+	screen = tm.keys("y")
+	if calls := f.recorded(); len(calls) != 1 || calls[0] != "always "+taskB+" "+taskB+".call-1-1" {
+		t.Fatalf("calls = %q, want the always-allow of %s.call-1-1", calls, taskB)
+	}
+	if !strings.Contains(screen, "approved (always) shell.run call-1-1 of task …BBBBBB; the task is running") {
+		t.Errorf("the outcome is not said:\n%s", screen)
+	}
+	if screen = tm.keys("?"); !strings.Contains(screen, "approve, always allow (in this Task), deny") {
+		t.Errorf("the help does not explain A:\n%s", screen)
+	}
+
+	// A running call's own question.
+	f = fixture()
+	f.approvals[0].GetApprovalRequested().DuringRun = true
+	tm = newTestModel(t, f, 80, 24)
+	screen = tm.keys("down", "down", "down", "down", "down", "down", "down", "enter", "A")
+	if tm.confirm != nil || !strings.Contains(screen, "decided once") {
+		t.Fatalf("A on a running call's question was offered:\n%s", screen)
+	}
+	if calls := f.recorded(); len(calls) != 0 {
+		t.Fatalf("calls = %q, want none", calls)
+	}
+}
+
+// l shows the selected Task's events one a line, scrollable, and l again
+// the transcript; the help says so.
+func TestEventLogPane(t *testing.T) {
+	f := fixture()
+	tm := newTestModel(t, f, 80, 24)
+	if screen := tm.keys("?"); !strings.Contains(screen, "the Task's event log") {
+		t.Fatalf("the help does not offer l:\n%s", screen)
+	}
+	tm.keys("q") // closes the help only
+	screen := tm.keys("down", "down", "down", "l")
+	if tm.pane != paneTask || tm.open != taskA || !tm.eventLog {
+		t.Fatalf("l on a Task row: pane %v open %q log %v", tm.pane, tm.open, tm.eventLog)
+	}
+	evs := f.history[taskA]
+	for _, want := range []string{
+		"SEQ TIME (UTC)",
+		"task_created           by local with fake/shell in /w/a",
+		"user_message           sleep a while",
+		"tool_call_recorded     call-1-1 shell.run",
+		"cycle_finished         cycle 1 completed · tokens in 2739",
+	} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("the log lacks %q:\n%s", want, screen)
+		}
+	}
+	if n := strings.Count(screen, "\n     "); n < len(evs) {
+		t.Errorf("%d event lines, want one for each of the %d events:\n%s", n, len(evs), screen)
+	}
+	// A new event joins the log at the end, once.
+	next := api.NewEvent(taskA, uint64(len(evs)+1), ts(99), &api.ToolFailed{CallId: "call-1-1", Kind: api.ToolFailureKind_TOOL_FAILURE_KIND_CANCELLED, Message: "stopped by local"})
+	tm.push(eventUpdate(next), eventUpdate(next))
+	screen = tm.frame(epoch.Add(time.Second))
+	if n := strings.Count(screen, "tool_failed            call-1-1 shell.run (cancelled): stop"); n != 1 {
+		t.Errorf("the new event shows %d times:\n%s", n, screen)
+	}
+	// Scrolling: g goes to the top (the column header), G back to the end.
+	for i := range 30 {
+		tm.push(eventUpdate(api.NewEvent(taskA, uint64(len(evs)+2+i), ts(100), &api.ToolState{CallId: "call-1-1", State: []byte(`{"phase":"running"}`)})))
+	}
+	screen = tm.frame(epoch.Add(2 * time.Second))
+	if strings.Contains(screen, "SEQ TIME") || !strings.Contains(screen, `tool_state             call-1-1 shell.run {"phase"`) {
+		t.Fatalf("the log does not follow its end:\n%s", screen)
+	}
+	if screen = tm.keys("g"); !strings.Contains(screen, "SEQ TIME") {
+		t.Errorf("g does not scroll to the top:\n%s", screen)
+	}
+	if screen = tm.keys("G"); strings.Contains(screen, "SEQ TIME") {
+		t.Errorf("G does not scroll to the end:\n%s", screen)
+	}
+	// l again: the transcript.
+	if screen = tm.keys("l", "g"); tm.eventLog || !strings.Contains(screen, "> sleep a while") || strings.Contains(screen, "user_message") {
+		t.Errorf("l again did not bring the transcript back:\n%s", screen)
 	}
 }

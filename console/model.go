@@ -31,6 +31,7 @@ type Backend interface {
 	Continue(ctx context.Context, taskID, model string) (*api.TaskMeta, error)
 	Cancel(ctx context.Context, taskID string) (*api.TaskMeta, error)
 	Resolve(ctx context.Context, approvalID string, approve bool, reason string) (*api.TaskMeta, error)
+	AllowForTask(ctx context.Context, approvalID, reason string) (*api.TaskMeta, error)
 	StopCall(ctx context.Context, taskID, callID string) (*api.TaskMeta, error)
 	DelegateSessions(ctx context.Context, taskID string) (*api.DelegateSessionList, error)
 }
@@ -115,7 +116,7 @@ type (
 
 // action is a command waiting for (or past) its confirmation.
 type action struct {
-	verb       string // pause, continue, cancel, approve, deny, stop
+	verb       string // pause, continue, cancel, approve, always, deny, stop
 	taskID     string
 	approvalID string
 	callID     string
@@ -137,21 +138,24 @@ type Model struct {
 	views *client.Views
 	st    styles
 
-	welcome  *api.Welcome
-	width    int
-	height   int
-	pane     pane
-	tasks    map[string]*taskState
-	tree     *api.ActorTree
-	treeErr  error
-	rows     []row
-	cursor   int
-	selKey   string
-	rowTop   int
-	open     string
-	scroll   int
-	follow   bool
-	details  bool
+	welcome *api.Welcome
+	width   int
+	height  int
+	pane    pane
+	tasks   map[string]*taskState
+	tree    *api.ActorTree
+	treeErr error
+	rows    []row
+	cursor  int
+	selKey  string
+	rowTop  int
+	open    string
+	scroll  int
+	follow  bool
+	details bool
+	// eventLog: the Task pane shows the Task's events one a line (l)
+	// instead of its transcript.
+	eventLog bool
 	help     bool
 	confirm  *action
 	status   string
@@ -507,8 +511,23 @@ func (m *Model) key(k string) tea.Cmd {
 		if m.pane == paneSessions {
 			return m.openSessionTask()
 		}
-	case "p", "c", "x", "a", "d", "s":
+	case "p", "c", "x", "a", "A", "d", "s":
 		m.ask(k)
+	case "l":
+		// The event log of the open Task, or of the selected one.
+		if m.pane == paneSessions {
+			return nil
+		}
+		if m.pane == paneTree {
+			id := m.selectedTask()
+			if id == "" {
+				m.setStatus(true, "select a Task first")
+				return nil
+			}
+			m.eventLog = true
+			return m.openTask(id)
+		}
+		m.eventLog, m.follow = !m.eventLog, true
 	default:
 		switch m.pane {
 		case paneTree:
@@ -662,7 +681,7 @@ func (m *Model) ask(k string) {
 		a.verb, a.prompt = "continue", "continue task "+name
 	case "x":
 		a.verb, a.prompt = "cancel", "cancel task "+name
-	case "a", "d":
+	case "a", "A", "d":
 		pend := m.task(id).pending()
 		if len(pend) == 0 {
 			m.setStatus(true, "task %s has no pending approval", name)
@@ -670,8 +689,15 @@ func (m *Model) ask(k string) {
 		}
 		p := pend[0]
 		a.approvalID, a.callID, a.tool = p.GetApprovalId(), p.GetCallId(), p.GetTool()
-		a.verb = map[string]string{"a": "approve", "d": "deny"}[k]
+		a.verb = map[string]string{"a": "approve", "A": "always", "d": "deny"}[k]
 		a.prompt = fmt.Sprintf("%s %s %s of task %s", a.verb, orText(a.tool, "call"), a.callID, name)
+		if k == "A" {
+			if p.GetDuringRun() {
+				m.setStatus(true, "a running call's own question is decided once: a approves it, d denies it")
+				return
+			}
+			a.prompt = fmt.Sprintf("approve %s and always allow %s in task %s", a.callID, alwaysKind(a.tool), name)
+		}
 	case "s":
 		call, tool := m.stopTarget(id)
 		if call == "" {
@@ -736,6 +762,8 @@ func (m *Model) run(a action) tea.Cmd {
 			meta, err = b.Cancel(ctx, a.taskID)
 		case "approve", "deny":
 			meta, err = b.Resolve(ctx, a.approvalID, a.verb == "approve", "decided in the console")
+		case "always":
+			meta, err = b.AllowForTask(ctx, a.approvalID, "decided in the console")
 		case "stop":
 			meta, err = b.StopCall(ctx, a.taskID, a.callID)
 		}
@@ -747,10 +775,15 @@ func (m *Model) onDone(d doneMsg) {
 	m.dirty = true
 	m.pollSoon = true
 	if d.err != nil {
+		if d.a.verb == "always" {
+			// The prompt is long; the error must fit.
+			m.setStatus(true, "always allow %s failed: %v", d.a.callID, d.err)
+			return
+		}
 		m.setStatus(true, "%s failed: %v", d.a.prompt, d.err)
 		return
 	}
-	past := map[string]string{"pause": "paused", "continue": "continued", "cancel": "cancelled", "approve": "approved", "deny": "denied", "stop": "stopped"}[d.a.verb]
+	past := map[string]string{"pause": "paused", "continue": "continued", "cancel": "cancelled", "approve": "approved", "always": "approved (always)", "deny": "denied", "stop": "stopped"}[d.a.verb]
 	what := "task " + shortID(d.a.taskID)
 	if d.a.callID != "" {
 		what = orText(d.a.tool, "call") + " " + d.a.callID + " of " + what
@@ -770,6 +803,19 @@ func (m *Model) onDone(d doneMsg) {
 		delete(t.asked, d.a.approvalID)
 		delete(t.polled, d.a.approvalID)
 	}
+}
+
+// alwaysKind names what an always-allow of a call of tool covers: the
+// same command for the shell, else every call of the tool (as the daemon
+// decides it: ApprovalResolved.allow_rule).
+func alwaysKind(tool string) string {
+	switch tool {
+	case "shell.run":
+		return "this exact command"
+	case "":
+		return "such calls"
+	}
+	return tool + " calls"
 }
 
 func orText(s, d string) string {

@@ -199,6 +199,7 @@ func TestActionsAreConfirmed(t *testing.T) {
 		{"continue", []string{"down", "down", "down"}, "c", "Continue task …AAAAAA? [y/N]", "continue " + taskA + " "},
 		{"cancel", []string{"down", "down", "down"}, "x", "Cancel task …AAAAAA? [y/N]", "cancel " + taskA + " "},
 		{"approve", []string{"down", "down", "down", "down", "down", "down", "down"}, "a", "Approve shell.run call-1-1 of task …BBBBBB? [y/N]", "approve " + taskB + " " + taskB + ".call-1-1"},
+		{"always allow", []string{"down", "down", "down", "down", "down", "down", "down"}, "A", "Approve call-1-1 and always allow this exact command in task …BBBBBB? [y/N]", "always " + taskB + " " + taskB + ".call-1-1"},
 		{"deny", []string{"down", "down", "down", "down", "down", "down", "down"}, "d", "Deny shell.run call-1-1 of task …BBBBBB? [y/N]", "deny " + taskB + " " + taskB + ".call-1-1"},
 		{"stop the selected tool", []string{"down", "down", "down", "down", "down"}, "s", "Stop shell.run call-1-1 of task …AAAAAA? [y/N]", "stop " + taskA + " call-1-1"},
 		{"stop a task's tool", []string{"down", "down", "down"}, "s", "Stop shell.run call-1-1 of task …AAAAAA? [y/N]", "stop " + taskA + " call-1-1"},

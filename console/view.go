@@ -128,11 +128,11 @@ func capFirst(s string) string {
 func (m *Model) helpLine() string {
 	switch m.pane {
 	case paneTask:
-		return "↑↓ scroll esc tree [ ] task i input p pause c cont x cancel a/d approve/deny s stop ? q"
+		return "↑↓ esc [ ] l log i input p/c/x pause/cont/cancel a/A/d approve/always/deny ? q"
 	case paneSessions:
 		return "↑↓ move ⏎ open its task r refresh esc tree ? help q quit"
 	}
-	return "↑↓ move ⏎ open p pause c cont x cancel a/d approve/deny s stop S sessions ? q"
+	return "⏎ open l log p/c/x pause/cont/cancel a/A/d approve/always/deny S sessions ? q"
 }
 
 func (m *Model) helpLines() []string {
@@ -144,8 +144,9 @@ func (m *Model) helpLines() []string {
 		"  /                         filter the tree (Enter keeps the filter, Esc clears it)",
 		"  o                         sort the Tasks by the next column (STATE, FOR, MBOX, MSGS, RST)",
 		"  i                         show what each Cycle's model saw in detail",
+		"  l                         the Task's event log, one event a line (l: back)",
 		"  p  c  x                   pause, continue, cancel the Task",
-		"  a  d                      approve, deny its first pending approval",
+		"  a  A  d                   approve, always allow (in this Task), deny",
 		"  s                         stop a running tool call (the selected tool row)",
 		"  S                         the delegate agent's sessions (r rereads, Enter opens its Task)",
 		"  y                         confirm an action (any other key: do nothing)",
@@ -340,6 +341,9 @@ func (m *Model) taskLines(w, body int) []string {
 	live, asks := m.liveLines(t, w), m.approvalLines(t)
 	rows := max(body-len(head)-len(live)-len(asks), 1)
 	lines := m.transcript(t, w)
+	if m.eventLog {
+		lines = m.logLines(t, w)
+	}
 	limit := max(len(lines)-rows, 0)
 	if m.follow {
 		m.scroll = limit

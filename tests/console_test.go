@@ -220,8 +220,12 @@ func TestConsoleInTmux(t *testing.T) {
 	capture("a Task after its approval", term.waitFor("approved shell.run call-1-1 of task "+short(asks), "[finished: answered]", "approved by local"))
 	waitTask(t, c, asks, "finished", statusIs(api.TaskStatus_TASK_STATUS_FINISHED))
 
-	// Back to the tree: stop the sleeping Task's tool call.
+	// Back to the tree: stop the sleeping Task's tool call. The tree must
+	// show before the next key: an Escape the console reads together with
+	// the key after it is that key with Alt (bubbletea), and does not go
+	// back.
 	term.keys("Escape")
+	term.waitFor("ACTOR")
 	term.selectRow(short(sleeps))
 	term.keys("Down") // its tool call: the Task waits for it, no Cycle runs
 	term.waitFor("›  │ └ tool-call-1-1")
@@ -246,7 +250,7 @@ func TestConsoleInTmux(t *testing.T) {
 	term.waitFor("cancelled task " + short(streams))
 	waitTask(t, c, streams, "cancelled", statusIs(api.TaskStatus_TASK_STATUS_CANCELLED))
 	term.keys("Escape")
-	capture("the tree afterwards", term.waitFor("cancelled", "finished"))
+	capture("the tree afterwards", term.waitFor("ACTOR", "cancelled", "finished"))
 
 	term.keys("q")
 	deadline := time.Now().Add(20 * time.Second)

@@ -133,7 +133,7 @@ func TestSendFollowsAndShortFlags(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "echo: first") {
 		t.Fatalf("lemo run -m: exit %d\n%s", code, out)
 	}
-	id := strings.Fields(out)[1]
+	id := runTaskID(t, out)
 	out, code = cli(t, data, "send", id, "second")
 	if code != 0 || !strings.Contains(out, "> second") || !strings.Contains(out, "echo: second") || strings.Contains(out, "echo: first") {
 		t.Fatalf("lemo send: exit %d, want the message and its reply only\n%s", code, out)
@@ -187,7 +187,7 @@ func TestSmallWindowToolsNone(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "echo: hello small") {
 		t.Fatalf("lemo run --tools none: exit %d\n%s", code, out)
 	}
-	id := strings.Fields(out)[1]
+	id := runTaskID(t, out)
 	out, code = cli(t, data, "attach", "--json", id)
 	if code != 0 || !strings.Contains(out, `"tools_restricted":true`) {
 		t.Fatalf("the Task's creation does not record an empty tool set: exit %d\n%s", code, out)

@@ -39,7 +39,8 @@ func quickBlocks(t *testing.T, page string) []quickBlock {
 }
 
 // Each quickstart page's commands, taken from the Markdown, run as
-// written: in a fresh folder, with lemo on PATH. Only the model services
+// written: in a fresh folder, with lemo on PATH and a fresh home (the
+// default data folder is in it). Only the model services
 // are stand-ins (the fake Ollama and OpenRouter servers), reached through
 // the variables the pages name.
 func TestQuickstarts(t *testing.T) {
@@ -66,6 +67,7 @@ func TestQuickstarts(t *testing.T) {
 
 func runQuickstart(t *testing.T, page string, env []string) {
 	dir := t.TempDir()
+	env = withHome(env, t.TempDir())
 	blocks := quickBlocks(t, page)
 	expects := 0
 	for _, b := range blocks {

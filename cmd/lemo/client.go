@@ -18,10 +18,13 @@ import (
 
 // clientFlags are the flags every client command shares.
 type clientFlags struct {
-	data, addr, token  string
-	cert, key, ca      string
-	json               bool
-	explicitData       bool
+	data, addr, token string
+	cert, key, ca     string
+	json              bool
+	explicitData      bool
+	// local: connect found the daemon through its data folder's
+	// daemon.json, so it runs on this machine and shares its folders.
+	local              bool
 	stdout, stderr     io.Writer
 	fs                 *flag.FlagSet
 	cmd, usage, detail string
@@ -32,7 +35,7 @@ func newClientFlags(cmd, usage, detail string, stdout, stderr io.Writer) *client
 	f := &clientFlags{stdout: stdout, stderr: stderr, cmd: cmd, usage: usage, detail: detail}
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&f.data, "data", "", "data folder of a local daemon (default $LEMO_DATA, else ./"+config.Default().Data+")")
+	fs.StringVar(&f.data, "data", "", "data folder of a local daemon (default $LEMO_DATA, else $XDG_DATA_HOME/lemo, else ~/.local/share/lemo)")
 	fs.StringVar(&f.addr, "addr", "", "daemon address host:port (default $LEMO_ADDR, else the data folder's daemon.json)")
 	fs.StringVar(&f.token, "token", "", "token (default $LEMO_TOKEN, else the data folder's token file)")
 	fs.StringVar(&f.cert, "tls-cert", "", "this client's certificate (PEM) for a TLS daemon")
@@ -92,7 +95,7 @@ func (f *clientFlags) parse(args []string, minArgs, maxArgs int) ([]string, erro
 func (f *clientFlags) connect(ctx context.Context) (*client.Conn, error) {
 	addr := firstOf(f.addr, os.Getenv("LEMO_ADDR"))
 	token := firstOf(f.token, os.Getenv("LEMO_TOKEN"))
-	data := firstOf(f.data, os.Getenv("LEMO_DATA"), config.Default().Data)
+	data := config.DataFolder(firstOf(f.data, os.Getenv("LEMO_DATA")), os.Environ())
 	needTLS := false
 	if addr == "" || token == "" {
 		l, err := client.FindLocal(data)
@@ -104,6 +107,7 @@ func (f *clientFlags) connect(ctx context.Context) (*client.Conn, error) {
 		}
 		if addr == "" {
 			addr, needTLS = l.Address, l.TLS
+			f.local = true
 		}
 		if token == "" {
 			if l.TokenErr != nil {

@@ -30,6 +30,9 @@ import (
 //	             ("memory.record {\"content\":\"...\"}"; disk-full tests)
 //	fake/files   works through the files tools (see filesPlan), then reports
 //	             what every call returned
+//	fake/summarise reads the file the request's last word names ("summarise
+//	             README.md") with files.read in the Task's workspace, then
+//	             answers with its line count and first line
 //	fake/small   answers as fake/echo with a 4,096-token window: what a small
 //	             local model meets (every tool's schema does not fit; --tools none does)
 func demoProvider() providers.Provider {
@@ -44,6 +47,7 @@ func demoProvider() providers.Provider {
 		fake.NewScriptedModel("repeat", demoWindow, repeatPlan),
 		fake.NewScriptedModel("files", demoWindow, filesPlan),
 		fake.NewScriptedModel("small", smallWindow, echoPlan),
+		fake.NewScriptedModel("summarise", demoWindow, summarisePlan),
 	)
 	return &demo{Scripted: scripted, stream: &streamModel{}}
 }
@@ -139,6 +143,31 @@ func callPlan(_ int, req *providers.Request) fake.Turn {
 	}
 	name, input, _ := strings.Cut(strings.TrimSpace(lastUser(req)), " ")
 	return fake.Turn{ToolCalls: []providers.ToolCall{{ID: "c1", Name: strings.ReplaceAll(name, ".", "_"), Arguments: json.RawMessage(input)}}}
+}
+
+// summarisePlan reads the file named by the request's last word, then
+// answers "<file>: N lines; it begins: <first line>", or with what the
+// read returned when it failed.
+func summarisePlan(_ int, req *providers.Request) fake.Turn {
+	words := strings.Fields(lastUser(req))
+	file := "README.md"
+	if len(words) > 0 {
+		file = words[len(words)-1]
+	}
+	msgs := conversation(req)
+	last := msgs[len(msgs)-1]
+	if last.Role != providers.RoleTool {
+		return fake.Turn{ToolCalls: []providers.ToolCall{fake.ToolCall("s1", "files_read", map[string]any{"path": file, "line_numbers": false})}}
+	}
+	var r struct {
+		Content    string `json:"content"`
+		TotalLines int    `json:"total_lines"`
+	}
+	if err := json.Unmarshal([]byte(last.Content), &r); err != nil || r.TotalLines == 0 {
+		return fake.Turn{Text: "could not read " + file + ": " + last.Content}
+	}
+	first, _, _ := strings.Cut(r.Content, "\n")
+	return fake.Turn{Text: fmt.Sprintf("%s: %d lines; it begins: %s", file, r.TotalLines, first)}
 }
 
 // repeatPlan calls the tool named by the request's first word with the

@@ -64,7 +64,7 @@ const usage = `Lemo runs LLM agents as a supervised actor tree.
 Usage:
   lemo serve [--config FILE] [--data DIR]   run the daemon (SIGTERM stops it, SIGHUP reloads)
   lemo doctor [--config FILE] [--data DIR]  check the data folder, tokens, providers, delegate
-  lemo run "request" [-m MODEL]              create a Task and stream its progress
+  lemo run "request" [-m MODEL] [-w DIR]     create a Task working here (or in DIR) and stream it
   lemo tasks                                list Tasks
   lemo attach <id> [--from SEQ]             show a Task's history and follow it
   lemo send <id> "message" [--no-follow]    send a follow-up message and follow the reply
@@ -80,8 +80,8 @@ Usage:
   lemo certs [--hosts H1,H2] [--name NAME]  make a CA and TLS certificates (remote clients)
 
 Client commands find a local daemon through its data folder (--data, else
-$LEMO_DATA, else ./lemo-data); --addr and --token (or LEMO_ADDR, LEMO_TOKEN)
-override. Every client command takes --json. A Task <id> may be any unique
+$LEMO_DATA, else $XDG_DATA_HOME/lemo, else ~/.local/share/lemo); --addr and
+--token (or LEMO_ADDR, LEMO_TOKEN) override. Every client command takes --json. A Task <id> may be any unique
 beginning or end of it (as the console shows it).
 
 Run "lemo help <command>" (or "lemo <command> -h") for a command's flags.

@@ -66,6 +66,9 @@ func (r *renderer) event(ev *api.Event) {
 	switch b := ev.GetBody().(type) {
 	case *api.Event_TaskCreated:
 		r.line("task %s (%s)", ev.GetTaskId(), b.TaskCreated.GetModel())
+		if ws := b.TaskCreated.GetWorkspace(); ws != "" {
+			r.line("works in %s", ws)
+		}
 	case *api.Event_UserMessage:
 		r.line("> %s", b.UserMessage.GetText())
 	case *api.Event_AssistantMessage:

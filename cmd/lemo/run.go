@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -27,7 +28,8 @@ func runTask(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	model := f.fs.String("model", "", "model provider/model (default: the daemon's models.default)")
 	cancelOnExit := f.fs.Bool("cancel-on-exit", false, "cancel the Task when interrupted")
 	toolList := f.fs.String("tools", "", "comma-separated tools the Task may use, or none (default: all; a small window may not hold every tool's schema)")
-	workspace := f.fs.String("workspace", "", "an existing absolute folder the Task works in, in a folder the daemon grants this token (workspaces.grants; default: a folder of its own)")
+	workspace := f.fs.String("workspace", "", "the folder the Task works in, one the daemon grants this token (workspaces.grants); relative to the current folder for a local daemon (default: the current folder for a local daemon, else a folder of its own)")
+	private := f.fs.Bool("private-workspace", false, "the Task works in a folder of its own in the daemon's data folder, not in the current folder")
 	reasoning := f.fs.Bool("reasoning", false, "show the model's reasoning")
 	f.short("m", "model")
 	f.short("w", "workspace")
@@ -38,15 +40,40 @@ func runTask(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return helpOK(err)
 	}
+	if _, err := chooseWorkspace(*workspace, *private, true, "/"); err != nil {
+		return usageError("%v", err) // before looking for the daemon
+	}
 	c, err := f.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	in := client.CreateTask{Request: pos[0], Model: *model, Workspace: *workspace, Approvals: rules.list}
+	cwd, err := os.Getwd()
+	if err != nil && f.local && !*private && !filepath.IsAbs(*workspace) {
+		return fmt.Errorf("the current folder: %w (name one with --workspace /absolute/folder, or pass --private-workspace)", err)
+	}
+	ws, err := chooseWorkspace(*workspace, *private, f.local, cwd)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	in := client.CreateTask{Request: pos[0], Model: *model, Workspace: ws.path, Approvals: rules.list}
 	in.Tools, in.ToolsRestricted = parseTools(*toolList)
 	meta, err := c.CreateTask(ctx, in)
+	if err != nil && ws.implicit && errors.Is(err, client.ErrPermissionDenied) {
+		// The current folder was only the default: the Task works in a
+		// folder of its own, and the person reads why before it starts.
+		if !f.json {
+			fmt.Fprintf(stderr, "lemo: lemo run works in the current folder by default, and the daemon refuses it:\n"+
+				"  %v\n"+
+				"  The Task works in a folder of its own instead (--private-workspace chooses that without this note).\n", err)
+		}
+		in.Workspace = ""
+		meta, err = c.CreateTask(ctx, in)
+	}
 	if err != nil {
+		if errors.Is(err, client.ErrPermissionDenied) && in.Workspace != "" {
+			return fmt.Errorf("%w; lemo run --private-workspace gives the Task a folder of its own", err)
+		}
 		return err
 	}
 	var answers <-chan string
@@ -71,6 +98,46 @@ func runTask(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return describe(err, meta.GetTaskId())
 	}
 	return exitFor(final, stderr)
+}
+
+// workspaceChoice is the workspace lemo run asks the daemon for.
+type workspaceChoice struct {
+	// path is the absolute folder, or "" for a folder of the Task's own.
+	path string
+	// implicit: path is the current folder, chosen by default (no
+	// --workspace): a daemon that refuses it gets the request again
+	// without it.
+	implicit bool
+}
+
+// chooseWorkspace decides lemo run's workspace from --workspace (flag),
+// --private-workspace (private), whether the daemon is local (found
+// through its data folder's daemon.json, so it shares this machine's
+// folders) and the current folder cwd (absolute).
+//
+// Against a local daemon the Task works where the person stands unless
+// told otherwise, and a relative --workspace is resolved against cwd.
+// Against a daemon reached by address the client's folders mean nothing
+// there: the default is the Task's own folder and --workspace must be an
+// absolute folder on the daemon's machine. The daemon's workspace policy
+// decides in every case (it resolves symlinks and refuses the data folder
+// and any folder not granted).
+func chooseWorkspace(flag string, private, local bool, cwd string) (workspaceChoice, error) {
+	switch {
+	case private && flag != "":
+		return workspaceChoice{}, errors.New("--workspace and --private-workspace both given: choose one")
+	case private:
+		return workspaceChoice{}, nil
+	case flag == "" && local:
+		return workspaceChoice{path: cwd, implicit: true}, nil
+	case flag == "":
+		return workspaceChoice{}, nil
+	case filepath.IsAbs(flag):
+		return workspaceChoice{path: filepath.Clean(flag)}, nil
+	case local:
+		return workspaceChoice{path: filepath.Join(cwd, flag)}, nil
+	}
+	return workspaceChoice{}, fmt.Errorf("--workspace %q: a relative folder needs a local daemon (found through its data folder); the daemon reached by --addr or LEMO_ADDR needs an absolute folder on its machine", flag)
 }
 
 // parseTools reads --tools: "" offers every tool, "none" no tool at all,

@@ -48,3 +48,44 @@ func TestParseTools(t *testing.T) {
 		}
 	}
 }
+
+// lemo run's workspace: the current folder against a local daemon (only
+// as a default the daemon may refuse), relative folders resolved against
+// it, absolute ones cleaned; against a daemon reached by address a folder
+// of its own unless an absolute folder is named.
+func TestChooseWorkspace(t *testing.T) {
+	const cwd = "/home/ann/src/lemo"
+	for _, c := range []struct {
+		name    string
+		flag    string
+		private bool
+		local   bool
+		want    workspaceChoice
+		wantErr string
+	}{
+		{name: "local default", local: true, want: workspaceChoice{path: cwd, implicit: true}},
+		{name: "local dot", flag: ".", local: true, want: workspaceChoice{path: cwd}},
+		{name: "local relative", flag: "docs/../cmd", local: true, want: workspaceChoice{path: cwd + "/cmd"}},
+		{name: "local parent", flag: "..", local: true, want: workspaceChoice{path: "/home/ann/src"}},
+		{name: "local absolute", flag: "/srv/x/", local: true, want: workspaceChoice{path: "/srv/x"}},
+		{name: "local private", private: true, local: true, want: workspaceChoice{}},
+		{name: "remote default", want: workspaceChoice{}},
+		{name: "remote absolute", flag: "/srv/x", want: workspaceChoice{path: "/srv/x"}},
+		{name: "remote private", private: true, want: workspaceChoice{}},
+		{name: "remote relative", flag: "docs", wantErr: "a relative folder needs a local daemon"},
+		{name: "both", flag: "/srv/x", private: true, local: true, wantErr: "both given"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := chooseWorkspace(c.flag, c.private, c.local, cwd)
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("chooseWorkspace(%q) = %+v, %v; want an error with %q", c.flag, got, err, c.wantErr)
+				}
+				return
+			}
+			if err != nil || got != c.want {
+				t.Fatalf("chooseWorkspace(%q, private=%v, local=%v) = %+v, %v; want %+v", c.flag, c.private, c.local, got, err, c.want)
+			}
+		})
+	}
+}

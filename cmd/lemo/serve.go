@@ -58,6 +58,7 @@ func loadConfig(fs *flag.FlagSet, configPath string, environ []string, flagKeys 
 			}
 		}
 	})
+	cfg.Data = config.DataFolder(cfg.Data, environ)
 	problems = append(problems, cfg.Validate()...)
 	if len(problems) > 0 {
 		return nil, &exitError{code: 2, err: config.Join(problems)}

@@ -1,0 +1,186 @@
+package tests
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// homeEnv is the clean environment plus extra, with home as HOME (see
+// withHome).
+func homeEnv(home string, extra ...string) []string {
+	return withHome(cleanEnv(extra...), home)
+}
+
+// withHome is env with HOME set to home and no XDG_DATA_HOME: the
+// daemon's default data folder is then home/.local/share/lemo, apart from
+// the user's own.
+func withHome(env []string, home string) []string {
+	var out []string
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if name == "HOME" || name == "XDG_DATA_HOME" {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, "HOME="+home)
+}
+
+// shIn runs script with sh in dir and returns its output and exit code.
+func shIn(t *testing.T, dir string, env []string, script string) (string, int) {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Dir, cmd.Env = dir, env
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return string(out), ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("sh -c %q: %v", script, err)
+	}
+	return string(out), 0
+}
+
+// The README's example works as written from the checkout, against the
+// daemon exactly as make run starts it (its command taken from make -n):
+// lemo run works in the current folder, a relative --workspace is taken
+// from it, --private-workspace and a folder the daemon refuses give the
+// Task a folder of its own (the refusal said), and a --workspace the
+// daemon refuses is an error that says why.
+func TestReadmeExampleWorksInTheCheckout(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if root, err = filepath.EvalSymlinks(root); err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	env := homeEnv(home, "LEMO_FAKE_ENABLED=true", "LEMO_OLLAMA_DISABLED=true", "LEMO_LOG_FORMAT=json")
+
+	// make run's serve command, as make prints it.
+	plan, code := shIn(t, root, env, `make -n run ARGS="--listen 127.0.0.1:0"`)
+	lines := strings.Split(strings.TrimSpace(plan), "\n")
+	serveLine := lines[len(lines)-1]
+	if code != 0 || !strings.Contains(serveLine, "./bin/lemo serve") {
+		t.Fatalf("make -n run (exit %d) ends with no ./bin/lemo serve:\n%s", code, plan)
+	}
+	serve := exec.Command("sh", "-c", strings.Replace(serveLine, "./bin/lemo", lemoBin, 1))
+	serve.Dir, serve.Env = root, env
+	serve.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	log := &lockedBuffer{}
+	serve.Stdout, serve.Stderr = log, log
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- serve.Wait() }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-serve.Process.Pid, syscall.SIGINT)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = syscall.Kill(-serve.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+	})
+	eventually(t, 30*time.Second, func() error {
+		select {
+		case err := <-exited:
+			t.Fatalf("make run's daemon exited (%v):\n%s", err, log.String())
+		default:
+		}
+		if !strings.Contains(log.String(), "lemo is serving") {
+			return errString("not serving yet:\n" + log.String())
+		}
+		return nil
+	})
+	data := filepath.Join(home, ".local", "share", "lemo")
+	if _, err := os.Stat(filepath.Join(data, "daemon.json")); err != nil {
+		t.Fatalf("the default data folder: %v", err)
+	}
+	own := filepath.Join(data, "workspaces") + "/"
+
+	// The README's own line, as written, from the checkout.
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var example string
+	for _, l := range strings.Split(string(readme), "\n") {
+		if strings.Contains(l, `"summarise README.md"`) && strings.HasPrefix(l, "./bin/lemo run") {
+			example, _, _ = strings.Cut(l, "  #")
+		}
+	}
+	if example == "" {
+		t.Fatal(`README.md has no "./bin/lemo run ... \"summarise README.md\"" line`)
+	}
+	out, code := shIn(t, root, env, strings.Replace(example, "./bin/lemo", lemoBin, 1))
+	if code != 0 || !strings.Contains(out, "works in "+root+"\n") || !strings.Contains(out, "README.md: ") || !strings.Contains(out, "lines; it begins: # Lemo") {
+		t.Fatalf("%s (exit %d): want it to work in %s and read README.md:\n%s", example, code, root, out)
+	}
+
+	lemoIn := func(dir string, args ...string) (string, int) {
+		t.Helper()
+		cmd := exec.Command(lemoBin, args...)
+		cmd.Dir, cmd.Env = dir, env
+		b, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return string(b), ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(b), 0
+	}
+
+	// A relative --workspace is taken from the current folder.
+	out, code = lemoIn(root, "run", "-m", "fake/summarise", "-w", "docs", "summarise quickstart-demo.md")
+	if code != 0 || !strings.Contains(out, "works in "+filepath.Join(root, "docs")+"\n") || !strings.Contains(out, "it begins: # Quickstart") {
+		t.Fatalf("-w docs (exit %d): want the Task in %s/docs:\n%s", code, root, out)
+	}
+
+	// --private-workspace: a folder of the Task's own, even here.
+	out, code = lemoIn(root, "run", "-m", "fake/summarise", "--private-workspace", "summarise README.md")
+	if code != 0 || !strings.Contains(out, "works in "+own) || !strings.Contains(out, "could not read README.md") || strings.Contains(out, "refuses") {
+		t.Fatalf("--private-workspace (exit %d): want a folder of its own under %s, unasked:\n%s", code, own, out)
+	}
+
+	// A folder the daemon grants nobody: the default gives way to a folder
+	// of its own, and the person reads why and which key grants one.
+	elsewhere := filepath.Join(home, "project")
+	if err := os.Mkdir(elsewhere, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, code = lemoIn(elsewhere, "run", "-m", "fake/summarise", "summarise README.md")
+	if code != 0 || !strings.Contains(out, "refuses it") || !strings.Contains(out, "workspaces.grants") || !strings.Contains(out, "works in "+own) {
+		t.Fatalf("from an ungranted folder (exit %d): want the refusal said and a folder of its own:\n%s", code, out)
+	}
+
+	// Named explicitly, a refused folder is an error that says why: the
+	// home contains the data folder.
+	out, code = lemoIn(home, "run", "-m", "fake/echo", "-w", ".", "hello")
+	if code == 0 || !strings.Contains(out, "contains the daemon's data folder") || !strings.Contains(out, "--private-workspace") || strings.Contains(out, "works in") {
+		t.Fatalf("-w . in the home (exit %d): want a refusal naming the data folder:\n%s", code, out)
+	}
+	out, code = lemoIn(elsewhere, "run", "-m", "fake/echo", "-w", ".", "hello")
+	if code == 0 || !strings.Contains(out, "workspaces.grants") || !strings.Contains(out, elsewhere) {
+		t.Fatalf("-w . in an ungranted folder (exit %d): want a refusal naming workspaces.grants:\n%s", code, out)
+	}
+}
+
+// runTaskID is the Task id in lemo run's output: its header line "task
+// <id> (<model>)" (a note may come before it on stderr).
+func runTaskID(t testing.TB, out string) string {
+	t.Helper()
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "task" && strings.HasPrefix(f[2], "(") {
+			return f[1]
+		}
+	}
+	t.Fatalf("no task header in lemo run's output:\n%s", out)
+	return ""
+}
