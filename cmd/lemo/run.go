@@ -26,7 +26,7 @@ func runTask(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		"--cancel-on-exit. Calls that need approval are asked for on the terminal.", stdout, stderr)
 	model := f.fs.String("model", "", "model provider/model (default: the daemon's models.default)")
 	cancelOnExit := f.fs.Bool("cancel-on-exit", false, "cancel the Task when interrupted")
-	toolList := f.fs.String("tools", "", "comma-separated tools the Task may use, or none (default: all; a small window may not hold every tool's schema)")
+	toolList := f.fs.String("tools", "", "comma-separated tools the Task may use, a fixed set, or none (default: the daemon's tools.initial, and the Task loads others with tools.search and tools.load)")
 	workspace := f.fs.String("workspace", "", "an existing absolute folder the Task works in, in a folder the daemon grants this token (workspaces.grants; default: a folder of its own)")
 	reasoning := f.fs.Bool("reasoning", false, "show the model's reasoning")
 	f.short("m", "model")
@@ -73,8 +73,9 @@ func runTask(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	return exitFor(final, stderr)
 }
 
-// parseTools reads --tools: "" offers every tool, "none" no tool at all,
-// else the comma-separated names.
+// parseTools reads --tools: "" leaves the set to the daemon (tools.initial
+// and discovery), "none" offers no tool at all, else the comma-separated
+// names are the Task's fixed set.
 func parseTools(v string) (list []string, restricted bool) {
 	switch v = strings.TrimSpace(v); v {
 	case "":
