@@ -126,6 +126,8 @@ func (r *renderer) event(ev *api.Event) {
 	case *api.Event_Failure:
 		f := b.Failure
 		r.line("! %s failure: %s", f.GetKind(), f.GetMessage())
+	case *api.Event_ToolsLoaded:
+		r.line("+ tools loaded for the next model calls: %s", strings.Join(b.ToolsLoaded.GetTools(), ", "))
 	}
 }
 

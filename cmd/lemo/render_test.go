@@ -33,6 +33,15 @@ func TestRenderApprovalResolved(t *testing.T) {
 	}
 }
 
+// A load says which tools the next model calls get.
+func TestRenderToolsLoaded(t *testing.T) {
+	var b strings.Builder
+	newRenderer(&b, client.NewViews(nil)).event(&api.Event{Body: &api.Event_ToolsLoaded{ToolsLoaded: &api.ToolsLoaded{Tools: []string{"files.write", "mcp.git.log"}, CallId: "call-1-1"}}})
+	if want := "+ tools loaded for the next model calls: files.write, mcp.git.log\n"; b.String() != want {
+		t.Fatalf("rendered %q, want %q", b.String(), want)
+	}
+}
+
 // The prompt offers "a" with what it would allow: the tool's calls, the
 // exact command for the shell; a running call's own question (decided once)
 // does not offer it.
