@@ -618,7 +618,8 @@ func (t *task) resolveAllow(c *cmdResolve) ([]proto.Message, error) {
 }
 
 func (t *task) startCycle(ctx actor.Context, n uint32) {
-	allowed, err := t.env.deps.Tools.Select(t.toolSet().Names, t.toolSet().Restricted())
+	set := t.toolSet()
+	allowed, err := t.env.deps.Tools.Select(set.Names, set.Restricted())
 	if err != nil {
 		t.env.log.Warn().Err(err).Str("task", t.id).Msg("some allowed tools are no longer registered")
 		allowed = t.availableTools()
@@ -737,7 +738,8 @@ func (t *task) resolveCall(c providers.ToolCall) taskstate.ResolvedCall {
 }
 
 func (t *task) modelToolNames() string {
-	regs, err := t.env.deps.Tools.Select(t.toolSet().Names, t.toolSet().Restricted())
+	set := t.toolSet()
+	regs, err := t.env.deps.Tools.Select(set.Names, set.Restricted())
 	if err != nil {
 		regs = t.availableTools()
 	}

@@ -48,6 +48,14 @@ func (ts ToolSet) Has(name string) bool {
 // Restricted reports whether the set is a list of names (not every tool).
 func (ts ToolSet) Restricted() bool { return !ts.All }
 
+// Inherit gives a new Task this tool set (a child created with its
+// parent's tools): the same tools, discovered or fixed as they were.
+func (ts ToolSet) Inherit(in *CreateInput) {
+	in.Tools = slices.Clone(ts.Names)
+	in.ToolsRestricted = !ts.All
+	in.Discovery = ts.Discovery
+}
+
 // ToolSet returns the Task's current tool set.
 func (s *State) ToolSet() ToolSet {
 	if !s.ToolsRestricted && !s.Discovery {

@@ -72,6 +72,12 @@ func TestToolSetOf(t *testing.T) {
 			if st := s.ToolSet(); st.All != got.All || !slices.Equal(st.Names, got.Names) || st.Discovery != got.Discovery {
 				t.Fatalf("State.ToolSet = %+v, ToolSetOf = %+v", st, got)
 			}
+			// A child created with this set has it.
+			in := CreateInput{Owner: "a", Model: "m", Request: "child"}
+			got.Inherit(&in)
+			if child := ToolSetOf(historyOf(Create(in)...)); child.All != got.All || child.Discovery != got.Discovery || !slices.Equal(child.Names, got.Names) {
+				t.Fatalf("a child created with %+v has %+v", got, child)
+			}
 		})
 	}
 }
