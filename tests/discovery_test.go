@@ -101,3 +101,41 @@ func TestTinyOllamaDefaultToolsFit(t *testing.T) {
 		t.Fatalf("every tool's schema on a 4,096 window: exit %d, want an overflow that points to --tools:\n%s", code, out)
 	}
 }
+
+// With the defaults a Task loads a tool with tools.load, and a daemon
+// killed outright and started again keeps the loaded set: the next Cycle
+// offers the tool and its call runs. Before the load the call fails,
+// naming tools.load.
+func TestDiscoveryLoadSurvivesDaemonKill(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	env := []string{"LEMO_FAKE_ENABLED=true", "LEMO_OLLAMA_DISABLED=true"}
+	d := launchDaemonEnv(t, lemoBin, data, env)
+	d.waitServing()
+
+	out, code := cli(t, data, "run", "-m", "fake/call", "tasks.list {}")
+	if code != 0 || !strings.Contains(out, `"tasks_list" is not loaded`) || !strings.Contains(out, "tools.load") {
+		t.Fatalf("a call of a tool not loaded: exit %d, want a failure naming tools.load:\n%s", code, out)
+	}
+	id := ""
+	for _, line := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(line, "task "); ok {
+			id, _, _ = strings.Cut(rest, " ")
+			break
+		}
+	}
+	if id == "" {
+		t.Fatalf("no task id in:\n%s", out)
+	}
+	out, code = cli(t, data, "send", id, `tools.load {"names":["tasks.list"]}`)
+	if code != 0 || !strings.Contains(out, "tools loaded for the next model calls: tasks.list") {
+		t.Fatalf("tools.load: exit %d\n%s", code, out)
+	}
+
+	d.kill()
+	d = launchDaemonEnv(t, lemoBin, data, env)
+	d.waitServing()
+	out, code = cli(t, data, "send", id, "tasks.list {}")
+	if code != 0 || strings.Contains(out, "not loaded") || !strings.Contains(out, id) {
+		t.Fatalf("tasks.list after the restart: exit %d, want it to run and list this Task:\n%s", code, out)
+	}
+}

@@ -80,11 +80,12 @@ func (r *renderer) event(ev *api.Event) {
 		}
 	case *api.Event_ToolCallRecorded:
 		c := b.ToolCallRecorded
-		r.calls[c.GetCallId()] = c.GetTool()
 		tool := c.GetTool()
 		if tool == "" {
+			// A call refused before it was resolved to a tool.
 			tool = c.GetModelName()
 		}
+		r.calls[c.GetCallId()] = tool
 		r.line("→ %s", r.views.For(tool).Call(tool, c.GetArguments()))
 	case *api.Event_ToolResult:
 		res := b.ToolResult
