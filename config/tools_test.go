@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -25,12 +26,12 @@ func TestToolsInitial(t *testing.T) {
 	}
 	c.Tools.Initial = []string{"files.read", "Files.Write", "shell run"}
 	errs := c.Validate()
-	joined := Join(errs).Error()
+	joined := fmt.Sprint(Join(errs))
 	if len(errs) != 2 || !strings.Contains(joined, "tools.initial[1]: \"Files.Write\": want a tool name") || !strings.Contains(joined, "tools.initial[2]") {
 		t.Fatalf("bad tools.initial entries: %s", joined)
 	}
 	c.Tools.Initial = slices.Repeat([]string{"files.read"}, maxInitialTools+1)
-	if joined := Join(c.Validate()).Error(); !strings.Contains(joined, "tools.initial: 65 entries: at most 64") {
+	if joined := fmt.Sprint(Join(c.Validate())); !strings.Contains(joined, "tools.initial: 65 entries: at most 64") {
 		t.Fatalf("too many entries: %s", joined)
 	}
 }
