@@ -203,6 +203,12 @@ type Options struct {
 	// Start: recovery names them on the outcome-unknown record of their
 	// call.
 	Stopped []StoppedProcess
+	// InitialTools turns tool discovery on (config tools.initial): a Task
+	// created without an allow-list starts with the registered tools these
+	// names and patterns ("files.*") match, plus tools.search and
+	// tools.load, and loads others with tools.load. nil: such a Task is
+	// offered every registered tool, without discovery.
+	InitialTools []string
 }
 
 // StoppedProcess is a process of a call that was found running at the
@@ -442,6 +448,17 @@ func (d *Daemon) CreateTask(ctx context.Context, c Caller, in CreateTask) (*api.
 	if _, err := d.env.deps.Tools.Select(in.Tools, in.ToolsRestricted); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
+	discovery := false
+	if in.ToolsRestricted {
+		for _, n := range in.Tools {
+			if n == taskstate.SearchTool || n == taskstate.LoadTool {
+				return nil, fmt.Errorf("%w: %s: a Task whose tools are listed (lemo run --tools) has a fixed set and does not discover others; leave %s and %s out, or list no tools to start with tools.initial and load more", ErrInvalid, n, taskstate.SearchTool, taskstate.LoadTool)
+			}
+		}
+	} else if d.env.opts.InitialTools != nil {
+		discovery = true
+		in.Tools = taskstate.InitialTools(d.env.opts.InitialTools, toolNames(d.env.deps.Tools), tools.MatchPattern)
+	}
 	if err := checkApprovals(d.env.deps.Tools, in.Approvals); err != nil {
 		return nil, err
 	}
@@ -451,7 +468,7 @@ func (d *Daemon) CreateTask(ctx context.Context, c Caller, in CreateTask) (*api.
 		return nil, err
 	}
 	cmd := taskCommand{taskID: id, caller: c, cmd: &cmdCreate{in: taskstate.CreateInput{
-		Owner: c.Owner, Model: in.Model, Request: in.Request, Workspace: ws, Tools: in.Tools, ToolsRestricted: in.ToolsRestricted,
+		Owner: c.Owner, Model: in.Model, Request: in.Request, Workspace: ws, Tools: in.Tools, ToolsRestricted: in.ToolsRestricted, Discovery: discovery,
 		Approvals: cloneApprovals(in.Approvals),
 	}}}
 	return d.command(ctx, cmd)

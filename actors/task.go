@@ -202,6 +202,8 @@ func (t *task) handle(ctx actor.Context, m any) {
 		t.onApprovalTimeout(ctx, m)
 	case *askApproval:
 		t.onAskApproval(ctx, m)
+	case *loadTools:
+		t.onLoadTools(ctx, m)
 	case *abandonApproval:
 		t.persist(ctx, t.st.CancelApproval(m.approvalID, "the call no longer waits for it"), nil, nil)
 	case *shutdown:
@@ -639,7 +641,8 @@ func (t *task) resolveAllow(c *cmdResolve) ([]proto.Message, error) {
 }
 
 func (t *task) startCycle(ctx actor.Context, n uint32) {
-	allowed, err := t.env.deps.Tools.Select(t.st.Tools, t.st.ToolsRestricted)
+	set := t.toolSet()
+	allowed, err := t.env.deps.Tools.Select(set.Names, set.Restricted())
 	if err != nil {
 		t.env.log.Warn().Err(err).Str("task", t.id).Msg("some allowed tools are no longer registered")
 		allowed = t.availableTools()
@@ -661,10 +664,13 @@ func (t *task) startCycle(ctx actor.Context, n uint32) {
 	t.cycle, t.cycleNum = pid, n
 }
 
+// toolSet is the Task's tool set, from its history.
+func (t *task) toolSet() taskstate.ToolSet { return t.st.ToolSet() }
+
 // availableTools is the allow-list without the tools that vanished.
 func (t *task) availableTools() []*tools.Registered {
 	var out []*tools.Registered
-	for _, n := range t.st.Tools {
+	for _, n := range t.toolSet().Names {
 		if r, ok := t.env.deps.Tools.Get(n); ok {
 			out = append(out, r)
 		}
@@ -729,8 +735,16 @@ func (t *task) resolveCall(c providers.ToolCall) taskstate.ResolvedCall {
 		return rc
 	}
 	reg, ok := t.env.deps.Tools.ByModelName(c.Name)
-	if !ok || !t.allowed(reg.Tool.Name()) {
-		reject(api.ToolFailureKind_TOOL_FAILURE_KIND_UNKNOWN_TOOL, fmt.Sprintf("unknown tool %q; available tools: %s", c.Name, t.modelToolNames()))
+	if ok && !t.toolSet().Has(reg.Tool.Name()) && t.st.Offered(reg.Tool.Name(), tools.MatchPattern) {
+		reject(api.ToolFailureKind_TOOL_FAILURE_KIND_UNKNOWN_TOOL, taskstate.NotLoaded(c.Name, reg.Tool.Name()))
+		return rc
+	}
+	if !ok || !t.toolSet().Has(reg.Tool.Name()) {
+		msg := fmt.Sprintf("unknown tool %q; available tools: %s", c.Name, t.modelToolNames())
+		if t.st.Discovery {
+			msg += "; tools_search finds others to load"
+		}
+		reject(api.ToolFailureKind_TOOL_FAILURE_KIND_UNKNOWN_TOOL, msg)
 		return rc
 	}
 	rc.Tool = reg.Tool.Name()
@@ -746,20 +760,9 @@ func (t *task) resolveCall(c providers.ToolCall) taskstate.ResolvedCall {
 	return rc
 }
 
-func (t *task) allowed(name string) bool {
-	if !t.st.ToolsRestricted {
-		return true
-	}
-	for _, n := range t.st.Tools {
-		if n == name {
-			return true
-		}
-	}
-	return false
-}
-
 func (t *task) modelToolNames() string {
-	regs, err := t.env.deps.Tools.Select(t.st.Tools, t.st.ToolsRestricted)
+	set := t.toolSet()
+	regs, err := t.env.deps.Tools.Select(set.Names, set.Restricted())
 	if err != nil {
 		regs = t.availableTools()
 	}
@@ -794,7 +797,7 @@ func (t *task) startTool(ctx actor.Context, call *taskstate.Call) {
 	}
 	whole := t.env.deps.Live.Open(t.id, call.ID)
 	tc := tools.Call{TaskID: t.id, CallID: call.ID, Owner: t.st.Owner, Workspace: t.st.Workspace, Input: input, Live: whole,
-		Approvals: &approvalBridge{sys: ctx.ActorSystem(), task: ctx.Self(), callID: call.ID}}
+		Approvals: &approvalBridge{sys: ctx.ActorSystem(), task: ctx.Self(), callID: call.ID}, Toolset: t.toolset(ctx, call.ID, call.Tool)}
 	if m := t.env.deps.Memory; m != nil {
 		tc.Memory = factRecorder{m: m, owner: t.st.Owner, task: t.id, call: call.ID}
 	}

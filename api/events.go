@@ -42,6 +42,8 @@ func NewEvent(task string, seq uint64, t *timestamppb.Timestamp, body proto.Mess
 		ev.Body = &Event_StatusChanged{StatusChanged: b}
 	case *Failure:
 		ev.Body = &Event_Failure{Failure: b}
+	case *ToolsLoaded:
+		ev.Body = &Event_ToolsLoaded{ToolsLoaded: b}
 	default:
 		panic(fmt.Sprintf("api.NewEvent: %T is not an event body", body))
 	}

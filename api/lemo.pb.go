@@ -542,6 +542,7 @@ type Event struct {
 	//	*Event_ApprovalResolved
 	//	*Event_StatusChanged
 	//	*Event_Failure
+	//	*Event_ToolsLoaded
 	Body          isEvent_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -731,6 +732,15 @@ func (x *Event) GetFailure() *Failure {
 	return nil
 }
 
+func (x *Event) GetToolsLoaded() *ToolsLoaded {
+	if x != nil {
+		if x, ok := x.Body.(*Event_ToolsLoaded); ok {
+			return x.ToolsLoaded
+		}
+	}
+	return nil
+}
+
 type isEvent_Body interface {
 	isEvent_Body()
 }
@@ -791,6 +801,11 @@ type Event_Failure struct {
 	Failure *Failure `protobuf:"bytes,23,opt,name=failure,proto3,oneof"`
 }
 
+type Event_ToolsLoaded struct {
+	// Tool discovery (field numbers 60-69).
+	ToolsLoaded *ToolsLoaded `protobuf:"bytes,60,opt,name=tools_loaded,json=toolsLoaded,proto3,oneof"`
+}
+
 func (*Event_TaskCreated) isEvent_Body() {}
 
 func (*Event_UserMessage) isEvent_Body() {}
@@ -819,6 +834,8 @@ func (*Event_StatusChanged) isEvent_Body() {}
 
 func (*Event_Failure) isEvent_Body() {}
 
+func (*Event_ToolsLoaded) isEvent_Body() {}
+
 // TaskCreated is always seq 1.
 type TaskCreated struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -835,9 +852,13 @@ type TaskCreated struct {
 	Title string `protobuf:"bytes,6,opt,name=title,proto3" json:"title,omitempty"`
 	// Approval rules of this Task beyond each tool's own; they can only
 	// tighten (ask, deny), never allow what a tool or the daemon asks for.
-	Approvals     []*ToolApproval `protobuf:"bytes,7,rep,name=approvals,proto3" json:"approvals,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Approvals []*ToolApproval `protobuf:"bytes,7,rep,name=approvals,proto3" json:"approvals,omitempty"`
+	// Tool discovery (field numbers 60-69): tools is the Task's initial
+	// set, and tools.load adds others (ToolsLoaded) from the next Cycle on.
+	// Set together with tools_restricted.
+	ToolsDiscovery bool `protobuf:"varint,60,opt,name=tools_discovery,json=toolsDiscovery,proto3" json:"tools_discovery,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *TaskCreated) Reset() {
@@ -919,6 +940,70 @@ func (x *TaskCreated) GetApprovals() []*ToolApproval {
 	return nil
 }
 
+func (x *TaskCreated) GetToolsDiscovery() bool {
+	if x != nil {
+		return x.ToolsDiscovery
+	}
+	return false
+}
+
+// ToolsLoaded adds tools to a Task whose tools are discovered
+// (TaskCreated.tools_discovery), from its next Cycle on. Its tool set is
+// the creation's tools plus every ToolsLoaded's, in history order.
+type ToolsLoaded struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tools added, by name; none was in the set before.
+	Tools []string `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	// The tools.load call that loaded them.
+	CallId        string `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolsLoaded) Reset() {
+	*x = ToolsLoaded{}
+	mi := &file_lemo_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolsLoaded) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolsLoaded) ProtoMessage() {}
+
+func (x *ToolsLoaded) ProtoReflect() protoreflect.Message {
+	mi := &file_lemo_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolsLoaded.ProtoReflect.Descriptor instead.
+func (*ToolsLoaded) Descriptor() ([]byte, []int) {
+	return file_lemo_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ToolsLoaded) GetTools() []string {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *ToolsLoaded) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
 // ToolApproval applies rule to the calls of the tools that tool names: a
 // tool name ("shell.run") or a pattern with "*" ("files.*", "*").
 type ToolApproval struct {
@@ -935,7 +1020,7 @@ type ToolApproval struct {
 
 func (x *ToolApproval) Reset() {
 	*x = ToolApproval{}
-	mi := &file_lemo_proto_msgTypes[2]
+	mi := &file_lemo_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -947,7 +1032,7 @@ func (x *ToolApproval) String() string {
 func (*ToolApproval) ProtoMessage() {}
 
 func (x *ToolApproval) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[2]
+	mi := &file_lemo_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -960,7 +1045,7 @@ func (x *ToolApproval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolApproval.ProtoReflect.Descriptor instead.
 func (*ToolApproval) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{2}
+	return file_lemo_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ToolApproval) GetTool() string {
@@ -994,7 +1079,7 @@ type UserMessage struct {
 
 func (x *UserMessage) Reset() {
 	*x = UserMessage{}
-	mi := &file_lemo_proto_msgTypes[3]
+	mi := &file_lemo_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1006,7 +1091,7 @@ func (x *UserMessage) String() string {
 func (*UserMessage) ProtoMessage() {}
 
 func (x *UserMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[3]
+	mi := &file_lemo_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1019,7 +1104,7 @@ func (x *UserMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserMessage.ProtoReflect.Descriptor instead.
 func (*UserMessage) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{3}
+	return file_lemo_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *UserMessage) GetText() string {
@@ -1040,7 +1125,7 @@ type CycleStarted struct {
 
 func (x *CycleStarted) Reset() {
 	*x = CycleStarted{}
-	mi := &file_lemo_proto_msgTypes[4]
+	mi := &file_lemo_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1052,7 +1137,7 @@ func (x *CycleStarted) String() string {
 func (*CycleStarted) ProtoMessage() {}
 
 func (x *CycleStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[4]
+	mi := &file_lemo_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1065,7 +1150,7 @@ func (x *CycleStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CycleStarted.ProtoReflect.Descriptor instead.
 func (*CycleStarted) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{4}
+	return file_lemo_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CycleStarted) GetCycle() uint32 {
@@ -1095,7 +1180,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_lemo_proto_msgTypes[5]
+	mi := &file_lemo_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1107,7 +1192,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[5]
+	mi := &file_lemo_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1120,7 +1205,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{5}
+	return file_lemo_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Usage) GetPromptTokens() uint64 {
@@ -1156,7 +1241,7 @@ type SectionSize struct {
 
 func (x *SectionSize) Reset() {
 	*x = SectionSize{}
-	mi := &file_lemo_proto_msgTypes[6]
+	mi := &file_lemo_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1168,7 +1253,7 @@ func (x *SectionSize) String() string {
 func (*SectionSize) ProtoMessage() {}
 
 func (x *SectionSize) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[6]
+	mi := &file_lemo_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1181,7 +1266,7 @@ func (x *SectionSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SectionSize.ProtoReflect.Descriptor instead.
 func (*SectionSize) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{6}
+	return file_lemo_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SectionSize) GetSection() string {
@@ -1214,7 +1299,7 @@ type Excerpt struct {
 
 func (x *Excerpt) Reset() {
 	*x = Excerpt{}
-	mi := &file_lemo_proto_msgTypes[7]
+	mi := &file_lemo_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1226,7 +1311,7 @@ func (x *Excerpt) String() string {
 func (*Excerpt) ProtoMessage() {}
 
 func (x *Excerpt) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[7]
+	mi := &file_lemo_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1239,7 +1324,7 @@ func (x *Excerpt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Excerpt.ProtoReflect.Descriptor instead.
 func (*Excerpt) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{7}
+	return file_lemo_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Excerpt) GetSeq() uint64 {
@@ -1291,7 +1376,7 @@ type RecallItem struct {
 
 func (x *RecallItem) Reset() {
 	*x = RecallItem{}
-	mi := &file_lemo_proto_msgTypes[8]
+	mi := &file_lemo_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1303,7 +1388,7 @@ func (x *RecallItem) String() string {
 func (*RecallItem) ProtoMessage() {}
 
 func (x *RecallItem) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[8]
+	mi := &file_lemo_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1316,7 +1401,7 @@ func (x *RecallItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecallItem.ProtoReflect.Descriptor instead.
 func (*RecallItem) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{8}
+	return file_lemo_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RecallItem) GetTaskId() string {
@@ -1373,7 +1458,7 @@ type InputSummary struct {
 
 func (x *InputSummary) Reset() {
 	*x = InputSummary{}
-	mi := &file_lemo_proto_msgTypes[9]
+	mi := &file_lemo_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1385,7 +1470,7 @@ func (x *InputSummary) String() string {
 func (*InputSummary) ProtoMessage() {}
 
 func (x *InputSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[9]
+	mi := &file_lemo_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1398,7 +1483,7 @@ func (x *InputSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputSummary.ProtoReflect.Descriptor instead.
 func (*InputSummary) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{9}
+	return file_lemo_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *InputSummary) GetWindowTokens() uint64 {
@@ -1472,7 +1557,7 @@ type CycleFinished struct {
 
 func (x *CycleFinished) Reset() {
 	*x = CycleFinished{}
-	mi := &file_lemo_proto_msgTypes[10]
+	mi := &file_lemo_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1484,7 +1569,7 @@ func (x *CycleFinished) String() string {
 func (*CycleFinished) ProtoMessage() {}
 
 func (x *CycleFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[10]
+	mi := &file_lemo_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1497,7 +1582,7 @@ func (x *CycleFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CycleFinished.ProtoReflect.Descriptor instead.
 func (*CycleFinished) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{10}
+	return file_lemo_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CycleFinished) GetCycle() uint32 {
@@ -1559,7 +1644,7 @@ type AssistantMessage struct {
 
 func (x *AssistantMessage) Reset() {
 	*x = AssistantMessage{}
-	mi := &file_lemo_proto_msgTypes[11]
+	mi := &file_lemo_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1571,7 +1656,7 @@ func (x *AssistantMessage) String() string {
 func (*AssistantMessage) ProtoMessage() {}
 
 func (x *AssistantMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[11]
+	mi := &file_lemo_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1584,7 +1669,7 @@ func (x *AssistantMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssistantMessage.ProtoReflect.Descriptor instead.
 func (*AssistantMessage) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{11}
+	return file_lemo_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AssistantMessage) GetCycle() uint32 {
@@ -1642,7 +1727,7 @@ type ToolCallRecorded struct {
 
 func (x *ToolCallRecorded) Reset() {
 	*x = ToolCallRecorded{}
-	mi := &file_lemo_proto_msgTypes[12]
+	mi := &file_lemo_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1654,7 +1739,7 @@ func (x *ToolCallRecorded) String() string {
 func (*ToolCallRecorded) ProtoMessage() {}
 
 func (x *ToolCallRecorded) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[12]
+	mi := &file_lemo_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1667,7 +1752,7 @@ func (x *ToolCallRecorded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallRecorded.ProtoReflect.Descriptor instead.
 func (*ToolCallRecorded) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{12}
+	return file_lemo_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ToolCallRecorded) GetCallId() string {
@@ -1723,7 +1808,7 @@ type ToolExecutionStarted struct {
 
 func (x *ToolExecutionStarted) Reset() {
 	*x = ToolExecutionStarted{}
-	mi := &file_lemo_proto_msgTypes[13]
+	mi := &file_lemo_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1735,7 +1820,7 @@ func (x *ToolExecutionStarted) String() string {
 func (*ToolExecutionStarted) ProtoMessage() {}
 
 func (x *ToolExecutionStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[13]
+	mi := &file_lemo_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1748,7 +1833,7 @@ func (x *ToolExecutionStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolExecutionStarted.ProtoReflect.Descriptor instead.
 func (*ToolExecutionStarted) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{13}
+	return file_lemo_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ToolExecutionStarted) GetCallId() string {
@@ -1769,7 +1854,7 @@ type ToolState struct {
 
 func (x *ToolState) Reset() {
 	*x = ToolState{}
-	mi := &file_lemo_proto_msgTypes[14]
+	mi := &file_lemo_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1781,7 +1866,7 @@ func (x *ToolState) String() string {
 func (*ToolState) ProtoMessage() {}
 
 func (x *ToolState) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[14]
+	mi := &file_lemo_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1794,7 +1879,7 @@ func (x *ToolState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolState.ProtoReflect.Descriptor instead.
 func (*ToolState) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{14}
+	return file_lemo_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ToolState) GetCallId() string {
@@ -1829,7 +1914,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_lemo_proto_msgTypes[15]
+	mi := &file_lemo_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1841,7 +1926,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[15]
+	mi := &file_lemo_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1854,7 +1939,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{15}
+	return file_lemo_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ToolResult) GetCallId() string {
@@ -1904,7 +1989,7 @@ type ToolFailed struct {
 
 func (x *ToolFailed) Reset() {
 	*x = ToolFailed{}
-	mi := &file_lemo_proto_msgTypes[16]
+	mi := &file_lemo_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1916,7 +2001,7 @@ func (x *ToolFailed) String() string {
 func (*ToolFailed) ProtoMessage() {}
 
 func (x *ToolFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[16]
+	mi := &file_lemo_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1929,7 +2014,7 @@ func (x *ToolFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolFailed.ProtoReflect.Descriptor instead.
 func (*ToolFailed) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{16}
+	return file_lemo_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ToolFailed) GetCallId() string {
@@ -1972,7 +2057,7 @@ type ApprovalRequested struct {
 
 func (x *ApprovalRequested) Reset() {
 	*x = ApprovalRequested{}
-	mi := &file_lemo_proto_msgTypes[17]
+	mi := &file_lemo_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1984,7 +2069,7 @@ func (x *ApprovalRequested) String() string {
 func (*ApprovalRequested) ProtoMessage() {}
 
 func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[17]
+	mi := &file_lemo_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1997,7 +2082,7 @@ func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalRequested.ProtoReflect.Descriptor instead.
 func (*ApprovalRequested) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{17}
+	return file_lemo_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ApprovalRequested) GetApprovalId() string {
@@ -2060,7 +2145,7 @@ type ApprovalResolved struct {
 
 func (x *ApprovalResolved) Reset() {
 	*x = ApprovalResolved{}
-	mi := &file_lemo_proto_msgTypes[18]
+	mi := &file_lemo_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2072,7 +2157,7 @@ func (x *ApprovalResolved) String() string {
 func (*ApprovalResolved) ProtoMessage() {}
 
 func (x *ApprovalResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[18]
+	mi := &file_lemo_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2085,7 +2170,7 @@ func (x *ApprovalResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalResolved.ProtoReflect.Descriptor instead.
 func (*ApprovalResolved) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{18}
+	return file_lemo_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ApprovalResolved) GetApprovalId() string {
@@ -2145,7 +2230,7 @@ type StatusChanged struct {
 
 func (x *StatusChanged) Reset() {
 	*x = StatusChanged{}
-	mi := &file_lemo_proto_msgTypes[19]
+	mi := &file_lemo_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2157,7 +2242,7 @@ func (x *StatusChanged) String() string {
 func (*StatusChanged) ProtoMessage() {}
 
 func (x *StatusChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[19]
+	mi := &file_lemo_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2170,7 +2255,7 @@ func (x *StatusChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusChanged.ProtoReflect.Descriptor instead.
 func (*StatusChanged) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{19}
+	return file_lemo_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StatusChanged) GetStatus() TaskStatus {
@@ -2213,7 +2298,7 @@ type Overflow struct {
 
 func (x *Overflow) Reset() {
 	*x = Overflow{}
-	mi := &file_lemo_proto_msgTypes[20]
+	mi := &file_lemo_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2225,7 +2310,7 @@ func (x *Overflow) String() string {
 func (*Overflow) ProtoMessage() {}
 
 func (x *Overflow) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[20]
+	mi := &file_lemo_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2238,7 +2323,7 @@ func (x *Overflow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Overflow.ProtoReflect.Descriptor instead.
 func (*Overflow) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{20}
+	return file_lemo_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Overflow) GetNeededTokens() uint64 {
@@ -2289,7 +2374,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_lemo_proto_msgTypes[21]
+	mi := &file_lemo_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2301,7 +2386,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[21]
+	mi := &file_lemo_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2314,7 +2399,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{21}
+	return file_lemo_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Failure) GetScope() FailureScope {
@@ -2402,7 +2487,7 @@ type TaskMeta struct {
 
 func (x *TaskMeta) Reset() {
 	*x = TaskMeta{}
-	mi := &file_lemo_proto_msgTypes[22]
+	mi := &file_lemo_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2414,7 +2499,7 @@ func (x *TaskMeta) String() string {
 func (*TaskMeta) ProtoMessage() {}
 
 func (x *TaskMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[22]
+	mi := &file_lemo_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2427,7 +2512,7 @@ func (x *TaskMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskMeta.ProtoReflect.Descriptor instead.
 func (*TaskMeta) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{22}
+	return file_lemo_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TaskMeta) GetTaskId() string {
@@ -2533,7 +2618,7 @@ type Delta struct {
 
 func (x *Delta) Reset() {
 	*x = Delta{}
-	mi := &file_lemo_proto_msgTypes[23]
+	mi := &file_lemo_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2545,7 +2630,7 @@ func (x *Delta) String() string {
 func (*Delta) ProtoMessage() {}
 
 func (x *Delta) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[23]
+	mi := &file_lemo_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2558,7 +2643,7 @@ func (x *Delta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delta.ProtoReflect.Descriptor instead.
 func (*Delta) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{23}
+	return file_lemo_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Delta) GetTaskId() string {
@@ -2622,7 +2707,7 @@ var File_lemo_proto protoreflect.FileDescriptor
 const file_lemo_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"lemo.proto\x12\alemo.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf6\a\n" +
+	"lemo.proto\x12\alemo.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb1\b\n" +
 	"\x05Event\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12.\n" +
@@ -2644,8 +2729,9 @@ const file_lemo_proto_rawDesc = "" +
 	"\x12approval_requested\x18\x14 \x01(\v2\x1a.lemo.v1.ApprovalRequestedH\x00R\x11approvalRequested\x12H\n" +
 	"\x11approval_resolved\x18\x15 \x01(\v2\x19.lemo.v1.ApprovalResolvedH\x00R\x10approvalResolved\x12?\n" +
 	"\x0estatus_changed\x18\x16 \x01(\v2\x16.lemo.v1.StatusChangedH\x00R\rstatusChanged\x12,\n" +
-	"\afailure\x18\x17 \x01(\v2\x10.lemo.v1.FailureH\x00R\afailureB\x06\n" +
-	"\x04body\"\xe3\x01\n" +
+	"\afailure\x18\x17 \x01(\v2\x10.lemo.v1.FailureH\x00R\afailure\x129\n" +
+	"\ftools_loaded\x18< \x01(\v2\x14.lemo.v1.ToolsLoadedH\x00R\vtoolsLoadedB\x06\n" +
+	"\x04body\"\x8c\x02\n" +
 	"\vTaskCreated\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x14\n" +
@@ -2653,7 +2739,11 @@ const file_lemo_proto_rawDesc = "" +
 	"\x10tools_restricted\x18\x04 \x01(\bR\x0ftoolsRestricted\x12\x1c\n" +
 	"\tworkspace\x18\x05 \x01(\tR\tworkspace\x12\x14\n" +
 	"\x05title\x18\x06 \x01(\tR\x05title\x123\n" +
-	"\tapprovals\x18\a \x03(\v2\x15.lemo.v1.ToolApprovalR\tapprovals\"c\n" +
+	"\tapprovals\x18\a \x03(\v2\x15.lemo.v1.ToolApprovalR\tapprovals\x12'\n" +
+	"\x0ftools_discovery\x18< \x01(\bR\x0etoolsDiscovery\"<\n" +
+	"\vToolsLoaded\x12\x14\n" +
+	"\x05tools\x18\x01 \x03(\tR\x05tools\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\"c\n" +
 	"\fToolApproval\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12)\n" +
 	"\x04rule\x18\x02 \x01(\x0e2\x15.lemo.v1.ApprovalRuleR\x04rule\x12\x14\n" +
@@ -2861,7 +2951,7 @@ func file_lemo_proto_rawDescGZIP() []byte {
 }
 
 var file_lemo_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_lemo_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_lemo_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_lemo_proto_goTypes = []any{
 	(TaskStatus)(0),               // 0: lemo.v1.TaskStatus
 	(PauseReason)(0),              // 1: lemo.v1.PauseReason
@@ -2873,74 +2963,76 @@ var file_lemo_proto_goTypes = []any{
 	(DeltaKind)(0),                // 7: lemo.v1.DeltaKind
 	(*Event)(nil),                 // 8: lemo.v1.Event
 	(*TaskCreated)(nil),           // 9: lemo.v1.TaskCreated
-	(*ToolApproval)(nil),          // 10: lemo.v1.ToolApproval
-	(*UserMessage)(nil),           // 11: lemo.v1.UserMessage
-	(*CycleStarted)(nil),          // 12: lemo.v1.CycleStarted
-	(*Usage)(nil),                 // 13: lemo.v1.Usage
-	(*SectionSize)(nil),           // 14: lemo.v1.SectionSize
-	(*Excerpt)(nil),               // 15: lemo.v1.Excerpt
-	(*RecallItem)(nil),            // 16: lemo.v1.RecallItem
-	(*InputSummary)(nil),          // 17: lemo.v1.InputSummary
-	(*CycleFinished)(nil),         // 18: lemo.v1.CycleFinished
-	(*AssistantMessage)(nil),      // 19: lemo.v1.AssistantMessage
-	(*ToolCallRecorded)(nil),      // 20: lemo.v1.ToolCallRecorded
-	(*ToolExecutionStarted)(nil),  // 21: lemo.v1.ToolExecutionStarted
-	(*ToolState)(nil),             // 22: lemo.v1.ToolState
-	(*ToolResult)(nil),            // 23: lemo.v1.ToolResult
-	(*ToolFailed)(nil),            // 24: lemo.v1.ToolFailed
-	(*ApprovalRequested)(nil),     // 25: lemo.v1.ApprovalRequested
-	(*ApprovalResolved)(nil),      // 26: lemo.v1.ApprovalResolved
-	(*StatusChanged)(nil),         // 27: lemo.v1.StatusChanged
-	(*Overflow)(nil),              // 28: lemo.v1.Overflow
-	(*Failure)(nil),               // 29: lemo.v1.Failure
-	(*TaskMeta)(nil),              // 30: lemo.v1.TaskMeta
-	(*Delta)(nil),                 // 31: lemo.v1.Delta
-	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
+	(*ToolsLoaded)(nil),           // 10: lemo.v1.ToolsLoaded
+	(*ToolApproval)(nil),          // 11: lemo.v1.ToolApproval
+	(*UserMessage)(nil),           // 12: lemo.v1.UserMessage
+	(*CycleStarted)(nil),          // 13: lemo.v1.CycleStarted
+	(*Usage)(nil),                 // 14: lemo.v1.Usage
+	(*SectionSize)(nil),           // 15: lemo.v1.SectionSize
+	(*Excerpt)(nil),               // 16: lemo.v1.Excerpt
+	(*RecallItem)(nil),            // 17: lemo.v1.RecallItem
+	(*InputSummary)(nil),          // 18: lemo.v1.InputSummary
+	(*CycleFinished)(nil),         // 19: lemo.v1.CycleFinished
+	(*AssistantMessage)(nil),      // 20: lemo.v1.AssistantMessage
+	(*ToolCallRecorded)(nil),      // 21: lemo.v1.ToolCallRecorded
+	(*ToolExecutionStarted)(nil),  // 22: lemo.v1.ToolExecutionStarted
+	(*ToolState)(nil),             // 23: lemo.v1.ToolState
+	(*ToolResult)(nil),            // 24: lemo.v1.ToolResult
+	(*ToolFailed)(nil),            // 25: lemo.v1.ToolFailed
+	(*ApprovalRequested)(nil),     // 26: lemo.v1.ApprovalRequested
+	(*ApprovalResolved)(nil),      // 27: lemo.v1.ApprovalResolved
+	(*StatusChanged)(nil),         // 28: lemo.v1.StatusChanged
+	(*Overflow)(nil),              // 29: lemo.v1.Overflow
+	(*Failure)(nil),               // 30: lemo.v1.Failure
+	(*TaskMeta)(nil),              // 31: lemo.v1.TaskMeta
+	(*Delta)(nil),                 // 32: lemo.v1.Delta
+	(*timestamppb.Timestamp)(nil), // 33: google.protobuf.Timestamp
 }
 var file_lemo_proto_depIdxs = []int32{
-	32, // 0: lemo.v1.Event.time:type_name -> google.protobuf.Timestamp
+	33, // 0: lemo.v1.Event.time:type_name -> google.protobuf.Timestamp
 	9,  // 1: lemo.v1.Event.task_created:type_name -> lemo.v1.TaskCreated
-	11, // 2: lemo.v1.Event.user_message:type_name -> lemo.v1.UserMessage
-	12, // 3: lemo.v1.Event.cycle_started:type_name -> lemo.v1.CycleStarted
-	18, // 4: lemo.v1.Event.cycle_finished:type_name -> lemo.v1.CycleFinished
-	19, // 5: lemo.v1.Event.assistant_message:type_name -> lemo.v1.AssistantMessage
-	20, // 6: lemo.v1.Event.tool_call_recorded:type_name -> lemo.v1.ToolCallRecorded
-	21, // 7: lemo.v1.Event.tool_execution_started:type_name -> lemo.v1.ToolExecutionStarted
-	22, // 8: lemo.v1.Event.tool_state:type_name -> lemo.v1.ToolState
-	23, // 9: lemo.v1.Event.tool_result:type_name -> lemo.v1.ToolResult
-	24, // 10: lemo.v1.Event.tool_failed:type_name -> lemo.v1.ToolFailed
-	25, // 11: lemo.v1.Event.approval_requested:type_name -> lemo.v1.ApprovalRequested
-	26, // 12: lemo.v1.Event.approval_resolved:type_name -> lemo.v1.ApprovalResolved
-	27, // 13: lemo.v1.Event.status_changed:type_name -> lemo.v1.StatusChanged
-	29, // 14: lemo.v1.Event.failure:type_name -> lemo.v1.Failure
-	10, // 15: lemo.v1.TaskCreated.approvals:type_name -> lemo.v1.ToolApproval
-	2,  // 16: lemo.v1.ToolApproval.rule:type_name -> lemo.v1.ApprovalRule
-	14, // 17: lemo.v1.InputSummary.sections:type_name -> lemo.v1.SectionSize
-	15, // 18: lemo.v1.InputSummary.excerpts:type_name -> lemo.v1.Excerpt
-	16, // 19: lemo.v1.InputSummary.recalled:type_name -> lemo.v1.RecallItem
-	3,  // 20: lemo.v1.CycleFinished.outcome:type_name -> lemo.v1.CycleOutcome
-	13, // 21: lemo.v1.CycleFinished.usage:type_name -> lemo.v1.Usage
-	17, // 22: lemo.v1.CycleFinished.input:type_name -> lemo.v1.InputSummary
-	4,  // 23: lemo.v1.ToolFailed.kind:type_name -> lemo.v1.ToolFailureKind
-	32, // 24: lemo.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
-	5,  // 25: lemo.v1.ApprovalResolved.outcome:type_name -> lemo.v1.ApprovalOutcome
-	10, // 26: lemo.v1.ApprovalResolved.allow_rule:type_name -> lemo.v1.ToolApproval
-	0,  // 27: lemo.v1.StatusChanged.status:type_name -> lemo.v1.TaskStatus
-	1,  // 28: lemo.v1.StatusChanged.pause_reason:type_name -> lemo.v1.PauseReason
-	14, // 29: lemo.v1.Overflow.sections:type_name -> lemo.v1.SectionSize
-	6,  // 30: lemo.v1.Failure.scope:type_name -> lemo.v1.FailureScope
-	28, // 31: lemo.v1.Failure.overflow:type_name -> lemo.v1.Overflow
-	0,  // 32: lemo.v1.TaskMeta.status:type_name -> lemo.v1.TaskStatus
-	1,  // 33: lemo.v1.TaskMeta.pause_reason:type_name -> lemo.v1.PauseReason
-	32, // 34: lemo.v1.TaskMeta.created:type_name -> google.protobuf.Timestamp
-	32, // 35: lemo.v1.TaskMeta.updated:type_name -> google.protobuf.Timestamp
-	7,  // 36: lemo.v1.Delta.kind:type_name -> lemo.v1.DeltaKind
-	17, // 37: lemo.v1.Delta.input:type_name -> lemo.v1.InputSummary
-	38, // [38:38] is the sub-list for method output_type
-	38, // [38:38] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	12, // 2: lemo.v1.Event.user_message:type_name -> lemo.v1.UserMessage
+	13, // 3: lemo.v1.Event.cycle_started:type_name -> lemo.v1.CycleStarted
+	19, // 4: lemo.v1.Event.cycle_finished:type_name -> lemo.v1.CycleFinished
+	20, // 5: lemo.v1.Event.assistant_message:type_name -> lemo.v1.AssistantMessage
+	21, // 6: lemo.v1.Event.tool_call_recorded:type_name -> lemo.v1.ToolCallRecorded
+	22, // 7: lemo.v1.Event.tool_execution_started:type_name -> lemo.v1.ToolExecutionStarted
+	23, // 8: lemo.v1.Event.tool_state:type_name -> lemo.v1.ToolState
+	24, // 9: lemo.v1.Event.tool_result:type_name -> lemo.v1.ToolResult
+	25, // 10: lemo.v1.Event.tool_failed:type_name -> lemo.v1.ToolFailed
+	26, // 11: lemo.v1.Event.approval_requested:type_name -> lemo.v1.ApprovalRequested
+	27, // 12: lemo.v1.Event.approval_resolved:type_name -> lemo.v1.ApprovalResolved
+	28, // 13: lemo.v1.Event.status_changed:type_name -> lemo.v1.StatusChanged
+	30, // 14: lemo.v1.Event.failure:type_name -> lemo.v1.Failure
+	10, // 15: lemo.v1.Event.tools_loaded:type_name -> lemo.v1.ToolsLoaded
+	11, // 16: lemo.v1.TaskCreated.approvals:type_name -> lemo.v1.ToolApproval
+	2,  // 17: lemo.v1.ToolApproval.rule:type_name -> lemo.v1.ApprovalRule
+	15, // 18: lemo.v1.InputSummary.sections:type_name -> lemo.v1.SectionSize
+	16, // 19: lemo.v1.InputSummary.excerpts:type_name -> lemo.v1.Excerpt
+	17, // 20: lemo.v1.InputSummary.recalled:type_name -> lemo.v1.RecallItem
+	3,  // 21: lemo.v1.CycleFinished.outcome:type_name -> lemo.v1.CycleOutcome
+	14, // 22: lemo.v1.CycleFinished.usage:type_name -> lemo.v1.Usage
+	18, // 23: lemo.v1.CycleFinished.input:type_name -> lemo.v1.InputSummary
+	4,  // 24: lemo.v1.ToolFailed.kind:type_name -> lemo.v1.ToolFailureKind
+	33, // 25: lemo.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
+	5,  // 26: lemo.v1.ApprovalResolved.outcome:type_name -> lemo.v1.ApprovalOutcome
+	11, // 27: lemo.v1.ApprovalResolved.allow_rule:type_name -> lemo.v1.ToolApproval
+	0,  // 28: lemo.v1.StatusChanged.status:type_name -> lemo.v1.TaskStatus
+	1,  // 29: lemo.v1.StatusChanged.pause_reason:type_name -> lemo.v1.PauseReason
+	15, // 30: lemo.v1.Overflow.sections:type_name -> lemo.v1.SectionSize
+	6,  // 31: lemo.v1.Failure.scope:type_name -> lemo.v1.FailureScope
+	29, // 32: lemo.v1.Failure.overflow:type_name -> lemo.v1.Overflow
+	0,  // 33: lemo.v1.TaskMeta.status:type_name -> lemo.v1.TaskStatus
+	1,  // 34: lemo.v1.TaskMeta.pause_reason:type_name -> lemo.v1.PauseReason
+	33, // 35: lemo.v1.TaskMeta.created:type_name -> google.protobuf.Timestamp
+	33, // 36: lemo.v1.TaskMeta.updated:type_name -> google.protobuf.Timestamp
+	7,  // 37: lemo.v1.Delta.kind:type_name -> lemo.v1.DeltaKind
+	18, // 38: lemo.v1.Delta.input:type_name -> lemo.v1.InputSummary
+	39, // [39:39] is the sub-list for method output_type
+	39, // [39:39] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_lemo_proto_init() }
@@ -2963,6 +3055,7 @@ func file_lemo_proto_init() {
 		(*Event_ApprovalResolved)(nil),
 		(*Event_StatusChanged)(nil),
 		(*Event_Failure)(nil),
+		(*Event_ToolsLoaded)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2970,7 +3063,7 @@ func file_lemo_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lemo_proto_rawDesc), len(file_lemo_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

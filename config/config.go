@@ -113,6 +113,9 @@ type Tools struct {
 	Shell Shell `yaml:"shell"`
 	// Namespaces: auto or off.
 	Namespaces string `yaml:"namespaces" env:"LEMO_TOOLS_NAMESPACES" help:"run tool processes (shell, delegate) in PID and mount namespaces of their own, so that they see no other process and none outlives its call: auto (where the kernel allows; lemo doctor and the log say) or off"`
+	// Initial is the tool set a Task starts with unless lemo run --tools
+	// fixes it: tool names or patterns with "*".
+	Initial []string `yaml:"initial" env:"LEMO_TOOLS_INITIAL" help:"tools a Task starts with unless lemo run --tools fixes its set: names or patterns (files.*; * for all); tools.search and tools.load are always added, and the Task loads others with them"`
 }
 
 // Shell configures the shell tool's approval policy and limits.
@@ -123,6 +126,14 @@ type Shell struct {
 	Ask      []string      `yaml:"ask" env:"LEMO_SHELL_ASK" help:"command patterns that need approval"`
 	Deny     []string      `yaml:"deny" env:"LEMO_SHELL_DENY" help:"command patterns that are refused (deny always wins)"`
 	Timeout  time.Duration `yaml:"timeout" env:"LEMO_SHELL_TIMEOUT" help:"longest a command may run"`
+}
+
+// DefaultInitialTools is tools.initial's default: the discovery tools, a
+// file reader and the shell, about 900 estimated tokens of schemas (every
+// tool's would be about 4,100), so that a model with a 4,096-token window
+// can start a Task. cmd/lemo's tests hold it to 1,000 tokens.
+func DefaultInitialTools() []string {
+	return []string{"tools.search", "tools.load", "files.read", "shell.run"}
 }
 
 // Default returns the built-in configuration.
@@ -152,7 +163,7 @@ func Default() *Config {
 			Zen:         remote,
 			OpenAI:      remote,
 		},
-		Tools: Tools{Shell: Shell{Enabled: true, Approval: "ask", Timeout: 2 * time.Minute}, Namespaces: "auto"},
+		Tools: Tools{Shell: Shell{Enabled: true, Approval: "ask", Timeout: 2 * time.Minute}, Namespaces: "auto", Initial: DefaultInitialTools()},
 		Remote: Remote{MaxConnections: 256, ConnectionReserve: 32, AuthTimeout: 5 * time.Second,
 			MaxSessions: 1024, MaxSessionsPerToken: 128, MaxSubscriptions: 8192, MaxSubscriptionsPerToken: 1024},
 	}

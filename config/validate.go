@@ -119,6 +119,26 @@ func (c *Config) Validate() []error {
 	if !oneOf(c.Tools.Shell.Approval, "ask", "allow", "deny") {
 		add("tools.shell.approval", "%q: want ask, allow or deny", c.Tools.Shell.Approval)
 	}
+	ps = append(ps, c.Tools.initialProblems()...)
+	return ps
+}
+
+// maxInitialTools bounds tools.initial.
+const maxInitialTools = 64
+
+// initialProblems checks tools.initial: tool names or patterns. Whether a
+// name is a registered tool is checked at startup, when the tools are
+// known.
+func (t *Tools) initialProblems() []error {
+	var ps []error
+	if len(t.Initial) > maxInitialTools {
+		ps = append(ps, Problem{Where: "tools.initial", What: fmt.Sprintf("%d entries: at most %d are accepted", len(t.Initial), maxInitialTools)})
+	}
+	for i, p := range t.Initial {
+		if !toolPattern.MatchString(p) {
+			ps = append(ps, Problem{Where: fmt.Sprintf("tools.initial[%d]", i), What: fmt.Sprintf("%q: want a tool name (1 to 64 characters of a-z, 0-9, '_', '.' or '-', such as files.read) or a pattern with '*' (files.*, *)", p)})
+		}
+	}
 	return ps
 }
 

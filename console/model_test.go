@@ -178,6 +178,12 @@ func TestTaskScreen(t *testing.T) {
 	if n := strings.Count(screen, "✗ call-1-1 shell.run failed (cancelled): stopped by local"); n != 1 {
 		t.Errorf("the live failure shows %d times:\n%s", n, screen)
 	}
+	// A tools.load's record says what the next model calls get.
+	tm.push(eventUpdate(api.NewEvent(taskA, 10, ts(10), &api.ToolsLoaded{Tools: []string{"files.write", "mcp.git.log"}, CallId: "call-1-1"})))
+	tm.keys("G")
+	if screen = tm.frame(epoch.Add(3 * time.Second)); !strings.Contains(screen, "+ tools loaded for the next model calls: files.write, mcp.git.log") {
+		t.Errorf("the load is not shown:\n%s", screen)
+	}
 	// Task B: its pending approval.
 	screen = tm.keys("esc", "down", "down", "down", "down", "enter")
 	if !strings.Contains(screen, `? shell.run call-1-1 awaits approval: no allow rule covers "echo approve me"`) {

@@ -98,6 +98,8 @@ func (m *Model) renderTranscript(t *taskState, w int) []string {
 		case *api.Event_StatusChanged:
 			s := b.StatusChanged
 			add(st.faint.Render, "", fmt.Sprintf("[%s: %s]", statusName(s.GetStatus()), s.GetDetail()))
+		case *api.Event_ToolsLoaded:
+			add(st.faint.Render, "  ", "+ tools loaded for the next model calls: "+strings.Join(b.ToolsLoaded.GetTools(), ", "))
 		case *api.Event_Failure:
 			f := b.Failure
 			line := fmt.Sprintf("! %s failure: %s", f.GetKind(), f.GetMessage())

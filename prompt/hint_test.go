@@ -25,6 +25,9 @@ func TestOverflowToolsHint(t *testing.T) {
 			if got := strings.Contains(msg, "--tools none"); got != tc.want {
 				t.Fatalf("Error() = %q; mentions --tools none: %v, want %v", msg, got, tc.want)
 			}
+			if got := strings.Contains(msg, "tools.initial"); got != tc.want {
+				t.Fatalf("Error() = %q; mentions tools.initial: %v, want %v", msg, got, tc.want)
+			}
 			if !strings.HasPrefix(msg, "the model's input needs at least 3965 tokens") {
 				t.Fatalf("Error() = %q lost its first sentence", msg)
 			}

@@ -104,9 +104,12 @@ func (d *daemon) waitServing() {
 
 // launchDaemon starts bin serve on data without waiting for it, with the
 // demo models on and no local Ollama; ready is closed once it serves.
+// Its Tasks start with every tool (tools.initial "*"), as the demo models
+// call them without loading them first; tool discovery, the default, is
+// tested with launchDaemonEnv.
 func launchDaemon(t testing.TB, bin, data string, args ...string) *daemon {
 	t.Helper()
-	return launchDaemonEnv(t, bin, data, []string{"LEMO_FAKE_ENABLED=true", "LEMO_OLLAMA_DISABLED=true"}, args...)
+	return launchDaemonEnv(t, bin, data, []string{"LEMO_FAKE_ENABLED=true", "LEMO_OLLAMA_DISABLED=true", "LEMO_TOOLS_INITIAL=*"}, args...)
 }
 
 // launchDaemonEnv is launchDaemon with env (and not the demo settings)

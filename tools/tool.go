@@ -71,6 +71,35 @@ type Call struct {
 	// process) as child actors of the call: visible in the actor tree,
 	// never restarted, and stopped when the call ends.
 	Sessions SessionHost
+	// Toolset is the Task's tool set, for the discovery tools
+	// (tools.search, tools.load); nil when the Task's tools are fixed.
+	Toolset Toolset
+}
+
+// Toolset is a Task's tool set as a running call sees it.
+type Toolset interface {
+	// Offered returns the tools the Task may use or load, sorted by name,
+	// as they were when the call started.
+	Offered() []OfferedTool
+	// Load adds the named tools to the Task from its next model call on.
+	// The load is durable in the Task's history before Load returns; an
+	// error (an unknown name, a tool not offered) loads nothing and says
+	// why.
+	Load(ctx context.Context, names []string) (LoadResult, error)
+}
+
+// OfferedTool is a tool a Task may use or load.
+type OfferedTool struct {
+	Name        string
+	Description string
+	// Loaded: the Task offers it to the model already.
+	Loaded bool
+}
+
+// LoadResult says what a load did: the tools it added, and those the Task
+// had already.
+type LoadResult struct {
+	Loaded, Already []string
 }
 
 // LiveOutput receives the whole output of a running call.

@@ -57,6 +57,9 @@ type CreateInput struct {
 	Owner, Model, Request, Workspace string
 	Tools                            []string
 	ToolsRestricted                  bool
+	// Discovery: Tools is the initial set, tools.load adds to it
+	// (ToolsRestricted is then recorded as set too).
+	Discovery bool
 	// Approvals are the Task's own approval rules (ask, deny); they only
 	// tighten what the tools and the daemon require.
 	Approvals []*api.ToolApproval
@@ -68,7 +71,7 @@ const titleMax = 80
 // Create returns the events that create a Task: created, the request, running.
 func Create(in CreateInput) []proto.Message {
 	return []proto.Message{
-		&api.TaskCreated{Owner: in.Owner, Model: in.Model, Tools: in.Tools, ToolsRestricted: in.ToolsRestricted, Workspace: in.Workspace, Title: Title(in.Request), Approvals: in.Approvals},
+		&api.TaskCreated{Owner: in.Owner, Model: in.Model, Tools: in.Tools, ToolsRestricted: in.ToolsRestricted || in.Discovery, ToolsDiscovery: in.Discovery, Workspace: in.Workspace, Title: Title(in.Request), Approvals: in.Approvals},
 		&api.UserMessage{Text: in.Request},
 		&api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_RUNNING, Detail: "created"},
 	}

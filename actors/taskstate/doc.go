@@ -25,6 +25,10 @@
 //     start a tool call, start a Cycle, finish, or wait.
 //  6. Stamp turns bodies into events with the Task id, contiguous seqs and
 //     the time.
+//  7. ToolSet is the tools the Task offers its model, derived from its
+//     history alone (the creation's set plus every tools.load,
+//     ToolsLoaded); ToolSetOf gives it from a history without a State and
+//     Inherit passes it to a child Task. LoadTools validates a load.
 //
 // Example:
 //

@@ -47,9 +47,13 @@ type State struct {
 	Model     string
 	Workspace string
 	Title     string
-	// Tools and ToolsRestricted are the Task's tool allow-list.
+	// Tools and ToolsRestricted are the Task's tool allow-list from its
+	// creation; with Discovery, Tools is its initial set and Loaded the
+	// tools that tools.load added since, in history order (see ToolSet).
 	Tools           []string
 	ToolsRestricted bool
+	Discovery       bool
+	Loaded          []string
 	// Rules are the Task's own approval rules, from its creation: a
 	// matching call needs approval (ask) or never runs (deny).
 	Rules []*api.ToolApproval
@@ -131,6 +135,7 @@ func (s *State) Apply(ev *api.Event) {
 		s.Title = tc.GetTitle()
 		s.Tools = tc.GetTools()
 		s.ToolsRestricted = tc.GetToolsRestricted()
+		s.Discovery = tc.GetToolsDiscovery()
 		s.Rules = tc.GetApprovals()
 		s.Status = api.TaskStatus_TASK_STATUS_CREATED
 		s.Created = ev.GetTime().AsTime()
@@ -190,6 +195,8 @@ func (s *State) Apply(ev *api.Event) {
 		if r := ar.GetAllowRule(); r != nil && r.GetRule() == api.ApprovalRule_APPROVAL_RULE_ALLOW && ar.GetOutcome() == api.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED {
 			s.Allows = append(s.Allows, r)
 		}
+	case *api.Event_ToolsLoaded:
+		s.Loaded = append(s.Loaded, b.ToolsLoaded.GetTools()...)
 	case *api.Event_StatusChanged:
 		sc := b.StatusChanged
 		s.Status = sc.GetStatus()

@@ -83,11 +83,12 @@ func (r *renderer) event(ev *api.Event) {
 		}
 	case *api.Event_ToolCallRecorded:
 		c := b.ToolCallRecorded
-		r.calls[c.GetCallId()] = c.GetTool()
 		tool := c.GetTool()
 		if tool == "" {
+			// A call refused before it was resolved to a tool.
 			tool = c.GetModelName()
 		}
+		r.calls[c.GetCallId()] = tool
 		r.line("→ %s", r.views.For(tool).Call(tool, c.GetArguments()))
 	case *api.Event_ToolResult:
 		res := b.ToolResult
@@ -133,6 +134,8 @@ func (r *renderer) event(ev *api.Event) {
 			break
 		}
 		r.line("! %s failure: %s", f.GetKind(), f.GetMessage())
+	case *api.Event_ToolsLoaded:
+		r.line("+ tools loaded for the next model calls: %s", strings.Join(b.ToolsLoaded.GetTools(), ", "))
 	}
 }
 

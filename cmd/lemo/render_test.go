@@ -33,6 +33,27 @@ func TestRenderApprovalResolved(t *testing.T) {
 	}
 }
 
+// A load says which tools the next model calls get.
+func TestRenderToolsLoaded(t *testing.T) {
+	var b strings.Builder
+	newRenderer(&b, client.NewViews(nil)).event(&api.Event{Body: &api.Event_ToolsLoaded{ToolsLoaded: &api.ToolsLoaded{Tools: []string{"files.write", "mcp.git.log"}, CallId: "call-1-1"}}})
+	if want := "+ tools loaded for the next model calls: files.write, mcp.git.log\n"; b.String() != want {
+		t.Fatalf("rendered %q, want %q", b.String(), want)
+	}
+}
+
+// A call refused before it was resolved to a tool (one not loaded) is
+// named as the model called it.
+func TestRenderRefusedCall(t *testing.T) {
+	var b strings.Builder
+	r := newRenderer(&b, client.NewViews(nil))
+	r.event(&api.Event{Body: &api.Event_ToolCallRecorded{ToolCallRecorded: &api.ToolCallRecorded{CallId: "call-1-1", ModelName: "tasks_list", Arguments: []byte(`{}`)}}})
+	r.event(&api.Event{Body: &api.Event_ToolFailed{ToolFailed: &api.ToolFailed{CallId: "call-1-1", Kind: api.ToolFailureKind_TOOL_FAILURE_KIND_UNKNOWN_TOOL, Message: "not loaded"}}})
+	if want := "✗ tasks_list failed (unknown_tool): not loaded\n"; !strings.HasSuffix(b.String(), want) {
+		t.Fatalf("rendered %q, want it to end with %q", b.String(), want)
+	}
+}
+
 // The prompt offers "a" with what it would allow: the tool's calls, the
 // exact command for the shell; a running call's own question (decided once)
 // does not offer it.

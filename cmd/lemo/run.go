@@ -27,7 +27,7 @@ func runTask(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		"--cancel-on-exit. Calls that need approval are asked for on the terminal.", stdout, stderr)
 	model := f.fs.String("model", "", "model provider/model (default: the daemon's models.default)")
 	cancelOnExit := f.fs.Bool("cancel-on-exit", false, "cancel the Task when interrupted")
-	toolList := f.fs.String("tools", "", "comma-separated tools the Task may use, or none (default: all; a small window may not hold every tool's schema)")
+	toolList := f.fs.String("tools", "", "comma-separated tools the Task may use, a fixed set, or none (default: the daemon's tools.initial, and the Task loads others with tools.search and tools.load)")
 	workspace := f.fs.String("workspace", "", "the folder the Task works in, one the daemon grants this token (workspaces.grants); relative to the current folder for a local daemon (default: the current folder for a local daemon, else a folder of its own)")
 	private := f.fs.Bool("private-workspace", false, "the Task works in a folder of its own in the daemon's data folder, not in the current folder")
 	reasoning := f.fs.Bool("reasoning", false, "show the model's reasoning")
@@ -140,8 +140,9 @@ func chooseWorkspace(flag string, private, local bool, cwd string) (workspaceCho
 	return workspaceChoice{}, fmt.Errorf("--workspace %q: a relative folder needs a local daemon (found through its data folder); the daemon reached by --addr or LEMO_ADDR needs an absolute folder on its machine", flag)
 }
 
-// parseTools reads --tools: "" offers every tool, "none" no tool at all,
-// else the comma-separated names.
+// parseTools reads --tools: "" leaves the set to the daemon (tools.initial
+// and discovery), "none" offers no tool at all, else the comma-separated
+// names are the Task's fixed set.
 func parseTools(v string) (list []string, restricted bool) {
 	switch v = strings.TrimSpace(v); v {
 	case "":

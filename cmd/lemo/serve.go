@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"lemo/actors"
 	"lemo/actors/live"
 	"lemo/actors/services"
+	"lemo/actors/taskstate"
 	"lemo/config"
 	"lemo/logging"
 	"lemo/memory"
@@ -186,6 +188,9 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, hup 
 		}
 	}
 	warnUnknownApprovalTools(cfg, reg, log)
+	if err := checkInitialTools(cfg, reg, log); err != nil {
+		return &exitError{code: 2, err: err}
+	}
 	d, err := actors.Start(context.Background(), actors.Deps{Store: store, Providers: provs, Tools: reg, Memory: mem, Observer: o.daemon, Log: log, Live: lv}, actorOptions(cfg, dd, stopped))
 	if err != nil {
 		return err
@@ -278,6 +283,8 @@ func actorOptions(cfg *config.Config, dd *persistence.DataDir, stopped []actors.
 		MaxRequestBytes:   cfg.Tasks.MaxRequestBytes,
 		Approval:          approvalPolicy(cfg),
 		ApprovalTimeout:   cfg.Approvals.Timeout,
+		// Never nil: tool discovery is always on (tools.initial).
+		InitialTools: append([]string{}, cfg.Tools.Initial...),
 	}
 }
 
@@ -326,6 +333,36 @@ func warnUnknownApprovalTools(cfg *config.Config, reg *tools.Registry, log zerol
 			}
 		}
 	}
+}
+
+// checkInitialTools refuses a tools.initial that names a tool the daemon
+// does not offer, with the closest names. Under the default list a missing
+// tool is one that config disabled (tools.shell.enabled): that is logged.
+func checkInitialTools(cfg *config.Config, reg *tools.Registry, log zerolog.Logger) error {
+	var names []string
+	for _, r := range reg.List() {
+		names = append(names, r.Tool.Name())
+	}
+	isDefault := slices.Equal(cfg.Tools.Initial, config.DefaultInitialTools())
+	var problems []error
+	for i, p := range cfg.Tools.Initial {
+		if tools.IsPattern(p) {
+			continue
+		}
+		if _, ok := reg.Get(p); ok {
+			continue
+		}
+		if isDefault {
+			log.Info().Str("key", "tools.initial").Str("tool", p).Msg("a tool of the default initial set is not offered (disabled in config); Tasks start without it")
+			continue
+		}
+		what := fmt.Sprintf("%q is not a tool this daemon offers", p)
+		if close := taskstate.CloseNames(p, names, 3); len(close) > 0 {
+			what += fmt.Sprintf(" (did you mean %s?)", strings.Join(close, ", "))
+		}
+		problems = append(problems, config.Problem{Where: fmt.Sprintf("tools.initial[%d]", i), What: what + "; lemo tools lists them"})
+	}
+	return config.Join(problems)
 }
 
 // announceProviders logs which providers can run Tasks and, when none can,

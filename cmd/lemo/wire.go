@@ -17,6 +17,7 @@ import (
 	"lemo/providers/retry"
 	"lemo/providers/zen"
 	"lemo/tools"
+	"lemo/tools/discovery"
 	"lemo/tools/files"
 	"lemo/tools/isolation"
 	"lemo/tools/shell"
@@ -116,6 +117,7 @@ func buildTools(cfg *config.Config, log zerolog.Logger, svcs *services.Registry,
 		return nil, err
 	}
 	all := append(fileTools, system.New(svcs))
+	all = append(all, discovery.New()...)
 	if cfg.Providers.Fake.Enabled {
 		all = append(all, tickTool{})
 	}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"lemo/actors/services"
+	"lemo/actors/taskstate"
+	"lemo/api"
+	"lemo/config"
+	"lemo/prompt"
+	"lemo/providers"
+	"lemo/tools"
+)
+
+// maxInitialToolTokens is the target of tool discovery: with the default
+// configuration the first Cycle's tool section is at most this many
+// estimated tokens.
+const maxInitialToolTokens = 1000
+
+// daemonTools returns the tools lemo serve registers with cfg.
+func daemonTools(t *testing.T, cfg *config.Config) *tools.Registry {
+	t.Helper()
+	reg, err := buildTools(cfg, zerolog.Nop(), services.New(services.Options{}), toolProcs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range memoryTools(nil, nil, nil) {
+		if err := reg.Register(x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return reg
+}
+
+// firstToolSection is the tools section of a new Task's first Cycle
+// input, as prompt.Build estimates it, with the tools of taskTools.
+func firstToolSection(t *testing.T, reg *tools.Registry, taskTools []string) int {
+	t.Helper()
+	regs, err := reg.Select(taskTools, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs := make([]providers.ToolSpec, len(regs))
+	for i, r := range regs {
+		specs[i] = r.Spec()
+	}
+	ts := timestamppb.Now()
+	history := []*api.Event{}
+	for i, b := range taskstate.Create(taskstate.CreateInput{Owner: "o", Model: "ollama/tiny", Request: "hi", Tools: taskTools, Discovery: true}) {
+		history = append(history, api.NewEvent("T", uint64(i+1), ts, b))
+	}
+	_, sum, err := prompt.Build(prompt.Input{History: history, Tools: specs, Window: 4096})
+	if err != nil {
+		t.Fatalf("the first Cycle on a 4,096-token window does not fit with %q: %v", taskTools, err)
+	}
+	for _, s := range sum.GetSections() {
+		if s.GetSection() == prompt.SectionTools {
+			return int(s.GetTokens())
+		}
+	}
+	t.Fatal("no tools section")
+	return 0
+}
+
+// With the defaults a Task's first Cycle offers tools.initial, whose
+// schemas take at most 1,000 estimated tokens (every tool's take about
+// 3,800), and always the discovery tools.
+func TestDefaultInitialToolsFitTheBudget(t *testing.T) {
+	cfg := config.Default()
+	reg := daemonTools(t, cfg)
+	var names []string
+	for _, r := range reg.List() {
+		names = append(names, r.Tool.Name())
+	}
+	initial := taskstate.InitialTools(cfg.Tools.Initial, names, tools.MatchPattern)
+	for _, want := range append(cfg.Tools.Initial, taskstate.SearchTool, taskstate.LoadTool) {
+		if !slices.Contains(initial, want) {
+			t.Fatalf("the initial set %q lacks %s", initial, want)
+		}
+	}
+	got := firstToolSection(t, reg, initial)
+	all := firstToolSectionAll(t, reg, names)
+	t.Logf("first Cycle's tool section: %d estimated tokens with tools.initial %q; %d with all %d tools", got, initial, all, len(names))
+	if got > maxInitialToolTokens {
+		t.Fatalf("the default initial tools' section is %d estimated tokens, over the target of %d", got, maxInitialToolTokens)
+	}
+}
+
+func firstToolSectionAll(t *testing.T, reg *tools.Registry, names []string) int {
+	n := 0
+	for _, name := range names {
+		r, _ := reg.Get(name)
+		s := r.Spec()
+		n += prompt.EstimateTool(&s)
+	}
+	return n
+}
+
+// A tools.initial naming a tool the daemon does not offer is refused at
+// startup with the closest names; under the default list a disabled tool
+// is only logged.
+func TestCheckInitialTools(t *testing.T) {
+	cfg := config.Default()
+	reg := daemonTools(t, cfg)
+	if err := checkInitialTools(cfg, reg, zerolog.Nop()); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	cfg.Tools.Initial = []string{"files.*", "files.raed", "shell.run"}
+	err := checkInitialTools(cfg, reg, zerolog.Nop())
+	if err == nil || !strings.Contains(err.Error(), "tools.initial[1]") || !strings.Contains(err.Error(), "did you mean files.read") {
+		t.Fatalf("a typo: %v", err)
+	}
+	noShell := config.Default()
+	noShell.Tools.Shell.Enabled = false
+	if err := checkInitialTools(noShell, daemonTools(t, noShell), zerolog.Nop()); err != nil {
+		t.Fatalf("defaults with the shell disabled: %v", err)
+	}
+}
