@@ -35,19 +35,23 @@ import (
 //	             answers with its line count and first line
 //	fake/small   answers as fake/echo with a 4,096-token window: what a small
 //	             local model meets (every tool's schema does not fit; --tools none does)
+//
+// The tool-calling ones load a tool with tools_load first when the Task
+// does not offer it yet (a Task starts with tools.initial), as a model
+// does (loadFirst).
 func demoProvider() providers.Provider {
 	// A window large enough that every built-in tool's schema fits the
 	// first Cycle's budget (35% of it).
 	scripted := fake.NewScripted("fake",
 		fake.NewScriptedModel("echo", demoWindow, echoPlan),
 		fake.NewScriptedModel("loop", demoWindow, loopPlan),
-		fake.NewScriptedModel("system", demoWindow, toolThenAnswer("system", func(req string) any { return json.RawMessage(req) })),
-		fake.NewScriptedModel("shell", demoWindow, toolThenAnswer("shell_run", func(req string) any { return map[string]string{"command": req} })),
-		fake.NewScriptedModel("call", demoWindow, callPlan),
-		fake.NewScriptedModel("repeat", demoWindow, repeatPlan),
-		fake.NewScriptedModel("files", demoWindow, filesPlan),
+		fake.NewScriptedModel("system", demoWindow, loadFirst(toolThenAnswer("system", func(req string) any { return json.RawMessage(req) }))),
+		fake.NewScriptedModel("shell", demoWindow, loadFirst(toolThenAnswer("shell_run", func(req string) any { return map[string]string{"command": req} }))),
+		fake.NewScriptedModel("call", demoWindow, loadFirst(callPlan)),
+		fake.NewScriptedModel("repeat", demoWindow, loadFirst(repeatPlan)),
+		fake.NewScriptedModel("files", demoWindow, loadFirst(filesPlan)),
 		fake.NewScriptedModel("small", smallWindow, echoPlan),
-		fake.NewScriptedModel("summarise", demoWindow, summarisePlan),
+		fake.NewScriptedModel("summarise", demoWindow, loadFirst(summarisePlan)),
 	)
 	return &demo{Scripted: scripted, stream: &streamModel{}}
 }
@@ -98,6 +102,75 @@ func lastUser(req *providers.Request) string {
 		}
 	}
 	return ""
+}
+
+// loadModelName is the function name models see for tools.load.
+const loadModelName = "tools_load"
+
+// loadFirst makes a tool-calling demo model behave as a model does in a
+// Task that starts with a small tool set: when the plan calls a tool the
+// request does not offer and tools_load is offered, it first loads the
+// tools the plan wants, once, and then goes on. The plan sees the
+// conversation without the loads, so its steps count only its own calls.
+// A tool that is still not offered after its load (unknown, or refused)
+// is called anyway, so the Task shows the error a model would meet.
+func loadFirst(plan fake.Plan) fake.Plan {
+	return func(n int, req *providers.Request) fake.Turn {
+		offered := make(map[string]bool, len(req.Tools))
+		for _, t := range req.Tools {
+			offered[t.Name] = true
+		}
+		inner, asked := withoutLoads(req)
+		turn := plan(n, inner)
+		if !offered[loadModelName] {
+			return turn
+		}
+		var missing []string
+		for _, c := range turn.ToolCalls {
+			if !offered[c.Name] && !asked[c.Name] {
+				missing = append(missing, c.Name)
+			}
+		}
+		if len(missing) == 0 {
+			return turn
+		}
+		return fake.Turn{ToolCalls: []providers.ToolCall{fake.ToolCall(fmt.Sprintf("load%d", len(asked)+1), loadModelName, map[string][]string{"names": missing})}}
+	}
+}
+
+// withoutLoads returns req without the tools_load calls and their results,
+// and the names those calls asked for.
+func withoutLoads(req *providers.Request) (*providers.Request, map[string]bool) {
+	asked := make(map[string]bool)
+	out := *req
+	out.Messages = make([]providers.Message, 0, len(req.Messages))
+	for _, m := range req.Messages {
+		if m.Role == providers.RoleTool && m.ToolName == loadModelName {
+			continue
+		}
+		if len(m.ToolCalls) > 0 {
+			calls := make([]providers.ToolCall, 0, len(m.ToolCalls))
+			for _, c := range m.ToolCalls {
+				if c.Name != loadModelName {
+					calls = append(calls, c)
+					continue
+				}
+				var in struct {
+					Names []string `json:"names"`
+				}
+				_ = json.Unmarshal(c.Arguments, &in)
+				for _, name := range in.Names {
+					asked[name] = true
+				}
+			}
+			if len(calls) == 0 && m.Content == "" {
+				continue
+			}
+			m.ToolCalls = calls
+		}
+		out.Messages = append(out.Messages, m)
+	}
+	return &out, asked
 }
 
 // echoPlan answers "echo: " and the last user message.
