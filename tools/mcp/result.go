@@ -187,4 +187,3 @@ func retain(mode string, limit int, output json.RawMessage) json.RawMessage {
 	}
 	return b
 }
-

@@ -16,7 +16,7 @@ import (
 // Server states, as lemo tools and lemo doctor show them.
 const (
 	// StateIdle: not running; it starts on the next call.
-	StateIdle = "idle"
+	StateIdle     = "idle"
 	StateStarting = "starting"
 	StateRunning  = "running"
 	// StateRestarting: it died; the next call starts it again after a

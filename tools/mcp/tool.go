@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 
-	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"lemo/supervision"
 	"lemo/tools"
