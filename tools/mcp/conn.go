@@ -38,6 +38,9 @@ type conn struct {
 	// stopping is set when the daemon stops the connection itself: not a
 	// death.
 	stopping atomic.Bool
+	// reason says how it ended; set before dead is closed.
+	reason string
+	stopOnce sync.Once
 	// stdio only
 	child  *proc.Process
 	stdin  *os.File
@@ -57,6 +60,9 @@ func (c *conn) alive() bool {
 
 // why says how a dead connection ended, for errors and the server's state.
 func (c *conn) why() string {
+	if !c.alive() && c.reason != "" {
+		return c.reason
+	}
 	var parts []string
 	switch {
 	case c.limit != nil && c.limit.exceeded.Load():
@@ -107,6 +113,8 @@ func (s *server) connectHTTP(ctx context.Context, client *gomcp.Client) (*conn, 
 	c := &conn{cs: cs, dead: make(chan struct{})}
 	s.m.goroutine(func() {
 		_ = cs.Wait()
+		c.reason = c.why()
+		s.ended(c)
 		close(c.dead)
 	})
 	return c, nil
@@ -193,12 +201,16 @@ func (s *server) connectStdio(ctx context.Context, client *gomcp.Client) (*conn,
 		select {
 		case <-child.Done():
 		case <-sessionDone:
+			// The process usually follows its stdout: give it the exit
+			// grace to say how it ended.
+			child.WaitFor(s.m.cfg.ExitGrace)
 		}
+		c.reason = c.why()
+		s.ended(c)
 		close(c.dead)
 		// The session without its process, or the process without a
 		// usable session: either way both go.
 		s.stopStdio(c)
-		s.ended(c)
 	})
 	return c, nil
 }
@@ -208,6 +220,10 @@ func (s *server) connectStdio(ctx context.Context, client *gomcp.Client) (*conn,
 // group, then every descendant that carries its tag, then its namespace.
 // The session closes once the process is gone.
 func (s *server) stopStdio(c *conn) {
+	c.stopOnce.Do(func() { s.stopProcess(c) })
+}
+
+func (s *server) stopProcess(c *conn) {
 	_ = c.stdin.Close()
 	if !c.child.WaitFor(s.m.cfg.ExitGrace) {
 		c.child.Terminate(s.m.cfg.KillGrace)

@@ -48,7 +48,7 @@ type server struct {
 	deaths   []time.Time
 	lastErr  string
 	closed   bool
-	progress map[string]func(Progress)
+	progress map[string]*progressSink
 	token    uint64
 	tools    []string
 	refused  []Refused
@@ -230,14 +230,26 @@ func (s *server) watchProgress(fn func(Progress)) (token string, done func()) {
 	s.token++
 	token = "lemo-" + strconv.FormatUint(s.token, 10)
 	if s.progress == nil {
-		s.progress = make(map[string]func(Progress))
+		s.progress = make(map[string]*progressSink)
 	}
-	s.progress[token] = fn
+	sink := &progressSink{fn: fn}
+	s.progress[token] = sink
 	return token, func() {
 		s.mu.Lock()
 		delete(s.progress, token)
 		s.mu.Unlock()
+		// A notification being delivered finishes first; none follows.
+		sink.mu.Lock()
+		sink.closed = true
+		sink.mu.Unlock()
 	}
+}
+
+// progressSink delivers one call's progress until the call ends.
+type progressSink struct {
+	mu     sync.Mutex
+	fn     func(Progress)
+	closed bool
 }
 
 func (s *server) onProgress(_ context.Context, req *gomcp.ProgressNotificationClientRequest) {
@@ -253,10 +265,15 @@ func (s *server) onProgress(_ context.Context, req *gomcp.ProgressNotificationCl
 		return
 	}
 	s.mu.Lock()
-	fn := s.progress[token]
+	sink := s.progress[token]
 	s.mu.Unlock()
-	if fn != nil {
-		fn(Progress{Progress: p.Progress, Total: p.Total, Message: sanitize(p.Message, 500)})
+	if sink == nil {
+		return
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if !sink.closed {
+		sink.fn(Progress{Progress: p.Progress, Total: p.Total, Message: sanitize(p.Message, 500)})
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -147,6 +148,14 @@ func (t *Tool) execute(ctx context.Context, call tools.Call, emit tools.Emit) (j
 			// The server answered: the call failed there.
 			return nil, OutcomeError, fmt.Errorf("the MCP server %s refused %s: %s", s.cfg.Name, t.remote, sanitize(rpc.Message, 1000))
 		default:
+			// The connection failed: it is ending (the watcher says how
+			// once the process or the session is gone).
+			wait := time.NewTimer(2 * time.Second)
+			select {
+			case <-c.dead:
+			case <-wait.C:
+			}
+			wait.Stop()
 			why := "its connection failed: " + sanitize(err.Error(), 300)
 			if !c.alive() {
 				why = c.why()

@@ -1,0 +1,137 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The in-test MCP server: the test binary itself, run with
+// MCPTEST_ROLE=server, serving over stdio the tools below; failure modes
+// included. MCPTEST_DIR is where it leaves its markers.
+
+const roleVariable = "MCPTEST_ROLE"
+
+func obj(props string, required ...string) json.RawMessage {
+	req, _ := json.Marshal(required)
+	if required == nil {
+		req = []byte("[]")
+	}
+	return json.RawMessage(`{"type":"object","properties":{` + props + `},"required":` + string(req) + `}`)
+}
+
+func textResult(s string) *gomcp.CallToolResult {
+	return &gomcp.CallToolResult{Content: []gomcp.Content{&gomcp.TextContent{Text: s}}}
+}
+
+// mark appends a line to the marker file name in MCPTEST_DIR.
+func mark(name, line string) {
+	f, err := os.OpenFile(filepath.Join(os.Getenv("MCPTEST_DIR"), name), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return
+	}
+	fmt.Fprintln(f, line)
+	f.Close()
+}
+
+// testServer builds the in-test server.
+func testServer() *gomcp.Server {
+	s := gomcp.NewServer(&gomcp.Implementation{Name: "lemo-test", Version: "1"}, nil)
+	readOnly := &gomcp.ToolAnnotations{ReadOnlyHint: true}
+	s.AddTool(&gomcp.Tool{Name: "echo", Description: "Echo the text back.\nSecond line.", InputSchema: obj(`"text":{"type":"string"}`, "text"), Annotations: readOnly},
+		func(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+			var in struct{ Text string }
+			_ = json.Unmarshal(req.Params.Arguments, &in)
+			if tok := req.Params.GetProgressToken(); tok != nil {
+				for i := 1; i <= 3; i++ {
+					_ = req.Session.NotifyProgress(ctx, &gomcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: 3, Message: "step " + strconv.Itoa(i)})
+				}
+			}
+			mark("echo", in.Text)
+			return &gomcp.CallToolResult{Content: []gomcp.Content{
+				&gomcp.TextContent{Text: "echo: " + in.Text},
+				&gomcp.ImageContent{Data: make([]byte, 1234), MIMEType: "image/png"},
+				&gomcp.EmbeddedResource{Resource: &gomcp.ResourceContents{URI: "file:///x.txt", MIMEType: "text/plain", Text: "hello"}},
+			}}, nil
+		})
+	s.AddTool(&gomcp.Tool{Name: "crash", Description: "Exit while answering.", InputSchema: obj(``)},
+		func(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+			mark("crash", "called")
+			os.Exit(3)
+			return nil, nil
+		})
+	s.AddTool(&gomcp.Tool{Name: "hang", Description: "Start a child and never answer.", InputSchema: obj(``)},
+		func(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+			child := exec.Command("sleep", "1000")
+			if err := child.Start(); err == nil {
+				mark("hang", "child "+strconv.Itoa(child.Process.Pid))
+			}
+			<-ctx.Done()
+			mark("hang", "cancelled")
+			select {} // and still no answer
+		})
+	s.AddTool(&gomcp.Tool{Name: "badout", Description: "Return structured content that fails its schema.", InputSchema: obj(``),
+		OutputSchema: obj(`"n":{"type":"integer"}`, "n")},
+		func(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+			return &gomcp.CallToolResult{Content: []gomcp.Content{&gomcp.TextContent{Text: "{}"}}, StructuredContent: map[string]any{"n": "not a number"}}, nil
+		})
+	s.AddTool(&gomcp.Tool{Name: "goodout", Description: "Return structured content that fits its schema.", InputSchema: obj(``),
+		OutputSchema: obj(`"n":{"type":"integer"}`, "n")},
+		func(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+			return &gomcp.CallToolResult{Content: []gomcp.Content{&gomcp.TextContent{Text: `{"n":7}`}}, StructuredContent: map[string]any{"n": 7}}, nil
+		})
+	s.AddTool(&gomcp.Tool{Name: "big", Description: "Return a text of the given size.", InputSchema: obj(`"bytes":{"type":"integer"}`, "bytes")},
+		func(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+			var in struct{ Bytes int }
+			_ = json.Unmarshal(req.Params.Arguments, &in)
+			return textResult("HEAD" + strings.Repeat("x", in.Bytes-8) + "TAIL"), nil
+		})
+	s.AddTool(&gomcp.Tool{Name: "env", Description: "List the environment.", InputSchema: obj(``), Annotations: readOnly},
+		func(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+			env := os.Environ()
+			sort.Strings(env)
+			return textResult(strings.Join(env, "\n")), nil
+		})
+	s.AddTool(&gomcp.Tool{Name: "fails", Description: "Report a failure in the result.", InputSchema: obj(``)},
+		func(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+			return &gomcp.CallToolResult{IsError: true, Content: []gomcp.Content{&gomcp.TextContent{Text: "no such thing\x1b[31m"}}}, nil
+		})
+	if os.Getenv("MCPTEST_COLLIDE") != "" {
+		for _, n := range []string{"getUser", "get_user"} {
+			s.AddTool(&gomcp.Tool{Name: n, Description: "Collides.", InputSchema: obj(``)},
+				func(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) { return textResult(n), nil })
+		}
+	}
+	return s
+}
+
+// serveTestStdio runs the in-test server over stdio until stdin closes.
+func serveTestStdio() int {
+	if err := testServer().Run(context.Background(), &gomcp.StdioTransport{}); err != nil {
+		fmt.Fprintln(os.Stderr, "test server:", err)
+		return 1
+	}
+	return 0
+}
+
+// testHTTPHandler serves the in-test server over streamable HTTP; every
+// request must carry the header X-Test: yes.
+func testHTTPHandler() http.Handler {
+	h := gomcp.NewStreamableHTTPHandler(func(*http.Request) *gomcp.Server { return testServer() }, nil)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Test") != "yes" {
+			http.Error(w, "missing X-Test header", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
