@@ -39,7 +39,7 @@ type conn struct {
 	// death.
 	stopping atomic.Bool
 	// reason says how it ended; set before dead is closed.
-	reason string
+	reason   string
 	stopOnce sync.Once
 	// stdio only
 	child  *proc.Process

@@ -108,7 +108,9 @@ func testServer() *gomcp.Server {
 	if os.Getenv("MCPTEST_COLLIDE") != "" {
 		for _, n := range []string{"getUser", "get_user"} {
 			s.AddTool(&gomcp.Tool{Name: n, Description: "Collides.", InputSchema: obj(``)},
-				func(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) { return textResult(n), nil })
+				func(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+					return textResult(n), nil
+				})
 		}
 	}
 	return s
