@@ -413,8 +413,12 @@ func (m *Manager) Status() []Status {
 }
 
 // Close stops every server and its processes (with their descendants) and
-// waits for the manager's goroutines. Calls still running fail.
+// waits for the manager's goroutines. Calls still running fail. A nil
+// manager has nothing to close; closing again does nothing more.
 func (m *Manager) Close() {
+	if m == nil {
+		return
+	}
 	var wg sync.WaitGroup
 	for _, s := range m.servers {
 		wg.Add(1)
