@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"lemo/tools"
+	"lemo/tools/internal/proc"
 )
 
 func TestMain(m *testing.M) {
@@ -140,3 +141,6 @@ func eventually(t testing.TB, d time.Duration, f func() error) {
 		pause = min(2*pause, 50*time.Millisecond)
 	}
 }
+
+// procSurvivors lists the live processes whose environment holds kv.
+func procSurvivors(kv string) ([]proc.Proc, error) { return proc.Survivors(proc.WithEnv(kv)) }
