@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -43,8 +44,8 @@ func TestStdioToolsCallAndProgress(t *testing.T) {
 	if got := readMarker(dir, "echo"); len(got) != 0 {
 		t.Fatalf("invalid input reached the server: %v", got)
 	}
-	st := &states{}
-	out, err := call(t, context.Background(), echo, `{"text":"hi"}`, st)
+	st := &states{seen: filepath.Join(dir, "seen")}
+	out, err := call(t, context.Background(), echo, fmt.Sprintf(`{"text":"hi","seen_file":%q}`, st.seen), st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,14 +83,12 @@ func TestHTTPServerWithHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := &states{}
-	out, err := call(t, context.Background(), ts["mcp.web.echo"], `{"text":"over http"}`, st)
+	st := &states{seen: filepath.Join(t.TempDir(), "seen")}
+	out, err := call(t, context.Background(), ts["mcp.web.echo"], fmt.Sprintf(`{"text":"over http","seen_file":%q}`, st.seen), st)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Notifications are handled apart from the response: the last may
-	// come after the call ended, and is then dropped.
-	if out.Text != "echo: over http" || len(st.got) == 0 || st.got[0].Message != "step 1" {
+	if out.Text != "echo: over http" || len(st.got) != 3 || st.got[0].Message != "step 1" {
 		t.Fatalf("output %+v, progress %+v", out, st.got)
 	}
 	if m.Status()[0].Transport != "http" {

@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -47,13 +49,23 @@ func mark(name, line string) {
 func testServer() *gomcp.Server {
 	s := gomcp.NewServer(&gomcp.Implementation{Name: "lemo-test", Version: "1"}, nil)
 	readOnly := &gomcp.ToolAnnotations{ReadOnlyHint: true}
-	s.AddTool(&gomcp.Tool{Name: "echo", Description: "Echo the text back.\nSecond line.", InputSchema: obj(`"text":{"type":"string"}`, "text"), Annotations: readOnly},
+	s.AddTool(&gomcp.Tool{Name: "echo", Description: "Echo the text back.\nSecond line.", InputSchema: obj(`"text":{"type":"string"},"seen_file":{"type":"string"}`, "text"), Annotations: readOnly},
 		func(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
-			var in struct{ Text string }
+			var in struct {
+				Text     string
+				SeenFile string `json:"seen_file"`
+			}
 			_ = json.Unmarshal(req.Params.Arguments, &in)
 			if tok := req.Params.GetProgressToken(); tok != nil {
 				for i := 1; i <= 3; i++ {
 					_ = req.Session.NotifyProgress(ctx, &gomcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: 3, Message: "step " + strconv.Itoa(i)})
+				}
+				// The client handles notifications apart from responses:
+				// answer once it says it saw them all (or after a while).
+				for deadline := time.Now().Add(20 * time.Second); in.SeenFile != "" && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+					if _, err := os.Stat(in.SeenFile); err == nil {
+						break
+					}
 				}
 			}
 			mark("echo", in.Text)
@@ -71,7 +83,10 @@ func testServer() *gomcp.Server {
 		})
 	s.AddTool(&gomcp.Tool{Name: "hang", Description: "Start a child and never answer.", InputSchema: obj(``)},
 		func(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+			// A child that leaves the server's process group and session:
+			// only the server's tag finds it.
 			child := exec.Command("sleep", "1000")
+			child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 			if err := child.Start(); err == nil {
 				mark("hang", "child "+strconv.Itoa(child.Process.Pid))
 			}
