@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -38,12 +39,13 @@ func mcpEverything(t *testing.T) string {
 // (server-everything over stdio, offered alone with --tools style
 // restriction) finishes with the server's result, marked untrusted; the
 // call's progress notifications reach a subscribed client as live tool
-// state; lemo tools shows the server and its state.
+// state; lemo tools shows the server and its state; /metrics counts the
+// call.
 func TestMCPToolInATask(t *testing.T) {
 	bin := mcpEverything(t)
 	data := filepath.Join(t.TempDir(), "data")
 	cfg := writeConfig(t, "mcp:\n  servers:\n    everything:\n      command: "+bin+"\n      args: [stdio]\n")
-	d := serveRemote(t, data, "--config", cfg)
+	d := serveRemote(t, data, "--config", cfg, "--http-listen", "127.0.0.1:0")
 	c := d.connect(t, "")
 	ctx := context.Background()
 	const tool = "mcp.everything.trigger-long-running-operation"
@@ -101,6 +103,10 @@ func TestMCPToolInATask(t *testing.T) {
 	if len(states) == 0 || !strings.Contains(states[0], `"progress":1`) || !strings.Contains(states[0], `"total":3`) {
 		t.Errorf("progress states seen by the client: %v, want the server's notifications", states)
 	}
+	series := scrape(t, httpAddr(t, d.daemon))
+	if n := series[`lemo_mcp_calls_total{outcome="ok",server="everything"}`]; n != 1 {
+		t.Errorf("/metrics counts %v ok calls of server everything, want 1", n)
+	}
 	list, err = c.Tools(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -109,5 +115,9 @@ func TestMCPToolInATask(t *testing.T) {
 		if ti.GetName() == tool && ti.GetServerState() != "running" {
 			t.Errorf("after a call the server is %s, want running", ti.GetServerState())
 		}
+	}
+	out, code := cli(t, data, "tools")
+	if code != 0 || !strings.Contains(out, "SERVER") || !regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(tool)+`\s+json\s+mcp everything \(running\)`).MatchString(out) {
+		t.Errorf("lemo tools (exit %d) does not show the server's state:\n%s", code, out)
 	}
 }
