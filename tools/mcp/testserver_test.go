@@ -1,9 +1,11 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -108,6 +110,11 @@ func testServer() *gomcp.Server {
 		func(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
 			var in struct{ Bytes int }
 			_ = json.Unmarshal(req.Params.Arguments, &in)
+			if in.Bytes > 1<<20 {
+				// expandWriter writes the text on the wire: encoding
+				// 100 MB in a race-instrumented server takes a minute.
+				return textResult(bigMarker + strconv.Itoa(in.Bytes-8) + "$"), nil
+			}
 			return textResult("HEAD" + strings.Repeat("x", in.Bytes-8) + "TAIL"), nil
 		})
 	s.AddTool(&gomcp.Tool{Name: "env", Description: "List the environment.", InputSchema: obj(``), Annotations: readOnly},
@@ -131,14 +138,52 @@ func testServer() *gomcp.Server {
 	return s
 }
 
+// bigMarker stands in a result's text for "HEAD", n bytes of "x" and
+// "TAIL" ("<marker>n$"), which expandWriter writes in its place.
+const bigMarker = "\u0000BIG:"
+
+// expandWriter writes what the server sends to w, with each bigMarker
+// expanded: the message on the wire is a real response of that size.
+type expandWriter struct{ w io.Writer }
+
+func (e expandWriter) Write(p []byte) (int, error) {
+	marker := []byte(`\u0000BIG:`) // as JSON encodes it
+	i := bytes.Index(p, marker)
+	if i < 0 {
+		return e.w.Write(p)
+	}
+	j := bytes.IndexByte(p[i:], '$')
+	n, _ := strconv.Atoi(string(p[i+len(marker) : i+j]))
+	if _, err := e.w.Write(append(p[:i:i], "HEAD"...)); err != nil {
+		return 0, err
+	}
+	chunk := bytes.Repeat([]byte("x"), 1<<20)
+	for n > 0 {
+		k := min(n, len(chunk))
+		if _, err := e.w.Write(chunk[:k]); err != nil {
+			return 0, err
+		}
+		n -= k
+	}
+	if _, err := e.w.Write(append([]byte("TAIL"), p[i+j+1:]...)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
 // serveTestStdio runs the in-test server over stdio until stdin closes.
 func serveTestStdio() int {
-	if err := testServer().Run(context.Background(), &gomcp.StdioTransport{}); err != nil {
+	t := &gomcp.IOTransport{Reader: os.Stdin, Writer: nopCloser{expandWriter{os.Stdout}}}
+	if err := testServer().Run(context.Background(), t); err != nil {
 		fmt.Fprintln(os.Stderr, "test server:", err)
 		return 1
 	}
 	return 0
 }
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
 
 // testHTTPHandler serves the in-test server over streamable HTTP; every
 // request must carry the header X-Test: yes.
