@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"lemo/supervision"
 	"lemo/tools"
@@ -313,4 +317,59 @@ func keys[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// flaky serves h until down is set; then it drops every connection.
+type flaky struct {
+	h    atomic.Pointer[http.Handler]
+	down atomic.Bool
+}
+
+func (f *flaky) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if f.down.Load() {
+		panic(http.ErrAbortHandler)
+	}
+	(*f.h.Load()).ServeHTTP(w, r)
+}
+
+// An HTTP server that goes away fails the call as outcome unknown; once it
+// is back (with none of the old sessions), the next call connects again.
+func TestHTTPServerGoneAndBack(t *testing.T) {
+	f := &flaky{}
+	h := testHTTPHandler()
+	f.h.Store(&h)
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	m, err := New(Config{Servers: []ServerConfig{{Name: "web", URL: srv.URL, Headers: map[string]string{"X-Test": "yes"}}},
+		Restart: RestartPolicy{Backoff: 10 * time.Millisecond, MaxBackoff: 40 * time.Millisecond, Window: time.Hour, FailAfter: 1000}, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	ts, err := listed(t, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	echo := ts["mcp.web.echo"]
+	if _, err := call(t, context.Background(), echo, `{"text":"before"}`, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.down.Store(true)
+	srv.CloseClientConnections()
+	if _, err := call(t, context.Background(), echo, `{"text":"while down"}`, nil); err == nil {
+		t.Fatal("a call to a server that is gone succeeded")
+	}
+	h2 := testHTTPHandler()
+	f.h.Store(&h2)
+	f.down.Store(false)
+	eventually(t, 20*time.Second, func() error {
+		out, err := call(t, context.Background(), echo, `{"text":"after"}`, nil)
+		if err != nil {
+			return err
+		}
+		if out.Text != "echo: after" {
+			return fmt.Errorf("output %+v", out)
+		}
+		return nil
+	})
 }
