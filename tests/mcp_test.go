@@ -2,10 +2,12 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -119,5 +121,38 @@ func TestMCPToolInATask(t *testing.T) {
 	out, code := cli(t, data, "tools")
 	if code != 0 || !strings.Contains(out, "SERVER") || !regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(tool)+`\s+json\s+mcp everything \(running\)`).MatchString(out) {
 		t.Errorf("lemo tools (exit %d) does not show the server's state:\n%s", code, out)
+	}
+}
+
+// An MCP server started by a Task's call is stopped with the daemon: at a
+// clean stop, and when the daemon is killed outright (SIGKILL).
+func TestMCPServerStopsWithTheDaemon(t *testing.T) {
+	bin := mcpEverything(t)
+	data := filepath.Join(t.TempDir(), "data")
+	marker := "MCPTEST_TREE=e2e-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+	cfg := writeConfig(t, "mcp:\n  servers:\n    everything:\n      command: "+bin+"\n      args: [stdio]\n      env: ["+marker+"]\n")
+	const tool = "mcp.everything.echo"
+	for _, how := range []string{"stop", "kill"} {
+		d := serveRemote(t, data, "--config", cfg)
+		c := d.connect(t, "")
+		m, err := c.CreateTask(context.Background(), client.CreateTask{Request: tool + ` {"message":"hi"}`, Model: "fake/call", Tools: []string{tool}, ToolsRestricted: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitTask(t, c, m.GetTaskId(), "finished", statusIs(api.TaskStatus_TASK_STATUS_FINISHED))
+		if len(taggedProcs(marker)) == 0 {
+			t.Fatalf("%s: no server process runs after a call", how)
+		}
+		if how == "stop" {
+			d.stop()
+		} else {
+			d.kill()
+		}
+		eventually(t, 20*time.Second, func() error {
+			if ps := taggedProcs(marker); len(ps) > 0 {
+				return fmt.Errorf("after the daemon's %s, server processes live on: %v", how, ps)
+			}
+			return nil
+		})
 	}
 }
