@@ -52,7 +52,8 @@ func mcpCheck(st mcp.Status, sc mcp.ServerConfig) []checkResult {
 		if sc.URL != "" {
 			fix = fmt.Sprintf("check that the server answers at %s, and the headers it needs (mcp.servers.%s.headers)", where, st.Name)
 		}
-		return []checkResult{{Check: check, Status: checkFail, Detail: st.Transport + " " + where + ": " + st.LastError, Fix: fix}}
+		why := strings.TrimPrefix(st.LastError, "mcp server "+st.Name+": ")
+		return []checkResult{{Check: check, Status: checkFail, Detail: st.Transport + " " + where + ": " + why, Fix: fix}}
 	}
 	names := make([]string, 0, len(st.Tools))
 	for _, n := range st.Tools {
