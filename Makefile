@@ -89,11 +89,35 @@ delegate-deps: ## Install the pinned pi coding agent for the delegate tests (nee
 		cd "$(PI_DIR)" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error; \
 	fi
 
+# The reference MCP servers (server-everything, server-filesystem) at the
+# versions pinned by tools/mcp/testdata/npm (package.json and its lock,
+# without registry URLs), installed with npm into the git-ignored
+# .cache/npm/mcp for the MCP tests. Node comes as for delegate-deps (which
+# installs it under CI=true); without it the tests skip, under CI=true they
+# fail.
+MCP_NPM_DIR := $(CURDIR)/.cache/npm/mcp
+
+.PHONY: mcp-deps
+mcp-deps: delegate-deps ## Install the pinned npm MCP servers for the MCP tests (needs Node and npm)
+	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+		echo "mcp-deps: Node is not installed: the npm MCP server tests will skip$$([ "$$CI" = true ] && echo ' (and fail under CI=true)')"; \
+		[ "$$CI" != true ]; \
+	elif [ -x "$(MCP_NPM_DIR)/node_modules/.bin/mcp-server-everything" ] && cmp -s tools/mcp/testdata/npm/package-lock.json "$(MCP_NPM_DIR)/package-lock.json"; then \
+		echo "mcp-deps: the npm MCP servers are installed"; \
+	else \
+		echo "mcp-deps: installing the npm MCP servers into $(MCP_NPM_DIR)"; \
+		rm -rf "$(MCP_NPM_DIR)" && mkdir -p "$(MCP_NPM_DIR)" && \
+		cp tools/mcp/testdata/npm/package.json tools/mcp/testdata/npm/package-lock.json "$(MCP_NPM_DIR)/" && \
+		cd "$(MCP_NPM_DIR)" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error; \
+	fi
+
 .PHONY: test
-test: deps check-generate tiny-ollama delegate-deps ## Run every test (race detector on)
+test: deps check-generate tiny-ollama delegate-deps mcp-deps ## Run every test (race detector on)
 	$(GO) vet ./...
 	$(GO) vet -tags live ./providers/...  # the live tests compile, though they run only with keys
-	DELEGATE_TEST_PI=$$([ -x "$(PI_BIN)" ] && echo "$(PI_BIN)") $(GO) test -race -timeout 20m ./...
+	DELEGATE_TEST_PI=$$([ -x "$(PI_BIN)" ] && echo "$(PI_BIN)") \
+	MCP_TEST_NPM=$$([ -x "$(MCP_NPM_DIR)/node_modules/.bin/mcp-server-everything" ] && echo "$(MCP_NPM_DIR)/node_modules") \
+	$(GO) test -race -timeout 20m ./...
 
 # The power-cut tests run 12 cuts under the store and 4 under lemo serve in
 # make test; the soak runs hundreds (it needs root and /dev/fuse, as the

@@ -1315,7 +1315,12 @@ type ToolInfo struct {
 	// The id of the client View that renders the tool; empty: generic JSON.
 	View string `protobuf:"bytes,7,opt,name=view,proto3" json:"view,omitempty"`
 	// Its output comes from outside the daemon.
-	Untrusted     bool `protobuf:"varint,8,opt,name=untrusted,proto3" json:"untrusted,omitempty"`
+	Untrusted bool `protobuf:"varint,8,opt,name=untrusted,proto3" json:"untrusted,omitempty"`
+	// For a tool of an MCP server (mcp.<server>.<tool>): the server's name
+	// and its state now (idle, starting, running, restarting, failed,
+	// stopped); empty for the daemon's own tools.
+	Server        string `protobuf:"bytes,70,opt,name=server,proto3" json:"server,omitempty"`
+	ServerState   string `protobuf:"bytes,71,opt,name=server_state,json=serverState,proto3" json:"server_state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1404,6 +1409,20 @@ func (x *ToolInfo) GetUntrusted() bool {
 		return x.Untrusted
 	}
 	return false
+}
+
+func (x *ToolInfo) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *ToolInfo) GetServerState() string {
+	if x != nil {
+		return x.ServerState
+	}
+	return ""
 }
 
 type ToolList struct {
@@ -3987,7 +4006,7 @@ const file_gateway_proto_rawDesc = "" +
 	"\x06events\x18\x02 \x03(\v2\x0e.lemo.v1.EventR\x06events\x12\x19\n" +
 	"\bnext_seq\x18\x03 \x01(\x04R\anextSeq\x12\x19\n" +
 	"\blast_seq\x18\x04 \x01(\x04R\alastSeq\"\x12\n" +
-	"\x10ListToolsRequest\"\xfc\x01\n" +
+	"\x10ListToolsRequest\"\xb7\x02\n" +
 	"\bToolInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
@@ -3997,7 +4016,9 @@ const file_gateway_proto_rawDesc = "" +
 	"\fstate_schema\x18\x05 \x01(\fR\vstateSchema\x12#\n" +
 	"\rresult_schema\x18\x06 \x01(\fR\fresultSchema\x12\x12\n" +
 	"\x04view\x18\a \x01(\tR\x04view\x12\x1c\n" +
-	"\tuntrusted\x18\b \x01(\bR\tuntrusted\"3\n" +
+	"\tuntrusted\x18\b \x01(\bR\tuntrusted\x12\x16\n" +
+	"\x06server\x18F \x01(\tR\x06server\x12!\n" +
+	"\fserver_state\x18G \x01(\tR\vserverState\"3\n" +
 	"\bToolList\x12'\n" +
 	"\x05tools\x18\x01 \x03(\v2\x11.lemo.v1.ToolInfoR\x05tools\"\x13\n" +
 	"\x11ListModelsRequest\"\x97\x01\n" +

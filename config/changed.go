@@ -10,9 +10,15 @@ func Changed(a, b *Config) []string {
 	va, vb := reflect.ValueOf(a).Elem(), reflect.ValueOf(b).Elem()
 	var out []string
 	for _, k := range Keys() {
+		if k.field == nil {
+			continue // a named section's key: compared below
+		}
 		if format(va.FieldByIndex(k.field)) != format(vb.FieldByIndex(k.field)) {
 			out = append(out, k.Path)
 		}
+	}
+	if !reflect.DeepEqual(a.MCP, b.MCP) {
+		out = append(out, "mcp.servers")
 	}
 	return out
 }

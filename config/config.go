@@ -25,6 +25,8 @@ type Config struct {
 	HTTP       HTTP       `yaml:"http"`
 	Remote     Remote     `yaml:"remote"`
 	Workspaces Workspaces `yaml:"workspaces"`
+	// MCP: tools from MCP servers (tools/mcp).
+	MCP MCP `yaml:"mcp"`
 }
 
 // Log configures logging.

@@ -79,6 +79,19 @@ func (c *Config) LoadYAML(name string, data []byte) []error {
 // walkNode reports unknown keys and non-mapping values where a section is
 // expected, with their paths and lines.
 func walkNode(n *yaml.Node, t reflect.Type, path, file string, problems *[]error, typed map[int]bool) {
+	if t.Kind() == reflect.Map && t.Elem().Kind() == reflect.Struct {
+		// Named sections of the same keys (mcp.servers.<name>).
+		if n.Kind != yaml.MappingNode {
+			if n.Tag != "!!null" {
+				*problems = append(*problems, Problem{Where: where(file, path, n), What: "want named sections of keys (" + strings.Join(keysOf(t.Elem()), ", ") + ")"})
+			}
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			walkNode(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value), file, problems, typed)
+		}
+		return
+	}
 	if t.Kind() != reflect.Struct {
 		return
 	}
@@ -130,6 +143,8 @@ func typeWord(t reflect.Type) string {
 		return "a list"
 	case reflect.Map:
 		return "a section of keys"
+	case reflect.Pointer:
+		return typeWord(t.Elem())
 	}
 	return t.String()
 }
@@ -220,6 +235,19 @@ func Keys() []Key {
 			if env != "" && !strings.HasPrefix(env, "LEMO_") {
 				env = envPrefix + "_" + env
 			}
+			if f.Type.Kind() == reflect.Map && f.Type.Elem().Kind() == reflect.Struct {
+				// Named sections: their keys are file-only, listed with
+				// <name> and the zero value's defaults.
+				zero := reflect.New(f.Type.Elem()).Elem()
+				et := f.Type.Elem()
+				for j := 0; j < et.NumField(); j++ {
+					ef := et.Field(j)
+					if n := yamlName(ef); n != "" && n != "-" {
+						out = append(out, Key{Path: p + ".<name>." + n, Default: format(zero.Field(j)), Help: ef.Tag.Get("help")})
+					}
+				}
+				continue
+			}
 			if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Duration(0)) {
 				prefix := envPrefix
 				if env != "" {
@@ -246,6 +274,13 @@ func format(v reflect.Value) string {
 		return strings.Join(x, ",")
 	case string:
 		return x
+	case *bool:
+		if x == nil {
+			return ""
+		}
+		return fmt.Sprint(*x)
+	case map[string]string:
+		return ""
 	default:
 		return fmt.Sprint(x)
 	}
@@ -283,6 +318,9 @@ func (c *Config) ApplyEnv(environ []string) []error {
 	byEnv := make(map[string]Key, len(keys))
 	byPath := make(map[string]Key, len(keys))
 	for _, k := range keys {
+		if k.field == nil {
+			continue // file-only
+		}
 		byEnv[k.Env] = k
 		byPath[k.Path] = k
 	}
@@ -354,7 +392,7 @@ func ollamaHost(v string) string {
 // flag does.
 func (c *Config) Set(path, value string) error {
 	for _, k := range Keys() {
-		if k.Path == path {
+		if k.Path == path && k.field != nil {
 			return set(reflect.ValueOf(c).Elem().FieldByIndex(k.field), value)
 		}
 	}
@@ -410,7 +448,11 @@ func Table() string {
 		if def != "" {
 			def = "`" + def + "`"
 		}
-		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s | %s |\n", k.Path, k.Env, flag, def, k.Help)
+		env := ""
+		if k.Env != "" {
+			env = "`" + k.Env + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", k.Path, env, flag, def, k.Help)
 	}
 	for _, cv := range Conventional() {
 		fmt.Fprintf(&b, "| `%s` | `%s` | | | conventional variable, read too |\n", cv[1], cv[0])
@@ -421,7 +463,9 @@ func Table() string {
 func envNames(keys []Key) []string {
 	names := make([]string, 0, len(keys)+len(clientVariables))
 	for _, k := range keys {
-		names = append(names, k.Env)
+		if k.Env != "" {
+			names = append(names, k.Env)
+		}
 	}
 	for n := range clientVariables {
 		names = append(names, n)

@@ -120,6 +120,7 @@ func (c *Config) Validate() []error {
 		add("tools.shell.approval", "%q: want ask, allow or deny", c.Tools.Shell.Approval)
 	}
 	ps = append(ps, c.Tools.initialProblems()...)
+	ps = append(ps, c.MCP.Problems()...)
 	return ps
 }
 

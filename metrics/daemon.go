@@ -33,6 +33,8 @@ type Daemon struct {
 	appendSeconds  *prometheus.HistogramVec
 	batchSize      *prometheus.HistogramVec
 	appended       *prometheus.CounterVec
+	// MCP servers' tool calls (MCPCall).
+	mcpCalls, mcpFailures *prometheus.CounterVec
 }
 
 // NewDaemon registers the daemon's families on r.
@@ -48,6 +50,8 @@ func NewDaemon(r *Registry) *Daemon {
 		appendSeconds:  r.NewHistogram("lemo_append_latency_seconds", "Time from an append's submission to its durable acknowledgement (oldest of each commit).", appendBuckets),
 		batchSize:      r.NewHistogram("lemo_append_batch_size", "Appends acknowledged by one commit.", batchBuckets),
 		appended:       r.NewCounter("lemo_events_appended_total", "Events durably appended."),
+		mcpCalls:       r.NewCounter("lemo_mcp_calls_total", "Calls of MCP servers' tools by server and outcome (ok, tool_error, error, unknown, timeout, cancelled, invalid, unavailable).", "server", "outcome"),
+		mcpFailures:    r.NewCounter("lemo_mcp_failures_total", "Calls of MCP servers' tools that failed (every outcome but ok), by server.", "server"),
 	}
 }
 
@@ -80,4 +84,12 @@ func (d *Daemon) Commit(appends, events int, wait time.Duration) {
 	d.appendSeconds.WithLabelValues().Observe(wait.Seconds())
 	d.batchSize.WithLabelValues().Observe(float64(appends))
 	d.appended.WithLabelValues().Add(float64(events))
+}
+
+// MCPCall counts one call of an MCP server's tool (mcp.Observer).
+func (d *Daemon) MCPCall(server, outcome string) {
+	d.mcpCalls.WithLabelValues(server, outcome).Inc()
+	if outcome != "ok" {
+		d.mcpFailures.WithLabelValues(server).Inc()
+	}
 }

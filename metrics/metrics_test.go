@@ -220,3 +220,29 @@ func TestEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestMCPCalls(t *testing.T) {
+	r := NewRegistry()
+	d := NewDaemon(r)
+	d.MCPCall("fs", "ok")
+	d.MCPCall("fs", "unknown")
+	d.MCPCall("fs", "timeout")
+	d.MCPCall("web", "ok")
+	var b strings.Builder
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	fams := parse(t, b.String())
+	counter := func(fam string, labels map[string]string) float64 {
+		return sample(t, fams, fam, labels).GetCounter().GetValue()
+	}
+	if n := counter("lemo_mcp_calls_total", map[string]string{"server": "fs", "outcome": "unknown"}); n != 1 {
+		t.Errorf("fs unknown calls = %v, want 1", n)
+	}
+	if n := counter("lemo_mcp_failures_total", map[string]string{"server": "fs"}); n != 2 {
+		t.Errorf("fs failures = %v, want 2", n)
+	}
+	if n := counter("lemo_mcp_calls_total", map[string]string{"server": "web", "outcome": "ok"}); n != 1 {
+		t.Errorf("web calls = %v, want 1", n)
+	}
+}

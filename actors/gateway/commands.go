@@ -158,6 +158,12 @@ func (g *Gateway) toolList() *api.ToolList {
 		if u, ok := t.(interface{ Untrusted() bool }); ok {
 			info.Untrusted = u.Untrusted()
 		}
+		if m, ok := t.(interface {
+			Server() string
+			ServerState() string
+		}); ok {
+			info.Server, info.ServerState = m.Server(), m.ServerState()
+		}
 		out.Tools = append(out.Tools, info)
 	}
 	return out

@@ -77,7 +77,8 @@ Check what lemo serve needs, with the configuration it would read: the
 data folder (permissions, free space, the store: opened read-only when no
 daemon runs, else its files are checked and the running daemon is asked
 over the remote API), the token files, TLS, each configured provider
-(reachable, authenticated, models listed) and the delegate's agent binary.
+(reachable, authenticated, models listed), the delegate's agent binary
+and each MCP server (started, its tools listed, stopped).
 It prints what is wrong and how to fix it, and exits 1 when something would
 stop the daemon from working.
 
@@ -126,6 +127,7 @@ func (e *doctorEnv) run(ctx context.Context) []checkResult {
 	if e.namespaces != nil {
 		out = append(out, e.toolIsolation())
 	}
+	out = append(out, e.mcpServers(ctx)...)
 	return out
 }
 

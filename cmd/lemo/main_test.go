@@ -14,5 +14,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == isolation.InitArg {
 		os.Exit(isolation.Main(os.Args[2:]))
 	}
+	// lemo doctor starts this binary as an MCP server.
+	if os.Getenv("LEMOTEST_MCP_SERVER") != "" {
+		os.Exit(serveTestMCP())
+	}
 	goleak.VerifyTestMain(m)
 }

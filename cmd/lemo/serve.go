@@ -170,10 +170,18 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, hup 
 		return &exitError{code: 2, err: err}
 	}
 	svcs := services.New(services.Options{})
-	reg, err := buildTools(cfg, log, svcs, toolProcs{runTag: runTag, namespaces: toolNamespaces(cfg, log), data: dd.Path()})
+	procs := toolProcs{runTag: runTag, namespaces: toolNamespaces(cfg, log), data: dd.Path()}
+	reg, err := buildTools(cfg, log, svcs, procs)
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
+	// MCP servers: stopped, with their processes, after the Tasks (a
+	// deferred Close covers the early returns; Close is idempotent).
+	mcpm, err := startMCP(ctx, cfg, reg, procs, o.daemon, log)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	defer mcpm.Close()
 	// Live results spill into <data>/live, outside every workspace; what an
 	// earlier run left there is removed.
 	lv, err := live.New(dd.Join("live"), liveLimits(cfg))
@@ -230,6 +238,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, hup 
 		log.Error().Err(err).Msg("stop")
 		return err
 	}
+	mcpm.Close()
 	o.close(log)
 	_ = mem.Close()
 	if err := store.Close(); err != nil {

@@ -163,11 +163,27 @@ func listTools(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tVIEW\tDESCRIPTION")
+	servers := false // a column for the MCP servers' states when there are any
+	for _, t := range list {
+		servers = servers || t.GetServer() != ""
+	}
+	if servers {
+		fmt.Fprintln(tw, "NAME\tVIEW\tSERVER\tDESCRIPTION")
+	} else {
+		fmt.Fprintln(tw, "NAME\tVIEW\tDESCRIPTION")
+	}
 	for _, t := range list {
 		view := t.GetView()
 		if view == "" {
 			view = "json"
+		}
+		if servers {
+			srv := "-"
+			if t.GetServer() != "" {
+				srv = "mcp " + t.GetServer() + " (" + t.GetServerState() + ")"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.GetName(), view, srv, clip(firstSentence(t.GetDescription()), 80))
+			continue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", t.GetName(), view, clip(firstSentence(t.GetDescription()), 80))
 	}

@@ -1,0 +1,158 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"lemo/api"
+	"lemo/client"
+)
+
+// mcpEverything is the npm server-everything that make mcp-deps installs:
+// $MCP_TEST_NPM, else the repository's .cache/npm/mcp. Without Node or it
+// the test skips, except under CI=true, where it fails.
+func mcpEverything(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("MCP_TEST_NPM")
+	if dir == "" {
+		wd, _ := os.Getwd()
+		dir = filepath.Join(filepath.Dir(wd), ".cache", "npm", "mcp", "node_modules")
+	}
+	p := filepath.Join(dir, ".bin", "mcp-server-everything")
+	_, nodeErr := exec.LookPath("node")
+	if _, err := os.Stat(p); err != nil || nodeErr != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("server-everything is not installed at %s (or Node is missing); under CI=true the MCP tests must run (make test runs make mcp-deps)", p)
+		}
+		t.Skipf("server-everything is not installed at %s (make mcp-deps installs it where Node is)", p)
+	}
+	return p
+}
+
+// A Task of lemo serve whose scripted model calls a tool of an MCP server
+// (server-everything over stdio, offered alone with --tools style
+// restriction) finishes with the server's result, marked untrusted; the
+// call's progress notifications reach a subscribed client as live tool
+// state; lemo tools shows the server and its state; /metrics counts the
+// call.
+func TestMCPToolInATask(t *testing.T) {
+	bin := mcpEverything(t)
+	data := filepath.Join(t.TempDir(), "data")
+	cfg := writeConfig(t, "mcp:\n  servers:\n    everything:\n      command: "+bin+"\n      args: [stdio]\n")
+	d := serveRemote(t, data, "--config", cfg, "--http-listen", "127.0.0.1:0")
+	c := d.connect(t, "")
+	ctx := context.Background()
+	const tool = "mcp.everything.trigger-long-running-operation"
+	list, err := c.Tools(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, ti := range list {
+		if ti.GetName() == tool {
+			found = ti.GetServer() == "everything" && ti.GetServerState() == "idle" && ti.GetUntrusted()
+		}
+	}
+	if !found {
+		t.Fatalf("lemo tools does not list %s of server everything, idle and untrusted: %v", tool, list)
+	}
+	sub, err := c.Subscribe(ctx, client.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	m, err := c.CreateTask(ctx, client.CreateTask{Request: tool + ` {"duration":0.3,"steps":3}`, Model: "fake/call", Tools: []string{tool}, ToolsRestricted: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var states []string
+	deadline := time.After(60 * time.Second)
+	for finished := false; !finished; {
+		select {
+		case u, ok := <-sub.C:
+			if !ok {
+				t.Fatal("the subscription ended")
+			}
+			if dl := u.GetDelta(); dl != nil && dl.GetTaskId() == m.GetTaskId() && dl.GetKind() == api.DeltaKind_DELTA_KIND_TOOL_STATE {
+				states = append(states, string(dl.GetData()))
+			}
+			if ev := u.GetEvent(); ev != nil && ev.GetTaskId() == m.GetTaskId() && ev.GetStatusChanged().GetStatus() == api.TaskStatus_TASK_STATUS_FINISHED {
+				finished = true
+			}
+		case <-deadline:
+			t.Fatalf("the Task did not finish; progress seen: %v\n%s", states, d.logs())
+		}
+	}
+	calls, answer := toolCalls(t, c, m.GetTaskId())
+	if len(calls) != 1 || calls[0].tool != tool || calls[0].result == nil {
+		t.Fatalf("calls %+v, want one result of %s", calls, tool)
+	}
+	res := calls[0].result
+	if !res.GetUntrusted() || !strings.Contains(string(res.GetRetainedOutput()), "Long running operation completed") {
+		t.Errorf("result: untrusted %v, retained %s", res.GetUntrusted(), res.GetRetainedOutput())
+	}
+	if !strings.Contains(answer, "Long running operation completed") {
+		t.Errorf("the model was not shown the result:\n%s", answer)
+	}
+	if len(states) == 0 || !strings.Contains(states[0], `"progress":1`) || !strings.Contains(states[0], `"total":3`) {
+		t.Errorf("progress states seen by the client: %v, want the server's notifications", states)
+	}
+	series := scrape(t, httpAddr(t, d.daemon))
+	if n := series[`lemo_mcp_calls_total{outcome="ok",server="everything"}`]; n != 1 {
+		t.Errorf("/metrics counts %v ok calls of server everything, want 1", n)
+	}
+	list, err = c.Tools(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ti := range list {
+		if ti.GetName() == tool && ti.GetServerState() != "running" {
+			t.Errorf("after a call the server is %s, want running", ti.GetServerState())
+		}
+	}
+	out, code := cli(t, data, "tools")
+	if code != 0 || !strings.Contains(out, "SERVER") || !regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(tool)+`\s+json\s+mcp everything \(running\)`).MatchString(out) {
+		t.Errorf("lemo tools (exit %d) does not show the server's state:\n%s", code, out)
+	}
+}
+
+// An MCP server started by a Task's call is stopped with the daemon: at a
+// clean stop, and when the daemon is killed outright (SIGKILL).
+func TestMCPServerStopsWithTheDaemon(t *testing.T) {
+	bin := mcpEverything(t)
+	data := filepath.Join(t.TempDir(), "data")
+	marker := "MCPTEST_TREE=e2e-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+	cfg := writeConfig(t, "mcp:\n  servers:\n    everything:\n      command: "+bin+"\n      args: [stdio]\n      env: ["+marker+"]\n")
+	const tool = "mcp.everything.echo"
+	for _, how := range []string{"stop", "kill"} {
+		d := serveRemote(t, data, "--config", cfg)
+		c := d.connect(t, "")
+		m, err := c.CreateTask(context.Background(), client.CreateTask{Request: tool + ` {"message":"hi"}`, Model: "fake/call", Tools: []string{tool}, ToolsRestricted: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitTask(t, c, m.GetTaskId(), "finished", statusIs(api.TaskStatus_TASK_STATUS_FINISHED))
+		if len(taggedProcs(marker)) == 0 {
+			t.Fatalf("%s: no server process runs after a call", how)
+		}
+		if how == "stop" {
+			d.stop()
+		} else {
+			d.kill()
+		}
+		eventually(t, 20*time.Second, func() error {
+			if ps := taggedProcs(marker); len(ps) > 0 {
+				return fmt.Errorf("after the daemon's %s, server processes live on: %v", how, ps)
+			}
+			return nil
+		})
+	}
+}

@@ -1,0 +1,170 @@
+package mcp
+
+import (
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func TestMapToolName(t *testing.T) {
+	for in, want := range map[string]string{
+		"echo": "echo", "getUser": "get_user", "get_user": "get_user", "read-file": "read-file",
+		"a.b": "a_b", "HTTPGet": "httpget", "v2Call": "v2_call", "ünï": "_n_", "x y": "x_y",
+	} {
+		if got := MapToolName(in); got != want {
+			t.Errorf("MapToolName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestPlan(t *testing.T) {
+	long := strings.Repeat("x", 60)
+	offered, refused := Plan("srv", []string{"echo", "getUser", "get_user", "a.b", "a_b", long, "other"}, nil)
+	if len(offered) != 2 || offered["echo"] != "mcp.srv.echo" || offered["other"] != "mcp.srv.other" {
+		t.Errorf("offered = %v", offered)
+	}
+	var names []string
+	for _, r := range refused {
+		names = append(names, r.Tool)
+	}
+	if got := strings.Join(names, ","); got != "a.b,a_b,getUser,get_user,"+long {
+		t.Errorf("refused = %v", refused)
+	}
+	if !strings.Contains(refused[0].Reason, `maps to mcp.srv.a_b, as "a_b" does`) {
+		t.Errorf("reason = %q", refused[0].Reason)
+	}
+	offered, refused = Plan("srv", []string{"echo", "getUser", "get_user"}, []string{"getUser"})
+	if len(offered) != 1 || offered["getUser"] != "mcp.srv.get_user" || len(refused) != 0 {
+		t.Errorf("with an allow-list: %v %v", offered, refused)
+	}
+}
+
+func TestRestartPolicy(t *testing.T) {
+	p := RestartPolicy{Backoff: time.Second, MaxBackoff: 4 * time.Second, Window: time.Minute, FailAfter: 4}
+	t0 := time.Unix(1000, 0)
+	at := func(secs ...int) []time.Time {
+		var out []time.Time
+		for _, s := range secs {
+			out = append(out, t0.Add(time.Duration(s)*time.Second))
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name   string
+		deaths []time.Time
+		now    int
+		wait   time.Duration
+		failed bool
+	}{
+		{"never died", nil, 0, 0, false},
+		{"just died", at(0), 0, time.Second, false},
+		{"backoff passed", at(0), 2, 0, false},
+		{"second death doubles", at(0, 10), 10, 2 * time.Second, false},
+		{"third doubles again", at(0, 10, 20), 21, 3 * time.Second, false},
+		{"fails", at(0, 10, 20, 30), 31, 0, true},
+		{"deaths age out", at(0, 10, 20, 30), 65, 0, false},
+		{"old deaths do not count", at(0, 70), 70, time.Second, false},
+	} {
+		wait, failed := p.Next(c.deaths, t0.Add(time.Duration(c.now)*time.Second))
+		if wait != c.wait || failed != c.failed {
+			t.Errorf("%s: Next = %v, %v; want %v, %v", c.name, wait, failed, c.wait, c.failed)
+		}
+	}
+	p.FailAfter = 10
+	if wait, _ := p.Next(at(0, 1, 2, 3, 4, 5), t0.Add(5*time.Second)); wait != 4*time.Second {
+		t.Errorf("backoff not capped: %v", wait)
+	}
+}
+
+func TestDecideApproval(t *testing.T) {
+	no, yes := false, true
+	for _, c := range []struct {
+		name string
+		mode string
+		ann  *gomcp.ToolAnnotations
+		ask  bool
+	}{
+		{"no annotations: destructive and open by MCP's defaults", ApprovalAnnotations, nil, true},
+		{"read-only", ApprovalAnnotations, &gomcp.ToolAnnotations{ReadOnlyHint: true}, false},
+		{"destructive", ApprovalAnnotations, &gomcp.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: &no}, true},
+		{"open world", ApprovalAnnotations, &gomcp.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &yes}, true},
+		{"neither: approvals.* decide", ApprovalAnnotations, &gomcp.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &no}, false},
+		{"ask asks a read-only tool too", ApprovalAsk, &gomcp.ToolAnnotations{ReadOnlyHint: true}, true},
+		{"allow", ApprovalAllow, nil, false},
+	} {
+		a := decideApproval("s", c.mode, c.ann)
+		if a.Required != c.ask || a.Deny {
+			t.Errorf("%s: %+v, want required %v", c.name, a, c.ask)
+		}
+		if a.Required && !strings.Contains(a.Reason, "mcp.servers.s.approval") {
+			t.Errorf("%s: reason %q does not name the key that changes it", c.name, a.Reason)
+		}
+	}
+}
+
+func TestRetain(t *testing.T) {
+	o := Output{Server: "s", Tool: "t", Text: strings.Repeat("a", 5000) + strings.Repeat("b", 5000), TextBytes: 10000, Structured: json.RawMessage(`{"k":"` + strings.Repeat("v", 3000) + `"}`)}
+	b, _ := json.Marshal(o)
+	if retain(RetainNone, 1024, b) != nil {
+		t.Error("none retained something")
+	}
+	if string(retain(RetainFull, 1024, b)) != string(b) {
+		t.Error("full did not retain the output")
+	}
+	var got Output
+	if err := json.Unmarshal(retain(RetainExcerpt, 2048, b), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Text) > 2048 || !got.Truncated || !strings.HasPrefix(got.Text, "aaa") || !strings.HasSuffix(got.Text, "bbb") || got.TextBytes != 10000 {
+		t.Errorf("excerpt: %d bytes, truncated %v, text_bytes %d", len(got.Text), got.Truncated, got.TextBytes)
+	}
+	if got.Structured != nil || !got.StructuredOmitted {
+		t.Errorf("large structured content retained: %s", got.Structured)
+	}
+}
+
+func TestServerEnv(t *testing.T) {
+	environ := []string{"PATH=/bin", "HOME=/h", "LC_ALL=C", "OPENAI_API_KEY=k", "LEMO_TOKEN=t", "SOMETHING=s", "AWS_SECRET=x", "MALFORMED"}
+	got := strings.Join(serverEnv(environ, []string{"OPENAI_API_KEY", "MODE=x", "PATH=/override"}, []string{"LEMO_RUN_TAG=r"}), " ")
+	if want := "PATH=/override HOME=/h LC_ALL=C OPENAI_API_KEY=k MODE=x LEMO_RUN_TAG=r"; got != want {
+		t.Errorf("serverEnv = %q\nwant        %q", got, want)
+	}
+	if got := serverEnv(environ, []string{"LEMO_TOKEN", "LEMO_X=1"}, nil); strings.Contains(strings.Join(got, " "), "LEMO_") {
+		t.Errorf("LEMO_* passed: %v", got)
+	}
+}
+
+func TestLineLimit(t *testing.T) {
+	l := &lineLimit{r: io.NopCloser(strings.NewReader("short\n" + strings.Repeat("x", 100) + "\nok\n")), max: 50}
+	b, err := io.ReadAll(l)
+	if err != errTooLarge || !l.exceeded.Load() || len(b) > 6 {
+		t.Fatalf("ReadAll = %q, %v; want the bound", b, err)
+	}
+	l = &lineLimit{r: io.NopCloser(strings.NewReader(strings.Repeat(strings.Repeat("y", 40)+"\n", 100))), max: 50}
+	if b, err := io.ReadAll(l); err != nil || len(b) != 4100 {
+		t.Fatalf("many short lines: %d bytes, %v", len(b), err)
+	}
+}
+
+func TestMapResult(t *testing.T) {
+	size := int64(99)
+	r := &gomcp.CallToolResult{Content: []gomcp.Content{
+		&gomcp.TextContent{Text: "a\x1b[2Jb"}, &gomcp.TextContent{Text: "\u202ec"},
+		&gomcp.ResourceLink{URI: "file:///big", Name: "big", Size: &size},
+		&gomcp.AudioContent{Data: []byte("123"), MIMEType: "audio/wav"},
+	}, StructuredContent: map[string]any{"k": strings.Repeat("v", 2000)}}
+	o := mapResult("s", "t", r, 1024)
+	if o.Text != "ab\nc" || o.Truncated {
+		t.Errorf("text = %q", o.Text)
+	}
+	if len(o.Content) != 2 || o.Content[0].Bytes != 99 || o.Content[1].Bytes != 3 {
+		t.Errorf("content = %+v", o.Content)
+	}
+	if o.Structured != nil || !o.StructuredOmitted || o.StructuredBytes < 2000 {
+		t.Errorf("structured over the bound: %+v", o)
+	}
+}

@@ -1,0 +1,375 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"lemo/supervision"
+	"lemo/tools"
+	"lemo/tools/internal/proc"
+)
+
+func TestStdioToolsCallAndProgress(t *testing.T) {
+	dir := t.TempDir()
+	m := newManager(t, stdioServer(t, "local", dir))
+	ts, err := listed(t, m)
+	if err != nil {
+		t.Fatalf("Tools: %v", err)
+	}
+	for _, want := range []string{"mcp.local.echo", "mcp.local.crash", "mcp.local.big", "mcp.local.env"} {
+		if ts[want] == nil {
+			t.Fatalf("tool %s missing; got %v", want, keys(ts))
+		}
+	}
+	echo := ts["mcp.local.echo"]
+	if d := echo.Tool.Description(); d != "Echo the text back. Second line. (MCP server local)" {
+		t.Errorf("Description() = %q", d)
+	}
+	// Listing started the server to learn its tools, then stopped it: it
+	// starts on first use.
+	if st := m.Status()[0].State; st != StateIdle {
+		t.Errorf("state after listing = %s, want %s", st, StateIdle)
+	}
+	if _, err := call(t, context.Background(), echo, `{"text": 5}`, nil); err == nil || !strings.Contains(err.Error(), "invalid input") {
+		t.Fatalf("a call with invalid input: %v, want an input validation error", err)
+	}
+	if got := readMarker(dir, "echo"); len(got) != 0 {
+		t.Fatalf("invalid input reached the server: %v", got)
+	}
+	st := &states{seen: filepath.Join(dir, "seen")}
+	out, err := call(t, context.Background(), echo, fmt.Sprintf(`{"text":"hi","seen_file":%q}`, st.seen), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Text != "echo: hi" || out.Server != "local" || out.Tool != "echo" {
+		t.Errorf("output = %+v", out)
+	}
+	if len(out.Content) != 2 || out.Content[0].Type != "image" || out.Content[0].Bytes != 1234 || out.Content[1].Type != "resource" || out.Content[1].Bytes != 5 {
+		t.Errorf("content metadata = %+v, want an image of 1234 bytes and a resource of 5", out.Content)
+	}
+	if len(st.got) != 3 || st.got[2].Progress != 3 || st.got[2].Total != 3 || st.got[2].Message != "step 3" {
+		t.Errorf("progress updates = %+v, want 3 of 3", st.got)
+	}
+	if s := m.Status()[0].State; s != StateRunning {
+		t.Errorf("state after a call = %s, want %s", s, StateRunning)
+	}
+	if !echo.Tool.(tools.Untrusted).Untrusted() {
+		t.Error("an MCP tool's output is not marked untrusted")
+	}
+	// The server reports a failure in its result: a result, cleaned.
+	out, err = call(t, context.Background(), ts["mcp.local.fails"], `{}`, nil)
+	if err != nil || !out.IsError || out.Text != "no such thing" {
+		t.Errorf("a failing result = %+v, %v; want is_error and the cleaned text", out, err)
+	}
+}
+
+func TestHTTPServerWithHeaders(t *testing.T) {
+	srv := httptest.NewServer(testHTTPHandler())
+	t.Cleanup(srv.Close) // after the managers' Close (cleanups run last first)
+	bad := newManager(t, ServerConfig{Name: "web", URL: srv.URL, StartTimeout: 10 * time.Second})
+	if _, err := bad.Tools(context.Background()); err == nil || !strings.Contains(err.Error(), "web") {
+		t.Fatalf("Tools without the header: %v, want an error naming the server", err)
+	}
+	m := newManager(t, ServerConfig{Name: "web", URL: srv.URL, Headers: map[string]string{"X-Test": "yes"}})
+	ts, err := listed(t, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &states{seen: filepath.Join(t.TempDir(), "seen")}
+	out, err := call(t, context.Background(), ts["mcp.web.echo"], fmt.Sprintf(`{"text":"over http","seen_file":%q}`, st.seen), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Text != "echo: over http" || len(st.got) != 3 || st.got[0].Message != "step 1" {
+		t.Fatalf("output %+v, progress %+v", out, st.got)
+	}
+	if m.Status()[0].Transport != "http" {
+		t.Errorf("transport = %s", m.Status()[0].Transport)
+	}
+	// The structured content is validated against the output schema.
+	out, err = call(t, context.Background(), ts["mcp.web.goodout"], `{}`, nil)
+	if err != nil || string(out.Structured) != `{"n":7}` {
+		t.Errorf("goodout = %+v, %v", out, err)
+	}
+}
+
+func TestNameCollisionRefused(t *testing.T) {
+	m := newManager(t, stdioServer(t, "clash", t.TempDir(), "MCPTEST_COLLIDE=1"))
+	ts, err := listed(t, m)
+	if err == nil {
+		t.Fatal("Tools accepted two tools that map to one name")
+	}
+	for _, want := range []string{`tool "getUser" is not offered: its name maps to mcp.clash.get_user, as "get_user" does`, `tool "get_user" is not offered`, "mcp.servers.clash.tools"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if ts["mcp.clash.get_user"] != nil {
+		t.Error("a colliding tool is offered")
+	}
+	if ts["mcp.clash.echo"] == nil {
+		t.Error("the other tools of the server are not offered")
+	}
+	if r := m.Status()[0].Refused; len(r) != 2 {
+		t.Errorf("Status().Refused = %+v, want both", r)
+	}
+}
+
+func TestCrashMidCallIsOutcomeUnknownAndNotResent(t *testing.T) {
+	dir := t.TempDir()
+	m := newManager(t, stdioServer(t, "local", dir))
+	ts, err := listed(t, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = call(t, context.Background(), ts["mcp.local.crash"], `{}`, nil)
+	if !errors.Is(err, supervision.ErrOutcomeUnknown) || supervision.ToolFailureKind(err).String() != "TOOL_FAILURE_KIND_OUTCOME_UNKNOWN" {
+		t.Fatalf("crash: %v, want outcome unknown", err)
+	}
+	if !strings.Contains(err.Error(), "exited with code 3") || !strings.Contains(err.Error(), "not sent again") {
+		t.Errorf("error does not say how the server ended: %v", err)
+	}
+	// The next call starts the server again; the crashed call is not
+	// re-sent.
+	if _, err := call(t, context.Background(), ts["mcp.local.echo"], `{"text":"after"}`, nil); err != nil {
+		t.Fatalf("the call after a crash: %v", err)
+	}
+	if got := readMarker(dir, "crash"); len(got) != 1 {
+		t.Fatalf("crash was executed %d times, want 1", len(got))
+	}
+	if st := m.Status()[0]; st.State != StateRunning || !strings.Contains(st.LastError, "exited with code 3") {
+		t.Errorf("status = %+v", st)
+	}
+}
+
+func TestKeepsDyingMarksFailed(t *testing.T) {
+	dir := t.TempDir()
+	m := newManager(t, stdioServer(t, "local", dir))
+	ts, err := listed(t, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range fastRestart.FailAfter {
+		if _, err := call(t, context.Background(), ts["mcp.local.crash"], `{}`, nil); !errors.Is(err, supervision.ErrOutcomeUnknown) {
+			t.Fatalf("crash %d: %v", i, err)
+		}
+		eventually(t, 10*time.Second, func() error {
+			if s := m.Status()[0].State; s == StateRunning {
+				return fmt.Errorf("state %s", s)
+			}
+			return nil
+		})
+	}
+	_, err = call(t, context.Background(), ts["mcp.local.echo"], `{"text":"x"}`, nil)
+	if !errors.Is(err, ErrServerFailed) || !strings.Contains(err.Error(), "lemo doctor") {
+		t.Fatalf("a call to a server that keeps dying: %v, want ErrServerFailed", err)
+	}
+	if s := ts["mcp.local.echo"].Tool.(*Tool).ServerState(); s != StateFailed {
+		t.Errorf("ServerState() = %s, want %s", s, StateFailed)
+	}
+	if got := readMarker(dir, "echo"); len(got) != 0 {
+		t.Errorf("a failed server was called: %v", got)
+	}
+}
+
+func TestHangTimesOutCancelsAndLeavesNoProcess(t *testing.T) {
+	dir := t.TempDir()
+	tree := "MCPTEST_TREE=" + strconv.FormatInt(time.Now().UnixNano(), 10)
+	sc := stdioServer(t, "local", dir, tree)
+	sc.CallTimeout = 500 * time.Millisecond
+	m := newManager(t, sc)
+	ts, err := listed(t, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = call(t, context.Background(), ts["mcp.local.hang"], `{}`, nil)
+	if !errors.Is(err, supervision.ErrOutcomeUnknown) || !strings.Contains(err.Error(), "timed out after 500ms (mcp.servers.local.timeout)") {
+		t.Fatalf("hang: %v, want a timeout with outcome unknown", err)
+	}
+	// The server was sent MCP's cancellation.
+	eventually(t, 10*time.Second, func() error {
+		if got := readMarker(dir, "hang"); len(got) < 2 || got[1] != "cancelled" {
+			return fmt.Errorf("hang markers %v, want the cancellation seen", got)
+		}
+		return nil
+	})
+	// A cancelled call also sends it.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := call(t, ctx, ts["mcp.local.hang"], `{}`, nil); done <- err }()
+	eventually(t, 10*time.Second, func() error {
+		if got := readMarker(dir, "hang"); len(got) < 3 {
+			return fmt.Errorf("second hang not started: %v", got)
+		}
+		return nil
+	})
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled call: %v", err)
+	}
+	eventually(t, 10*time.Second, func() error {
+		if got := readMarker(dir, "hang"); len(got) < 4 || got[3] != "cancelled" {
+			return fmt.Errorf("hang markers %v", got)
+		}
+		return nil
+	})
+	if ps, _ := proc.Survivors(proc.WithEnv(tree)); len(ps) < 3 {
+		t.Fatalf("want the server and its two children alive before the stop, got %+v", ps)
+	}
+	m.Close()
+	if ps, _ := proc.Survivors(proc.WithEnv(tree)); len(ps) > 0 {
+		t.Fatalf("processes of the server outlived the stop: %+v", ps)
+	}
+}
+
+func TestOutputSchemaFailure(t *testing.T) {
+	m := newManager(t, stdioServer(t, "local", t.TempDir()))
+	ts, err := listed(t, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = call(t, context.Background(), ts["mcp.local.badout"], `{}`, nil)
+	var ve *tools.ValidationError
+	if !errors.As(err, &ve) || ve.What != "output" || !strings.Contains(err.Error(), "at /n") {
+		t.Fatalf("badout: %v, want an output validation error at /n", err)
+	}
+	if k := supervision.ToolFailureKind(err).String(); k != "TOOL_FAILURE_KIND_INVALID_OUTPUT" {
+		t.Errorf("failure kind = %s", k)
+	}
+}
+
+func TestLargeResultsAreBounded(t *testing.T) {
+	dir := t.TempDir()
+	sc := stdioServer(t, "local", dir)
+	m := newManager(t, sc)
+	ts, err := listed(t, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Within the message bound: the text is cut to max_output_bytes.
+	out, err := call(t, context.Background(), ts["mcp.local.big"], `{"bytes": 4000000}`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !out.Truncated || out.TextBytes != 4000000 || len(out.Text) > DefaultMaxOutputBytes || !strings.HasPrefix(out.Text, "HEAD") || !strings.HasSuffix(out.Text, "TAIL") {
+		t.Fatalf("4 MB result: truncated %v, text_bytes %d, len %d", out.Truncated, out.TextBytes, len(out.Text))
+	}
+	// 100 MB: the connection ends at the message bound, without holding
+	// the message.
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err = call(t, context.Background(), ts["mcp.local.big"], `{"bytes": 100000000}`, nil)
+	runtime.ReadMemStats(&after)
+	t.Logf("100 MB call ended: %v", err)
+	if !errors.Is(err, supervision.ErrOutcomeUnknown) || !strings.Contains(err.Error(), "over 16777216 bytes") {
+		t.Fatalf("100 MB result: %v, want the message bound", err)
+	}
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("a 100 MB result allocated %d MiB in the daemon", alloc>>20)
+	if alloc > 64<<20 {
+		t.Errorf("a 100 MB result allocated %d MiB, want under 64", alloc>>20)
+	}
+	// The server starts again on the next call.
+	if _, err := call(t, context.Background(), ts["mcp.local.echo"], `{"text":"again"}`, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestServerEnvironmentHoldsOnlyWhatConfigPasses(t *testing.T) {
+	m := newManager(t, stdioServer(t, "local", t.TempDir(), "OPENROUTER_API_KEY", "SET_BY_CONFIG=yes"))
+	ts, err := listed(t, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := call(t, context.Background(), ts["mcp.local.env"], `{}`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := "\n" + out.Text + "\n"
+	for _, absent := range []string{"planted-lemo-token", "planted-plain", "planted-password", "LEMO_AUTH_TOKEN", "GOPATH="} {
+		if strings.Contains(env, absent) {
+			t.Errorf("the server sees %q:\n%s", absent, out.Text)
+		}
+	}
+	for _, present := range []string{"\nOPENROUTER_API_KEY=planted-provider-key\n", "\nSET_BY_CONFIG=yes\n", "\nPATH=", "\nLEMO_RUN_TAG=mcp-test\n", "\n" + TagVariable + "=local/"} {
+		if !strings.Contains(env, present) {
+			t.Errorf("the server lacks %q:\n%s", strings.TrimSpace(present), out.Text)
+		}
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// flaky serves h until down is set; then it drops every connection.
+type flaky struct {
+	h    atomic.Pointer[http.Handler]
+	down atomic.Bool
+}
+
+func (f *flaky) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if f.down.Load() {
+		panic(http.ErrAbortHandler)
+	}
+	(*f.h.Load()).ServeHTTP(w, r)
+}
+
+// An HTTP server that goes away fails the call as outcome unknown; once it
+// is back (with none of the old sessions), the next call connects again.
+func TestHTTPServerGoneAndBack(t *testing.T) {
+	f := &flaky{}
+	h := testHTTPHandler()
+	f.h.Store(&h)
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	m, err := New(Config{Servers: []ServerConfig{{Name: "web", URL: srv.URL, Headers: map[string]string{"X-Test": "yes"}}},
+		Restart: RestartPolicy{Backoff: 10 * time.Millisecond, MaxBackoff: 40 * time.Millisecond, Window: time.Hour, FailAfter: 1000}, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	ts, err := listed(t, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	echo := ts["mcp.web.echo"]
+	if _, err := call(t, context.Background(), echo, `{"text":"before"}`, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.down.Store(true)
+	srv.CloseClientConnections()
+	if _, err := call(t, context.Background(), echo, `{"text":"while down"}`, nil); err == nil {
+		t.Fatal("a call to a server that is gone succeeded")
+	}
+	h2 := testHTTPHandler()
+	f.h.Store(&h2)
+	f.down.Store(false)
+	eventually(t, 20*time.Second, func() error {
+		out, err := call(t, context.Background(), echo, `{"text":"after"}`, nil)
+		if err != nil {
+			return err
+		}
+		if out.Text != "echo: after" {
+			return fmt.Errorf("output %+v", out)
+		}
+		return nil
+	})
+}
