@@ -107,16 +107,20 @@ const (
 	// itself: the daemon stopped the Task's tools and model call before the
 	// store could fault, and continues it once space is freed.
 	PauseReason_PAUSE_REASON_DISK_FULL PauseReason = 4
+	// The Task's parent was paused by a user: the pause cascaded to it, and
+	// continuing the parent continues it.
+	PauseReason_PAUSE_REASON_PARENT PauseReason = 40
 )
 
 // Enum value maps for PauseReason.
 var (
 	PauseReason_name = map[int32]string{
-		0: "PAUSE_REASON_UNSPECIFIED",
-		1: "PAUSE_REASON_USER",
-		2: "PAUSE_REASON_INTERRUPTED",
-		3: "PAUSE_REASON_CYCLE_LIMIT",
-		4: "PAUSE_REASON_DISK_FULL",
+		0:  "PAUSE_REASON_UNSPECIFIED",
+		1:  "PAUSE_REASON_USER",
+		2:  "PAUSE_REASON_INTERRUPTED",
+		3:  "PAUSE_REASON_CYCLE_LIMIT",
+		4:  "PAUSE_REASON_DISK_FULL",
+		40: "PAUSE_REASON_PARENT",
 	}
 	PauseReason_value = map[string]int32{
 		"PAUSE_REASON_UNSPECIFIED": 0,
@@ -124,6 +128,7 @@ var (
 		"PAUSE_REASON_INTERRUPTED": 2,
 		"PAUSE_REASON_CYCLE_LIMIT": 3,
 		"PAUSE_REASON_DISK_FULL":   4,
+		"PAUSE_REASON_PARENT":      40,
 	}
 )
 
@@ -542,6 +547,10 @@ type Event struct {
 	//	*Event_ApprovalResolved
 	//	*Event_StatusChanged
 	//	*Event_Failure
+	//	*Event_ChildSpawned
+	//	*Event_ChildEnded
+	//	*Event_MessageSent
+	//	*Event_MessageReceived
 	Body          isEvent_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -731,6 +740,42 @@ func (x *Event) GetFailure() *Failure {
 	return nil
 }
 
+func (x *Event) GetChildSpawned() *ChildSpawned {
+	if x != nil {
+		if x, ok := x.Body.(*Event_ChildSpawned); ok {
+			return x.ChildSpawned
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetChildEnded() *ChildEnded {
+	if x != nil {
+		if x, ok := x.Body.(*Event_ChildEnded); ok {
+			return x.ChildEnded
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetMessageSent() *MessageSent {
+	if x != nil {
+		if x, ok := x.Body.(*Event_MessageSent); ok {
+			return x.MessageSent
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetMessageReceived() *MessageReceived {
+	if x != nil {
+		if x, ok := x.Body.(*Event_MessageReceived); ok {
+			return x.MessageReceived
+		}
+	}
+	return nil
+}
+
 type isEvent_Body interface {
 	isEvent_Body()
 }
@@ -791,6 +836,23 @@ type Event_Failure struct {
 	Failure *Failure `protobuf:"bytes,23,opt,name=failure,proto3,oneof"`
 }
 
+type Event_ChildSpawned struct {
+	// Agent trees (issue 14).
+	ChildSpawned *ChildSpawned `protobuf:"bytes,40,opt,name=child_spawned,json=childSpawned,proto3,oneof"`
+}
+
+type Event_ChildEnded struct {
+	ChildEnded *ChildEnded `protobuf:"bytes,41,opt,name=child_ended,json=childEnded,proto3,oneof"`
+}
+
+type Event_MessageSent struct {
+	MessageSent *MessageSent `protobuf:"bytes,42,opt,name=message_sent,json=messageSent,proto3,oneof"`
+}
+
+type Event_MessageReceived struct {
+	MessageReceived *MessageReceived `protobuf:"bytes,43,opt,name=message_received,json=messageReceived,proto3,oneof"`
+}
+
 func (*Event_TaskCreated) isEvent_Body() {}
 
 func (*Event_UserMessage) isEvent_Body() {}
@@ -819,6 +881,14 @@ func (*Event_StatusChanged) isEvent_Body() {}
 
 func (*Event_Failure) isEvent_Body() {}
 
+func (*Event_ChildSpawned) isEvent_Body() {}
+
+func (*Event_ChildEnded) isEvent_Body() {}
+
+func (*Event_MessageSent) isEvent_Body() {}
+
+func (*Event_MessageReceived) isEvent_Body() {}
+
 // TaskCreated is always seq 1.
 type TaskCreated struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -835,7 +905,13 @@ type TaskCreated struct {
 	Title string `protobuf:"bytes,6,opt,name=title,proto3" json:"title,omitempty"`
 	// Approval rules of this Task beyond each tool's own; they can only
 	// tighten (ask, deny), never allow what a tool or the daemon asks for.
-	Approvals     []*ToolApproval `protobuf:"bytes,7,rep,name=approvals,proto3" json:"approvals,omitempty"`
+	Approvals []*ToolApproval `protobuf:"bytes,7,rep,name=approvals,proto3" json:"approvals,omitempty"`
+	// A child Task names its parent, the parent's tasks.spawn call that
+	// created it, and its depth (a root Task is depth 0). The parent records
+	// the same link (ChildSpawned) in the same commit.
+	ParentId      string `protobuf:"bytes,40,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
+	ParentCallId  string `protobuf:"bytes,41,opt,name=parent_call_id,json=parentCallId,proto3" json:"parent_call_id,omitempty"`
+	Depth         uint32 `protobuf:"varint,42,opt,name=depth,proto3" json:"depth,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -919,6 +995,382 @@ func (x *TaskCreated) GetApprovals() []*ToolApproval {
 	return nil
 }
 
+func (x *TaskCreated) GetParentId() string {
+	if x != nil {
+		return x.ParentId
+	}
+	return ""
+}
+
+func (x *TaskCreated) GetParentCallId() string {
+	if x != nil {
+		return x.ParentCallId
+	}
+	return ""
+}
+
+func (x *TaskCreated) GetDepth() uint32 {
+	if x != nil {
+		return x.Depth
+	}
+	return 0
+}
+
+// ChildSpawned is a parent's record of a child it created with
+// tasks.spawn; it commits together with the child's TaskCreated.
+type ChildSpawned struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ChildId       string                 `protobuf:"bytes,1,opt,name=child_id,json=childId,proto3" json:"child_id,omitempty"`
+	CallId        string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Title         string                 `protobuf:"bytes,3,opt,name=title,proto3" json:"title,omitempty"`
+	Model         string                 `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChildSpawned) Reset() {
+	*x = ChildSpawned{}
+	mi := &file_lemo_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChildSpawned) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChildSpawned) ProtoMessage() {}
+
+func (x *ChildSpawned) ProtoReflect() protoreflect.Message {
+	mi := &file_lemo_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChildSpawned.ProtoReflect.Descriptor instead.
+func (*ChildSpawned) Descriptor() ([]byte, []int) {
+	return file_lemo_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ChildSpawned) GetChildId() string {
+	if x != nil {
+		return x.ChildId
+	}
+	return ""
+}
+
+func (x *ChildSpawned) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *ChildSpawned) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *ChildSpawned) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+// ChildEnded is a parent's record of how a child ended (finished, failed or
+// cancelled), taken from its inbox: status, final answer and usage.
+type ChildEnded struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	ChildId string                 `protobuf:"bytes,1,opt,name=child_id,json=childId,proto3" json:"child_id,omitempty"`
+	Status  TaskStatus             `protobuf:"varint,2,opt,name=status,proto3,enum=lemo.v1.TaskStatus" json:"status,omitempty"`
+	// The child's last answer (its final assistant text), capped.
+	Answer string `protobuf:"bytes,3,opt,name=answer,proto3" json:"answer,omitempty"`
+	// The child's status detail (why it failed or was cancelled).
+	Detail string `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
+	Usage  *Usage `protobuf:"bytes,5,opt,name=usage,proto3" json:"usage,omitempty"`
+	// The seq of the child's event that ended it.
+	ChildSeq      uint64 `protobuf:"varint,6,opt,name=child_seq,json=childSeq,proto3" json:"child_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChildEnded) Reset() {
+	*x = ChildEnded{}
+	mi := &file_lemo_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChildEnded) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChildEnded) ProtoMessage() {}
+
+func (x *ChildEnded) ProtoReflect() protoreflect.Message {
+	mi := &file_lemo_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChildEnded.ProtoReflect.Descriptor instead.
+func (*ChildEnded) Descriptor() ([]byte, []int) {
+	return file_lemo_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ChildEnded) GetChildId() string {
+	if x != nil {
+		return x.ChildId
+	}
+	return ""
+}
+
+func (x *ChildEnded) GetStatus() TaskStatus {
+	if x != nil {
+		return x.Status
+	}
+	return TaskStatus_TASK_STATUS_UNSPECIFIED
+}
+
+func (x *ChildEnded) GetAnswer() string {
+	if x != nil {
+		return x.Answer
+	}
+	return ""
+}
+
+func (x *ChildEnded) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *ChildEnded) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *ChildEnded) GetChildSeq() uint64 {
+	if x != nil {
+		return x.ChildSeq
+	}
+	return 0
+}
+
+// MessageSent is a sender's record of a tasks.send message; the
+// recipient's inbox entry commits in the same transaction.
+type MessageSent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	To            string                 `protobuf:"bytes,1,opt,name=to,proto3" json:"to,omitempty"`
+	Text          string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	CallId        string                 `protobuf:"bytes,3,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MessageSent) Reset() {
+	*x = MessageSent{}
+	mi := &file_lemo_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageSent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageSent) ProtoMessage() {}
+
+func (x *MessageSent) ProtoReflect() protoreflect.Message {
+	mi := &file_lemo_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageSent.ProtoReflect.Descriptor instead.
+func (*MessageSent) Descriptor() ([]byte, []int) {
+	return file_lemo_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *MessageSent) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *MessageSent) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *MessageSent) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+// MessageReceived records a message taken from the Task's inbox: its
+// sender and the seq of the sender's MessageSent.
+type MessageReceived struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	FromSeq       uint64                 `protobuf:"varint,2,opt,name=from_seq,json=fromSeq,proto3" json:"from_seq,omitempty"`
+	Text          string                 `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MessageReceived) Reset() {
+	*x = MessageReceived{}
+	mi := &file_lemo_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageReceived) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageReceived) ProtoMessage() {}
+
+func (x *MessageReceived) ProtoReflect() protoreflect.Message {
+	mi := &file_lemo_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageReceived.ProtoReflect.Descriptor instead.
+func (*MessageReceived) Descriptor() ([]byte, []int) {
+	return file_lemo_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *MessageReceived) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *MessageReceived) GetFromSeq() uint64 {
+	if x != nil {
+		return x.FromSeq
+	}
+	return 0
+}
+
+func (x *MessageReceived) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+// InboxEntry is a message or a child's end waiting for its recipient,
+// kept beside the logs until the recipient takes it into its history
+// (in the same commit that deletes it).
+type InboxEntry struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	From    string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	FromSeq uint64                 `protobuf:"varint,2,opt,name=from_seq,json=fromSeq,proto3" json:"from_seq,omitempty"`
+	Text    string                 `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
+	// Set for a child's end (from is the child).
+	ChildEnded    *ChildEnded `protobuf:"bytes,4,opt,name=child_ended,json=childEnded,proto3" json:"child_ended,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InboxEntry) Reset() {
+	*x = InboxEntry{}
+	mi := &file_lemo_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InboxEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InboxEntry) ProtoMessage() {}
+
+func (x *InboxEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_lemo_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InboxEntry.ProtoReflect.Descriptor instead.
+func (*InboxEntry) Descriptor() ([]byte, []int) {
+	return file_lemo_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *InboxEntry) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *InboxEntry) GetFromSeq() uint64 {
+	if x != nil {
+		return x.FromSeq
+	}
+	return 0
+}
+
+func (x *InboxEntry) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *InboxEntry) GetChildEnded() *ChildEnded {
+	if x != nil {
+		return x.ChildEnded
+	}
+	return nil
+}
+
 // ToolApproval applies rule to the calls of the tools that tool names: a
 // tool name ("shell.run") or a pattern with "*" ("files.*", "*").
 type ToolApproval struct {
@@ -935,7 +1387,7 @@ type ToolApproval struct {
 
 func (x *ToolApproval) Reset() {
 	*x = ToolApproval{}
-	mi := &file_lemo_proto_msgTypes[2]
+	mi := &file_lemo_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -947,7 +1399,7 @@ func (x *ToolApproval) String() string {
 func (*ToolApproval) ProtoMessage() {}
 
 func (x *ToolApproval) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[2]
+	mi := &file_lemo_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -960,7 +1412,7 @@ func (x *ToolApproval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolApproval.ProtoReflect.Descriptor instead.
 func (*ToolApproval) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{2}
+	return file_lemo_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ToolApproval) GetTool() string {
@@ -994,7 +1446,7 @@ type UserMessage struct {
 
 func (x *UserMessage) Reset() {
 	*x = UserMessage{}
-	mi := &file_lemo_proto_msgTypes[3]
+	mi := &file_lemo_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1006,7 +1458,7 @@ func (x *UserMessage) String() string {
 func (*UserMessage) ProtoMessage() {}
 
 func (x *UserMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[3]
+	mi := &file_lemo_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1019,7 +1471,7 @@ func (x *UserMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserMessage.ProtoReflect.Descriptor instead.
 func (*UserMessage) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{3}
+	return file_lemo_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *UserMessage) GetText() string {
@@ -1040,7 +1492,7 @@ type CycleStarted struct {
 
 func (x *CycleStarted) Reset() {
 	*x = CycleStarted{}
-	mi := &file_lemo_proto_msgTypes[4]
+	mi := &file_lemo_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1052,7 +1504,7 @@ func (x *CycleStarted) String() string {
 func (*CycleStarted) ProtoMessage() {}
 
 func (x *CycleStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[4]
+	mi := &file_lemo_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1065,7 +1517,7 @@ func (x *CycleStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CycleStarted.ProtoReflect.Descriptor instead.
 func (*CycleStarted) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{4}
+	return file_lemo_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CycleStarted) GetCycle() uint32 {
@@ -1095,7 +1547,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_lemo_proto_msgTypes[5]
+	mi := &file_lemo_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1107,7 +1559,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[5]
+	mi := &file_lemo_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1120,7 +1572,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{5}
+	return file_lemo_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Usage) GetPromptTokens() uint64 {
@@ -1156,7 +1608,7 @@ type SectionSize struct {
 
 func (x *SectionSize) Reset() {
 	*x = SectionSize{}
-	mi := &file_lemo_proto_msgTypes[6]
+	mi := &file_lemo_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1168,7 +1620,7 @@ func (x *SectionSize) String() string {
 func (*SectionSize) ProtoMessage() {}
 
 func (x *SectionSize) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[6]
+	mi := &file_lemo_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1181,7 +1633,7 @@ func (x *SectionSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SectionSize.ProtoReflect.Descriptor instead.
 func (*SectionSize) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{6}
+	return file_lemo_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SectionSize) GetSection() string {
@@ -1214,7 +1666,7 @@ type Excerpt struct {
 
 func (x *Excerpt) Reset() {
 	*x = Excerpt{}
-	mi := &file_lemo_proto_msgTypes[7]
+	mi := &file_lemo_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1226,7 +1678,7 @@ func (x *Excerpt) String() string {
 func (*Excerpt) ProtoMessage() {}
 
 func (x *Excerpt) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[7]
+	mi := &file_lemo_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1239,7 +1691,7 @@ func (x *Excerpt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Excerpt.ProtoReflect.Descriptor instead.
 func (*Excerpt) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{7}
+	return file_lemo_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Excerpt) GetSeq() uint64 {
@@ -1291,7 +1743,7 @@ type RecallItem struct {
 
 func (x *RecallItem) Reset() {
 	*x = RecallItem{}
-	mi := &file_lemo_proto_msgTypes[8]
+	mi := &file_lemo_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1303,7 +1755,7 @@ func (x *RecallItem) String() string {
 func (*RecallItem) ProtoMessage() {}
 
 func (x *RecallItem) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[8]
+	mi := &file_lemo_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1316,7 +1768,7 @@ func (x *RecallItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecallItem.ProtoReflect.Descriptor instead.
 func (*RecallItem) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{8}
+	return file_lemo_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RecallItem) GetTaskId() string {
@@ -1373,7 +1825,7 @@ type InputSummary struct {
 
 func (x *InputSummary) Reset() {
 	*x = InputSummary{}
-	mi := &file_lemo_proto_msgTypes[9]
+	mi := &file_lemo_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1385,7 +1837,7 @@ func (x *InputSummary) String() string {
 func (*InputSummary) ProtoMessage() {}
 
 func (x *InputSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[9]
+	mi := &file_lemo_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1398,7 +1850,7 @@ func (x *InputSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputSummary.ProtoReflect.Descriptor instead.
 func (*InputSummary) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{9}
+	return file_lemo_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *InputSummary) GetWindowTokens() uint64 {
@@ -1472,7 +1924,7 @@ type CycleFinished struct {
 
 func (x *CycleFinished) Reset() {
 	*x = CycleFinished{}
-	mi := &file_lemo_proto_msgTypes[10]
+	mi := &file_lemo_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1484,7 +1936,7 @@ func (x *CycleFinished) String() string {
 func (*CycleFinished) ProtoMessage() {}
 
 func (x *CycleFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[10]
+	mi := &file_lemo_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1497,7 +1949,7 @@ func (x *CycleFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CycleFinished.ProtoReflect.Descriptor instead.
 func (*CycleFinished) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{10}
+	return file_lemo_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CycleFinished) GetCycle() uint32 {
@@ -1559,7 +2011,7 @@ type AssistantMessage struct {
 
 func (x *AssistantMessage) Reset() {
 	*x = AssistantMessage{}
-	mi := &file_lemo_proto_msgTypes[11]
+	mi := &file_lemo_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1571,7 +2023,7 @@ func (x *AssistantMessage) String() string {
 func (*AssistantMessage) ProtoMessage() {}
 
 func (x *AssistantMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[11]
+	mi := &file_lemo_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1584,7 +2036,7 @@ func (x *AssistantMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssistantMessage.ProtoReflect.Descriptor instead.
 func (*AssistantMessage) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{11}
+	return file_lemo_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AssistantMessage) GetCycle() uint32 {
@@ -1642,7 +2094,7 @@ type ToolCallRecorded struct {
 
 func (x *ToolCallRecorded) Reset() {
 	*x = ToolCallRecorded{}
-	mi := &file_lemo_proto_msgTypes[12]
+	mi := &file_lemo_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1654,7 +2106,7 @@ func (x *ToolCallRecorded) String() string {
 func (*ToolCallRecorded) ProtoMessage() {}
 
 func (x *ToolCallRecorded) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[12]
+	mi := &file_lemo_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1667,7 +2119,7 @@ func (x *ToolCallRecorded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallRecorded.ProtoReflect.Descriptor instead.
 func (*ToolCallRecorded) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{12}
+	return file_lemo_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ToolCallRecorded) GetCallId() string {
@@ -1723,7 +2175,7 @@ type ToolExecutionStarted struct {
 
 func (x *ToolExecutionStarted) Reset() {
 	*x = ToolExecutionStarted{}
-	mi := &file_lemo_proto_msgTypes[13]
+	mi := &file_lemo_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1735,7 +2187,7 @@ func (x *ToolExecutionStarted) String() string {
 func (*ToolExecutionStarted) ProtoMessage() {}
 
 func (x *ToolExecutionStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[13]
+	mi := &file_lemo_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1748,7 +2200,7 @@ func (x *ToolExecutionStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolExecutionStarted.ProtoReflect.Descriptor instead.
 func (*ToolExecutionStarted) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{13}
+	return file_lemo_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ToolExecutionStarted) GetCallId() string {
@@ -1769,7 +2221,7 @@ type ToolState struct {
 
 func (x *ToolState) Reset() {
 	*x = ToolState{}
-	mi := &file_lemo_proto_msgTypes[14]
+	mi := &file_lemo_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1781,7 +2233,7 @@ func (x *ToolState) String() string {
 func (*ToolState) ProtoMessage() {}
 
 func (x *ToolState) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[14]
+	mi := &file_lemo_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1794,7 +2246,7 @@ func (x *ToolState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolState.ProtoReflect.Descriptor instead.
 func (*ToolState) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{14}
+	return file_lemo_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ToolState) GetCallId() string {
@@ -1829,7 +2281,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_lemo_proto_msgTypes[15]
+	mi := &file_lemo_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1841,7 +2293,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[15]
+	mi := &file_lemo_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1854,7 +2306,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{15}
+	return file_lemo_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ToolResult) GetCallId() string {
@@ -1904,7 +2356,7 @@ type ToolFailed struct {
 
 func (x *ToolFailed) Reset() {
 	*x = ToolFailed{}
-	mi := &file_lemo_proto_msgTypes[16]
+	mi := &file_lemo_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1916,7 +2368,7 @@ func (x *ToolFailed) String() string {
 func (*ToolFailed) ProtoMessage() {}
 
 func (x *ToolFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[16]
+	mi := &file_lemo_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1929,7 +2381,7 @@ func (x *ToolFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolFailed.ProtoReflect.Descriptor instead.
 func (*ToolFailed) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{16}
+	return file_lemo_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ToolFailed) GetCallId() string {
@@ -1972,7 +2424,7 @@ type ApprovalRequested struct {
 
 func (x *ApprovalRequested) Reset() {
 	*x = ApprovalRequested{}
-	mi := &file_lemo_proto_msgTypes[17]
+	mi := &file_lemo_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1984,7 +2436,7 @@ func (x *ApprovalRequested) String() string {
 func (*ApprovalRequested) ProtoMessage() {}
 
 func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[17]
+	mi := &file_lemo_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1997,7 +2449,7 @@ func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalRequested.ProtoReflect.Descriptor instead.
 func (*ApprovalRequested) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{17}
+	return file_lemo_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ApprovalRequested) GetApprovalId() string {
@@ -2060,7 +2512,7 @@ type ApprovalResolved struct {
 
 func (x *ApprovalResolved) Reset() {
 	*x = ApprovalResolved{}
-	mi := &file_lemo_proto_msgTypes[18]
+	mi := &file_lemo_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2072,7 +2524,7 @@ func (x *ApprovalResolved) String() string {
 func (*ApprovalResolved) ProtoMessage() {}
 
 func (x *ApprovalResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[18]
+	mi := &file_lemo_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2085,7 +2537,7 @@ func (x *ApprovalResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalResolved.ProtoReflect.Descriptor instead.
 func (*ApprovalResolved) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{18}
+	return file_lemo_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ApprovalResolved) GetApprovalId() string {
@@ -2145,7 +2597,7 @@ type StatusChanged struct {
 
 func (x *StatusChanged) Reset() {
 	*x = StatusChanged{}
-	mi := &file_lemo_proto_msgTypes[19]
+	mi := &file_lemo_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2157,7 +2609,7 @@ func (x *StatusChanged) String() string {
 func (*StatusChanged) ProtoMessage() {}
 
 func (x *StatusChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[19]
+	mi := &file_lemo_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2170,7 +2622,7 @@ func (x *StatusChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusChanged.ProtoReflect.Descriptor instead.
 func (*StatusChanged) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{19}
+	return file_lemo_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StatusChanged) GetStatus() TaskStatus {
@@ -2213,7 +2665,7 @@ type Overflow struct {
 
 func (x *Overflow) Reset() {
 	*x = Overflow{}
-	mi := &file_lemo_proto_msgTypes[20]
+	mi := &file_lemo_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2225,7 +2677,7 @@ func (x *Overflow) String() string {
 func (*Overflow) ProtoMessage() {}
 
 func (x *Overflow) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[20]
+	mi := &file_lemo_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2238,7 +2690,7 @@ func (x *Overflow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Overflow.ProtoReflect.Descriptor instead.
 func (*Overflow) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{20}
+	return file_lemo_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Overflow) GetNeededTokens() uint64 {
@@ -2278,7 +2730,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_lemo_proto_msgTypes[21]
+	mi := &file_lemo_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2290,7 +2742,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[21]
+	mi := &file_lemo_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2303,7 +2755,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{21}
+	return file_lemo_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Failure) GetScope() FailureScope {
@@ -2351,26 +2803,29 @@ func (x *Failure) GetOverflow() *Overflow {
 // TaskMeta is the stored summary of a Task, kept in step with its log in
 // the same commit.
 type TaskMeta struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
-	Status        TaskStatus             `protobuf:"varint,3,opt,name=status,proto3,enum=lemo.v1.TaskStatus" json:"status,omitempty"`
-	PauseReason   PauseReason            `protobuf:"varint,4,opt,name=pause_reason,json=pauseReason,proto3,enum=lemo.v1.PauseReason" json:"pause_reason,omitempty"`
-	StatusDetail  string                 `protobuf:"bytes,5,opt,name=status_detail,json=statusDetail,proto3" json:"status_detail,omitempty"`
-	Model         string                 `protobuf:"bytes,6,opt,name=model,proto3" json:"model,omitempty"`
-	Title         string                 `protobuf:"bytes,7,opt,name=title,proto3" json:"title,omitempty"`
-	Created       *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=created,proto3" json:"created,omitempty"`
-	Updated       *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=updated,proto3" json:"updated,omitempty"`
-	LastSeq       uint64                 `protobuf:"varint,10,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
-	Cycles        uint32                 `protobuf:"varint,11,opt,name=cycles,proto3" json:"cycles,omitempty"`
-	Workspace     string                 `protobuf:"bytes,12,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	TaskId       string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Owner        string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	Status       TaskStatus             `protobuf:"varint,3,opt,name=status,proto3,enum=lemo.v1.TaskStatus" json:"status,omitempty"`
+	PauseReason  PauseReason            `protobuf:"varint,4,opt,name=pause_reason,json=pauseReason,proto3,enum=lemo.v1.PauseReason" json:"pause_reason,omitempty"`
+	StatusDetail string                 `protobuf:"bytes,5,opt,name=status_detail,json=statusDetail,proto3" json:"status_detail,omitempty"`
+	Model        string                 `protobuf:"bytes,6,opt,name=model,proto3" json:"model,omitempty"`
+	Title        string                 `protobuf:"bytes,7,opt,name=title,proto3" json:"title,omitempty"`
+	Created      *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=created,proto3" json:"created,omitempty"`
+	Updated      *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=updated,proto3" json:"updated,omitempty"`
+	LastSeq      uint64                 `protobuf:"varint,10,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
+	Cycles       uint32                 `protobuf:"varint,11,opt,name=cycles,proto3" json:"cycles,omitempty"`
+	Workspace    string                 `protobuf:"bytes,12,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	// The parent Task of a child Task ("" for a root) and its depth.
+	ParentId      string `protobuf:"bytes,40,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
+	Depth         uint32 `protobuf:"varint,41,opt,name=depth,proto3" json:"depth,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskMeta) Reset() {
 	*x = TaskMeta{}
-	mi := &file_lemo_proto_msgTypes[22]
+	mi := &file_lemo_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2382,7 +2837,7 @@ func (x *TaskMeta) String() string {
 func (*TaskMeta) ProtoMessage() {}
 
 func (x *TaskMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[22]
+	mi := &file_lemo_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2395,7 +2850,7 @@ func (x *TaskMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskMeta.ProtoReflect.Descriptor instead.
 func (*TaskMeta) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{22}
+	return file_lemo_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TaskMeta) GetTaskId() string {
@@ -2482,6 +2937,20 @@ func (x *TaskMeta) GetWorkspace() string {
 	return ""
 }
 
+func (x *TaskMeta) GetParentId() string {
+	if x != nil {
+		return x.ParentId
+	}
+	return ""
+}
+
+func (x *TaskMeta) GetDepth() uint32 {
+	if x != nil {
+		return x.Depth
+	}
+	return 0
+}
+
 // Delta is live progress that is never stored: model text and reasoning as
 // they stream, tool state updates, live tool outputs.
 type Delta struct {
@@ -2501,7 +2970,7 @@ type Delta struct {
 
 func (x *Delta) Reset() {
 	*x = Delta{}
-	mi := &file_lemo_proto_msgTypes[23]
+	mi := &file_lemo_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2513,7 +2982,7 @@ func (x *Delta) String() string {
 func (*Delta) ProtoMessage() {}
 
 func (x *Delta) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[23]
+	mi := &file_lemo_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2526,7 +2995,7 @@ func (x *Delta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delta.ProtoReflect.Descriptor instead.
 func (*Delta) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{23}
+	return file_lemo_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Delta) GetTaskId() string {
@@ -2590,7 +3059,7 @@ var File_lemo_proto protoreflect.FileDescriptor
 const file_lemo_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"lemo.proto\x12\alemo.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf6\a\n" +
+	"lemo.proto\x12\alemo.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xee\t\n" +
 	"\x05Event\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12.\n" +
@@ -2612,8 +3081,13 @@ const file_lemo_proto_rawDesc = "" +
 	"\x12approval_requested\x18\x14 \x01(\v2\x1a.lemo.v1.ApprovalRequestedH\x00R\x11approvalRequested\x12H\n" +
 	"\x11approval_resolved\x18\x15 \x01(\v2\x19.lemo.v1.ApprovalResolvedH\x00R\x10approvalResolved\x12?\n" +
 	"\x0estatus_changed\x18\x16 \x01(\v2\x16.lemo.v1.StatusChangedH\x00R\rstatusChanged\x12,\n" +
-	"\afailure\x18\x17 \x01(\v2\x10.lemo.v1.FailureH\x00R\afailureB\x06\n" +
-	"\x04body\"\xe3\x01\n" +
+	"\afailure\x18\x17 \x01(\v2\x10.lemo.v1.FailureH\x00R\afailure\x12<\n" +
+	"\rchild_spawned\x18( \x01(\v2\x15.lemo.v1.ChildSpawnedH\x00R\fchildSpawned\x126\n" +
+	"\vchild_ended\x18) \x01(\v2\x13.lemo.v1.ChildEndedH\x00R\n" +
+	"childEnded\x129\n" +
+	"\fmessage_sent\x18* \x01(\v2\x14.lemo.v1.MessageSentH\x00R\vmessageSent\x12E\n" +
+	"\x10message_received\x18+ \x01(\v2\x18.lemo.v1.MessageReceivedH\x00R\x0fmessageReceivedB\x06\n" +
+	"\x04body\"\xbc\x02\n" +
 	"\vTaskCreated\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x14\n" +
@@ -2621,7 +3095,38 @@ const file_lemo_proto_rawDesc = "" +
 	"\x10tools_restricted\x18\x04 \x01(\bR\x0ftoolsRestricted\x12\x1c\n" +
 	"\tworkspace\x18\x05 \x01(\tR\tworkspace\x12\x14\n" +
 	"\x05title\x18\x06 \x01(\tR\x05title\x123\n" +
-	"\tapprovals\x18\a \x03(\v2\x15.lemo.v1.ToolApprovalR\tapprovals\"c\n" +
+	"\tapprovals\x18\a \x03(\v2\x15.lemo.v1.ToolApprovalR\tapprovals\x12\x1b\n" +
+	"\tparent_id\x18( \x01(\tR\bparentId\x12$\n" +
+	"\x0eparent_call_id\x18) \x01(\tR\fparentCallId\x12\x14\n" +
+	"\x05depth\x18* \x01(\rR\x05depth\"n\n" +
+	"\fChildSpawned\x12\x19\n" +
+	"\bchild_id\x18\x01 \x01(\tR\achildId\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x14\n" +
+	"\x05title\x18\x03 \x01(\tR\x05title\x12\x14\n" +
+	"\x05model\x18\x04 \x01(\tR\x05model\"\xc7\x01\n" +
+	"\n" +
+	"ChildEnded\x12\x19\n" +
+	"\bchild_id\x18\x01 \x01(\tR\achildId\x12+\n" +
+	"\x06status\x18\x02 \x01(\x0e2\x13.lemo.v1.TaskStatusR\x06status\x12\x16\n" +
+	"\x06answer\x18\x03 \x01(\tR\x06answer\x12\x16\n" +
+	"\x06detail\x18\x04 \x01(\tR\x06detail\x12$\n" +
+	"\x05usage\x18\x05 \x01(\v2\x0e.lemo.v1.UsageR\x05usage\x12\x1b\n" +
+	"\tchild_seq\x18\x06 \x01(\x04R\bchildSeq\"J\n" +
+	"\vMessageSent\x12\x0e\n" +
+	"\x02to\x18\x01 \x01(\tR\x02to\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12\x17\n" +
+	"\acall_id\x18\x03 \x01(\tR\x06callId\"T\n" +
+	"\x0fMessageReceived\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x19\n" +
+	"\bfrom_seq\x18\x02 \x01(\x04R\afromSeq\x12\x12\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\"\x85\x01\n" +
+	"\n" +
+	"InboxEntry\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x19\n" +
+	"\bfrom_seq\x18\x02 \x01(\x04R\afromSeq\x12\x12\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\x124\n" +
+	"\vchild_ended\x18\x04 \x01(\v2\x13.lemo.v1.ChildEndedR\n" +
+	"childEnded\"c\n" +
 	"\fToolApproval\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12)\n" +
 	"\x04rule\x18\x02 \x01(\x0e2\x15.lemo.v1.ApprovalRuleR\x04rule\x12\x14\n" +
@@ -2732,7 +3237,7 @@ const file_lemo_proto_rawDesc = "" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x14\n" +
 	"\x05cycle\x18\x04 \x01(\rR\x05cycle\x12\x17\n" +
 	"\acall_id\x18\x05 \x01(\tR\x06callId\x12-\n" +
-	"\boverflow\x18\x06 \x01(\v2\x11.lemo.v1.OverflowR\boverflow\"\xad\x03\n" +
+	"\boverflow\x18\x06 \x01(\v2\x11.lemo.v1.OverflowR\boverflow\"\xe0\x03\n" +
 	"\bTaskMeta\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12+\n" +
@@ -2746,7 +3251,9 @@ const file_lemo_proto_rawDesc = "" +
 	"\blast_seq\x18\n" +
 	" \x01(\x04R\alastSeq\x12\x16\n" +
 	"\x06cycles\x18\v \x01(\rR\x06cycles\x12\x1c\n" +
-	"\tworkspace\x18\f \x01(\tR\tworkspace\"\xe9\x01\n" +
+	"\tworkspace\x18\f \x01(\tR\tworkspace\x12\x1b\n" +
+	"\tparent_id\x18( \x01(\tR\bparentId\x12\x14\n" +
+	"\x05depth\x18) \x01(\rR\x05depth\"\xe9\x01\n" +
 	"\x05Delta\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05cycle\x18\x02 \x01(\rR\x05cycle\x12&\n" +
@@ -2765,13 +3272,14 @@ const file_lemo_proto_rawDesc = "" +
 	"\x12TASK_STATUS_PAUSED\x10\x04\x12\x18\n" +
 	"\x14TASK_STATUS_FINISHED\x10\x05\x12\x16\n" +
 	"\x12TASK_STATUS_FAILED\x10\x06\x12\x19\n" +
-	"\x15TASK_STATUS_CANCELLED\x10\a*\x9a\x01\n" +
+	"\x15TASK_STATUS_CANCELLED\x10\a*\xb3\x01\n" +
 	"\vPauseReason\x12\x1c\n" +
 	"\x18PAUSE_REASON_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11PAUSE_REASON_USER\x10\x01\x12\x1c\n" +
 	"\x18PAUSE_REASON_INTERRUPTED\x10\x02\x12\x1c\n" +
 	"\x18PAUSE_REASON_CYCLE_LIMIT\x10\x03\x12\x1a\n" +
-	"\x16PAUSE_REASON_DISK_FULL\x10\x04*u\n" +
+	"\x16PAUSE_REASON_DISK_FULL\x10\x04\x12\x17\n" +
+	"\x13PAUSE_REASON_PARENT\x10(*u\n" +
 	"\fApprovalRule\x12\x1d\n" +
 	"\x19APPROVAL_RULE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11APPROVAL_RULE_ASK\x10\x01\x12\x16\n" +
@@ -2826,7 +3334,7 @@ func file_lemo_proto_rawDescGZIP() []byte {
 }
 
 var file_lemo_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_lemo_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_lemo_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_lemo_proto_goTypes = []any{
 	(TaskStatus)(0),               // 0: lemo.v1.TaskStatus
 	(PauseReason)(0),              // 1: lemo.v1.PauseReason
@@ -2838,74 +3346,86 @@ var file_lemo_proto_goTypes = []any{
 	(DeltaKind)(0),                // 7: lemo.v1.DeltaKind
 	(*Event)(nil),                 // 8: lemo.v1.Event
 	(*TaskCreated)(nil),           // 9: lemo.v1.TaskCreated
-	(*ToolApproval)(nil),          // 10: lemo.v1.ToolApproval
-	(*UserMessage)(nil),           // 11: lemo.v1.UserMessage
-	(*CycleStarted)(nil),          // 12: lemo.v1.CycleStarted
-	(*Usage)(nil),                 // 13: lemo.v1.Usage
-	(*SectionSize)(nil),           // 14: lemo.v1.SectionSize
-	(*Excerpt)(nil),               // 15: lemo.v1.Excerpt
-	(*RecallItem)(nil),            // 16: lemo.v1.RecallItem
-	(*InputSummary)(nil),          // 17: lemo.v1.InputSummary
-	(*CycleFinished)(nil),         // 18: lemo.v1.CycleFinished
-	(*AssistantMessage)(nil),      // 19: lemo.v1.AssistantMessage
-	(*ToolCallRecorded)(nil),      // 20: lemo.v1.ToolCallRecorded
-	(*ToolExecutionStarted)(nil),  // 21: lemo.v1.ToolExecutionStarted
-	(*ToolState)(nil),             // 22: lemo.v1.ToolState
-	(*ToolResult)(nil),            // 23: lemo.v1.ToolResult
-	(*ToolFailed)(nil),            // 24: lemo.v1.ToolFailed
-	(*ApprovalRequested)(nil),     // 25: lemo.v1.ApprovalRequested
-	(*ApprovalResolved)(nil),      // 26: lemo.v1.ApprovalResolved
-	(*StatusChanged)(nil),         // 27: lemo.v1.StatusChanged
-	(*Overflow)(nil),              // 28: lemo.v1.Overflow
-	(*Failure)(nil),               // 29: lemo.v1.Failure
-	(*TaskMeta)(nil),              // 30: lemo.v1.TaskMeta
-	(*Delta)(nil),                 // 31: lemo.v1.Delta
-	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
+	(*ChildSpawned)(nil),          // 10: lemo.v1.ChildSpawned
+	(*ChildEnded)(nil),            // 11: lemo.v1.ChildEnded
+	(*MessageSent)(nil),           // 12: lemo.v1.MessageSent
+	(*MessageReceived)(nil),       // 13: lemo.v1.MessageReceived
+	(*InboxEntry)(nil),            // 14: lemo.v1.InboxEntry
+	(*ToolApproval)(nil),          // 15: lemo.v1.ToolApproval
+	(*UserMessage)(nil),           // 16: lemo.v1.UserMessage
+	(*CycleStarted)(nil),          // 17: lemo.v1.CycleStarted
+	(*Usage)(nil),                 // 18: lemo.v1.Usage
+	(*SectionSize)(nil),           // 19: lemo.v1.SectionSize
+	(*Excerpt)(nil),               // 20: lemo.v1.Excerpt
+	(*RecallItem)(nil),            // 21: lemo.v1.RecallItem
+	(*InputSummary)(nil),          // 22: lemo.v1.InputSummary
+	(*CycleFinished)(nil),         // 23: lemo.v1.CycleFinished
+	(*AssistantMessage)(nil),      // 24: lemo.v1.AssistantMessage
+	(*ToolCallRecorded)(nil),      // 25: lemo.v1.ToolCallRecorded
+	(*ToolExecutionStarted)(nil),  // 26: lemo.v1.ToolExecutionStarted
+	(*ToolState)(nil),             // 27: lemo.v1.ToolState
+	(*ToolResult)(nil),            // 28: lemo.v1.ToolResult
+	(*ToolFailed)(nil),            // 29: lemo.v1.ToolFailed
+	(*ApprovalRequested)(nil),     // 30: lemo.v1.ApprovalRequested
+	(*ApprovalResolved)(nil),      // 31: lemo.v1.ApprovalResolved
+	(*StatusChanged)(nil),         // 32: lemo.v1.StatusChanged
+	(*Overflow)(nil),              // 33: lemo.v1.Overflow
+	(*Failure)(nil),               // 34: lemo.v1.Failure
+	(*TaskMeta)(nil),              // 35: lemo.v1.TaskMeta
+	(*Delta)(nil),                 // 36: lemo.v1.Delta
+	(*timestamppb.Timestamp)(nil), // 37: google.protobuf.Timestamp
 }
 var file_lemo_proto_depIdxs = []int32{
-	32, // 0: lemo.v1.Event.time:type_name -> google.protobuf.Timestamp
+	37, // 0: lemo.v1.Event.time:type_name -> google.protobuf.Timestamp
 	9,  // 1: lemo.v1.Event.task_created:type_name -> lemo.v1.TaskCreated
-	11, // 2: lemo.v1.Event.user_message:type_name -> lemo.v1.UserMessage
-	12, // 3: lemo.v1.Event.cycle_started:type_name -> lemo.v1.CycleStarted
-	18, // 4: lemo.v1.Event.cycle_finished:type_name -> lemo.v1.CycleFinished
-	19, // 5: lemo.v1.Event.assistant_message:type_name -> lemo.v1.AssistantMessage
-	20, // 6: lemo.v1.Event.tool_call_recorded:type_name -> lemo.v1.ToolCallRecorded
-	21, // 7: lemo.v1.Event.tool_execution_started:type_name -> lemo.v1.ToolExecutionStarted
-	22, // 8: lemo.v1.Event.tool_state:type_name -> lemo.v1.ToolState
-	23, // 9: lemo.v1.Event.tool_result:type_name -> lemo.v1.ToolResult
-	24, // 10: lemo.v1.Event.tool_failed:type_name -> lemo.v1.ToolFailed
-	25, // 11: lemo.v1.Event.approval_requested:type_name -> lemo.v1.ApprovalRequested
-	26, // 12: lemo.v1.Event.approval_resolved:type_name -> lemo.v1.ApprovalResolved
-	27, // 13: lemo.v1.Event.status_changed:type_name -> lemo.v1.StatusChanged
-	29, // 14: lemo.v1.Event.failure:type_name -> lemo.v1.Failure
-	10, // 15: lemo.v1.TaskCreated.approvals:type_name -> lemo.v1.ToolApproval
-	2,  // 16: lemo.v1.ToolApproval.rule:type_name -> lemo.v1.ApprovalRule
-	14, // 17: lemo.v1.InputSummary.sections:type_name -> lemo.v1.SectionSize
-	15, // 18: lemo.v1.InputSummary.excerpts:type_name -> lemo.v1.Excerpt
-	16, // 19: lemo.v1.InputSummary.recalled:type_name -> lemo.v1.RecallItem
-	3,  // 20: lemo.v1.CycleFinished.outcome:type_name -> lemo.v1.CycleOutcome
-	13, // 21: lemo.v1.CycleFinished.usage:type_name -> lemo.v1.Usage
-	17, // 22: lemo.v1.CycleFinished.input:type_name -> lemo.v1.InputSummary
-	4,  // 23: lemo.v1.ToolFailed.kind:type_name -> lemo.v1.ToolFailureKind
-	32, // 24: lemo.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
-	5,  // 25: lemo.v1.ApprovalResolved.outcome:type_name -> lemo.v1.ApprovalOutcome
-	10, // 26: lemo.v1.ApprovalResolved.allow_rule:type_name -> lemo.v1.ToolApproval
-	0,  // 27: lemo.v1.StatusChanged.status:type_name -> lemo.v1.TaskStatus
-	1,  // 28: lemo.v1.StatusChanged.pause_reason:type_name -> lemo.v1.PauseReason
-	14, // 29: lemo.v1.Overflow.sections:type_name -> lemo.v1.SectionSize
-	6,  // 30: lemo.v1.Failure.scope:type_name -> lemo.v1.FailureScope
-	28, // 31: lemo.v1.Failure.overflow:type_name -> lemo.v1.Overflow
-	0,  // 32: lemo.v1.TaskMeta.status:type_name -> lemo.v1.TaskStatus
-	1,  // 33: lemo.v1.TaskMeta.pause_reason:type_name -> lemo.v1.PauseReason
-	32, // 34: lemo.v1.TaskMeta.created:type_name -> google.protobuf.Timestamp
-	32, // 35: lemo.v1.TaskMeta.updated:type_name -> google.protobuf.Timestamp
-	7,  // 36: lemo.v1.Delta.kind:type_name -> lemo.v1.DeltaKind
-	17, // 37: lemo.v1.Delta.input:type_name -> lemo.v1.InputSummary
-	38, // [38:38] is the sub-list for method output_type
-	38, // [38:38] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	16, // 2: lemo.v1.Event.user_message:type_name -> lemo.v1.UserMessage
+	17, // 3: lemo.v1.Event.cycle_started:type_name -> lemo.v1.CycleStarted
+	23, // 4: lemo.v1.Event.cycle_finished:type_name -> lemo.v1.CycleFinished
+	24, // 5: lemo.v1.Event.assistant_message:type_name -> lemo.v1.AssistantMessage
+	25, // 6: lemo.v1.Event.tool_call_recorded:type_name -> lemo.v1.ToolCallRecorded
+	26, // 7: lemo.v1.Event.tool_execution_started:type_name -> lemo.v1.ToolExecutionStarted
+	27, // 8: lemo.v1.Event.tool_state:type_name -> lemo.v1.ToolState
+	28, // 9: lemo.v1.Event.tool_result:type_name -> lemo.v1.ToolResult
+	29, // 10: lemo.v1.Event.tool_failed:type_name -> lemo.v1.ToolFailed
+	30, // 11: lemo.v1.Event.approval_requested:type_name -> lemo.v1.ApprovalRequested
+	31, // 12: lemo.v1.Event.approval_resolved:type_name -> lemo.v1.ApprovalResolved
+	32, // 13: lemo.v1.Event.status_changed:type_name -> lemo.v1.StatusChanged
+	34, // 14: lemo.v1.Event.failure:type_name -> lemo.v1.Failure
+	10, // 15: lemo.v1.Event.child_spawned:type_name -> lemo.v1.ChildSpawned
+	11, // 16: lemo.v1.Event.child_ended:type_name -> lemo.v1.ChildEnded
+	12, // 17: lemo.v1.Event.message_sent:type_name -> lemo.v1.MessageSent
+	13, // 18: lemo.v1.Event.message_received:type_name -> lemo.v1.MessageReceived
+	15, // 19: lemo.v1.TaskCreated.approvals:type_name -> lemo.v1.ToolApproval
+	0,  // 20: lemo.v1.ChildEnded.status:type_name -> lemo.v1.TaskStatus
+	18, // 21: lemo.v1.ChildEnded.usage:type_name -> lemo.v1.Usage
+	11, // 22: lemo.v1.InboxEntry.child_ended:type_name -> lemo.v1.ChildEnded
+	2,  // 23: lemo.v1.ToolApproval.rule:type_name -> lemo.v1.ApprovalRule
+	19, // 24: lemo.v1.InputSummary.sections:type_name -> lemo.v1.SectionSize
+	20, // 25: lemo.v1.InputSummary.excerpts:type_name -> lemo.v1.Excerpt
+	21, // 26: lemo.v1.InputSummary.recalled:type_name -> lemo.v1.RecallItem
+	3,  // 27: lemo.v1.CycleFinished.outcome:type_name -> lemo.v1.CycleOutcome
+	18, // 28: lemo.v1.CycleFinished.usage:type_name -> lemo.v1.Usage
+	22, // 29: lemo.v1.CycleFinished.input:type_name -> lemo.v1.InputSummary
+	4,  // 30: lemo.v1.ToolFailed.kind:type_name -> lemo.v1.ToolFailureKind
+	37, // 31: lemo.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
+	5,  // 32: lemo.v1.ApprovalResolved.outcome:type_name -> lemo.v1.ApprovalOutcome
+	15, // 33: lemo.v1.ApprovalResolved.allow_rule:type_name -> lemo.v1.ToolApproval
+	0,  // 34: lemo.v1.StatusChanged.status:type_name -> lemo.v1.TaskStatus
+	1,  // 35: lemo.v1.StatusChanged.pause_reason:type_name -> lemo.v1.PauseReason
+	19, // 36: lemo.v1.Overflow.sections:type_name -> lemo.v1.SectionSize
+	6,  // 37: lemo.v1.Failure.scope:type_name -> lemo.v1.FailureScope
+	33, // 38: lemo.v1.Failure.overflow:type_name -> lemo.v1.Overflow
+	0,  // 39: lemo.v1.TaskMeta.status:type_name -> lemo.v1.TaskStatus
+	1,  // 40: lemo.v1.TaskMeta.pause_reason:type_name -> lemo.v1.PauseReason
+	37, // 41: lemo.v1.TaskMeta.created:type_name -> google.protobuf.Timestamp
+	37, // 42: lemo.v1.TaskMeta.updated:type_name -> google.protobuf.Timestamp
+	7,  // 43: lemo.v1.Delta.kind:type_name -> lemo.v1.DeltaKind
+	22, // 44: lemo.v1.Delta.input:type_name -> lemo.v1.InputSummary
+	45, // [45:45] is the sub-list for method output_type
+	45, // [45:45] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_lemo_proto_init() }
@@ -2928,6 +3448,10 @@ func file_lemo_proto_init() {
 		(*Event_ApprovalResolved)(nil),
 		(*Event_StatusChanged)(nil),
 		(*Event_Failure)(nil),
+		(*Event_ChildSpawned)(nil),
+		(*Event_ChildEnded)(nil),
+		(*Event_MessageSent)(nil),
+		(*Event_MessageReceived)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2935,7 +3459,7 @@ func file_lemo_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lemo_proto_rawDesc), len(file_lemo_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   24,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
