@@ -71,6 +71,9 @@ type Call struct {
 	// process) as child actors of the call: visible in the actor tree,
 	// never restarted, and stopped when the call ends.
 	Sessions SessionHost
+	// Tree acts on the Task's agent tree (child Tasks, messages); nil when
+	// the daemon offers none.
+	Tree Tree
 }
 
 // LiveOutput receives the whole output of a running call.

@@ -99,11 +99,13 @@ func (s *State) Spawn(childID string, in SpawnInput, lim TreeLimits) (Spawned, e
 	create := Create(CreateInput{Owner: s.Owner, Model: model, Request: request, Workspace: ws, Tools: tools, ToolsRestricted: restricted, Approvals: s.Rules})
 	tc := create[0].(*api.TaskCreated)
 	tc.ParentId, tc.ParentCallId, tc.Depth = s.TaskID, in.CallID, s.Depth+1
-	create[2].(*api.StatusChanged).Detail = "spawned by task " + s.TaskID
 	return Spawned{
 		ChildID: childID,
 		Parent:  []proto.Message{&api.ChildSpawned{ChildId: childID, CallId: in.CallID, Title: tc.GetTitle(), Model: model}},
-		Child:   create,
+		// Created, not running: the child's own actor records its start
+		// (Start), so a child found created after a crash was never
+		// started rather than interrupted.
+		Child: create[:2],
 	}, nil
 }
 
@@ -122,6 +124,14 @@ type Peer struct {
 	Exists   bool
 	Owner    string
 	ParentID string
+}
+
+// Start starts a spawned child that is still created: nil otherwise.
+func (s *State) Start(detail string) []proto.Message {
+	if s.Status != api.TaskStatus_TASK_STATUS_CREATED || !s.Exists() {
+		return nil
+	}
+	return []proto.Message{&api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_RUNNING, Detail: detail}}
 }
 
 // Relation names how peer relates to s: "parent", "child" or "sibling".
@@ -316,6 +326,9 @@ func (s *State) FromParent(c Cascade) []proto.Message {
 		sc.PauseReason, sc.Detail = api.PauseReason_PAUSE_REASON_PARENT, "paused with its parent"
 		return out
 	case CascadeContinue:
+		if s.Status == api.TaskStatus_TASK_STATUS_CREATED {
+			return s.Start("started with its parent")
+		}
 		if s.Status != api.TaskStatus_TASK_STATUS_PAUSED {
 			return nil
 		}

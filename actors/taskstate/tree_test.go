@@ -44,7 +44,7 @@ func TestSpawn(t *testing.T) {
 				if cs.GetChildId() != "C" || cs.GetCallId() != "call-1-1" {
 					t.Fatalf("ChildSpawned = %v", cs)
 				}
-				if got := kindsOf(sp.Child); !eq(got, []string{"TaskCreated", "UserMessage", "StatusChanged"}) {
+				if got := kindsOf(sp.Child); !eq(got, []string{"TaskCreated", "UserMessage"}) {
 					t.Fatalf("child bodies = %v", got)
 				}
 			}},
@@ -246,6 +246,14 @@ func TestTakeAndWait(t *testing.T) {
 
 func TestFromParent(t *testing.T) {
 	running := func(t *testing.T) *State { return childOf(t, "C", "P", 1, nil) }
+	created := func(t *testing.T) *State {
+		s := New()
+		s.TaskID = "C"
+		create := Create(CreateInput{Owner: "alice", Model: "fake/m", Request: "sub"})
+		create[0].(*api.TaskCreated).ParentId = "P"
+		apply(s, create[:2])
+		return s
+	}
 	paused := func(r api.PauseReason) func(t *testing.T) *State {
 		return func(t *testing.T) *State {
 			s := childOf(t, "C", "P", 1, nil)
@@ -273,6 +281,8 @@ func TestFromParent(t *testing.T) {
 		{"continue an interrupted child", paused(api.PauseReason_PAUSE_REASON_INTERRUPTED), CascadeContinue, api.TaskStatus_TASK_STATUS_RUNNING, 0},
 		{"a child a person paused stays paused", paused(api.PauseReason_PAUSE_REASON_USER), CascadeContinue, 0, 0},
 		{"continue a running child", running, CascadeContinue, 0, 0},
+		{"continue a child never started", created, CascadeContinue, api.TaskStatus_TASK_STATUS_RUNNING, 0},
+		{"pause a child never started", created, CascadePause, 0, 0},
 		{"cancel a running child", running, CascadeCancel, api.TaskStatus_TASK_STATUS_CANCELLED, 0},
 		{"cancel a paused child", paused(api.PauseReason_PAUSE_REASON_USER), CascadeCancel, api.TaskStatus_TASK_STATUS_CANCELLED, 0},
 		{"a finished child stays finished", ended(api.TaskStatus_TASK_STATUS_FINISHED), CascadeCancel, 0, 0},

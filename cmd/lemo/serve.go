@@ -277,6 +277,10 @@ func actorOptions(cfg *config.Config, dd *persistence.DataDir, stopped []actors.
 		MaxRequestBytes:   cfg.Tasks.MaxRequestBytes,
 		Approval:          approvalPolicy(cfg),
 		ApprovalTimeout:   cfg.Approvals.Timeout,
+
+		MaxDepth:           cfg.Tasks.MaxDepth,
+		MaxChildren:        cfg.Tasks.MaxChildren,
+		MaxRunningChildren: cfg.Tasks.MaxRunningChildren,
 	}
 }
 
