@@ -41,7 +41,23 @@ type manager struct {
 	// not answered it yet.
 	stopping *shutdown
 	waiting  map[string]bool
+	// Child Tasks started by spawns that have not ended (running), and
+	// the spawned ones waiting for a place among them (queued, in spawn
+	// order): at most MaxRunningChildren run at once daemon-wide.
+	running map[string]bool
+	queued  []string
 }
+
+// childStart asks the manager to start a spawned child now or when a
+// place among the running children frees; reply learns which (nil: no
+// one asks).
+type childStart struct {
+	id    string
+	reply func(queued bool)
+}
+
+// childEnded tells the manager that a child Task ended: its place frees.
+type childEnded struct{ id string }
 
 type failureRecorded struct {
 	taskID string
@@ -49,7 +65,7 @@ type failureRecorded struct {
 }
 
 func newManager(e *env) *manager {
-	m := &manager{env: e, children: make(map[string]*child)}
+	m := &manager{env: e, children: make(map[string]*child), running: make(map[string]bool)}
 	m.strategy = &supervision.Strategy{Budget: e.opts.TaskBudget, OnFailure: m.onFailure}
 	return m
 }
@@ -112,6 +128,25 @@ func (m *manager) Receive(ctx actor.Context) {
 		for _, c := range m.children {
 			if c.state == childActive {
 				ctx.Send(c.pid, msg)
+			}
+		}
+	case *childStart:
+		queued := len(m.running) >= m.env.opts.MaxRunningChildren
+		if queued {
+			m.queued = append(m.queued, msg.id)
+		} else {
+			m.startChild(ctx, msg.id)
+		}
+		if msg.reply != nil {
+			msg.reply(queued)
+		}
+	case *childEnded:
+		if m.running[msg.id] {
+			delete(m.running, msg.id)
+			for len(m.queued) > 0 && len(m.running) < m.env.opts.MaxRunningChildren {
+				id := m.queued[0]
+				m.queued = m.queued[1:]
+				m.startChild(ctx, id)
 			}
 		}
 	case *shutdown:
@@ -197,4 +232,10 @@ func (m *manager) shutdownProgress() {
 			close(m.stopping.done)
 		}
 	}
+}
+
+// startChild starts a spawned child and counts it among the running ones.
+func (m *manager) startChild(ctx actor.Context, id string) {
+	m.running[id] = true
+	m.route(ctx, &taskCommand{taskID: id, caller: Operator, cmd: &cmdStart{}})
 }

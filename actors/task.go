@@ -513,6 +513,7 @@ func (t *task) onAppended(ctx actor.Context, m *appended) {
 		// The Task's memory no longer matches its log: restart from it.
 		panic(fmt.Errorf("task %s: append: %w", t.id, m.err))
 	}
+	wasTerminal := t.st.Terminal()
 	for _, ev := range inf.events {
 		t.st.Apply(ev)
 		if ar := ev.GetApprovalResolved(); ar != nil {
@@ -530,9 +531,9 @@ func (t *task) onAppended(ctx actor.Context, m *appended) {
 		for _, id := range x.notify {
 			t.tell(ctx, id, &cmdInbox{})
 		}
-		for _, id := range x.start {
-			t.tell(ctx, id, &cmdStart{})
-		}
+	}
+	if t.st.ParentID != "" && t.st.Terminal() && !wasTerminal {
+		ctx.Send(ctx.Parent(), &childEnded{id: t.id})
 	}
 	if inf.then != nil {
 		inf.then(ctx)

@@ -91,8 +91,6 @@ type treeExtra struct {
 	also   []persistence.Append
 	extra  func(evs []*api.Event) ([]persistence.KV, error)
 	notify []string
-	// start are spawned children to start once it is durable.
-	start []string
 }
 
 // treeBridge is a running call's tools.Tree: it asks the call's Task.
@@ -261,7 +259,7 @@ func (t *task) onSpawn(ctx actor.Context, m *spawnReq) {
 	sp, err := t.st.Spawn(m.childID, m.in, taskstate.TreeLimits{MaxDepth: o.MaxDepth, MaxChildren: o.MaxChildren})
 	if err != nil {
 		if errors.Is(err, taskstate.ErrLimit) {
-			err = fmt.Errorf("%w: %v", tools.ErrLimit, err)
+			err = limitError{err}
 		}
 		m.reply <- spawnReply{err: err}
 		return
@@ -269,8 +267,11 @@ func (t *task) onSpawn(ctx actor.Context, m *spawnReq) {
 	child := taskstate.New()
 	child.TaskID = sp.ChildID
 	also := persistence.Append{TaskID: sp.ChildID, Events: child.Stamp(sp.Child, t.env.now())}
-	t.persistTree(ctx, sp.Parent, &treeExtra{also: []persistence.Append{also}, start: []string{sp.ChildID}}, func(actor.Context) {
-		m.reply <- spawnReply{id: sp.ChildID}
+	id := sp.ChildID
+	t.persistTree(ctx, sp.Parent, &treeExtra{also: []persistence.Append{also}}, func(ctx actor.Context) {
+		// The manager starts it now, or queues it behind the running
+		// children; the call learns which.
+		ctx.Send(ctx.Parent(), &childStart{id: id, reply: func(queued bool) { m.reply <- spawnReply{id: id, queued: queued} }})
 	}, func(err error) { m.reply <- spawnReply{err: err} })
 }
 
@@ -402,7 +403,12 @@ func (t *task) treeCommand(ctx actor.Context, c any, r chan reply) bool {
 		t.readInbox(ctx)
 		replyTo(r, reply{meta: t.meta})
 	case *cmdStart:
-		t.persist(ctx, t.st.Start("spawned by task "+t.st.ParentID), []chan reply{r}, nil)
+		bodies := t.st.Start("spawned by task " + t.st.ParentID)
+		if bodies == nil && !t.st.Running() {
+			// Cancelled while it was queued: its place frees at once.
+			ctx.Send(ctx.Parent(), &childEnded{id: t.id})
+		}
+		t.persist(ctx, bodies, []chan reply{r}, nil)
 	case *cmdCascade:
 		t.persist(ctx, t.st.FromParent(c.c), []chan reply{r}, func(ctx actor.Context) {
 			switch c.c {
@@ -468,3 +474,10 @@ func (t *task) workspaceOwner() string {
 	}
 	return filepath.Base(t.st.Workspace)
 }
+
+// limitError is a tree limit's refusal as the tools know it
+// (tools.ErrLimit).
+type limitError struct{ error }
+
+func (e limitError) Is(target error) bool { return target == tools.ErrLimit }
+func (e limitError) Unwrap() error        { return e.error }
