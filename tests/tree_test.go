@@ -12,6 +12,7 @@ import (
 	"lemo/api"
 	"lemo/client"
 	"lemo/providers/fake"
+	"lemo/tools/isolation"
 )
 
 // treeModel is the fake Ollama model the tree tests script.
@@ -321,4 +322,82 @@ func TestTreeLimitsAndForeignIDs(t *testing.T) {
 	_ = errors.New
 	_ = fmt.Sprint
 	_ = time.Second
+}
+
+// Cancelling the parent while its children run shell commands that start
+// process trees (a setsid grandchild each) cancels every descendant Task
+// and stops every process.
+func TestTreeCancelCascadesToProcesses(t *testing.T) {
+	script := []fake.Scenario{
+		{Match: "PARENT-CANCEL", ToolCalls: []fake.Call{
+			call("tasks_spawn", `{"request":"CHILD-SH one"}`),
+			call("tasks_spawn", `{"request":"CHILD-SH two"}`),
+			call("tasks_spawn", `{"request":"CHILD-GRAND three"}`),
+		}},
+		{Match: "CHILD-GRAND", ToolCalls: []fake.Call{call("tasks_spawn", `{"request":"CHILD-SH grandchild","wait":true,"timeout":600}`)}},
+		{Match: "CHILD-SH", ToolCalls: []fake.Call{call("shell_run", `{"command":"setsid sleep 1000 & sleep 1000"}`)}},
+		{AfterTool: true, Match: "collect its answer", Capture: `"id":"([0-9A-Za-z]+)"`, ToolCalls: []fake.Call{call("tasks_wait", `{"ids":["$1"],"timeout":600}`)}},
+	}
+	data := filepath.Join(t.TempDir(), "data")
+	cfg := writeConfig(t, "tools:\n  shell:\n    approval: allow\n")
+	f := fake.StartServer(t, fake.Options{Flavor: fake.FlavorOllama, Script: script})
+	d := launchDaemonEnv(t, lemoBin, data, []string{"LEMO_OLLAMA_BASE_URL=" + f.URL()}, "--listen", "127.0.0.1:0", "--config", cfg)
+	d.waitServing()
+	l, err := client.FindLocal(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := (&remoteDaemon{daemon: d, addr: l.Address, token: l.Token}).connect(t, "")
+	tag, err := isolation.RunTag(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	root, err := c.CreateTask(ctx, client.CreateTask{Request: "PARENT-CANCEL fan out", Model: treeModel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Three shell commands (two children, one grandchild), each with a
+	// setsid grandchild of its own.
+	var sleeps []int
+	eventually(t, 60*time.Second, func() error {
+		sleeps = sleeps[:0]
+		for pid, cl := range taggedProcs(tag) {
+			if cl == "sleep 1000" {
+				sleeps = append(sleeps, pid)
+			}
+		}
+		if len(sleeps) < 6 {
+			return fmt.Errorf("%d sleeps run, want 6\n%s", len(sleeps), dumpTree(c, root.GetTaskId(), ""))
+		}
+		return nil
+	})
+	if _, err := c.Cancel(ctx, root.GetTaskId()); err != nil {
+		t.Fatal(err)
+	}
+	// Every Task of the tree ends cancelled.
+	var walk func(id string, depth int) int
+	walk = func(id string, depth int) int {
+		waitTree(t, c, d, id, api.TaskStatus_TASK_STATUS_CANCELLED)
+		n := 1
+		sp, _ := children(treeHistory(t, c, id))
+		for _, cs := range sp {
+			n += walk(cs.GetChildId(), depth+1)
+		}
+		return n
+	}
+	if n := walk(root.GetTaskId(), 0); n != 5 {
+		t.Fatalf("%d Tasks in the tree, want 5 (a root, three children, a grandchild)", n)
+	}
+	eventually(t, 30*time.Second, func() error {
+		if left := taggedProcs(tag); len(left) != 0 {
+			return fmt.Errorf("processes of the cancelled tree still run: %v", left)
+		}
+		return nil
+	})
+	for _, pid := range sleeps {
+		if !procDead(pid) {
+			t.Errorf("sleep %d survived the cancel", pid)
+		}
+	}
 }
