@@ -1,6 +1,7 @@
 package actors_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -131,4 +132,77 @@ func TestTreeRunningChildrenQueue(t *testing.T) {
 	close(release)
 	h.waitStatus(kids[0], api.TaskStatus_TASK_STATUS_FINISHED)
 	h.waitStatus(kids[1], api.TaskStatus_TASK_STATUS_FINISHED)
+}
+
+// A user pause of a parent pauses its running children (reason parent),
+// not a child a person paused; continuing the parent continues the ones it
+// paused, and the child a person paused stays paused.
+func TestTreePauseContinueCascade(t *testing.T) {
+	hold := make(chan struct{})
+	defer close(hold)
+	var h *harness
+	plan := treePlan(func(last string, tool bool) fake.Turn {
+		switch {
+		case strings.Contains(last, "CHILD"):
+			return fake.Turn{Text: "child", Wait: hold}
+		case last == "PARENT":
+			return fake.Turn{ToolCalls: []providers.ToolCall{
+				fake.ToolCall("c1", "tasks_spawn", map[string]any{"request": "CHILD-1"}),
+				fake.ToolCall("c2", "tasks_spawn", map[string]any{"request": "CHILD-2"}),
+			}}
+		default:
+			return fake.Turn{ToolCalls: []providers.ToolCall{fake.ToolCall("w", "tasks_wait_message", map[string]any{"timeout": 60})}}
+		}
+	})
+	h = newHarness(t, plan, tasks.NewTree(lazyStoreOf(&h))...)
+	id := h.create("PARENT")
+	evs := h.waitFor(id, "two children", func(evs []*api.Event) bool {
+		n := 0
+		for _, ev := range evs {
+			if ev.GetChildSpawned() != nil {
+				n++
+			}
+		}
+		return n == 2
+	})
+	var kids []string
+	for _, ev := range evs {
+		if cs := ev.GetChildSpawned(); cs != nil {
+			kids = append(kids, cs.GetChildId())
+		}
+	}
+	for _, k := range kids {
+		h.waitStatus(k, api.TaskStatus_TASK_STATUS_RUNNING)
+	}
+	ctx := context.Background()
+	if _, err := h.d.Pause(ctx, actors.Operator, kids[1]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.d.Pause(ctx, actors.Operator, id); err != nil {
+		t.Fatal(err)
+	}
+	reason := func(k string) api.PauseReason {
+		var r api.PauseReason
+		for _, ev := range h.history(k) {
+			if sc := ev.GetStatusChanged(); sc != nil {
+				r = sc.GetPauseReason()
+			}
+		}
+		return r
+	}
+	h.waitStatus(kids[0], api.TaskStatus_TASK_STATUS_PAUSED)
+	if r := reason(kids[0]); r != api.PauseReason_PAUSE_REASON_PARENT {
+		t.Fatalf("child paused with reason %v, want parent", r)
+	}
+	if r := reason(kids[1]); r != api.PauseReason_PAUSE_REASON_USER {
+		t.Fatalf("the child a person paused has reason %v, want user", r)
+	}
+	if _, err := h.d.Continue(ctx, actors.Operator, id, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.waitStatus(kids[0], api.TaskStatus_TASK_STATUS_RUNNING)
+	h.waitStatus(id, api.TaskStatus_TASK_STATUS_RUNNING)
+	if st := lastStatus(h.history(kids[1])); st != api.TaskStatus_TASK_STATUS_PAUSED {
+		t.Fatalf("the child a person paused is %v after the parent's continue, want paused", st)
+	}
 }

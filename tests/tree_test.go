@@ -183,6 +183,17 @@ func TestTreeParentSpawnsThreeAndWaits(t *testing.T) {
 	if statuses["TASK_STATUS_FINISHED"] != 2 || statuses["TASK_STATUS_FAILED"] != 1 {
 		t.Fatalf("children statuses = %v, want 2 finished and 1 failed", statuses)
 	}
+	// lemo tasks --tree shows the children under their parent.
+	out, code := cli(t, data, "tasks", "--tree")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 5 || !strings.HasPrefix(lines[1], root.GetTaskId()) {
+		t.Fatalf("lemo tasks --tree: exit %d\n%s", code, out)
+	}
+	for _, l := range lines[2:] {
+		if !strings.HasPrefix(l, "└ ") {
+			t.Errorf("lemo tasks --tree: child line %q is not under its parent\n%s", l, out)
+		}
+	}
 }
 
 // A child asks its parent a question mid-run (tasks.send to "parent") and

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -54,5 +55,19 @@ func TestPromptOffersAlways(t *testing.T) {
 		if got := b.String(); got != "approve T.c1"+tc.want {
 			t.Errorf("%s: prompt %q, want %q", tc.name, got, "approve T.c1"+tc.want)
 		}
+	}
+}
+
+func TestTreeOrder(t *testing.T) {
+	m := func(id, parent string) *api.TaskMeta { return &api.TaskMeta{TaskId: id, ParentId: parent} }
+	// Newest first, as lemo tasks lists them; X's parent is not listed.
+	metas := []*api.TaskMeta{m("G", "B"), m("C", "A"), m("X", "gone"), m("B", "A"), m("A", ""), m("R", "")}
+	var got []string
+	for _, r := range treeOrder(metas) {
+		got = append(got, fmt.Sprintf("%s@%d", r.meta.GetTaskId(), r.depth))
+	}
+	want := []string{"X@0", "A@0", "B@1", "G@2", "C@1", "R@0"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("treeOrder = %v, want %v", got, want)
 	}
 }
