@@ -634,8 +634,12 @@ func (t *task) reconcile(ctx actor.Context) {
 	switch step.Kind {
 	case taskstate.StepWait:
 	case taskstate.StepStartTool:
-		call := step.Call
-		t.persist(ctx, step.Bodies, nil, func(ctx actor.Context) { t.startTool(ctx, call) })
+		calls := step.Calls
+		t.persist(ctx, step.Bodies, nil, func(ctx actor.Context) {
+			for _, c := range calls {
+				t.startTool(ctx, c)
+			}
+		})
 	case taskstate.StepRequestApproval:
 		t.persist(ctx, step.Bodies, nil, func(ctx actor.Context) { t.armPendingApprovals(ctx) })
 	case taskstate.StepStartCycle:

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
 
 	"lemo/actors/taskstate"
 	"lemo/api"
@@ -250,29 +251,61 @@ func (t *task) treeRequest(ctx actor.Context, m any) bool {
 	return true
 }
 
+// onSpawn spawns the children of m and of the spawn requests queued behind
+// it, in one commit: the parent's records and every child's creation.
 func (t *task) onSpawn(ctx actor.Context, m *spawnReq) {
-	if id, ok := t.st.ExistingChild(m.callID); ok {
-		m.reply <- spawnReply{id: id}
-		return
-	}
-	o := t.env.opts
-	sp, err := t.st.Spawn(m.childID, m.in, taskstate.TreeLimits{MaxDepth: o.MaxDepth, MaxChildren: o.MaxChildren})
-	if err != nil {
-		if errors.Is(err, taskstate.ErrLimit) {
-			err = limitError{err}
+	reqs := []*spawnReq{m}
+	kept := t.queue[:0]
+	for _, q := range t.queue {
+		if r, ok := q.(*spawnReq); ok {
+			reqs = append(reqs, r)
+			continue
 		}
-		m.reply <- spawnReply{err: err}
+		kept = append(kept, q)
+	}
+	clear(t.queue[len(kept):])
+	t.queue = kept
+	o := t.env.opts
+	var parent []proto.Message
+	var also []persistence.Append
+	var ok []*spawnReq
+	var ids []string
+	for _, r := range reqs {
+		if id, found := t.st.ExistingChild(r.callID); found {
+			r.reply <- spawnReply{id: id}
+			continue
+		}
+		r.in.Earlier = len(ok)
+		sp, err := t.st.Spawn(r.childID, r.in, taskstate.TreeLimits{MaxDepth: o.MaxDepth, MaxChildren: o.MaxChildren})
+		if err != nil {
+			if errors.Is(err, taskstate.ErrLimit) {
+				err = limitError{err}
+			}
+			r.reply <- spawnReply{err: err}
+			continue
+		}
+		child := taskstate.New()
+		child.TaskID = sp.ChildID
+		parent = append(parent, sp.Parent...)
+		also = append(also, persistence.Append{TaskID: sp.ChildID, Events: child.Stamp(sp.Child, t.env.now())})
+		ok = append(ok, r)
+		ids = append(ids, sp.ChildID)
+	}
+	if len(ok) == 0 {
 		return
 	}
-	child := taskstate.New()
-	child.TaskID = sp.ChildID
-	also := persistence.Append{TaskID: sp.ChildID, Events: child.Stamp(sp.Child, t.env.now())}
-	id := sp.ChildID
-	t.persistTree(ctx, sp.Parent, &treeExtra{also: []persistence.Append{also}}, func(ctx actor.Context) {
-		// The manager starts it now, or queues it behind the running
-		// children; the call learns which.
-		ctx.Send(ctx.Parent(), &childStart{id: id, reply: func(queued bool) { m.reply <- spawnReply{id: id, queued: queued} }})
-	}, func(err error) { m.reply <- spawnReply{err: err} })
+	t.persistTree(ctx, parent, &treeExtra{also: also}, func(ctx actor.Context) {
+		// The manager starts each now, or queues it behind the running
+		// children; each call learns which.
+		for i, r := range ok {
+			r, id := r, ids[i]
+			ctx.Send(ctx.Parent(), &childStart{id: id, reply: func(queued bool) { r.reply <- spawnReply{id: id, queued: queued} }})
+		}
+	}, func(err error) {
+		for _, r := range ok {
+			r.reply <- spawnReply{err: err}
+		}
+	})
 }
 
 func (t *task) onSend(ctx actor.Context, m *sendReq) {

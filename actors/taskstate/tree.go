@@ -34,6 +34,9 @@ type SpawnInput struct {
 	// Workspace is the child's workspace (the parent's unless the call asked
 	// for a fresh one).
 	Workspace string
+	// Earlier counts the children spawned in the same record before this
+	// one (spawns that arrive together commit together).
+	Earlier int
 }
 
 // Spawned is what a spawn records: the parent's ChildSpawned and the
@@ -67,8 +70,8 @@ func (s *State) Spawn(childID string, in SpawnInput, lim TreeLimits) (Spawned, e
 	if lim.MaxDepth > 0 && int(s.Depth)+1 > lim.MaxDepth {
 		return Spawned{}, fmt.Errorf("%w: this task is at depth %d and a child would be at depth %d, deeper than the limit of %d (tasks.max_depth); do the work in this task or let a shallower task spawn", ErrLimit, s.Depth, s.Depth+1, lim.MaxDepth)
 	}
-	if lim.MaxChildren > 0 && len(s.Children) >= lim.MaxChildren {
-		return Spawned{}, fmt.Errorf("%w: this task already spawned %d child tasks, the limit (tasks.max_children); wait for them and reuse their answers", ErrLimit, len(s.Children))
+	if n := len(s.Children) + in.Earlier; lim.MaxChildren > 0 && n >= lim.MaxChildren {
+		return Spawned{}, fmt.Errorf("%w: this task already spawned %d child tasks, the limit (tasks.max_children); wait for them and reuse their answers", ErrLimit, n)
 	}
 	tools := s.Tools
 	restricted := s.ToolsRestricted

@@ -81,6 +81,13 @@ func TestSpawn(t *testing.T) {
 				return s
 			},
 			in: SpawnInput{CallID: "c", Request: "r"}},
+		{name: "too many with the spawns of the same record", wantErr: ErrLimit, errHas: "tasks.max_children",
+			s: func(t *testing.T) *State {
+				s := childOf(t, "P", "", 0, nil)
+				apply(s, []proto.Message{&api.ChildSpawned{ChildId: "A", CallId: "a"}})
+				return s
+			},
+			in: SpawnInput{CallID: "c", Request: "r", Earlier: 1}},
 		{name: "empty request", wantErr: ErrInvalid, errHas: "request",
 			s:  func(t *testing.T) *State { return childOf(t, "P", "", 0, nil) },
 			in: SpawnInput{CallID: "c", Request: "  "}},
@@ -335,5 +342,44 @@ func TestRerun(t *testing.T) {
 	step := s.Next(NextOptions{Now: now, MaxParallelTools: 4, Approval: func(*Call) ApprovalNeed { return ApprovalNeed{Required: true} }})
 	if step.Kind != StepStartTool || step.Call.ID != "w" {
 		t.Fatalf("Next after Rerun = %v %v, want the wait started again without approval", step.Kind, step.Call)
+	}
+}
+
+// Calls that may start together start in one record: up to the limit, and
+// not past a call that needs a decision.
+func TestNextStartsABatch(t *testing.T) {
+	calls := func(ids ...string) *State {
+		s := childOf(t, "P", "", 0, nil)
+		b := []proto.Message{&api.CycleStarted{Cycle: 1}, &api.AssistantMessage{Cycle: 1, ToolCallIds: ids}}
+		for _, id := range ids {
+			tool := "t"
+			if strings.HasPrefix(id, "ask") {
+				tool = "ask"
+			}
+			b = append(b, &api.ToolCallRecorded{CallId: id, Cycle: 1, Tool: tool})
+		}
+		apply(s, append(b, &api.CycleFinished{Cycle: 1, Outcome: api.CycleOutcome_CYCLE_OUTCOME_COMPLETED}))
+		return s
+	}
+	approval := func(c *Call) ApprovalNeed { return ApprovalNeed{Required: c.Tool == "ask"} }
+	tests := []struct {
+		s     *State
+		limit int
+		want  []string
+	}{
+		{calls("a", "b", "c"), 4, []string{"a", "b", "c"}},
+		{calls("a", "b", "c"), 2, []string{"a", "b"}},
+		{calls("a", "ask1", "c"), 4, []string{"a"}},
+		{calls("a", "b", "ask1"), 4, []string{"a", "b"}},
+	}
+	for i, tt := range tests {
+		st := tt.s.Next(NextOptions{Now: now, MaxParallelTools: tt.limit, Approval: approval})
+		var got []string
+		for _, c := range st.Calls {
+			got = append(got, c.ID)
+		}
+		if st.Kind != StepStartTool || !eq(got, tt.want) || len(st.Bodies) != len(tt.want) {
+			t.Errorf("%d: Next = %v %v (%d bodies), want a start of %v", i, st.Kind, got, len(st.Bodies), tt.want)
+		}
 	}
 }
