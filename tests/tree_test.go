@@ -412,3 +412,55 @@ func TestTreeCancelCascadesToProcesses(t *testing.T) {
 		}
 	}
 }
+
+// A child's approval is listed with the Task path from its root, and the
+// child goes on once it is approved.
+func TestTreeApprovalShowsPath(t *testing.T) {
+	script := []fake.Scenario{
+		{Match: "PARENT-APPR", ToolCalls: []fake.Call{call("tasks_spawn", `{"request":"CHILD-APPR run it","wait":true,"timeout":120}`)}},
+		{Match: "CHILD-APPR", ToolCalls: []fake.Call{call("shell_run", `{"command":"echo approved-run"}`)}},
+		{AfterTool: true, Match: "approved-run", Text: []string{"child ran it"}},
+		{Match: "[inbox]", Text: []string{"parent done"}},
+		{AfterTool: true, Match: `"id"`, Text: []string{"parent done"}},
+	}
+	data := filepath.Join(t.TempDir(), "data")
+	cfg := writeConfig(t, "tools:\n  shell:\n    approval: ask\n")
+	f := fake.StartServer(t, fake.Options{Flavor: fake.FlavorOllama, Script: script})
+	d := launchDaemonEnv(t, lemoBin, data, []string{"LEMO_OLLAMA_BASE_URL=" + f.URL()}, "--listen", "127.0.0.1:0", "--config", cfg)
+	d.waitServing()
+	l, err := client.FindLocal(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := (&remoteDaemon{daemon: d, addr: l.Address, token: l.Token}).connect(t, "")
+	root, err := c.CreateTask(context.Background(), client.CreateTask{Request: "PARENT-APPR delegate", Model: treeModel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var approval, child string
+	eventually(t, 30*time.Second, func() error {
+		sp, _ := children(treeHistory(t, c, root.GetTaskId()))
+		if len(sp) != 1 {
+			return fmt.Errorf("no child yet")
+		}
+		child = sp[0].GetChildId()
+		for _, ev := range treeHistory(t, c, child) {
+			if a := ev.GetApprovalRequested(); a != nil {
+				approval = a.GetApprovalId()
+				return nil
+			}
+		}
+		return fmt.Errorf("the child asks for no approval yet")
+	})
+	out, code := cli(t, data, "approvals")
+	if code != 0 || !strings.Contains(out, approval) || !strings.Contains(out, root.GetTaskId()+"/"+child) {
+		t.Fatalf("lemo approvals does not list %s with the path %s/%s: exit %d\n%s", approval, root.GetTaskId(), child, code, out)
+	}
+	if out, code := cli(t, data, "approve", approval); code != 0 {
+		t.Fatalf("lemo approve: exit %d\n%s", code, out)
+	}
+	waitTree(t, c, d, root.GetTaskId(), api.TaskStatus_TASK_STATUS_FINISHED)
+	if a := lastAnswer(treeHistory(t, c, child)); a != "child ran it" {
+		t.Fatalf("child's answer = %q", a)
+	}
+}

@@ -71,3 +71,17 @@ func TestTreeOrder(t *testing.T) {
 		t.Fatalf("treeOrder = %v, want %v", got, want)
 	}
 }
+
+func TestTaskPath(t *testing.T) {
+	parents := map[string]string{"C": "B", "B": "A", "A": "", "L": "L"}
+	of := func(id string) (string, bool) { p, ok := parents[id]; return p, ok }
+	for id, want := range map[string]string{"C": "A/B/C", "A": "A", "X": "X"} {
+		if got := taskPath(id, of); got != want {
+			t.Errorf("taskPath(%s) = %q, want %q", id, got, want)
+		}
+	}
+	// A loop in bad data ends at the bound.
+	if got := taskPath("L", of); strings.Count(got, "/") != 15 {
+		t.Errorf("taskPath(L) = %q, want 16 elements", got)
+	}
+}

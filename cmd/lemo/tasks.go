@@ -320,6 +320,16 @@ func listApprovals(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return nil
 	}
 	calls := approvalCalls(ctx, c, list)
+	// A child Task's approval shows the path from its root.
+	metas := map[string]*api.TaskMeta{}
+	parents := func(id string) (string, bool) {
+		m, ok := metas[id]
+		if !ok {
+			m, _ = c.Task(ctx, id)
+			metas[id] = m
+		}
+		return m.GetParentId(), m != nil
+	}
 	var views *client.Views
 	if tl, err := c.Tools(ctx); err == nil {
 		views = client.NewViews(tl)
@@ -341,7 +351,7 @@ func listApprovals(ctx context.Context, args []string, stdout, stderr io.Writer)
 			}
 			summary = views.For(tool).Call(tool, call.GetArguments())
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.GetApprovalId(), ev.GetTaskId(), orText(tool, "-"), orText(clip(summary, 60), "-"), deadline, clip(a.GetReason(), 80))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.GetApprovalId(), taskPath(ev.GetTaskId(), parents), orText(tool, "-"), orText(clip(summary, 60), "-"), deadline, clip(a.GetReason(), 80))
 	}
 	return tw.Flush()
 }
@@ -520,4 +530,21 @@ func send(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return describe(err, id)
 	}
 	return exitFor(final, stderr)
+}
+
+// taskPath is a Task's path from its root ("root/child/task"), read with
+// parentOf (a Task's parent, "" for a root; false when unknown). It stops
+// at maxPath Tasks.
+func taskPath(id string, parentOf func(string) (string, bool)) string {
+	const maxPath = 16
+	path := []string{id}
+	for cur := id; len(path) < maxPath; {
+		p, ok := parentOf(cur)
+		if !ok || p == "" {
+			break
+		}
+		path = append([]string{p}, path...)
+		cur = p
+	}
+	return strings.Join(path, "/")
 }
