@@ -61,6 +61,8 @@ type childEnded struct{ id string }
 
 type failureRecorded struct {
 	taskID string
+	// parent is the Task's parent, told of its failure ("" for a root).
+	parent string
 	err    error
 }
 
@@ -117,6 +119,11 @@ func (m *manager) Receive(ctx actor.Context) {
 	case *failureRecorded:
 		if msg.err != nil {
 			m.env.log.Error().Err(msg.err).Str("task", msg.taskID).Msg("could not record the failure of a crashed task")
+		}
+		if msg.parent != "" {
+			// A child recorded failed: its parent takes the news.
+			m.route(ctx, &taskCommand{taskID: msg.parent, caller: Operator, cmd: &cmdInbox{}})
+			ctx.Send(ctx.Self(), &childEnded{id: msg.taskID})
 		}
 		if c := m.children[msg.taskID]; c != nil {
 			delete(m.children, msg.taskID)
@@ -197,8 +204,8 @@ func (m *manager) terminated(ctx actor.Context, id string) {
 		why := c.crashed
 		self, sys := ctx.Self(), ctx.ActorSystem()
 		m.env.goroutine(func() {
-			err := markFailed(m.env.deps.Store, id, why, m.env.now())
-			sys.Root.Send(self, &failureRecorded{taskID: id, err: err})
+			parent, err := markFailed(m.env.deps.Store, id, why, m.env.now())
+			sys.Root.Send(self, &failureRecorded{taskID: id, parent: parent, err: err})
 		})
 		return
 	}

@@ -58,7 +58,17 @@ func appendBodies(ctx context.Context, st *persistence.Store, s *taskstate.State
 		return nil
 	}
 	evs := s.Stamp(bodies, now)
-	if _, err := st.Append(ctx, persistence.Append{TaskID: s.TaskID, Events: evs, Reserve: true}); err != nil {
+	a := persistence.Append{TaskID: s.TaskID, Events: evs, Reserve: true}
+	if e := s.EndEntry(evs); e != nil {
+		// A child that ends here (recorded failed) tells its parent in
+		// the same commit.
+		kv, err := persistence.InboxPut(s.ParentID, e)
+		if err != nil {
+			return err
+		}
+		a.Extra = []persistence.KV{kv}
+	}
+	if _, err := st.Append(ctx, a); err != nil {
 		return err
 	}
 	for _, ev := range evs {
@@ -142,14 +152,15 @@ func stoppedNotes(ps []StoppedProcess) map[string]map[string]string {
 }
 
 // markFailed records that a Task was stopped after crashing too often: what
-// it left open is closed and it is failed.
-func markFailed(st *persistence.Store, taskID, why string, now time.Time) error {
+// it left open is closed and it is failed; a child's parent gets the news
+// in its inbox in the same commit. It returns the Task's parent.
+func markFailed(st *persistence.Store, taskID, why string, now time.Time) (parent string, err error) {
 	s, err := loadState(st, taskID)
 	if errors.Is(err, ErrNotFound) {
-		return nil
+		return "", nil
 	}
 	if err != nil {
-		return err
+		return "", err
 	}
 	var bodies []proto.Message
 	for _, b := range s.Recover(now) {
@@ -161,5 +172,5 @@ func markFailed(st *persistence.Store, taskID, why string, now time.Time) error 
 	bodies = append(bodies,
 		&api.Failure{Scope: api.FailureScope_FAILURE_SCOPE_TASK, Kind: "panic", Message: why},
 		&api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_FAILED, Detail: "stopped after repeated crashes: " + why})
-	return appendBodies(context.Background(), st, s, bodies, now)
+	return s.ParentID, appendBodies(context.Background(), st, s, bodies, now)
 }

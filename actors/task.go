@@ -504,7 +504,13 @@ func (t *task) onAppended(ctx actor.Context, m *appended) {
 		if inf.onErr != nil {
 			inf.onErr(fmt.Errorf("record: %w", m.err))
 		}
-		if errors.Is(m.err, persistence.ErrDiskFull) || (inf.tree != nil && len(inf.tree.also) > 0 && errors.Is(m.err, persistence.ErrSeqConflict)) {
+		if inf.tree != nil && len(inf.tree.also) > 0 && errors.Is(m.err, persistence.ErrSeqConflict) {
+			// A spawn whose child id was taken: nothing of it was
+			// written, the spawn's call learned why.
+			t.settle(ctx)
+			return
+		}
+		if errors.Is(m.err, persistence.ErrDiskFull) {
 			// Nothing was written: the Task's memory still matches its log.
 			t.onDiskFull(ctx, inf)
 			t.settle(ctx)
