@@ -869,7 +869,7 @@ func (t *task) startTool(ctx actor.Context, call *taskstate.Call) {
 	whole := t.env.deps.Live.Open(t.id, call.ID)
 	tc := tools.Call{TaskID: t.id, CallID: call.ID, Owner: t.st.Owner, Workspace: t.st.Workspace, Input: input, Live: whole,
 		Approvals: &approvalBridge{sys: ctx.ActorSystem(), task: ctx.Self(), callID: call.ID},
-		Tree:      &treeBridge{env: t.env, sys: ctx.ActorSystem(), task: ctx.Self(), taskID: t.id, callID: call.ID, ws: t.st.Workspace}}
+		Tree:      &treeBridge{env: t.env, sys: ctx.ActorSystem(), task: ctx.Self(), taskID: t.id, callID: call.ID}}
 	if m := t.env.deps.Memory; m != nil {
 		tc.Memory = factRecorder{m: m, owner: t.st.Owner, task: t.id, call: call.ID}
 	}

@@ -101,7 +101,6 @@ type treeBridge struct {
 	task   *actor.PID
 	taskID string
 	callID string
-	ws     string
 }
 
 var _ tools.Tree = (*treeBridge)(nil)
