@@ -198,6 +198,12 @@ type Options struct {
 	ApprovalTimeout time.Duration
 	// MaxRequestBytes bounds a user message (default 256 KiB).
 	MaxRequestBytes int
+
+	// Agent trees: MaxDepth bounds a child's depth (default 3), MaxChildren
+	// the children one Task spawns (default 8), MaxRunningChildren the
+	// child Tasks running at once daemon-wide (default 32; later ones
+	// queue).
+	MaxDepth, MaxChildren, MaxRunningChildren int
 	// Stopped are the processes of calls that were found running at the
 	// daemon's start (left by a daemon killed outright) and stopped before
 	// Start: recovery names them on the outcome-unknown record of their
@@ -246,6 +252,15 @@ func (o *Options) defaults() {
 	}
 	if o.MaxRequestBytes == 0 {
 		o.MaxRequestBytes = 256 << 10
+	}
+	if o.MaxDepth == 0 {
+		o.MaxDepth = 3
+	}
+	if o.MaxChildren == 0 {
+		o.MaxChildren = 8
+	}
+	if o.MaxRunningChildren == 0 {
+		o.MaxRunningChildren = 32
 	}
 }
 
@@ -335,7 +350,7 @@ func Start(ctx context.Context, deps Deps, opts Options) (*Daemon, error) {
 	e := &env{deps: deps, opts: opts, log: deps.Log, inspector: newInspector(), workspaces: wp}
 	e.limits.Store(limitsOf(opts))
 	e.policy.Store(&approvalPolicy{fn: opts.Approval, timeout: opts.ApprovalTimeout})
-	n, err := recoverStore(ctx, deps.Store, deps.Now(), stoppedNotes(opts.Stopped))
+	n, err := recoverStore(ctx, deps.Store, deps.Now(), stoppedNotes(opts.Stopped), rerunnable(deps.Tools))
 	if err != nil {
 		return nil, fmt.Errorf("recover store: %w", err)
 	}

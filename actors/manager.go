@@ -48,19 +48,38 @@ type manager struct {
 	// not answered it yet.
 	stopping *shutdown
 	waiting  map[string]bool
+	// Child Tasks started by spawns that have not ended (running), and
+	// the spawned ones waiting for a place among them (queued, in spawn
+	// order): at most MaxRunningChildren run at once daemon-wide.
+	running map[string]bool
+	queued  []string
 }
+
+// childStart asks the manager to start a spawned child now or when a
+// place among the running children frees; reply learns which (nil: no
+// one asks).
+type childStart struct {
+	id    string
+	reply func(queued bool)
+}
+
+// childEnded tells the manager that a child Task ended: its place frees.
+type childEnded struct{ id string }
 
 type failureRecorded struct {
 	taskID string
 	owner  string
 	events []*api.Event
+	// parent is the Task's parent, told of its failure ("" for a root).
+	parent string
 	err    error
 }
 
 func newManager(e *env) *manager {
-	m := &manager{env: e, children: make(map[string]*child)}
-	// Every Task is a root Task for now: the tree gives the level of a
-	// child Task (supervision.LevelChildTask) once Tasks have parents.
+	m := &manager{env: e, children: make(map[string]*child), running: make(map[string]bool)}
+	// Strategy.Level stays nil: a child Task crashing past its budget
+	// is decided as a root Task is (stop, recorded failed), and markFailed
+	// tells its parent in the same commit (the tree's TellParent).
 	m.strategy = &supervision.Strategy{Budget: e.opts.TaskBudget, OnFailure: m.onFailure}
 	return m
 }
@@ -123,6 +142,11 @@ func (m *manager) Receive(ctx actor.Context) {
 		if c := m.children[msg.taskID]; c != nil && msg.err == nil {
 			m.crashRecorded(ctx, msg, c.decision)
 		}
+		if msg.parent != "" {
+			// A child recorded failed: its parent takes the news.
+			m.route(ctx, &taskCommand{taskID: msg.parent, caller: Operator, cmd: &cmdInbox{}})
+			ctx.Send(ctx.Self(), &childEnded{id: msg.taskID})
+		}
 		if c := m.children[msg.taskID]; c != nil {
 			delete(m.children, msg.taskID)
 			for _, p := range c.pending {
@@ -133,6 +157,25 @@ func (m *manager) Receive(ctx actor.Context) {
 		for _, c := range m.children {
 			if c.state == childActive {
 				ctx.Send(c.pid, msg)
+			}
+		}
+	case *childStart:
+		queued := len(m.running) >= m.env.opts.MaxRunningChildren
+		if queued {
+			m.queued = append(m.queued, msg.id)
+		} else {
+			m.startChild(ctx, msg.id)
+		}
+		if msg.reply != nil {
+			msg.reply(queued)
+		}
+	case *childEnded:
+		if m.running[msg.id] {
+			delete(m.running, msg.id)
+			for len(m.queued) > 0 && len(m.running) < m.env.opts.MaxRunningChildren {
+				id := m.queued[0]
+				m.queued = m.queued[1:]
+				m.startChild(ctx, id)
 			}
 		}
 	case *shutdown:
@@ -188,8 +231,8 @@ func (m *manager) terminated(ctx actor.Context, id string) {
 		f := c.crashed
 		self, sys := ctx.Self(), ctx.ActorSystem()
 		m.env.goroutine(func() {
-			owner, evs, err := markFailed(m.env.deps.Store, id, f, m.env.now())
-			sys.Root.Send(self, &failureRecorded{taskID: id, owner: owner, events: evs, err: err})
+			owner, parent, evs, err := markFailed(m.env.deps.Store, id, f, m.env.now())
+			sys.Root.Send(self, &failureRecorded{taskID: id, owner: owner, parent: parent, events: evs, err: err})
 		})
 		return
 	}
@@ -229,7 +272,14 @@ func (m *manager) shutdownProgress() {
 // failed (events: what was left open closed, its Failure with decision
 // "stop", and the failed status). Its subscribers get the events, as any
 // committed ones. This is where a child Task's parent is told
-// (d.TellParent): the parent reads the child's end from that Failure.
+// (d.TellParent): markFailed put the child's end in the parent's inbox
+// in the same commit, and the manager wakes the parent.
 func (m *manager) crashRecorded(ctx actor.Context, r *failureRecorded, d supervision.Decision) {
 	ctx.Send(m.env.hub, &hubEvents{owner: r.owner, events: r.events})
+}
+
+// startChild starts a spawned child and counts it among the running ones.
+func (m *manager) startChild(ctx actor.Context, id string) {
+	m.running[id] = true
+	m.route(ctx, &taskCommand{taskID: id, caller: Operator, cmd: &cmdStart{}})
 }

@@ -53,18 +53,28 @@ func loadActivation(st *persistence.Store, taskID string) (*taskstate.State, *ap
 // appendBodies stamps bodies after s's last seq and appends them, then
 // applies them to s. They are recovery records (pausing a Task, recording
 // its failure): they may use the store's reserve when the disk is full.
-func appendBodies(ctx context.Context, st *persistence.Store, s *taskstate.State, bodies []proto.Message, now time.Time) error {
+func appendBodies(ctx context.Context, st *persistence.Store, s *taskstate.State, bodies []proto.Message, now time.Time) ([]*api.Event, error) {
 	if len(bodies) == 0 {
-		return nil
+		return nil, nil
 	}
 	evs := s.Stamp(bodies, now)
-	if _, err := st.Append(ctx, persistence.Append{TaskID: s.TaskID, Events: evs, Reserve: true}); err != nil {
-		return err
+	a := persistence.Append{TaskID: s.TaskID, Events: evs, Reserve: true}
+	if e := s.EndEntry(evs); e != nil {
+		// A child that ends here (recorded failed) tells its parent in
+		// the same commit.
+		kv, err := persistence.InboxPut(s.ParentID, e)
+		if err != nil {
+			return nil, err
+		}
+		a.Extra = []persistence.KV{kv}
+	}
+	if _, err := st.Append(ctx, a); err != nil {
+		return nil, err
 	}
 	for _, ev := range evs {
 		s.Apply(ev)
 	}
-	return nil
+	return evs, nil
 }
 
 // recoverStore runs before the daemon accepts work: every Task found running
@@ -73,7 +83,7 @@ func appendBodies(ctx context.Context, st *persistence.Store, s *taskstate.State
 // approval whose deadline passed while the daemon was down: it is recorded
 // as timed out. notes[task][call] is added to the outcome-unknown record of
 // that call (see stoppedNotes). It returns how many Tasks it changed.
-func recoverStore(ctx context.Context, st *persistence.Store, now time.Time, notes map[string]map[string]string) (int, error) {
+func recoverStore(ctx context.Context, st *persistence.Store, now time.Time, notes map[string]map[string]string, rerun func(tool string) bool) (int, error) {
 	var ids []string
 	seen := make(map[string]bool)
 	for _, status := range []api.TaskStatus{api.TaskStatus_TASK_STATUS_RUNNING, api.TaskStatus_TASK_STATUS_AWAITING_APPROVAL} {
@@ -105,11 +115,12 @@ func recoverStore(ctx context.Context, st *persistence.Store, now time.Time, not
 		if err != nil {
 			return n, fmt.Errorf("task %s: %w", id, err)
 		}
+		s.Rerun(rerun)
 		bodies := s.RecoverNoting(now, notes[id])
 		if len(bodies) == 0 {
 			continue
 		}
-		if err := appendBodies(ctx, st, s, bodies, now); err != nil {
+		if _, err := appendBodies(ctx, st, s, bodies, now); err != nil {
 			return n, fmt.Errorf("task %s: %w", id, err)
 		}
 		n++
@@ -142,14 +153,16 @@ func stoppedNotes(ps []StoppedProcess) map[string]map[string]string {
 
 // markFailed records that a Task was stopped after crashing too often: what
 // it left open is closed, f (its crash, decision "stop") is recorded and it
-// is failed. It returns the Task's owner and the events it appended.
-func markFailed(st *persistence.Store, taskID string, f *api.Failure, now time.Time) (string, []*api.Event, error) {
+// is failed; a child's parent gets the news in its inbox in the same
+// commit. It returns the Task's owner and parent and the events it
+// appended.
+func markFailed(st *persistence.Store, taskID string, f *api.Failure, now time.Time) (owner, parent string, evs []*api.Event, err error) {
 	s, err := loadState(st, taskID)
 	if errors.Is(err, ErrNotFound) {
-		return "", nil, nil
+		return "", "", nil, nil
 	}
 	if err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	var bodies []proto.Message
 	for _, b := range s.Recover(now) {
@@ -160,9 +173,9 @@ func markFailed(st *persistence.Store, taskID string, f *api.Failure, now time.T
 	}
 	bodies = append(bodies, f,
 		&api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_FAILED, Detail: "stopped after repeated crashes: " + f.GetMessage()})
-	evs := s.Stamp(bodies, now)
-	if _, err := st.Append(context.Background(), persistence.Append{TaskID: taskID, Events: evs, Reserve: true}); err != nil {
-		return "", nil, err
+	evs, err = appendBodies(context.Background(), st, s, bodies, now)
+	if err != nil {
+		return "", "", nil, err
 	}
-	return s.Owner, evs, nil
+	return s.Owner, s.ParentID, evs, nil
 }

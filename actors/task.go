@@ -43,6 +43,10 @@ type inflight struct {
 	// reserve: the append may use the store's reserve (it pauses the Task
 	// for a full disk, or because the daemon stops).
 	reserve bool
+	// tree: what the append does to other Tasks (nil: nothing); onErr
+	// answers a tree request when the append fails.
+	tree  *treeExtra
+	onErr func(error)
 }
 
 // task is the actor of one Task: the single writer of its history.
@@ -99,6 +103,13 @@ type task struct {
 	// set by the manager when it restarts the Task; the new incarnation
 	// records it before it recovers (supervision.RecordTaskRestart).
 	crash *atomic.Pointer[api.Failure]
+	// Agent tree: calls waiting for children to end or for messages, and
+	// whether an inbox read or take is under way (inboxAgain: read again
+	// after it).
+	waits      []*waitReq
+	msgWaits   []*waitMsgReq
+	inboxBusy  bool
+	inboxAgain bool
 }
 
 // liveResult is the model's view of a call's output and the call's whole
@@ -222,6 +233,9 @@ func (t *task) handle(ctx actor.Context, m any) {
 	case *resumeDiskFull:
 		t.persist(ctx, t.st.ResumeDiskFull(), nil, nil)
 	default:
+		if t.treeRequest(ctx, m) {
+			return
+		}
 		t.env.log.Warn().Str("task", t.id).Str("type", fmt.Sprintf("%T", m)).Msg("task: unexpected message")
 	}
 }
@@ -353,6 +367,7 @@ func (t *task) onLoaded(ctx actor.Context, m *loaded) {
 	if t.st.Exists() {
 		t.env.inspector.setState(t.self.Id, taskstate.StatusName(t.st.Status), t.env.now())
 		t.meta = m.meta
+		t.st.Rerun(rerunnable(t.env.deps.Tools))
 		bodies := t.st.Recover(t.env.now())
 		if crash != nil {
 			bodies = append([]proto.Message{crash}, bodies...)
@@ -361,6 +376,8 @@ func (t *task) onLoaded(ctx actor.Context, m *loaded) {
 			t.persist(ctx, bodies, nil, nil)
 		}
 		t.armPendingApprovals(ctx)
+		// What was sent while it was dormant or the daemon was down.
+		t.readInbox(ctx)
 	}
 	t.settle(ctx)
 }
@@ -374,6 +391,18 @@ func (t *task) persist(ctx actor.Context, bodies []proto.Message, replies []chan
 // persistWith is persist; reserve marks an append that may use the store's
 // reserve when the disk is full (persistence.Append.Reserve).
 func (t *task) persistWith(ctx actor.Context, bodies []proto.Message, replies []chan reply, then func(ctx actor.Context), reserve bool) {
+	t.persistFull(ctx, &inflight{replies: replies, then: then, reserve: reserve}, bodies)
+}
+
+// persistTree is persist with effects on other Tasks (x); onErr answers
+// the request behind it if the append fails.
+func (t *task) persistTree(ctx actor.Context, bodies []proto.Message, x *treeExtra, then func(ctx actor.Context), onErr func(error)) {
+	t.persistFull(ctx, &inflight{then: then, tree: x, onErr: onErr}, bodies)
+}
+
+// persistFull stamps bodies and appends them with what inf adds.
+func (t *task) persistFull(ctx actor.Context, inf *inflight, bodies []proto.Message) {
+	replies, then, reserve := inf.replies, inf.then, inf.reserve
 	if len(bodies) == 0 {
 		for _, r := range replies {
 			replyTo(r, reply{meta: t.meta})
@@ -384,7 +413,29 @@ func (t *task) persistWith(ctx actor.Context, bodies []proto.Message, replies []
 		return
 	}
 	evs := t.st.Stamp(bodies, t.env.now())
-	t.inflight = &inflight{events: evs, replies: replies, then: then, reserve: reserve}
+	inf.events = evs
+	t.inflight = inf
+	x := inf.tree
+	if e := t.st.EndEntry(evs); e != nil {
+		// A child that ends tells its parent in the same commit.
+		if x == nil {
+			x = &treeExtra{}
+		}
+		parent, prev := t.st.ParentID, x.extra
+		x.notify = append(x.notify, parent)
+		x.extra = func(evs []*api.Event) ([]persistence.KV, error) {
+			var kvs []persistence.KV
+			if prev != nil {
+				var err error
+				if kvs, err = prev(evs); err != nil {
+					return nil, err
+				}
+			}
+			kv, err := persistence.InboxPut(parent, e)
+			return append(kvs, kv), err
+		}
+		inf.tree = x
+	}
 	inc, self, sys, store, id := t.incarnation, ctx.Self(), ctx.ActorSystem(), t.env.deps.Store, t.id
 	owner := t.st.Owner
 	if owner == "" {
@@ -405,7 +456,20 @@ func (t *task) persistWith(ctx actor.Context, bodies []proto.Message, replies []
 			if mem != nil {
 				extra = mem.Postings(owner, evs)
 			}
-			meta, err = store.Append(context.Background(), persistence.Append{TaskID: id, Events: evs, Extra: extra, Reserve: reserve})
+			a := persistence.Append{TaskID: id, Events: evs, Reserve: reserve}
+			if x != nil {
+				a.Also = x.also
+				if x.extra != nil {
+					var more []persistence.KV
+					if more, err = x.extra(evs); err == nil {
+						extra = append(extra, more...)
+					}
+				}
+			}
+			a.Extra = extra
+			if err == nil {
+				meta, err = store.Append(context.Background(), a)
+			}
 		}
 		sys.Root.Send(self, &appended{incarnation: inc, meta: meta, err: err})
 	})
@@ -461,6 +525,15 @@ func (t *task) onAppended(ctx actor.Context, m *appended) {
 		for _, r := range inf.replies {
 			replyTo(r, reply{err: fmt.Errorf("record: %w", m.err)})
 		}
+		if inf.onErr != nil {
+			inf.onErr(fmt.Errorf("record: %w", m.err))
+		}
+		if inf.tree != nil && len(inf.tree.also) > 0 && errors.Is(m.err, persistence.ErrSeqConflict) {
+			// A spawn whose child id was taken: nothing of it was
+			// written, the spawn's call learned why.
+			t.settle(ctx)
+			return
+		}
 		if errors.Is(m.err, persistence.ErrDiskFull) {
 			// Nothing was written: the Task's memory still matches its log.
 			t.onDiskFull(ctx, inf)
@@ -470,6 +543,7 @@ func (t *task) onAppended(ctx actor.Context, m *appended) {
 		// The Task's memory no longer matches its log: restart from it.
 		panic(&supervision.StoreError{TaskID: t.id, Op: "append", Err: m.err})
 	}
+	wasTerminal := t.st.Terminal()
 	for _, ev := range inf.events {
 		t.st.Apply(ev)
 		if ar := ev.GetApprovalResolved(); ar != nil {
@@ -483,9 +557,18 @@ func (t *task) onAppended(ctx actor.Context, m *appended) {
 	for _, r := range inf.replies {
 		replyTo(r, reply{meta: m.meta})
 	}
+	if x := inf.tree; x != nil {
+		for _, id := range x.notify {
+			t.tell(ctx, id, &cmdInbox{})
+		}
+	}
+	if t.st.ParentID != "" && t.st.Terminal() && !wasTerminal {
+		ctx.Send(ctx.Parent(), &childEnded{id: t.id})
+	}
 	if inf.then != nil {
 		inf.then(ctx)
 	}
+	t.checkWaits()
 	t.settle(ctx)
 }
 
@@ -503,6 +586,9 @@ func (t *task) command(ctx actor.Context, tc *taskCommand) {
 		replyTo(tc.reply, reply{err: fmt.Errorf("%w: task %s", ErrNotFound, t.id)})
 		return
 	}
+	if t.treeCommand(ctx, tc.cmd, tc.reply) {
+		return
+	}
 	var bodies []proto.Message
 	var err error
 	var then func(ctx actor.Context)
@@ -511,17 +597,23 @@ func (t *task) command(ctx actor.Context, tc *taskCommand) {
 		bodies, err = t.st.Message(c.text)
 	case *cmdPause:
 		bodies, err = t.st.Pause()
-		then = t.stopCycle
+		then = func(ctx actor.Context) {
+			t.stopCycle(ctx)
+			t.cascade(ctx, taskstate.CascadePause)
+		}
 	case *cmdContinue:
 		bodies, err = t.st.Continue(c.model)
+		if err != nil && len(t.st.LiveChildren()) > 0 {
+			// The Task itself may not need it (a parent that finished);
+			// its interrupted descendants still do.
+			bodies, err = nil, nil
+		}
+		then = func(ctx actor.Context) { t.cascade(ctx, taskstate.CascadeContinue) }
 	case *cmdCancel:
 		bodies, err = t.st.Cancel()
 		then = func(ctx actor.Context) {
-			t.stopCycle(ctx)
-			for _, pid := range t.tools {
-				ctx.Send(pid, &cancelTool{})
-			}
-			t.releaseLive(false)
+			t.stopWork(ctx)
+			t.cascade(ctx, taskstate.CascadeCancel)
 		}
 	case *cmdResolve:
 		if c.outcome != api.ApprovalOutcome_APPROVAL_OUTCOME_TIMED_OUT && t.st.Expired(c.approvalID, t.env.now()) {
@@ -572,8 +664,12 @@ func (t *task) reconcile(ctx actor.Context) {
 	switch step.Kind {
 	case taskstate.StepWait:
 	case taskstate.StepStartTool:
-		call := step.Call
-		t.persist(ctx, step.Bodies, nil, func(ctx actor.Context) { t.startTool(ctx, call) })
+		calls := step.Calls
+		t.persist(ctx, step.Bodies, nil, func(ctx actor.Context) {
+			for _, c := range calls {
+				t.startTool(ctx, c)
+			}
+		})
 	case taskstate.StepRequestApproval:
 		t.persist(ctx, step.Bodies, nil, func(ctx actor.Context) { t.armPendingApprovals(ctx) })
 	case taskstate.StepStartCycle:
@@ -797,11 +893,12 @@ func (t *task) startTool(ctx actor.Context, call *taskstate.Call) {
 	}
 	whole := t.env.deps.Live.Open(t.id, call.ID)
 	tc := tools.Call{TaskID: t.id, CallID: call.ID, Owner: t.st.Owner, Workspace: t.st.Workspace, Input: input, Live: whole,
-		Approvals: &approvalBridge{sys: ctx.ActorSystem(), task: ctx.Self(), callID: call.ID}, Toolset: t.toolset(ctx, call.ID, call.Tool)}
+		Approvals: &approvalBridge{sys: ctx.ActorSystem(), task: ctx.Self(), callID: call.ID}, Toolset: t.toolset(ctx, call.ID, call.Tool),
+		Tree: &treeBridge{env: t.env, sys: ctx.ActorSystem(), task: ctx.Self(), taskID: t.id, callID: call.ID}}
 	if m := t.env.deps.Memory; m != nil {
 		tc.Memory = factRecorder{m: m, owner: t.st.Owner, task: t.id, call: call.ID}
 	}
-	ta := &toolActor{env: t.env, reg: reg, call: tc}
+	ta := &toolActor{env: t.env, reg: reg, call: tc, wsOwner: t.workspaceOwner()}
 	pid, err := ctx.SpawnNamed(t.env.props("tool", func() actor.Actor { return ta }), "tool-"+call.ID)
 	if err != nil {
 		whole.Release()

@@ -39,6 +39,9 @@ type toolActor struct {
 	cancel context.CancelFunc
 	done   bool
 	steer  chan tools.Steering
+	// wsOwner is the Task whose folder of the workspace root the call's
+	// workspace is ("": the call's Task): a child Task's inherited one.
+	wsOwner string
 }
 
 func (a *toolActor) Receive(ctx actor.Context) {
@@ -137,7 +140,11 @@ func (a *toolActor) run(ctx context.Context, sys *actor.ActorSystem) (res *toolR
 	}
 	// The workspace is checked again: a folder replaced by a symlink since
 	// the Task was created must not lead a tool into the data folder.
-	if err := a.env.workspaces.checkInUse(a.call.TaskID, a.call.Workspace); err != nil {
+	owner := a.wsOwner
+	if owner == "" {
+		owner = a.call.TaskID
+	}
+	if err := a.env.workspaces.checkInUse(owner, a.call.Workspace); err != nil {
 		res.err = err
 		return res
 	}

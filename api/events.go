@@ -44,6 +44,14 @@ func NewEvent(task string, seq uint64, t *timestamppb.Timestamp, body proto.Mess
 		ev.Body = &Event_Failure{Failure: b}
 	case *ToolsLoaded:
 		ev.Body = &Event_ToolsLoaded{ToolsLoaded: b}
+	case *ChildSpawned:
+		ev.Body = &Event_ChildSpawned{ChildSpawned: b}
+	case *ChildEnded:
+		ev.Body = &Event_ChildEnded{ChildEnded: b}
+	case *MessageSent:
+		ev.Body = &Event_MessageSent{MessageSent: b}
+	case *MessageReceived:
+		ev.Body = &Event_MessageReceived{MessageReceived: b}
 	default:
 		panic(fmt.Sprintf("api.NewEvent: %T is not an event body", body))
 	}

@@ -107,16 +107,20 @@ const (
 	// itself: the daemon stopped the Task's tools and model call before the
 	// store could fault, and continues it once space is freed.
 	PauseReason_PAUSE_REASON_DISK_FULL PauseReason = 4
+	// The Task's parent was paused by a user: the pause cascaded to it, and
+	// continuing the parent continues it.
+	PauseReason_PAUSE_REASON_PARENT PauseReason = 40
 )
 
 // Enum value maps for PauseReason.
 var (
 	PauseReason_name = map[int32]string{
-		0: "PAUSE_REASON_UNSPECIFIED",
-		1: "PAUSE_REASON_USER",
-		2: "PAUSE_REASON_INTERRUPTED",
-		3: "PAUSE_REASON_CYCLE_LIMIT",
-		4: "PAUSE_REASON_DISK_FULL",
+		0:  "PAUSE_REASON_UNSPECIFIED",
+		1:  "PAUSE_REASON_USER",
+		2:  "PAUSE_REASON_INTERRUPTED",
+		3:  "PAUSE_REASON_CYCLE_LIMIT",
+		4:  "PAUSE_REASON_DISK_FULL",
+		40: "PAUSE_REASON_PARENT",
 	}
 	PauseReason_value = map[string]int32{
 		"PAUSE_REASON_UNSPECIFIED": 0,
@@ -124,6 +128,7 @@ var (
 		"PAUSE_REASON_INTERRUPTED": 2,
 		"PAUSE_REASON_CYCLE_LIMIT": 3,
 		"PAUSE_REASON_DISK_FULL":   4,
+		"PAUSE_REASON_PARENT":      40,
 	}
 )
 
@@ -543,6 +548,10 @@ type Event struct {
 	//	*Event_StatusChanged
 	//	*Event_Failure
 	//	*Event_ToolsLoaded
+	//	*Event_ChildSpawned
+	//	*Event_ChildEnded
+	//	*Event_MessageSent
+	//	*Event_MessageReceived
 	Body          isEvent_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -741,6 +750,42 @@ func (x *Event) GetToolsLoaded() *ToolsLoaded {
 	return nil
 }
 
+func (x *Event) GetChildSpawned() *ChildSpawned {
+	if x != nil {
+		if x, ok := x.Body.(*Event_ChildSpawned); ok {
+			return x.ChildSpawned
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetChildEnded() *ChildEnded {
+	if x != nil {
+		if x, ok := x.Body.(*Event_ChildEnded); ok {
+			return x.ChildEnded
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetMessageSent() *MessageSent {
+	if x != nil {
+		if x, ok := x.Body.(*Event_MessageSent); ok {
+			return x.MessageSent
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetMessageReceived() *MessageReceived {
+	if x != nil {
+		if x, ok := x.Body.(*Event_MessageReceived); ok {
+			return x.MessageReceived
+		}
+	}
+	return nil
+}
+
 type isEvent_Body interface {
 	isEvent_Body()
 }
@@ -806,6 +851,23 @@ type Event_ToolsLoaded struct {
 	ToolsLoaded *ToolsLoaded `protobuf:"bytes,60,opt,name=tools_loaded,json=toolsLoaded,proto3,oneof"`
 }
 
+type Event_ChildSpawned struct {
+	// Agent trees (issue 14).
+	ChildSpawned *ChildSpawned `protobuf:"bytes,40,opt,name=child_spawned,json=childSpawned,proto3,oneof"`
+}
+
+type Event_ChildEnded struct {
+	ChildEnded *ChildEnded `protobuf:"bytes,41,opt,name=child_ended,json=childEnded,proto3,oneof"`
+}
+
+type Event_MessageSent struct {
+	MessageSent *MessageSent `protobuf:"bytes,42,opt,name=message_sent,json=messageSent,proto3,oneof"`
+}
+
+type Event_MessageReceived struct {
+	MessageReceived *MessageReceived `protobuf:"bytes,43,opt,name=message_received,json=messageReceived,proto3,oneof"`
+}
+
 func (*Event_TaskCreated) isEvent_Body() {}
 
 func (*Event_UserMessage) isEvent_Body() {}
@@ -836,6 +898,14 @@ func (*Event_Failure) isEvent_Body() {}
 
 func (*Event_ToolsLoaded) isEvent_Body() {}
 
+func (*Event_ChildSpawned) isEvent_Body() {}
+
+func (*Event_ChildEnded) isEvent_Body() {}
+
+func (*Event_MessageSent) isEvent_Body() {}
+
+func (*Event_MessageReceived) isEvent_Body() {}
+
 // TaskCreated is always seq 1.
 type TaskCreated struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -857,8 +927,14 @@ type TaskCreated struct {
 	// set, and tools.load adds others (ToolsLoaded) from the next Cycle on.
 	// Set together with tools_restricted.
 	ToolsDiscovery bool `protobuf:"varint,60,opt,name=tools_discovery,json=toolsDiscovery,proto3" json:"tools_discovery,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// A child Task names its parent, the parent's tasks.spawn call that
+	// created it, and its depth (a root Task is depth 0). The parent records
+	// the same link (ChildSpawned) in the same commit.
+	ParentId      string `protobuf:"bytes,40,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
+	ParentCallId  string `protobuf:"bytes,41,opt,name=parent_call_id,json=parentCallId,proto3" json:"parent_call_id,omitempty"`
+	Depth         uint32 `protobuf:"varint,42,opt,name=depth,proto3" json:"depth,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskCreated) Reset() {
@@ -947,6 +1023,382 @@ func (x *TaskCreated) GetToolsDiscovery() bool {
 	return false
 }
 
+func (x *TaskCreated) GetParentId() string {
+	if x != nil {
+		return x.ParentId
+	}
+	return ""
+}
+
+func (x *TaskCreated) GetParentCallId() string {
+	if x != nil {
+		return x.ParentCallId
+	}
+	return ""
+}
+
+func (x *TaskCreated) GetDepth() uint32 {
+	if x != nil {
+		return x.Depth
+	}
+	return 0
+}
+
+// ChildSpawned is a parent's record of a child it created with
+// tasks.spawn; it commits together with the child's TaskCreated.
+type ChildSpawned struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ChildId       string                 `protobuf:"bytes,1,opt,name=child_id,json=childId,proto3" json:"child_id,omitempty"`
+	CallId        string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Title         string                 `protobuf:"bytes,3,opt,name=title,proto3" json:"title,omitempty"`
+	Model         string                 `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChildSpawned) Reset() {
+	*x = ChildSpawned{}
+	mi := &file_lemo_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChildSpawned) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChildSpawned) ProtoMessage() {}
+
+func (x *ChildSpawned) ProtoReflect() protoreflect.Message {
+	mi := &file_lemo_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChildSpawned.ProtoReflect.Descriptor instead.
+func (*ChildSpawned) Descriptor() ([]byte, []int) {
+	return file_lemo_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ChildSpawned) GetChildId() string {
+	if x != nil {
+		return x.ChildId
+	}
+	return ""
+}
+
+func (x *ChildSpawned) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *ChildSpawned) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *ChildSpawned) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+// ChildEnded is a parent's record of how a child ended (finished, failed or
+// cancelled), taken from its inbox: status, final answer and usage.
+type ChildEnded struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	ChildId string                 `protobuf:"bytes,1,opt,name=child_id,json=childId,proto3" json:"child_id,omitempty"`
+	Status  TaskStatus             `protobuf:"varint,2,opt,name=status,proto3,enum=lemo.v1.TaskStatus" json:"status,omitempty"`
+	// The child's last answer (its final assistant text), capped.
+	Answer string `protobuf:"bytes,3,opt,name=answer,proto3" json:"answer,omitempty"`
+	// The child's status detail (why it failed or was cancelled).
+	Detail string `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
+	Usage  *Usage `protobuf:"bytes,5,opt,name=usage,proto3" json:"usage,omitempty"`
+	// The seq of the child's event that ended it.
+	ChildSeq      uint64 `protobuf:"varint,6,opt,name=child_seq,json=childSeq,proto3" json:"child_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChildEnded) Reset() {
+	*x = ChildEnded{}
+	mi := &file_lemo_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChildEnded) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChildEnded) ProtoMessage() {}
+
+func (x *ChildEnded) ProtoReflect() protoreflect.Message {
+	mi := &file_lemo_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChildEnded.ProtoReflect.Descriptor instead.
+func (*ChildEnded) Descriptor() ([]byte, []int) {
+	return file_lemo_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ChildEnded) GetChildId() string {
+	if x != nil {
+		return x.ChildId
+	}
+	return ""
+}
+
+func (x *ChildEnded) GetStatus() TaskStatus {
+	if x != nil {
+		return x.Status
+	}
+	return TaskStatus_TASK_STATUS_UNSPECIFIED
+}
+
+func (x *ChildEnded) GetAnswer() string {
+	if x != nil {
+		return x.Answer
+	}
+	return ""
+}
+
+func (x *ChildEnded) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *ChildEnded) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *ChildEnded) GetChildSeq() uint64 {
+	if x != nil {
+		return x.ChildSeq
+	}
+	return 0
+}
+
+// MessageSent is a sender's record of a tasks.send message; the
+// recipient's inbox entry commits in the same transaction.
+type MessageSent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	To            string                 `protobuf:"bytes,1,opt,name=to,proto3" json:"to,omitempty"`
+	Text          string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	CallId        string                 `protobuf:"bytes,3,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MessageSent) Reset() {
+	*x = MessageSent{}
+	mi := &file_lemo_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageSent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageSent) ProtoMessage() {}
+
+func (x *MessageSent) ProtoReflect() protoreflect.Message {
+	mi := &file_lemo_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageSent.ProtoReflect.Descriptor instead.
+func (*MessageSent) Descriptor() ([]byte, []int) {
+	return file_lemo_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *MessageSent) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *MessageSent) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *MessageSent) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+// MessageReceived records a message taken from the Task's inbox: its
+// sender and the seq of the sender's MessageSent.
+type MessageReceived struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	FromSeq       uint64                 `protobuf:"varint,2,opt,name=from_seq,json=fromSeq,proto3" json:"from_seq,omitempty"`
+	Text          string                 `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MessageReceived) Reset() {
+	*x = MessageReceived{}
+	mi := &file_lemo_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageReceived) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageReceived) ProtoMessage() {}
+
+func (x *MessageReceived) ProtoReflect() protoreflect.Message {
+	mi := &file_lemo_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageReceived.ProtoReflect.Descriptor instead.
+func (*MessageReceived) Descriptor() ([]byte, []int) {
+	return file_lemo_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *MessageReceived) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *MessageReceived) GetFromSeq() uint64 {
+	if x != nil {
+		return x.FromSeq
+	}
+	return 0
+}
+
+func (x *MessageReceived) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+// InboxEntry is a message or a child's end waiting for its recipient,
+// kept beside the logs until the recipient takes it into its history
+// (in the same commit that deletes it).
+type InboxEntry struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	From    string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	FromSeq uint64                 `protobuf:"varint,2,opt,name=from_seq,json=fromSeq,proto3" json:"from_seq,omitempty"`
+	Text    string                 `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
+	// Set for a child's end (from is the child).
+	ChildEnded    *ChildEnded `protobuf:"bytes,4,opt,name=child_ended,json=childEnded,proto3" json:"child_ended,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InboxEntry) Reset() {
+	*x = InboxEntry{}
+	mi := &file_lemo_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InboxEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InboxEntry) ProtoMessage() {}
+
+func (x *InboxEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_lemo_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InboxEntry.ProtoReflect.Descriptor instead.
+func (*InboxEntry) Descriptor() ([]byte, []int) {
+	return file_lemo_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *InboxEntry) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *InboxEntry) GetFromSeq() uint64 {
+	if x != nil {
+		return x.FromSeq
+	}
+	return 0
+}
+
+func (x *InboxEntry) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *InboxEntry) GetChildEnded() *ChildEnded {
+	if x != nil {
+		return x.ChildEnded
+	}
+	return nil
+}
+
 // ToolsLoaded adds tools to a Task whose tools are discovered
 // (TaskCreated.tools_discovery), from its next Cycle on. Its tool set is
 // the creation's tools plus every ToolsLoaded's, in history order.
@@ -962,7 +1414,7 @@ type ToolsLoaded struct {
 
 func (x *ToolsLoaded) Reset() {
 	*x = ToolsLoaded{}
-	mi := &file_lemo_proto_msgTypes[2]
+	mi := &file_lemo_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -974,7 +1426,7 @@ func (x *ToolsLoaded) String() string {
 func (*ToolsLoaded) ProtoMessage() {}
 
 func (x *ToolsLoaded) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[2]
+	mi := &file_lemo_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -987,7 +1439,7 @@ func (x *ToolsLoaded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolsLoaded.ProtoReflect.Descriptor instead.
 func (*ToolsLoaded) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{2}
+	return file_lemo_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ToolsLoaded) GetTools() []string {
@@ -1020,7 +1472,7 @@ type ToolApproval struct {
 
 func (x *ToolApproval) Reset() {
 	*x = ToolApproval{}
-	mi := &file_lemo_proto_msgTypes[3]
+	mi := &file_lemo_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1032,7 +1484,7 @@ func (x *ToolApproval) String() string {
 func (*ToolApproval) ProtoMessage() {}
 
 func (x *ToolApproval) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[3]
+	mi := &file_lemo_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1045,7 +1497,7 @@ func (x *ToolApproval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolApproval.ProtoReflect.Descriptor instead.
 func (*ToolApproval) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{3}
+	return file_lemo_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ToolApproval) GetTool() string {
@@ -1079,7 +1531,7 @@ type UserMessage struct {
 
 func (x *UserMessage) Reset() {
 	*x = UserMessage{}
-	mi := &file_lemo_proto_msgTypes[4]
+	mi := &file_lemo_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1091,7 +1543,7 @@ func (x *UserMessage) String() string {
 func (*UserMessage) ProtoMessage() {}
 
 func (x *UserMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[4]
+	mi := &file_lemo_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1104,7 +1556,7 @@ func (x *UserMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserMessage.ProtoReflect.Descriptor instead.
 func (*UserMessage) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{4}
+	return file_lemo_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *UserMessage) GetText() string {
@@ -1125,7 +1577,7 @@ type CycleStarted struct {
 
 func (x *CycleStarted) Reset() {
 	*x = CycleStarted{}
-	mi := &file_lemo_proto_msgTypes[5]
+	mi := &file_lemo_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1137,7 +1589,7 @@ func (x *CycleStarted) String() string {
 func (*CycleStarted) ProtoMessage() {}
 
 func (x *CycleStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[5]
+	mi := &file_lemo_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1150,7 +1602,7 @@ func (x *CycleStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CycleStarted.ProtoReflect.Descriptor instead.
 func (*CycleStarted) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{5}
+	return file_lemo_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CycleStarted) GetCycle() uint32 {
@@ -1180,7 +1632,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_lemo_proto_msgTypes[6]
+	mi := &file_lemo_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1192,7 +1644,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[6]
+	mi := &file_lemo_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1205,7 +1657,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{6}
+	return file_lemo_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Usage) GetPromptTokens() uint64 {
@@ -1241,7 +1693,7 @@ type SectionSize struct {
 
 func (x *SectionSize) Reset() {
 	*x = SectionSize{}
-	mi := &file_lemo_proto_msgTypes[7]
+	mi := &file_lemo_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1253,7 +1705,7 @@ func (x *SectionSize) String() string {
 func (*SectionSize) ProtoMessage() {}
 
 func (x *SectionSize) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[7]
+	mi := &file_lemo_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1266,7 +1718,7 @@ func (x *SectionSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SectionSize.ProtoReflect.Descriptor instead.
 func (*SectionSize) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{7}
+	return file_lemo_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SectionSize) GetSection() string {
@@ -1299,7 +1751,7 @@ type Excerpt struct {
 
 func (x *Excerpt) Reset() {
 	*x = Excerpt{}
-	mi := &file_lemo_proto_msgTypes[8]
+	mi := &file_lemo_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1311,7 +1763,7 @@ func (x *Excerpt) String() string {
 func (*Excerpt) ProtoMessage() {}
 
 func (x *Excerpt) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[8]
+	mi := &file_lemo_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1324,7 +1776,7 @@ func (x *Excerpt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Excerpt.ProtoReflect.Descriptor instead.
 func (*Excerpt) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{8}
+	return file_lemo_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Excerpt) GetSeq() uint64 {
@@ -1376,7 +1828,7 @@ type RecallItem struct {
 
 func (x *RecallItem) Reset() {
 	*x = RecallItem{}
-	mi := &file_lemo_proto_msgTypes[9]
+	mi := &file_lemo_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1388,7 +1840,7 @@ func (x *RecallItem) String() string {
 func (*RecallItem) ProtoMessage() {}
 
 func (x *RecallItem) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[9]
+	mi := &file_lemo_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1401,7 +1853,7 @@ func (x *RecallItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecallItem.ProtoReflect.Descriptor instead.
 func (*RecallItem) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{9}
+	return file_lemo_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RecallItem) GetTaskId() string {
@@ -1458,7 +1910,7 @@ type InputSummary struct {
 
 func (x *InputSummary) Reset() {
 	*x = InputSummary{}
-	mi := &file_lemo_proto_msgTypes[10]
+	mi := &file_lemo_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1470,7 +1922,7 @@ func (x *InputSummary) String() string {
 func (*InputSummary) ProtoMessage() {}
 
 func (x *InputSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[10]
+	mi := &file_lemo_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1483,7 +1935,7 @@ func (x *InputSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputSummary.ProtoReflect.Descriptor instead.
 func (*InputSummary) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{10}
+	return file_lemo_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *InputSummary) GetWindowTokens() uint64 {
@@ -1557,7 +2009,7 @@ type CycleFinished struct {
 
 func (x *CycleFinished) Reset() {
 	*x = CycleFinished{}
-	mi := &file_lemo_proto_msgTypes[11]
+	mi := &file_lemo_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1569,7 +2021,7 @@ func (x *CycleFinished) String() string {
 func (*CycleFinished) ProtoMessage() {}
 
 func (x *CycleFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[11]
+	mi := &file_lemo_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1582,7 +2034,7 @@ func (x *CycleFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CycleFinished.ProtoReflect.Descriptor instead.
 func (*CycleFinished) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{11}
+	return file_lemo_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CycleFinished) GetCycle() uint32 {
@@ -1644,7 +2096,7 @@ type AssistantMessage struct {
 
 func (x *AssistantMessage) Reset() {
 	*x = AssistantMessage{}
-	mi := &file_lemo_proto_msgTypes[12]
+	mi := &file_lemo_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1656,7 +2108,7 @@ func (x *AssistantMessage) String() string {
 func (*AssistantMessage) ProtoMessage() {}
 
 func (x *AssistantMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[12]
+	mi := &file_lemo_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1669,7 +2121,7 @@ func (x *AssistantMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssistantMessage.ProtoReflect.Descriptor instead.
 func (*AssistantMessage) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{12}
+	return file_lemo_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AssistantMessage) GetCycle() uint32 {
@@ -1727,7 +2179,7 @@ type ToolCallRecorded struct {
 
 func (x *ToolCallRecorded) Reset() {
 	*x = ToolCallRecorded{}
-	mi := &file_lemo_proto_msgTypes[13]
+	mi := &file_lemo_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1739,7 +2191,7 @@ func (x *ToolCallRecorded) String() string {
 func (*ToolCallRecorded) ProtoMessage() {}
 
 func (x *ToolCallRecorded) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[13]
+	mi := &file_lemo_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1752,7 +2204,7 @@ func (x *ToolCallRecorded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallRecorded.ProtoReflect.Descriptor instead.
 func (*ToolCallRecorded) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{13}
+	return file_lemo_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ToolCallRecorded) GetCallId() string {
@@ -1808,7 +2260,7 @@ type ToolExecutionStarted struct {
 
 func (x *ToolExecutionStarted) Reset() {
 	*x = ToolExecutionStarted{}
-	mi := &file_lemo_proto_msgTypes[14]
+	mi := &file_lemo_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1820,7 +2272,7 @@ func (x *ToolExecutionStarted) String() string {
 func (*ToolExecutionStarted) ProtoMessage() {}
 
 func (x *ToolExecutionStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[14]
+	mi := &file_lemo_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1833,7 +2285,7 @@ func (x *ToolExecutionStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolExecutionStarted.ProtoReflect.Descriptor instead.
 func (*ToolExecutionStarted) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{14}
+	return file_lemo_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ToolExecutionStarted) GetCallId() string {
@@ -1854,7 +2306,7 @@ type ToolState struct {
 
 func (x *ToolState) Reset() {
 	*x = ToolState{}
-	mi := &file_lemo_proto_msgTypes[15]
+	mi := &file_lemo_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1866,7 +2318,7 @@ func (x *ToolState) String() string {
 func (*ToolState) ProtoMessage() {}
 
 func (x *ToolState) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[15]
+	mi := &file_lemo_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1879,7 +2331,7 @@ func (x *ToolState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolState.ProtoReflect.Descriptor instead.
 func (*ToolState) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{15}
+	return file_lemo_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ToolState) GetCallId() string {
@@ -1914,7 +2366,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_lemo_proto_msgTypes[16]
+	mi := &file_lemo_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1926,7 +2378,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[16]
+	mi := &file_lemo_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1939,7 +2391,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{16}
+	return file_lemo_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ToolResult) GetCallId() string {
@@ -1989,7 +2441,7 @@ type ToolFailed struct {
 
 func (x *ToolFailed) Reset() {
 	*x = ToolFailed{}
-	mi := &file_lemo_proto_msgTypes[17]
+	mi := &file_lemo_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2001,7 +2453,7 @@ func (x *ToolFailed) String() string {
 func (*ToolFailed) ProtoMessage() {}
 
 func (x *ToolFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[17]
+	mi := &file_lemo_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2014,7 +2466,7 @@ func (x *ToolFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolFailed.ProtoReflect.Descriptor instead.
 func (*ToolFailed) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{17}
+	return file_lemo_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ToolFailed) GetCallId() string {
@@ -2057,7 +2509,7 @@ type ApprovalRequested struct {
 
 func (x *ApprovalRequested) Reset() {
 	*x = ApprovalRequested{}
-	mi := &file_lemo_proto_msgTypes[18]
+	mi := &file_lemo_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2069,7 +2521,7 @@ func (x *ApprovalRequested) String() string {
 func (*ApprovalRequested) ProtoMessage() {}
 
 func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[18]
+	mi := &file_lemo_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2082,7 +2534,7 @@ func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalRequested.ProtoReflect.Descriptor instead.
 func (*ApprovalRequested) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{18}
+	return file_lemo_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ApprovalRequested) GetApprovalId() string {
@@ -2145,7 +2597,7 @@ type ApprovalResolved struct {
 
 func (x *ApprovalResolved) Reset() {
 	*x = ApprovalResolved{}
-	mi := &file_lemo_proto_msgTypes[19]
+	mi := &file_lemo_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2157,7 +2609,7 @@ func (x *ApprovalResolved) String() string {
 func (*ApprovalResolved) ProtoMessage() {}
 
 func (x *ApprovalResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[19]
+	mi := &file_lemo_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2170,7 +2622,7 @@ func (x *ApprovalResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalResolved.ProtoReflect.Descriptor instead.
 func (*ApprovalResolved) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{19}
+	return file_lemo_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ApprovalResolved) GetApprovalId() string {
@@ -2230,7 +2682,7 @@ type StatusChanged struct {
 
 func (x *StatusChanged) Reset() {
 	*x = StatusChanged{}
-	mi := &file_lemo_proto_msgTypes[20]
+	mi := &file_lemo_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2242,7 +2694,7 @@ func (x *StatusChanged) String() string {
 func (*StatusChanged) ProtoMessage() {}
 
 func (x *StatusChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[20]
+	mi := &file_lemo_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2255,7 +2707,7 @@ func (x *StatusChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusChanged.ProtoReflect.Descriptor instead.
 func (*StatusChanged) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{20}
+	return file_lemo_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *StatusChanged) GetStatus() TaskStatus {
@@ -2298,7 +2750,7 @@ type Overflow struct {
 
 func (x *Overflow) Reset() {
 	*x = Overflow{}
-	mi := &file_lemo_proto_msgTypes[21]
+	mi := &file_lemo_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2310,7 +2762,7 @@ func (x *Overflow) String() string {
 func (*Overflow) ProtoMessage() {}
 
 func (x *Overflow) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[21]
+	mi := &file_lemo_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2323,7 +2775,7 @@ func (x *Overflow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Overflow.ProtoReflect.Descriptor instead.
 func (*Overflow) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{21}
+	return file_lemo_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Overflow) GetNeededTokens() uint64 {
@@ -2374,7 +2826,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_lemo_proto_msgTypes[22]
+	mi := &file_lemo_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2386,7 +2838,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[22]
+	mi := &file_lemo_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2399,7 +2851,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{22}
+	return file_lemo_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Failure) GetScope() FailureScope {
@@ -2468,26 +2920,29 @@ func (x *Failure) GetBudget() uint32 {
 // TaskMeta is the stored summary of a Task, kept in step with its log in
 // the same commit.
 type TaskMeta struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
-	Status        TaskStatus             `protobuf:"varint,3,opt,name=status,proto3,enum=lemo.v1.TaskStatus" json:"status,omitempty"`
-	PauseReason   PauseReason            `protobuf:"varint,4,opt,name=pause_reason,json=pauseReason,proto3,enum=lemo.v1.PauseReason" json:"pause_reason,omitempty"`
-	StatusDetail  string                 `protobuf:"bytes,5,opt,name=status_detail,json=statusDetail,proto3" json:"status_detail,omitempty"`
-	Model         string                 `protobuf:"bytes,6,opt,name=model,proto3" json:"model,omitempty"`
-	Title         string                 `protobuf:"bytes,7,opt,name=title,proto3" json:"title,omitempty"`
-	Created       *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=created,proto3" json:"created,omitempty"`
-	Updated       *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=updated,proto3" json:"updated,omitempty"`
-	LastSeq       uint64                 `protobuf:"varint,10,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
-	Cycles        uint32                 `protobuf:"varint,11,opt,name=cycles,proto3" json:"cycles,omitempty"`
-	Workspace     string                 `protobuf:"bytes,12,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	TaskId       string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Owner        string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	Status       TaskStatus             `protobuf:"varint,3,opt,name=status,proto3,enum=lemo.v1.TaskStatus" json:"status,omitempty"`
+	PauseReason  PauseReason            `protobuf:"varint,4,opt,name=pause_reason,json=pauseReason,proto3,enum=lemo.v1.PauseReason" json:"pause_reason,omitempty"`
+	StatusDetail string                 `protobuf:"bytes,5,opt,name=status_detail,json=statusDetail,proto3" json:"status_detail,omitempty"`
+	Model        string                 `protobuf:"bytes,6,opt,name=model,proto3" json:"model,omitempty"`
+	Title        string                 `protobuf:"bytes,7,opt,name=title,proto3" json:"title,omitempty"`
+	Created      *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=created,proto3" json:"created,omitempty"`
+	Updated      *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=updated,proto3" json:"updated,omitempty"`
+	LastSeq      uint64                 `protobuf:"varint,10,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
+	Cycles       uint32                 `protobuf:"varint,11,opt,name=cycles,proto3" json:"cycles,omitempty"`
+	Workspace    string                 `protobuf:"bytes,12,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	// The parent Task of a child Task ("" for a root) and its depth.
+	ParentId      string `protobuf:"bytes,40,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
+	Depth         uint32 `protobuf:"varint,41,opt,name=depth,proto3" json:"depth,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskMeta) Reset() {
 	*x = TaskMeta{}
-	mi := &file_lemo_proto_msgTypes[23]
+	mi := &file_lemo_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2499,7 +2954,7 @@ func (x *TaskMeta) String() string {
 func (*TaskMeta) ProtoMessage() {}
 
 func (x *TaskMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[23]
+	mi := &file_lemo_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2512,7 +2967,7 @@ func (x *TaskMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskMeta.ProtoReflect.Descriptor instead.
 func (*TaskMeta) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{23}
+	return file_lemo_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TaskMeta) GetTaskId() string {
@@ -2599,6 +3054,20 @@ func (x *TaskMeta) GetWorkspace() string {
 	return ""
 }
 
+func (x *TaskMeta) GetParentId() string {
+	if x != nil {
+		return x.ParentId
+	}
+	return ""
+}
+
+func (x *TaskMeta) GetDepth() uint32 {
+	if x != nil {
+		return x.Depth
+	}
+	return 0
+}
+
 // Delta is live progress that is never stored: model text and reasoning as
 // they stream, tool state updates, live tool outputs.
 type Delta struct {
@@ -2618,7 +3087,7 @@ type Delta struct {
 
 func (x *Delta) Reset() {
 	*x = Delta{}
-	mi := &file_lemo_proto_msgTypes[24]
+	mi := &file_lemo_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2630,7 +3099,7 @@ func (x *Delta) String() string {
 func (*Delta) ProtoMessage() {}
 
 func (x *Delta) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[24]
+	mi := &file_lemo_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2643,7 +3112,7 @@ func (x *Delta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delta.ProtoReflect.Descriptor instead.
 func (*Delta) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{24}
+	return file_lemo_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Delta) GetTaskId() string {
@@ -2707,7 +3176,8 @@ var File_lemo_proto protoreflect.FileDescriptor
 const file_lemo_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"lemo.proto\x12\alemo.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb1\b\n" +
+	"lemo.proto\x12\alemo.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa9\n" +
+	"\n" +
 	"\x05Event\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12.\n" +
@@ -2730,8 +3200,13 @@ const file_lemo_proto_rawDesc = "" +
 	"\x11approval_resolved\x18\x15 \x01(\v2\x19.lemo.v1.ApprovalResolvedH\x00R\x10approvalResolved\x12?\n" +
 	"\x0estatus_changed\x18\x16 \x01(\v2\x16.lemo.v1.StatusChangedH\x00R\rstatusChanged\x12,\n" +
 	"\afailure\x18\x17 \x01(\v2\x10.lemo.v1.FailureH\x00R\afailure\x129\n" +
-	"\ftools_loaded\x18< \x01(\v2\x14.lemo.v1.ToolsLoadedH\x00R\vtoolsLoadedB\x06\n" +
-	"\x04body\"\x8c\x02\n" +
+	"\ftools_loaded\x18< \x01(\v2\x14.lemo.v1.ToolsLoadedH\x00R\vtoolsLoaded\x12<\n" +
+	"\rchild_spawned\x18( \x01(\v2\x15.lemo.v1.ChildSpawnedH\x00R\fchildSpawned\x126\n" +
+	"\vchild_ended\x18) \x01(\v2\x13.lemo.v1.ChildEndedH\x00R\n" +
+	"childEnded\x129\n" +
+	"\fmessage_sent\x18* \x01(\v2\x14.lemo.v1.MessageSentH\x00R\vmessageSent\x12E\n" +
+	"\x10message_received\x18+ \x01(\v2\x18.lemo.v1.MessageReceivedH\x00R\x0fmessageReceivedB\x06\n" +
+	"\x04body\"\xe5\x02\n" +
 	"\vTaskCreated\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x14\n" +
@@ -2740,7 +3215,38 @@ const file_lemo_proto_rawDesc = "" +
 	"\tworkspace\x18\x05 \x01(\tR\tworkspace\x12\x14\n" +
 	"\x05title\x18\x06 \x01(\tR\x05title\x123\n" +
 	"\tapprovals\x18\a \x03(\v2\x15.lemo.v1.ToolApprovalR\tapprovals\x12'\n" +
-	"\x0ftools_discovery\x18< \x01(\bR\x0etoolsDiscovery\"<\n" +
+	"\x0ftools_discovery\x18< \x01(\bR\x0etoolsDiscovery\x12\x1b\n" +
+	"\tparent_id\x18( \x01(\tR\bparentId\x12$\n" +
+	"\x0eparent_call_id\x18) \x01(\tR\fparentCallId\x12\x14\n" +
+	"\x05depth\x18* \x01(\rR\x05depth\"n\n" +
+	"\fChildSpawned\x12\x19\n" +
+	"\bchild_id\x18\x01 \x01(\tR\achildId\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x14\n" +
+	"\x05title\x18\x03 \x01(\tR\x05title\x12\x14\n" +
+	"\x05model\x18\x04 \x01(\tR\x05model\"\xc7\x01\n" +
+	"\n" +
+	"ChildEnded\x12\x19\n" +
+	"\bchild_id\x18\x01 \x01(\tR\achildId\x12+\n" +
+	"\x06status\x18\x02 \x01(\x0e2\x13.lemo.v1.TaskStatusR\x06status\x12\x16\n" +
+	"\x06answer\x18\x03 \x01(\tR\x06answer\x12\x16\n" +
+	"\x06detail\x18\x04 \x01(\tR\x06detail\x12$\n" +
+	"\x05usage\x18\x05 \x01(\v2\x0e.lemo.v1.UsageR\x05usage\x12\x1b\n" +
+	"\tchild_seq\x18\x06 \x01(\x04R\bchildSeq\"J\n" +
+	"\vMessageSent\x12\x0e\n" +
+	"\x02to\x18\x01 \x01(\tR\x02to\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12\x17\n" +
+	"\acall_id\x18\x03 \x01(\tR\x06callId\"T\n" +
+	"\x0fMessageReceived\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x19\n" +
+	"\bfrom_seq\x18\x02 \x01(\x04R\afromSeq\x12\x12\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\"\x85\x01\n" +
+	"\n" +
+	"InboxEntry\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x19\n" +
+	"\bfrom_seq\x18\x02 \x01(\x04R\afromSeq\x12\x12\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\x124\n" +
+	"\vchild_ended\x18\x04 \x01(\v2\x13.lemo.v1.ChildEndedR\n" +
+	"childEnded\"<\n" +
 	"\vToolsLoaded\x12\x14\n" +
 	"\x05tools\x18\x01 \x03(\tR\x05tools\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\"c\n" +
@@ -2857,7 +3363,7 @@ const file_lemo_proto_rawDesc = "" +
 	"\boverflow\x18\x06 \x01(\v2\x11.lemo.v1.OverflowR\boverflow\x12\x1a\n" +
 	"\bdecision\x18P \x01(\tR\bdecision\x12\x18\n" +
 	"\acrashes\x18Q \x01(\rR\acrashes\x12\x16\n" +
-	"\x06budget\x18R \x01(\rR\x06budget\"\xad\x03\n" +
+	"\x06budget\x18R \x01(\rR\x06budget\"\xe0\x03\n" +
 	"\bTaskMeta\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12+\n" +
@@ -2871,7 +3377,9 @@ const file_lemo_proto_rawDesc = "" +
 	"\blast_seq\x18\n" +
 	" \x01(\x04R\alastSeq\x12\x16\n" +
 	"\x06cycles\x18\v \x01(\rR\x06cycles\x12\x1c\n" +
-	"\tworkspace\x18\f \x01(\tR\tworkspace\"\xe9\x01\n" +
+	"\tworkspace\x18\f \x01(\tR\tworkspace\x12\x1b\n" +
+	"\tparent_id\x18( \x01(\tR\bparentId\x12\x14\n" +
+	"\x05depth\x18) \x01(\rR\x05depth\"\xe9\x01\n" +
 	"\x05Delta\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05cycle\x18\x02 \x01(\rR\x05cycle\x12&\n" +
@@ -2890,13 +3398,14 @@ const file_lemo_proto_rawDesc = "" +
 	"\x12TASK_STATUS_PAUSED\x10\x04\x12\x18\n" +
 	"\x14TASK_STATUS_FINISHED\x10\x05\x12\x16\n" +
 	"\x12TASK_STATUS_FAILED\x10\x06\x12\x19\n" +
-	"\x15TASK_STATUS_CANCELLED\x10\a*\x9a\x01\n" +
+	"\x15TASK_STATUS_CANCELLED\x10\a*\xb3\x01\n" +
 	"\vPauseReason\x12\x1c\n" +
 	"\x18PAUSE_REASON_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11PAUSE_REASON_USER\x10\x01\x12\x1c\n" +
 	"\x18PAUSE_REASON_INTERRUPTED\x10\x02\x12\x1c\n" +
 	"\x18PAUSE_REASON_CYCLE_LIMIT\x10\x03\x12\x1a\n" +
-	"\x16PAUSE_REASON_DISK_FULL\x10\x04*u\n" +
+	"\x16PAUSE_REASON_DISK_FULL\x10\x04\x12\x17\n" +
+	"\x13PAUSE_REASON_PARENT\x10(*u\n" +
 	"\fApprovalRule\x12\x1d\n" +
 	"\x19APPROVAL_RULE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11APPROVAL_RULE_ASK\x10\x01\x12\x16\n" +
@@ -2951,7 +3460,7 @@ func file_lemo_proto_rawDescGZIP() []byte {
 }
 
 var file_lemo_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_lemo_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_lemo_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_lemo_proto_goTypes = []any{
 	(TaskStatus)(0),               // 0: lemo.v1.TaskStatus
 	(PauseReason)(0),              // 1: lemo.v1.PauseReason
@@ -2963,76 +3472,88 @@ var file_lemo_proto_goTypes = []any{
 	(DeltaKind)(0),                // 7: lemo.v1.DeltaKind
 	(*Event)(nil),                 // 8: lemo.v1.Event
 	(*TaskCreated)(nil),           // 9: lemo.v1.TaskCreated
-	(*ToolsLoaded)(nil),           // 10: lemo.v1.ToolsLoaded
-	(*ToolApproval)(nil),          // 11: lemo.v1.ToolApproval
-	(*UserMessage)(nil),           // 12: lemo.v1.UserMessage
-	(*CycleStarted)(nil),          // 13: lemo.v1.CycleStarted
-	(*Usage)(nil),                 // 14: lemo.v1.Usage
-	(*SectionSize)(nil),           // 15: lemo.v1.SectionSize
-	(*Excerpt)(nil),               // 16: lemo.v1.Excerpt
-	(*RecallItem)(nil),            // 17: lemo.v1.RecallItem
-	(*InputSummary)(nil),          // 18: lemo.v1.InputSummary
-	(*CycleFinished)(nil),         // 19: lemo.v1.CycleFinished
-	(*AssistantMessage)(nil),      // 20: lemo.v1.AssistantMessage
-	(*ToolCallRecorded)(nil),      // 21: lemo.v1.ToolCallRecorded
-	(*ToolExecutionStarted)(nil),  // 22: lemo.v1.ToolExecutionStarted
-	(*ToolState)(nil),             // 23: lemo.v1.ToolState
-	(*ToolResult)(nil),            // 24: lemo.v1.ToolResult
-	(*ToolFailed)(nil),            // 25: lemo.v1.ToolFailed
-	(*ApprovalRequested)(nil),     // 26: lemo.v1.ApprovalRequested
-	(*ApprovalResolved)(nil),      // 27: lemo.v1.ApprovalResolved
-	(*StatusChanged)(nil),         // 28: lemo.v1.StatusChanged
-	(*Overflow)(nil),              // 29: lemo.v1.Overflow
-	(*Failure)(nil),               // 30: lemo.v1.Failure
-	(*TaskMeta)(nil),              // 31: lemo.v1.TaskMeta
-	(*Delta)(nil),                 // 32: lemo.v1.Delta
-	(*timestamppb.Timestamp)(nil), // 33: google.protobuf.Timestamp
+	(*ChildSpawned)(nil),          // 10: lemo.v1.ChildSpawned
+	(*ChildEnded)(nil),            // 11: lemo.v1.ChildEnded
+	(*MessageSent)(nil),           // 12: lemo.v1.MessageSent
+	(*MessageReceived)(nil),       // 13: lemo.v1.MessageReceived
+	(*InboxEntry)(nil),            // 14: lemo.v1.InboxEntry
+	(*ToolsLoaded)(nil),           // 15: lemo.v1.ToolsLoaded
+	(*ToolApproval)(nil),          // 16: lemo.v1.ToolApproval
+	(*UserMessage)(nil),           // 17: lemo.v1.UserMessage
+	(*CycleStarted)(nil),          // 18: lemo.v1.CycleStarted
+	(*Usage)(nil),                 // 19: lemo.v1.Usage
+	(*SectionSize)(nil),           // 20: lemo.v1.SectionSize
+	(*Excerpt)(nil),               // 21: lemo.v1.Excerpt
+	(*RecallItem)(nil),            // 22: lemo.v1.RecallItem
+	(*InputSummary)(nil),          // 23: lemo.v1.InputSummary
+	(*CycleFinished)(nil),         // 24: lemo.v1.CycleFinished
+	(*AssistantMessage)(nil),      // 25: lemo.v1.AssistantMessage
+	(*ToolCallRecorded)(nil),      // 26: lemo.v1.ToolCallRecorded
+	(*ToolExecutionStarted)(nil),  // 27: lemo.v1.ToolExecutionStarted
+	(*ToolState)(nil),             // 28: lemo.v1.ToolState
+	(*ToolResult)(nil),            // 29: lemo.v1.ToolResult
+	(*ToolFailed)(nil),            // 30: lemo.v1.ToolFailed
+	(*ApprovalRequested)(nil),     // 31: lemo.v1.ApprovalRequested
+	(*ApprovalResolved)(nil),      // 32: lemo.v1.ApprovalResolved
+	(*StatusChanged)(nil),         // 33: lemo.v1.StatusChanged
+	(*Overflow)(nil),              // 34: lemo.v1.Overflow
+	(*Failure)(nil),               // 35: lemo.v1.Failure
+	(*TaskMeta)(nil),              // 36: lemo.v1.TaskMeta
+	(*Delta)(nil),                 // 37: lemo.v1.Delta
+	(*timestamppb.Timestamp)(nil), // 38: google.protobuf.Timestamp
 }
 var file_lemo_proto_depIdxs = []int32{
-	33, // 0: lemo.v1.Event.time:type_name -> google.protobuf.Timestamp
+	38, // 0: lemo.v1.Event.time:type_name -> google.protobuf.Timestamp
 	9,  // 1: lemo.v1.Event.task_created:type_name -> lemo.v1.TaskCreated
-	12, // 2: lemo.v1.Event.user_message:type_name -> lemo.v1.UserMessage
-	13, // 3: lemo.v1.Event.cycle_started:type_name -> lemo.v1.CycleStarted
-	19, // 4: lemo.v1.Event.cycle_finished:type_name -> lemo.v1.CycleFinished
-	20, // 5: lemo.v1.Event.assistant_message:type_name -> lemo.v1.AssistantMessage
-	21, // 6: lemo.v1.Event.tool_call_recorded:type_name -> lemo.v1.ToolCallRecorded
-	22, // 7: lemo.v1.Event.tool_execution_started:type_name -> lemo.v1.ToolExecutionStarted
-	23, // 8: lemo.v1.Event.tool_state:type_name -> lemo.v1.ToolState
-	24, // 9: lemo.v1.Event.tool_result:type_name -> lemo.v1.ToolResult
-	25, // 10: lemo.v1.Event.tool_failed:type_name -> lemo.v1.ToolFailed
-	26, // 11: lemo.v1.Event.approval_requested:type_name -> lemo.v1.ApprovalRequested
-	27, // 12: lemo.v1.Event.approval_resolved:type_name -> lemo.v1.ApprovalResolved
-	28, // 13: lemo.v1.Event.status_changed:type_name -> lemo.v1.StatusChanged
-	30, // 14: lemo.v1.Event.failure:type_name -> lemo.v1.Failure
-	10, // 15: lemo.v1.Event.tools_loaded:type_name -> lemo.v1.ToolsLoaded
-	11, // 16: lemo.v1.TaskCreated.approvals:type_name -> lemo.v1.ToolApproval
-	2,  // 17: lemo.v1.ToolApproval.rule:type_name -> lemo.v1.ApprovalRule
-	15, // 18: lemo.v1.InputSummary.sections:type_name -> lemo.v1.SectionSize
-	16, // 19: lemo.v1.InputSummary.excerpts:type_name -> lemo.v1.Excerpt
-	17, // 20: lemo.v1.InputSummary.recalled:type_name -> lemo.v1.RecallItem
-	3,  // 21: lemo.v1.CycleFinished.outcome:type_name -> lemo.v1.CycleOutcome
-	14, // 22: lemo.v1.CycleFinished.usage:type_name -> lemo.v1.Usage
-	18, // 23: lemo.v1.CycleFinished.input:type_name -> lemo.v1.InputSummary
-	4,  // 24: lemo.v1.ToolFailed.kind:type_name -> lemo.v1.ToolFailureKind
-	33, // 25: lemo.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
-	5,  // 26: lemo.v1.ApprovalResolved.outcome:type_name -> lemo.v1.ApprovalOutcome
-	11, // 27: lemo.v1.ApprovalResolved.allow_rule:type_name -> lemo.v1.ToolApproval
-	0,  // 28: lemo.v1.StatusChanged.status:type_name -> lemo.v1.TaskStatus
-	1,  // 29: lemo.v1.StatusChanged.pause_reason:type_name -> lemo.v1.PauseReason
-	15, // 30: lemo.v1.Overflow.sections:type_name -> lemo.v1.SectionSize
-	6,  // 31: lemo.v1.Failure.scope:type_name -> lemo.v1.FailureScope
-	29, // 32: lemo.v1.Failure.overflow:type_name -> lemo.v1.Overflow
-	0,  // 33: lemo.v1.TaskMeta.status:type_name -> lemo.v1.TaskStatus
-	1,  // 34: lemo.v1.TaskMeta.pause_reason:type_name -> lemo.v1.PauseReason
-	33, // 35: lemo.v1.TaskMeta.created:type_name -> google.protobuf.Timestamp
-	33, // 36: lemo.v1.TaskMeta.updated:type_name -> google.protobuf.Timestamp
-	7,  // 37: lemo.v1.Delta.kind:type_name -> lemo.v1.DeltaKind
-	18, // 38: lemo.v1.Delta.input:type_name -> lemo.v1.InputSummary
-	39, // [39:39] is the sub-list for method output_type
-	39, // [39:39] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	17, // 2: lemo.v1.Event.user_message:type_name -> lemo.v1.UserMessage
+	18, // 3: lemo.v1.Event.cycle_started:type_name -> lemo.v1.CycleStarted
+	24, // 4: lemo.v1.Event.cycle_finished:type_name -> lemo.v1.CycleFinished
+	25, // 5: lemo.v1.Event.assistant_message:type_name -> lemo.v1.AssistantMessage
+	26, // 6: lemo.v1.Event.tool_call_recorded:type_name -> lemo.v1.ToolCallRecorded
+	27, // 7: lemo.v1.Event.tool_execution_started:type_name -> lemo.v1.ToolExecutionStarted
+	28, // 8: lemo.v1.Event.tool_state:type_name -> lemo.v1.ToolState
+	29, // 9: lemo.v1.Event.tool_result:type_name -> lemo.v1.ToolResult
+	30, // 10: lemo.v1.Event.tool_failed:type_name -> lemo.v1.ToolFailed
+	31, // 11: lemo.v1.Event.approval_requested:type_name -> lemo.v1.ApprovalRequested
+	32, // 12: lemo.v1.Event.approval_resolved:type_name -> lemo.v1.ApprovalResolved
+	33, // 13: lemo.v1.Event.status_changed:type_name -> lemo.v1.StatusChanged
+	35, // 14: lemo.v1.Event.failure:type_name -> lemo.v1.Failure
+	15, // 15: lemo.v1.Event.tools_loaded:type_name -> lemo.v1.ToolsLoaded
+	10, // 16: lemo.v1.Event.child_spawned:type_name -> lemo.v1.ChildSpawned
+	11, // 17: lemo.v1.Event.child_ended:type_name -> lemo.v1.ChildEnded
+	12, // 18: lemo.v1.Event.message_sent:type_name -> lemo.v1.MessageSent
+	13, // 19: lemo.v1.Event.message_received:type_name -> lemo.v1.MessageReceived
+	16, // 20: lemo.v1.TaskCreated.approvals:type_name -> lemo.v1.ToolApproval
+	0,  // 21: lemo.v1.ChildEnded.status:type_name -> lemo.v1.TaskStatus
+	19, // 22: lemo.v1.ChildEnded.usage:type_name -> lemo.v1.Usage
+	11, // 23: lemo.v1.InboxEntry.child_ended:type_name -> lemo.v1.ChildEnded
+	2,  // 24: lemo.v1.ToolApproval.rule:type_name -> lemo.v1.ApprovalRule
+	20, // 25: lemo.v1.InputSummary.sections:type_name -> lemo.v1.SectionSize
+	21, // 26: lemo.v1.InputSummary.excerpts:type_name -> lemo.v1.Excerpt
+	22, // 27: lemo.v1.InputSummary.recalled:type_name -> lemo.v1.RecallItem
+	3,  // 28: lemo.v1.CycleFinished.outcome:type_name -> lemo.v1.CycleOutcome
+	19, // 29: lemo.v1.CycleFinished.usage:type_name -> lemo.v1.Usage
+	23, // 30: lemo.v1.CycleFinished.input:type_name -> lemo.v1.InputSummary
+	4,  // 31: lemo.v1.ToolFailed.kind:type_name -> lemo.v1.ToolFailureKind
+	38, // 32: lemo.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
+	5,  // 33: lemo.v1.ApprovalResolved.outcome:type_name -> lemo.v1.ApprovalOutcome
+	16, // 34: lemo.v1.ApprovalResolved.allow_rule:type_name -> lemo.v1.ToolApproval
+	0,  // 35: lemo.v1.StatusChanged.status:type_name -> lemo.v1.TaskStatus
+	1,  // 36: lemo.v1.StatusChanged.pause_reason:type_name -> lemo.v1.PauseReason
+	20, // 37: lemo.v1.Overflow.sections:type_name -> lemo.v1.SectionSize
+	6,  // 38: lemo.v1.Failure.scope:type_name -> lemo.v1.FailureScope
+	34, // 39: lemo.v1.Failure.overflow:type_name -> lemo.v1.Overflow
+	0,  // 40: lemo.v1.TaskMeta.status:type_name -> lemo.v1.TaskStatus
+	1,  // 41: lemo.v1.TaskMeta.pause_reason:type_name -> lemo.v1.PauseReason
+	38, // 42: lemo.v1.TaskMeta.created:type_name -> google.protobuf.Timestamp
+	38, // 43: lemo.v1.TaskMeta.updated:type_name -> google.protobuf.Timestamp
+	7,  // 44: lemo.v1.Delta.kind:type_name -> lemo.v1.DeltaKind
+	23, // 45: lemo.v1.Delta.input:type_name -> lemo.v1.InputSummary
+	46, // [46:46] is the sub-list for method output_type
+	46, // [46:46] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_lemo_proto_init() }
@@ -3056,6 +3577,10 @@ func file_lemo_proto_init() {
 		(*Event_StatusChanged)(nil),
 		(*Event_Failure)(nil),
 		(*Event_ToolsLoaded)(nil),
+		(*Event_ChildSpawned)(nil),
+		(*Event_ChildEnded)(nil),
+		(*Event_MessageSent)(nil),
+		(*Event_MessageReceived)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3063,7 +3588,7 @@ func file_lemo_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lemo_proto_rawDesc), len(file_lemo_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   25,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

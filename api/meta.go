@@ -23,6 +23,8 @@ func FoldMeta(meta *TaskMeta, ev *Event) *TaskMeta {
 		m.Model = b.TaskCreated.GetModel()
 		m.Title = b.TaskCreated.GetTitle()
 		m.Workspace = b.TaskCreated.GetWorkspace()
+		m.ParentId = b.TaskCreated.GetParentId()
+		m.Depth = b.TaskCreated.GetDepth()
 		m.Created = ev.GetTime()
 	case *Event_StatusChanged:
 		sc := b.StatusChanged

@@ -67,6 +67,10 @@ type Tasks struct {
 	Instructions     string        `yaml:"instructions" env:"LEMO_TASKS_INSTRUCTIONS" help:"system instructions for every model call; empty: the built-in ones"`
 	Think            bool          `yaml:"think" env:"LEMO_TASKS_THINK" help:"ask reasoning-capable models to reason"`
 	MaxRequestBytes  int           `yaml:"max_request_bytes" env:"LEMO_TASKS_MAX_REQUEST_BYTES" help:"largest accepted user message"`
+	// Agent trees (tasks.spawn).
+	MaxDepth           int `yaml:"max_depth" env:"LEMO_TASKS_MAX_DEPTH" help:"deepest a child Task may be (a Task started by a person is depth 0)"`
+	MaxChildren        int `yaml:"max_children" env:"LEMO_TASKS_MAX_CHILDREN" help:"child Tasks one Task may spawn"`
+	MaxRunningChildren int `yaml:"max_running_children" env:"LEMO_TASKS_MAX_RUNNING_CHILDREN" help:"child Tasks that run at once daemon-wide; later spawns queue until one ends"`
 }
 
 // Models configures model selection.
@@ -156,6 +160,10 @@ func Default() *Config {
 			ShutdownTimeout:  30 * time.Second,
 			Think:            true,
 			MaxRequestBytes:  256 << 10,
+
+			MaxDepth:           3,
+			MaxChildren:        8,
+			MaxRunningChildren: 32,
 		},
 		Providers: Providers{
 			Ollama:      ollama,

@@ -60,6 +60,9 @@ func (c *Config) Validate() []error {
 	positive("tasks.max_cycles", c.Tasks.MaxCycles)
 	positive("tasks.max_parallel_tools", c.Tasks.MaxParallelTools)
 	positive("tasks.max_request_bytes", c.Tasks.MaxRequestBytes)
+	positive("tasks.max_depth", c.Tasks.MaxDepth)
+	positive("tasks.max_children", c.Tasks.MaxChildren)
+	positive("tasks.max_running_children", c.Tasks.MaxRunningChildren)
 	durations := map[string]time.Duration{
 		"tasks.tool_grace":       c.Tasks.ToolGrace,
 		"tasks.idle_timeout":     c.Tasks.IdleTimeout,

@@ -374,3 +374,39 @@ func BenchmarkFrameOf50Deltas(b *testing.B) {
 		tm.frame(epoch.Add(time.Duration(frame+1) * 50 * time.Millisecond))
 	}
 }
+
+// Child Tasks sit under their parent's row, live or dormant; a running
+// child's actors under it.
+func TestBuildRowsTree(t *testing.T) {
+	tree := &api.ActorTree{Actors: []*api.ActorInfo{
+		{Id: "daemon", Kind: "daemon"},
+		{Id: "daemon/tasks", Kind: "tasks"},
+		{Id: "daemon/tasks/P0000001", Kind: "task"},
+		{Id: "daemon/tasks/C0000002", Kind: "task"},
+		{Id: "daemon/tasks/C0000002/cycle-1", Kind: "cycle"},
+	}}
+	tasks := map[string]*taskState{
+		"P0000001": {meta: &api.TaskMeta{TaskId: "P0000001"}},
+		"C0000002": {meta: &api.TaskMeta{TaskId: "C0000002", ParentId: "P0000001"}},
+		"C0000003": {meta: &api.TaskMeta{TaskId: "C0000003", ParentId: "P0000001"}},
+		"G0000004": {meta: &api.TaskMeta{TaskId: "G0000004", ParentId: "C0000003"}},
+		"R0000005": {meta: &api.TaskMeta{TaskId: "R0000005", ParentId: "gone"}},
+	}
+	var got []string
+	for _, r := range buildRows(tree, tasks) {
+		got = append(got, r.prefix+r.label)
+	}
+	want := []string{
+		"daemon",
+		"└ tasks",
+		"  ├ P0000001",
+		"  │ ├ C0000002",
+		"  │ │ └ cycle-1",
+		"  │ └ C0000003",
+		"  │   └ G0000004",
+		"  └ R0000005",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

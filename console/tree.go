@@ -104,6 +104,36 @@ func buildRows(tree *api.ActorTree, tasks map[string]*taskState, before ...func(
 			roots = append(roots, n)
 		}
 	}
+	// A child Task (spawned by another) sits under its parent's row, live
+	// or dormant, when the parent is shown: the tree of Tasks, with each
+	// running child's actors under it.
+	taskNodes := map[string]*node{}
+	for _, n := range byID {
+		if n.kind == "task" && n.taskID != "" && n.callID == "" {
+			taskNodes[n.taskID] = n
+		}
+	}
+	if parent != nil {
+		for _, n := range parent.children {
+			taskNodes[n.taskID] = n
+		}
+		kept := parent.children[:0:0]
+		var moved []*node
+		for _, n := range parent.children {
+			if p := taskNodes[tasks[n.taskID].parentID()]; p != nil && p != n && !descends(tasks, p.taskID, n.taskID) {
+				moved = append(moved, n)
+				continue
+			}
+			kept = append(kept, n)
+		}
+		parent.children = kept
+		// Children oldest first under their parent, in spawn order.
+		sort.SliceStable(moved, func(i, j int) bool { return moved[i].taskID < moved[j].taskID })
+		for _, n := range moved {
+			p := taskNodes[tasks[n.taskID].parentID()]
+			p.children = append(p.children, n)
+		}
+	}
 	var out []row
 	var walk func(n *node, lead string, last, root bool)
 	walk = func(n *node, lead string, last, root bool) {
@@ -125,6 +155,26 @@ func buildRows(tree *api.ActorTree, tasks map[string]*taskState, before ...func(
 		walk(r, "", true, true)
 	}
 	return out
+}
+
+// parentID is the Task's parent ("" for a root or an unknown Task).
+func (t *taskState) parentID() string {
+	if t == nil {
+		return ""
+	}
+	return t.meta.GetParentId()
+}
+
+// descends reports whether Task id has anc among its ancestors (a bounded
+// walk: records that loop are not trusted).
+func descends(tasks map[string]*taskState, id, anc string) bool {
+	for i := 0; i < 64 && id != ""; i++ {
+		if id == anc {
+			return true
+		}
+		id = tasks[id].parentID()
+	}
+	return false
 }
 
 // taskLabel names a Task in the tree: the end of its id (ids are

@@ -45,6 +45,11 @@ type Append struct {
 	// itself when the disk is full: the records that pause Tasks because
 	// of it (or because the daemon stops). Others get ErrDiskFull then.
 	Reserve bool
+	// Also are appends to other Tasks committed in the same transaction:
+	// all of them land or none does (a parent's record of a spawn and the
+	// child's creation). Each is checked like an append of its own; any
+	// failure fails the whole. They may not name a.TaskID nor nest.
+	Also []Append
 }
 
 // Append commits a to the log and returns the Task's metadata after it. It
@@ -73,6 +78,8 @@ type request struct {
 	done   chan result
 	// reserve: Append.Reserve.
 	reserve bool
+	// also are the linked appends of Append.Also, committed with this one.
+	also []*request
 }
 
 type result struct {
@@ -123,6 +130,23 @@ func prepare(a Append) (*request, error) {
 		marker := KV{Key: UnindexedKey(a.TaskID), Value: []byte{}}
 		req.extra = append(append(make([]KV, 0, len(a.Extra)+1), a.Extra...), marker)
 		req.size += len(marker.Key)
+	}
+	seen := map[string]bool{a.TaskID: true}
+	for _, o := range a.Also {
+		if len(o.Also) > 0 {
+			return nil, fmt.Errorf("%w: task %s: a linked append has linked appends of its own", ErrInvalid, a.TaskID)
+		}
+		if seen[o.TaskID] {
+			return nil, fmt.Errorf("%w: task %s: two appends of task %s in one commit", ErrInvalid, a.TaskID, o.TaskID)
+		}
+		seen[o.TaskID] = true
+		o.Reserve = a.Reserve
+		r, err := prepare(o)
+		if err != nil {
+			return nil, err
+		}
+		req.also = append(req.also, r)
+		req.size += r.size
 	}
 	return req, nil
 }
@@ -313,15 +337,15 @@ func (w *writer) commit(batch []*request) {
 	var group []staged
 	txn := w.db.NewTransaction(true)
 	for _, req := range batch {
-		st, err := w.plan(req, group)
+		sts, err := w.planUnit(req, group)
 		if err == nil {
-			err = stage(txn, st)
+			err = stageAll(txn, sts)
 		}
 		if err == nil {
-			group = append(group, st)
+			group = append(group, sts...)
 			continue
 		}
-		if st.req == nil { // planning failed: nothing was staged
+		if sts == nil { // planning failed: nothing was staged
 			req.done <- result{err: err}
 			continue
 		}
@@ -337,9 +361,9 @@ func (w *writer) commit(batch []*request) {
 			req.done <- result{err: fmt.Errorf("stage: %w", err)}
 			continue
 		}
-		st, err = w.plan(req, nil)
+		sts, err = w.planUnit(req, nil)
 		if err == nil {
-			err = stage(txn, st)
+			err = stageAll(txn, sts)
 		}
 		if err != nil {
 			txn.Discard()
@@ -350,9 +374,37 @@ func (w *writer) commit(batch []*request) {
 			req.done <- result{err: err}
 			continue
 		}
-		group = append(group, st)
+		group = append(group, sts...)
 	}
 	w.finish(txn, group)
+}
+
+// planUnit plans req and its linked appends against group: all of them, or
+// none (nil and the first error).
+func (w *writer) planUnit(req *request, group []staged) ([]staged, error) {
+	st, err := w.plan(req, group)
+	if err != nil {
+		return nil, err
+	}
+	sts := []staged{st}
+	for _, o := range req.also {
+		ost, err := w.plan(o, append(group[:len(group):len(group)], sts...))
+		if err != nil {
+			return nil, err
+		}
+		sts = append(sts, ost)
+	}
+	return sts, nil
+}
+
+// stageAll stages planned requests into txn.
+func stageAll(txn *badger.Txn, sts []staged) error {
+	for _, st := range sts {
+		if err := stage(txn, st); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // plan checks req against the metadata it continues: the last one staged

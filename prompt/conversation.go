@@ -78,6 +78,20 @@ func conversation(history []*api.Event, live map[string]json.RawMessage, modelNa
 	}
 	for _, ev := range history {
 		switch b := ev.Body.(type) {
+		case *api.Event_MessageReceived, *api.Event_ChildEnded:
+			// Inbox entries that follow each other are one labelled
+			// section.
+			text := inboxLine(ev)
+			list, metas := &out, &meta
+			if holding {
+				list, metas = &deferred, &deferredMeta
+			}
+			if n := len(*list); n > 0 && (*list)[n-1].Role == providers.RoleUser && strings.HasPrefix((*list)[n-1].Content, inboxHeader) {
+				(*list)[n-1].Content += "\n" + text
+				continue
+			}
+			*list = append(*list, providers.Message{Role: providers.RoleUser, Content: inboxHeader + "\n" + text})
+			*metas = append(*metas, msgMeta{})
 		case *api.Event_UserMessage:
 			m := providers.Message{Role: providers.RoleUser, Content: b.UserMessage.GetText()}
 			if holding {
@@ -182,4 +196,28 @@ func alias(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) 
 
 func failureName(k api.ToolFailureKind) string {
 	return strings.ToLower(strings.TrimPrefix(k.String(), "TOOL_FAILURE_KIND_"))
+}
+
+// inboxHeader opens the section of a Task's inbox in its conversation:
+// messages from other Tasks of its tree and the ends of its children.
+const inboxHeader = "[inbox]"
+
+// inboxLine is one inbox entry as the model reads it.
+func inboxLine(ev *api.Event) string {
+	switch b := ev.Body.(type) {
+	case *api.Event_MessageReceived:
+		m := b.MessageReceived
+		return "- message from task " + m.GetFrom() + ": " + m.GetText()
+	case *api.Event_ChildEnded:
+		c := b.ChildEnded
+		s := "- child task " + c.GetChildId() + " " + strings.ToLower(strings.TrimPrefix(c.GetStatus().String(), "TASK_STATUS_"))
+		if c.GetDetail() != "" {
+			s += " (" + c.GetDetail() + ")"
+		}
+		if c.GetAnswer() != "" {
+			s += "; its answer: " + c.GetAnswer()
+		}
+		return s
+	}
+	return ""
 }

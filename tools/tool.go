@@ -74,6 +74,9 @@ type Call struct {
 	// Toolset is the Task's tool set, for the discovery tools
 	// (tools.search, tools.load); nil when the Task's tools are fixed.
 	Toolset Toolset
+	// Tree acts on the Task's agent tree (child Tasks, messages); nil when
+	// the daemon offers none.
+	Tree Tree
 }
 
 // Toolset is a Task's tool set as a running call sees it.

@@ -572,9 +572,12 @@ const (
 
 // Step is the next step and the events that begin it.
 type Step struct {
-	Kind   StepKind
-	Call   *Call
-	Cycle  uint32
+	Kind  StepKind
+	Call  *Call
+	Cycle uint32
+	// Calls are the calls a StepStartTool starts: Call and the ones after
+	// it that may start at once (in one record), in record order.
+	Calls  []*Call
 	Bodies []proto.Message
 }
 
@@ -646,7 +649,7 @@ func (s *State) Next(o NextOptions) Step {
 			}
 		}
 		if running < limit {
-			return Step{Kind: StepStartTool, Call: c, Bodies: []proto.Message{&api.ToolExecutionStarted{CallId: c.ID}}}
+			return s.startBatch(c, running, limit, o)
 		}
 		return Step{Kind: StepWait}
 	}
@@ -662,6 +665,35 @@ func (s *State) Next(o NextOptions) Step {
 		return Step{Kind: StepStartCycle, Cycle: n, Bodies: []proto.Message{&api.CycleStarted{Cycle: n, Model: s.Model}}}
 	}
 	return Step{Kind: StepFinish, Bodies: []proto.Message{&api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_FINISHED, Detail: "answered"}}}
+}
+
+// startBatch starts c and the open calls after it that may start with it:
+// not started, nothing pending, needing no approval, within the limit of
+// running calls. It stops at the first call that needs a decision (an
+// approval, a denial), which a later step takes.
+func (s *State) startBatch(c *Call, running, limit int, o NextOptions) Step {
+	st := Step{Kind: StepStartTool, Call: c, Calls: []*Call{c}, Bodies: []proto.Message{&api.ToolExecutionStarted{CallId: c.ID}}}
+	after := false
+	for _, n := range s.OpenCalls() {
+		if n == c {
+			after = true
+			continue
+		}
+		if !after || n.Started {
+			continue
+		}
+		if running+len(st.Calls) >= limit || n.Approval != "" {
+			break
+		}
+		if !n.Approved && o.Approval != nil {
+			if need := o.Approval(n); need.Deny || need.Required {
+				break
+			}
+		}
+		st.Calls = append(st.Calls, n)
+		st.Bodies = append(st.Bodies, &api.ToolExecutionStarted{CallId: n.ID})
+	}
+	return st
 }
 
 // Add merges another requirement into n: a deny wins over any ask (its

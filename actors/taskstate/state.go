@@ -25,6 +25,9 @@ type Call struct {
 	Approval string
 	// Approved: a person approved it (it may start).
 	Approved bool
+	// AfterSeq is the seq of the CycleStarted of its Cycle: what was
+	// recorded after it is news to the model.
+	AfterSeq uint64
 	// Asked counts the approvals requested for the call so far.
 	Asked int
 }
@@ -86,11 +89,40 @@ type State struct {
 	Order []string
 	// Approvals are the pending approval requests by id.
 	Approvals map[string]*Approval
+
+	// Tree: the parent link (ParentID "" for a root), the depth (root 0),
+	// the children in spawn order, the messages received, the messages
+	// sent by call, the last answer and the usage so far.
+	ParentID, ParentCall string
+	Depth                uint32
+	Children             map[string]*Child
+	ChildOrder           []string
+	Received             []Received
+	Sent                 map[string]uint64
+	LastAnswer           string
+	Usage                api.Usage
+	// cycleSeq is the seq of the last CycleStarted.
+	cycleSeq uint64
+}
+
+// Child is a child Task as its parent recorded it.
+type Child struct {
+	ID, CallID, Title string
+	// Ended is its recorded end (nil while it has not ended).
+	Ended *api.ChildEnded
+}
+
+// Received is a message taken from the inbox.
+type Received struct {
+	Seq     uint64
+	From    string
+	FromSeq uint64
+	Text    string
 }
 
 // New returns the state of a Task with no history.
 func New() *State {
-	return &State{Calls: make(map[string]*Call), Approvals: make(map[string]*Approval)}
+	return &State{Calls: make(map[string]*Call), Approvals: make(map[string]*Approval), Children: make(map[string]*Child), Sent: make(map[string]uint64)}
 }
 
 // Exists reports whether the Task has been created.
@@ -139,6 +171,9 @@ func (s *State) Apply(ev *api.Event) {
 		s.Rules = tc.GetApprovals()
 		s.Status = api.TaskStatus_TASK_STATUS_CREATED
 		s.Created = ev.GetTime().AsTime()
+		s.ParentID = tc.GetParentId()
+		s.ParentCall = tc.GetParentCallId()
+		s.Depth = tc.GetDepth()
 	case *api.Event_UserMessage:
 		s.NeedCycle = true
 		s.CyclesSinceInput = 0
@@ -147,7 +182,12 @@ func (s *State) Apply(ev *api.Event) {
 		s.CycleOpen = true
 		s.NeedCycle = false
 		s.CyclesSinceInput++
+		s.cycleSeq = ev.GetSeq()
 	case *api.Event_CycleFinished:
+		if u := b.CycleFinished.GetUsage(); u != nil {
+			s.Usage.PromptTokens += u.GetPromptTokens()
+			s.Usage.CompletionTokens += u.GetCompletionTokens()
+		}
 		if b.CycleFinished.GetCycle() == s.Cycle {
 			s.CycleOpen = false
 		}
@@ -157,12 +197,15 @@ func (s *State) Apply(ev *api.Event) {
 		}
 	case *api.Event_AssistantMessage:
 		s.HasResponse = true
+		if t := b.AssistantMessage.GetText(); t != "" {
+			s.LastAnswer = t
+		}
 		if len(b.AssistantMessage.GetToolCallIds()) > 0 {
 			s.NeedCycle = true
 		}
 	case *api.Event_ToolCallRecorded:
 		tc := b.ToolCallRecorded
-		s.Calls[tc.GetCallId()] = &Call{ID: tc.GetCallId(), Tool: tc.GetTool(), Args: tc.GetArguments(), Cycle: tc.GetCycle(), Seq: ev.GetSeq()}
+		s.Calls[tc.GetCallId()] = &Call{ID: tc.GetCallId(), Tool: tc.GetTool(), Args: tc.GetArguments(), Cycle: tc.GetCycle(), Seq: ev.GetSeq(), AfterSeq: s.cycleSeq}
 		s.Order = append(s.Order, tc.GetCallId())
 	case *api.Event_ToolExecutionStarted:
 		if c, ok := s.Calls[b.ToolExecutionStarted.GetCallId()]; ok {
@@ -197,6 +240,23 @@ func (s *State) Apply(ev *api.Event) {
 		}
 	case *api.Event_ToolsLoaded:
 		s.Loaded = append(s.Loaded, b.ToolsLoaded.GetTools()...)
+	case *api.Event_ChildSpawned:
+		c := b.ChildSpawned
+		if _, ok := s.Children[c.GetChildId()]; !ok {
+			s.ChildOrder = append(s.ChildOrder, c.GetChildId())
+		}
+		s.Children[c.GetChildId()] = &Child{ID: c.GetChildId(), CallID: c.GetCallId(), Title: c.GetTitle()}
+	case *api.Event_ChildEnded:
+		if c, ok := s.Children[b.ChildEnded.GetChildId()]; ok {
+			c.Ended = b.ChildEnded
+		}
+	case *api.Event_MessageSent:
+		if id := b.MessageSent.GetCallId(); id != "" {
+			s.Sent[id] = ev.GetSeq()
+		}
+	case *api.Event_MessageReceived:
+		m := b.MessageReceived
+		s.Received = append(s.Received, Received{Seq: ev.GetSeq(), From: m.GetFrom(), FromSeq: m.GetFromSeq(), Text: m.GetText()})
 	case *api.Event_StatusChanged:
 		sc := b.StatusChanged
 		s.Status = sc.GetStatus()

@@ -136,7 +136,35 @@ func (r *renderer) event(ev *api.Event) {
 		r.line("! %s failure: %s", f.GetKind(), f.GetMessage())
 	case *api.Event_ToolsLoaded:
 		r.line("+ tools loaded for the next model calls: %s", strings.Join(b.ToolsLoaded.GetTools(), ", "))
+	case *api.Event_ChildSpawned:
+		c := b.ChildSpawned
+		r.line("  ↳ child task %s started: %s", c.GetChildId(), c.GetTitle())
+	case *api.Event_ChildEnded:
+		c := b.ChildEnded
+		r.line("  ↳ child task %s %s: %s", c.GetChildId(), taskstate.StatusName(c.GetStatus()), oneLine(firstNonEmpty(c.GetAnswer(), c.GetDetail()), 120))
+	case *api.Event_MessageSent:
+		m := b.MessageSent
+		r.line("✉ to %s: %s", m.GetTo(), oneLine(m.GetText(), 120))
+	case *api.Event_MessageReceived:
+		m := b.MessageReceived
+		r.line("✉ from %s: %s", m.GetFrom(), oneLine(m.GetText(), 120))
 	}
+}
+
+// oneLine folds s onto one line of at most n runes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		s = string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 // terminal reports whether a Task in status st has stopped for good.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -96,5 +97,47 @@ func TestRenderFailureDecision(t *testing.T) {
 		if b.String() != tc.want {
 			t.Errorf("%s: rendered %q, want %q", tc.name, b.String(), tc.want)
 		}
+	}
+}
+
+func TestTreeOrder(t *testing.T) {
+	m := func(id, parent string) *api.TaskMeta { return &api.TaskMeta{TaskId: id, ParentId: parent} }
+	// Newest first, as lemo tasks lists them; X's parent is not listed.
+	metas := []*api.TaskMeta{m("G", "B"), m("C", "A"), m("X", "gone"), m("B", "A"), m("A", ""), m("R", "")}
+	var got []string
+	for _, r := range treeOrder(metas) {
+		got = append(got, fmt.Sprintf("%s@%d", r.meta.GetTaskId(), r.depth))
+	}
+	want := []string{"X@0", "A@0", "B@1", "G@2", "C@1", "R@0"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("treeOrder = %v, want %v", got, want)
+	}
+}
+
+func TestTaskPath(t *testing.T) {
+	parents := map[string]string{"C": "B", "B": "A", "A": "", "L": "L"}
+	of := func(id string) (string, bool) { p, ok := parents[id]; return p, ok }
+	for id, want := range map[string]string{"C": "A/B/C", "A": "A", "X": "X"} {
+		if got := taskPath(id, of); got != want {
+			t.Errorf("taskPath(%s) = %q, want %q", id, got, want)
+		}
+	}
+	// A loop in bad data ends at the bound.
+	if got := taskPath("L", of); strings.Count(got, "/") != 15 {
+		t.Errorf("taskPath(L) = %q, want 16 elements", got)
+	}
+}
+
+// lemo attach shows a line under the parent's calls for each child spawned
+// and each child that ended.
+func TestRenderChildLines(t *testing.T) {
+	var b strings.Builder
+	r := newRenderer(&b, client.NewViews(nil))
+	r.event(&api.Event{Body: &api.Event_ChildSpawned{ChildSpawned: &api.ChildSpawned{ChildId: "C1", Title: "count the files"}}})
+	r.event(&api.Event{Body: &api.Event_ChildEnded{ChildEnded: &api.ChildEnded{ChildId: "C1", Status: api.TaskStatus_TASK_STATUS_FAILED, Detail: "model call failed"}}})
+	r.event(&api.Event{Body: &api.Event_MessageReceived{MessageReceived: &api.MessageReceived{From: "C1", Text: "a\nquestion"}}})
+	want := "  ↳ child task C1 started: count the files\n  ↳ child task C1 failed: model call failed\n✉ from C1: a question\n"
+	if b.String() != want {
+		t.Fatalf("rendered %q, want %q", b.String(), want)
 	}
 }

@@ -293,7 +293,10 @@ func actorOptions(cfg *config.Config, dd *persistence.DataDir, stopped []actors.
 		Approval:          approvalPolicy(cfg),
 		ApprovalTimeout:   cfg.Approvals.Timeout,
 		// Never nil: tool discovery is always on (tools.initial).
-		InitialTools: append([]string{}, cfg.Tools.Initial...),
+		InitialTools:       append([]string{}, cfg.Tools.Initial...),
+		MaxDepth:           cfg.Tasks.MaxDepth,
+		MaxChildren:        cfg.Tasks.MaxChildren,
+		MaxRunningChildren: cfg.Tasks.MaxRunningChildren,
 	}
 }
 

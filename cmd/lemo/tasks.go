@@ -20,6 +20,7 @@ import (
 func listTasks(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newClientFlags("tasks", "[flags]", "List the Tasks this token may see, newest first.", stdout, stderr)
 	limit := f.fs.Int("limit", 50, "at most this many Tasks (0: all)")
+	tree := f.fs.Bool("tree", false, "show child Tasks under the Tasks that spawned them")
 	if _, err := f.parse(args, 0, 0); err != nil {
 		return helpOK(err)
 	}
@@ -53,13 +54,61 @@ func listTasks(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintln(stdout, "no tasks")
 		return nil
 	}
+	rows := make([]treeRow, len(all))
+	for i, m := range all {
+		rows[i] = treeRow{meta: m}
+	}
+	if *tree {
+		rows = treeOrder(all)
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATUS\tMODEL\tCYCLES\tUPDATED\tOWNER\tTITLE")
-	for _, m := range all {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", m.GetTaskId(), statusWord(m.GetStatus()), m.GetModel(), m.GetCycles(),
+	for _, r := range rows {
+		m := r.meta
+		id := m.GetTaskId()
+		if r.depth > 0 {
+			id = strings.Repeat("  ", r.depth-1) + "└ " + id
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", id, statusWord(m.GetStatus()), m.GetModel(), m.GetCycles(),
 			m.GetUpdated().AsTime().Local().Format(time.DateTime), m.GetOwner(), clip(m.GetTitle(), 50))
 	}
 	return tw.Flush()
+}
+
+// treeRow is a Task and its depth under the listed Task it descends from.
+type treeRow struct {
+	meta  *api.TaskMeta
+	depth int
+}
+
+// treeOrder lists Tasks as their trees: each root (or Task whose parent is
+// not listed) in list order, its children under it, oldest first.
+func treeOrder(metas []*api.TaskMeta) []treeRow {
+	listed := make(map[string]bool, len(metas))
+	for _, m := range metas {
+		listed[m.GetTaskId()] = true
+	}
+	kids := make(map[string][]*api.TaskMeta)
+	for i := len(metas) - 1; i >= 0; i-- { // newest first: oldest child first
+		m := metas[i]
+		if p := m.GetParentId(); p != "" && listed[p] {
+			kids[p] = append(kids[p], m)
+		}
+	}
+	var out []treeRow
+	var walk func(m *api.TaskMeta, depth int)
+	walk = func(m *api.TaskMeta, depth int) {
+		out = append(out, treeRow{meta: m, depth: depth})
+		for _, k := range kids[m.GetTaskId()] {
+			walk(k, depth+1)
+		}
+	}
+	for _, m := range metas {
+		if p := m.GetParentId(); p == "" || !listed[p] {
+			walk(m, 0)
+		}
+	}
+	return out
 }
 
 func clip(s string, n int) string {
@@ -287,6 +336,16 @@ func listApprovals(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return nil
 	}
 	calls := approvalCalls(ctx, c, list)
+	// A child Task's approval shows the path from its root.
+	metas := map[string]*api.TaskMeta{}
+	parents := func(id string) (string, bool) {
+		m, ok := metas[id]
+		if !ok {
+			m, _ = c.Task(ctx, id)
+			metas[id] = m
+		}
+		return m.GetParentId(), m != nil
+	}
 	var views *client.Views
 	if tl, err := c.Tools(ctx); err == nil {
 		views = client.NewViews(tl)
@@ -308,7 +367,7 @@ func listApprovals(ctx context.Context, args []string, stdout, stderr io.Writer)
 			}
 			summary = views.For(tool).Call(tool, call.GetArguments())
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.GetApprovalId(), ev.GetTaskId(), orText(tool, "-"), orText(clip(summary, 60), "-"), deadline, clip(a.GetReason(), 80))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.GetApprovalId(), taskPath(ev.GetTaskId(), parents), orText(tool, "-"), orText(clip(summary, 60), "-"), deadline, clip(a.GetReason(), 80))
 	}
 	return tw.Flush()
 }
@@ -487,4 +546,21 @@ func send(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return describe(err, id)
 	}
 	return exitFor(final, stderr)
+}
+
+// taskPath is a Task's path from its root ("root/child/task"), read with
+// parentOf (a Task's parent, "" for a root; false when unknown). It stops
+// at maxPath Tasks.
+func taskPath(id string, parentOf func(string) (string, bool)) string {
+	const maxPath = 16
+	path := []string{id}
+	for cur := id; len(path) < maxPath; {
+		p, ok := parentOf(cur)
+		if !ok || p == "" {
+			break
+		}
+		path = append([]string{p}, path...)
+		cur = p
+	}
+	return strings.Join(path, "/")
 }

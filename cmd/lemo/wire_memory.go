@@ -10,11 +10,13 @@ import (
 )
 
 // memoryTools are the tools over the memory and the store: memory.record,
-// memory.search, tasks.list, tasks.read and tasks.read_block.
+// memory.search, tasks.list, tasks.read and tasks.read_block, and the
+// agent tree's tasks.spawn, tasks.wait, tasks.send and tasks.wait_message.
 // tasks.read_block reads the live results of lv.
 func memoryTools(mem *memory.Memory, store *persistence.Store, lv *live.Accountant) []tools.Tool {
 	out := memorytool.New(mem, memorytool.Config{})
-	return append(out, tasks.New(store, tasks.Config{Live: liveText(lv)})...)
+	out = append(out, tasks.New(store, tasks.Config{Live: liveText(lv)})...)
+	return append(out, tasks.NewTree(store)...)
 }
 
 // liveText finds a held live result in lv.

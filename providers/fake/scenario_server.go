@@ -47,6 +47,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -129,6 +130,15 @@ type Scenario struct {
 	// the request asked to stream (SSE flavours); with MidStreamError it
 	// carries choices[0].finish_reason "error" and choices[0].error.
 	JSONAnswer bool `json:"json_answer,omitempty"`
+
+	// Capture is a regular expression with one group, matched against the
+	// answered message: "$1" in Text and in the tool calls' arguments
+	// becomes what it captured (an id the conversation named).
+	Capture string `json:"capture,omitempty"`
+	// EchoTools appends the results of every tool call the request
+	// answers (the tool messages after the last assistant message, in
+	// order) to Text.
+	EchoTools bool `json:"echo_tools,omitempty"`
 }
 
 // Call is a scripted tool call.
@@ -358,6 +368,9 @@ func (s *Server) hold(r *http.Request) {
 // lastMessage is the last chat message of a request, role and text.
 type lastMessage struct {
 	role, content string
+	// tools are the contents of the tool messages after the last
+	// assistant message, joined by newlines (set by answered).
+	tools string
 }
 
 // RecallPrefix opens the message of recalled evidence that Lemo appends
@@ -374,9 +387,42 @@ func answered(msgs []lastMessage) lastMessage {
 		if m.role == "user" && strings.HasPrefix(m.content, RecallPrefix) {
 			continue
 		}
+		var run []string
+		for j := i; j >= 0 && msgs[j].role != "assistant"; j-- {
+			if msgs[j].role == "tool" {
+				run = append([]string{msgs[j].content}, run...)
+			}
+		}
+		m.tools = strings.Join(run, "\n")
 		return m
 	}
 	return lastMessage{}
+}
+
+// fill applies a scenario's Capture and EchoTools to the message it answers.
+func (sc Scenario) fill(last lastMessage) Scenario {
+	if sc.Capture != "" {
+		got := ""
+		if re, err := regexp.Compile(sc.Capture); err == nil {
+			if m := re.FindStringSubmatch(last.content); len(m) > 1 {
+				got = m[1]
+			}
+		}
+		text := make([]string, len(sc.Text))
+		for i, t := range sc.Text {
+			text[i] = strings.ReplaceAll(t, "$1", got)
+		}
+		calls := make([]Call, len(sc.ToolCalls))
+		for i, c := range sc.ToolCalls {
+			c.Arguments = strings.ReplaceAll(c.Arguments, "$1", got)
+			calls[i] = c
+		}
+		sc.Text, sc.ToolCalls = text, calls
+	}
+	if sc.EchoTools {
+		sc.Text = append(append([]string(nil), sc.Text...), last.tools)
+	}
+	return sc
 }
 
 // pick chooses the scenario for a chat request.
@@ -392,7 +438,7 @@ func (s *Server) pick(last lastMessage) Scenario {
 			continue
 		}
 		s.used[i]++
-		return sc
+		return sc.fill(last)
 	}
 	return keywordScenario(last)
 }

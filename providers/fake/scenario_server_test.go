@@ -172,3 +172,20 @@ func TestRecalledEvidenceIsNotAnswered(t *testing.T) {
 		}
 	}
 }
+
+// Capture fills "$1" in the answer from the answered message; EchoTools
+// appends every tool result after the last assistant message.
+func TestScriptCaptureAndEchoTools(t *testing.T) {
+	s := StartServer(t, Options{Flavor: FlavorOllama, Script: []Scenario{
+		{Match: "ping", Capture: `id=([a-z0-9]+)`, ToolCalls: []Call{{Name: "send", Arguments: `{"to":"$1"}`}}},
+		{AfterTool: true, EchoTools: true, Text: []string{"all: "}},
+	}})
+	_, body := post(t, s.URL()+"/api/chat", `{"model":"qwen3:8b","messages":[{"role":"user","content":"ping id=ab12"}]}`)
+	if !strings.Contains(body, `"to":"ab12"`) {
+		t.Fatalf("captured call:\n%s", body)
+	}
+	_, body = post(t, s.URL()+"/api/chat", `{"model":"qwen3:8b","messages":[{"role":"user","content":"old"},{"role":"tool","content":"r0"},{"role":"assistant","content":""},{"role":"tool","content":"r1"},{"role":"tool","content":"r2"}]}`)
+	if !strings.Contains(body, "r1") || !strings.Contains(body, "r2") || strings.Contains(body, "r0") {
+		t.Fatalf("echoed tools:\n%s", body)
+	}
+}

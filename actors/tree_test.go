@@ -1,0 +1,208 @@
+package actors_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"lemo/actors"
+	"lemo/api"
+	"lemo/persistence"
+	"lemo/providers"
+	"lemo/providers/fake"
+	"lemo/tools/tasks"
+)
+
+// treePlan answers by the last message: a script keyed by markers.
+func treePlan(answer func(last string, tool bool) fake.Turn) fake.Plan {
+	return func(n int, req *providers.Request) fake.Turn {
+		m := req.Messages[len(req.Messages)-1]
+		return answer(m.Content, m.Role == providers.RoleTool)
+	}
+}
+
+func newTreeHarness(t *testing.T, plan fake.Plan) *harness {
+	t.Helper()
+	var h *harness
+	h = newHarness(t, plan, tasks.NewTree(lazyStoreOf(&h))...)
+	return h
+}
+
+// lazyStoreOf reads the harness *p points to once a tool runs.
+func lazyStoreOf(p **harness) tasks.Store { return lazyPtr{p} }
+
+type lazyPtr struct{ p **harness }
+
+func (s lazyPtr) Meta(task string) (*api.TaskMeta, error) { return (*s.p).store.Meta(task) }
+func (s lazyPtr) ListTasks(o persistence.ListOptions) ([]*api.TaskMeta, string, error) {
+	return (*s.p).store.ListTasks(o)
+}
+func (s lazyPtr) ReadEvents(task string, from uint64, limit int) ([]*api.Event, error) {
+	return (*s.p).store.ReadEvents(task, from, limit)
+}
+
+// A spawn with wait returns the child's answer; the child names its
+// parent and the parent records its spawn and its end.
+func TestTreeSpawnWaitInProcess(t *testing.T) {
+	h := newTreeHarness(t, treePlan(func(last string, tool bool) fake.Turn {
+		switch {
+		case tool:
+			return fake.Turn{Text: "parent got: " + last}
+		case strings.Contains(last, "CHILD"):
+			return fake.Turn{Text: "child answer"}
+		case last == "PARENT":
+			return fake.Turn{ToolCalls: []providers.ToolCall{fake.ToolCall("c1", "tasks_spawn", map[string]any{"request": "CHILD x", "wait": true, "timeout": 10})}}
+		default:
+			return fake.Turn{Text: "parent saw: " + last}
+		}
+	}))
+	id := h.create("PARENT")
+	evs := h.waitStatus(id, api.TaskStatus_TASK_STATUS_FINISHED)
+	var child string
+	ended := false
+	for _, ev := range evs {
+		if cs := ev.GetChildSpawned(); cs != nil {
+			child = cs.GetChildId()
+		}
+		if ce := ev.GetChildEnded(); ce != nil && ce.GetChildId() == child && ce.GetAnswer() == "child answer" {
+			ended = true
+		}
+	}
+	if child == "" || !ended {
+		t.Fatalf("parent history lacks the child's spawn or end:\n%s", dump(evs))
+	}
+	if tc := h.history(child)[0].GetTaskCreated(); tc.GetParentId() != id || tc.GetDepth() != 1 {
+		t.Fatalf("child TaskCreated = %v", tc)
+	}
+	var result string
+	for _, ev := range evs {
+		if r := ev.GetToolResult(); r != nil {
+			result = string(r.GetRetainedOutput())
+		}
+	}
+	if !strings.Contains(result, `"answer":"child answer"`) || !strings.Contains(result, `"status":"finished"`) {
+		t.Fatalf("spawn result = %q, want the child's answer in it", result)
+	}
+}
+
+// With one running child allowed daemon-wide, a second spawn queues and
+// says so, and starts when the first ends.
+func TestTreeRunningChildrenQueue(t *testing.T) {
+	release := make(chan struct{})
+	var h *harness
+	plan := treePlan(func(last string, tool bool) fake.Turn {
+		switch {
+		case strings.Contains(last, "CHILD-1"):
+			return fake.Turn{Text: "one", Wait: release}
+		case strings.Contains(last, "CHILD-2"):
+			return fake.Turn{Text: "two"}
+		case last != "PARENT":
+			return fake.Turn{Text: "spawned: " + last}
+		default:
+			return fake.Turn{ToolCalls: []providers.ToolCall{
+				fake.ToolCall("c1", "tasks_spawn", map[string]any{"request": "CHILD-1"}),
+				fake.ToolCall("c2", "tasks_spawn", map[string]any{"request": "CHILD-2"}),
+			}}
+		}
+	})
+	h = newHarnessWith(t, plan, func(o *actors.Options) { o.MaxRunningChildren = 1; o.MaxParallelTools = 1 }, tasks.NewTree(lazyStoreOf(&h))...)
+	id := h.create("PARENT")
+	evs := h.waitStatus(id, api.TaskStatus_TASK_STATUS_FINISHED)
+	var kids []string
+	for _, ev := range evs {
+		if cs := ev.GetChildSpawned(); cs != nil {
+			kids = append(kids, cs.GetChildId())
+		}
+	}
+	if len(kids) != 2 {
+		t.Fatalf("spawned %d children, want 2:\n%s", len(kids), dump(evs))
+	}
+	if lastStatus(h.history(kids[1])) != api.TaskStatus_TASK_STATUS_UNSPECIFIED { // created, never started
+		t.Fatalf("the second child runs while the first holds the only place:\n%s", dump(h.history(kids[1])))
+	}
+	var results []string
+	for _, ev := range evs {
+		if r := ev.GetToolResult(); r != nil {
+			results = append(results, string(r.GetRetainedOutput()))
+		}
+	}
+	if len(results) != 2 || strings.Contains(results[0], "queued") || !strings.Contains(results[1], `"status":"queued"`) {
+		t.Fatalf("spawn results = %q, want the second queued", results)
+	}
+	close(release)
+	h.waitStatus(kids[0], api.TaskStatus_TASK_STATUS_FINISHED)
+	h.waitStatus(kids[1], api.TaskStatus_TASK_STATUS_FINISHED)
+}
+
+// A user pause of a parent pauses its running children (reason parent),
+// not a child a person paused; continuing the parent continues the ones it
+// paused, and the child a person paused stays paused.
+func TestTreePauseContinueCascade(t *testing.T) {
+	hold := make(chan struct{})
+	defer close(hold)
+	var h *harness
+	plan := treePlan(func(last string, tool bool) fake.Turn {
+		switch {
+		case strings.Contains(last, "CHILD"):
+			return fake.Turn{Text: "child", Wait: hold}
+		case last == "PARENT":
+			return fake.Turn{ToolCalls: []providers.ToolCall{
+				fake.ToolCall("c1", "tasks_spawn", map[string]any{"request": "CHILD-1"}),
+				fake.ToolCall("c2", "tasks_spawn", map[string]any{"request": "CHILD-2"}),
+			}}
+		default:
+			return fake.Turn{ToolCalls: []providers.ToolCall{fake.ToolCall("w", "tasks_wait_message", map[string]any{"timeout": 60})}}
+		}
+	})
+	h = newHarness(t, plan, tasks.NewTree(lazyStoreOf(&h))...)
+	id := h.create("PARENT")
+	evs := h.waitFor(id, "two children", func(evs []*api.Event) bool {
+		n := 0
+		for _, ev := range evs {
+			if ev.GetChildSpawned() != nil {
+				n++
+			}
+		}
+		return n == 2
+	})
+	var kids []string
+	for _, ev := range evs {
+		if cs := ev.GetChildSpawned(); cs != nil {
+			kids = append(kids, cs.GetChildId())
+		}
+	}
+	for _, k := range kids {
+		h.waitStatus(k, api.TaskStatus_TASK_STATUS_RUNNING)
+	}
+	ctx := context.Background()
+	if _, err := h.d.Pause(ctx, actors.Operator, kids[1]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.d.Pause(ctx, actors.Operator, id); err != nil {
+		t.Fatal(err)
+	}
+	reason := func(k string) api.PauseReason {
+		var r api.PauseReason
+		for _, ev := range h.history(k) {
+			if sc := ev.GetStatusChanged(); sc != nil {
+				r = sc.GetPauseReason()
+			}
+		}
+		return r
+	}
+	h.waitStatus(kids[0], api.TaskStatus_TASK_STATUS_PAUSED)
+	if r := reason(kids[0]); r != api.PauseReason_PAUSE_REASON_PARENT {
+		t.Fatalf("child paused with reason %v, want parent", r)
+	}
+	if r := reason(kids[1]); r != api.PauseReason_PAUSE_REASON_USER {
+		t.Fatalf("the child a person paused has reason %v, want user", r)
+	}
+	if _, err := h.d.Continue(ctx, actors.Operator, id, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.waitStatus(kids[0], api.TaskStatus_TASK_STATUS_RUNNING)
+	h.waitStatus(id, api.TaskStatus_TASK_STATUS_RUNNING)
+	if st := lastStatus(h.history(kids[1])); st != api.TaskStatus_TASK_STATUS_PAUSED {
+		t.Fatalf("the child a person paused is %v after the parent's continue, want paused", st)
+	}
+}

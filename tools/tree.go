@@ -1,0 +1,60 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrLimit: a tree limit refused a spawn; the message names the limit.
+var ErrLimit = errors.New("limit")
+
+// Tree is what a running call of the tree tools asks of its Task: each
+// method is carried out by the Task, the single writer of its history, and
+// is idempotent per call (a call re-run after a restart finds what it did
+// before).
+type Tree interface {
+	// Spawn creates a child Task (exactly once per call) and returns its
+	// id; queued reports that it waits for a free place among the child
+	// Tasks that run daemon-wide.
+	Spawn(ctx context.Context, in SpawnRequest) (id string, queued bool, err error)
+	// Wait blocks until the children ids ended (all of them, or any one
+	// when any) and returns those that ended; after timeout it returns
+	// those that ended so far and context.DeadlineExceeded.
+	Wait(ctx context.Context, ids []string, any bool, timeout time.Duration) ([]ChildEnd, error)
+	// Send records a message to a Task the call's Task may address (its
+	// parent, children and siblings; "parent" names the parent) and puts
+	// it in the recipient's inbox. It returns the recipient's id and how
+	// it relates to the sender ("parent", "child", "sibling").
+	Send(ctx context.Context, to, text string) (id, relation string, err error)
+	// WaitMessages blocks until the Task has received messages its model
+	// has not seen, or ctx ends, and returns them.
+	WaitMessages(ctx context.Context) ([]TreeMessage, error)
+}
+
+// SpawnRequest is a tasks.spawn call's input.
+type SpawnRequest struct {
+	Request, Model, Instructions string
+	Tools                        []string
+	FreshWorkspace               bool
+}
+
+// ChildEnd is how a child Task ended.
+type ChildEnd struct {
+	ID, Status, Answer, Detail string
+	PromptTokens               uint64
+	CompletionTokens           uint64
+}
+
+// TreeMessage is a message a Task received.
+type TreeMessage struct {
+	From, Text string
+}
+
+// Rerunnable is a Tool whose call, when its execution started in an
+// earlier incarnation of its Task (the daemon was killed), runs again
+// instead of being recorded as of unknown outcome: it is idempotent per
+// call.
+type Rerunnable interface {
+	Rerunnable() bool
+}
