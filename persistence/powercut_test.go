@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -212,8 +211,10 @@ func powercutCycle(t *testing.T, backing, mnt, mode string, tasks []string, cutA
 			t.Fatalf("helper printed %q", l)
 		}
 	}
+	// One scanner for the whole output: what it buffered before the cut
+	// is the start of the lines read after it.
+	sc := bufio.NewScanner(stdout)
 	if mode == "check" || cutAfter > 0 {
-		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			line(sc.Text(), false)
 			if mode != "check" && run.ready && run.acks >= cutAfter {
@@ -222,9 +223,8 @@ func powercutCycle(t *testing.T, backing, mnt, mode string, tasks []string, cutA
 		}
 	}
 	doCut()
-	rest, _ := io.ReadAll(stdout)
-	for _, l := range strings.Split(strings.TrimSpace(string(rest)), "\n") {
-		if l != "" {
+	for sc.Scan() {
+		if l := strings.TrimSpace(sc.Text()); l != "" {
 			line(l, true)
 		}
 	}
