@@ -193,7 +193,11 @@ const evalOwner = "harbourline"
 func runRecallEval(t *testing.T, tasks []*evalTask, qs []*evalQuestion, opt memory.Options) *evalRun {
 	t.Helper()
 	dir := t.TempDir()
-	ws := filepath.Join(dir, "workspace")
+	ws, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws = filepath.Join(ws, "workspace")
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -227,6 +231,9 @@ func runRecallEval(t *testing.T, tasks []*evalTask, qs []*evalQuestion, opt memo
 	model := fake.NewScriptedModel("m", 131072, plan)
 	clock := &evalClock{}
 	opt.Now = clock.now
+	if err := os.MkdirAll(filepath.Join(dir, "tasks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	dd, err := persistence.OpenDataDir(filepath.Join(dir, "data"))
 	if err != nil {
 		t.Fatal(err)
@@ -257,7 +264,8 @@ func runRecallEval(t *testing.T, tasks []*evalTask, qs []*evalQuestion, opt memo
 		t.Fatal(err)
 	}
 	d, err := actors.Start(context.Background(), actors.Deps{Store: st, Providers: provs, Tools: reg, Memory: mem, Log: zerolog.Nop(), Now: clock.now},
-		actors.Options{WorkspaceRoot: ws, ShutdownTimeout: 20 * time.Second})
+		actors.Options{WorkspaceRoot: filepath.Join(dir, "tasks"), ShutdownTimeout: 20 * time.Second,
+			WorkspaceGrants: []actors.WorkspaceGrant{{Owner: evalOwner, Root: ws}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +279,7 @@ func runRecallEval(t *testing.T, tasks []*evalTask, qs []*evalQuestion, opt memo
 	}()
 	caller := actors.Caller{Owner: evalOwner}
 	runTask := func(request string) (string, []*api.Event) {
-		m, err := d.CreateTask(context.Background(), caller, actors.CreateTask{Request: request, Model: "fake/m"})
+		m, err := d.CreateTask(context.Background(), caller, actors.CreateTask{Request: request, Model: "fake/m", Workspace: ws})
 		if err != nil {
 			t.Fatalf("CreateTask: %v", err)
 		}
@@ -360,10 +368,16 @@ func runRecallEval(t *testing.T, tasks []*evalTask, qs []*evalQuestion, opt memo
 					run.texts[item] = facts[b.ToolResult.GetCallId()]
 					continue
 				}
+				if strings.HasSuffix(item, ".miss") {
+					t.Fatalf("task %s: %s did not fail", tk.name, item)
+				}
 				byRef[ref] = item
 				run.texts[item] = string(out)
 			case *api.Event_ToolFailed:
 				item := calls[b.ToolFailed.GetCallId()]
+				if !strings.HasSuffix(item, ".miss") {
+					t.Fatalf("task %s: %s failed: %s", tk.name, item, b.ToolFailed.GetMessage())
+				}
 				byRef[ref] = item
 				run.texts[item] = "tool call failed: " + b.ToolFailed.GetMessage()
 			}
@@ -408,6 +422,12 @@ func runRecallEval(t *testing.T, tasks []*evalTask, qs []*evalQuestion, opt memo
 			}
 		}
 		run.recalled = append(run.recalled, got)
+		if os.Getenv("LEMO_EVAL_DEBUG") != "" && strings.Contains(q.text, os.Getenv("LEMO_EVAL_DEBUG")) {
+			hits, _ := mem.Search(context.Background(), memory.Query{Owner: evalOwner, Text: q.text, Limit: 10, TextBytes: 80})
+			for _, h := range hits {
+				fmt.Printf("DEBUG %s/%d %s score %.2f rel %.2f matched %d/%d %q\n", h.TaskID, h.Seq, h.Kind, h.Score, h.Relevance, h.Matched, h.QueryTerms, h.Text)
+			}
+		}
 	}
 	return run
 }
@@ -608,6 +628,7 @@ func TestRecallEvaluation(t *testing.T) {
 				fmt.Printf("%-10s %-70.70s %v\n", q.kind, q.text, run.recalled[i])
 			}
 		}
+	} else {
+		t.Log("\n" + table)
 	}
-	t.Log("\n" + table)
 }
