@@ -26,8 +26,9 @@ var (
 	ErrClosed = errors.New("memory: closed")
 )
 
-// formatValue is the memory format this code reads and writes.
-const formatValue = "lemo-memory-1"
+// formatValue is the memory format this code reads and writes (see
+// olderFormats for those it re-indexes).
+const formatValue = "lemo-memory-2"
 
 // Options tune the memory; zero values take the documented defaults.
 type Options struct {
@@ -163,8 +164,17 @@ func Open(ctx context.Context, store *persistence.Store, opt Options) (*Memory, 
 		m.cancel()
 		return nil, err
 	}
-	if err := m.checkFormat(); err != nil {
+	old, err := m.checkFormat()
+	if err != nil {
 		return fail(err)
+	}
+	if old != "" {
+		m.log.Info().Str("format", old).Str("new_format", formatValue).Msg("memory: the index was built by an older lemo: building it again from history and facts")
+		facts, err := m.dropIndex()
+		if err != nil {
+			return fail(fmt.Errorf("memory: re-index a store of format %q: %w", old, err))
+		}
+		m.log.Info().Int("facts", facts).Msg("memory: facts indexed again; indexing history")
 	}
 	n, err := m.catchUp(ctx)
 	if err != nil {
@@ -172,6 +182,11 @@ func Open(ctx context.Context, store *persistence.Store, opt Options) (*Memory, 
 	}
 	if n > 0 {
 		m.log.Info().Int("events", n).Msg("memory: indexed history that was written without the memory")
+	}
+	if old != "" {
+		if err := m.store.UpdateIndex([]persistence.KV{{Key: persistence.IndexFormatKey(), Value: []byte(formatValue)}}); err != nil {
+			return fail(fmt.Errorf("memory: write format: %w", err))
+		}
 	}
 	go m.run()
 	return m, nil
@@ -210,22 +225,27 @@ func (m *Memory) waitLoaded(ctx context.Context) error {
 	}
 }
 
-func (m *Memory) checkFormat() error {
+// checkFormat writes the format marker of a new memory and checks an
+// existing one; old is the store's format when it is one this code
+// re-indexes.
+func (m *Memory) checkFormat() (old string, err error) {
 	var have []byte
-	err := m.store.View(func(v *persistence.Snapshot) error {
+	err = m.store.View(func(v *persistence.Snapshot) error {
 		var err error
 		have, err = v.GetCopy(persistence.IndexFormatKey())
 		return err
 	})
 	switch {
 	case errors.Is(err, persistence.ErrNotFound):
-		return m.store.UpdateIndex([]persistence.KV{{Key: persistence.IndexFormatKey(), Value: []byte(formatValue)}})
+		return "", m.store.UpdateIndex([]persistence.KV{{Key: persistence.IndexFormatKey(), Value: []byte(formatValue)}})
 	case err != nil:
-		return fmt.Errorf("memory: read format: %w", err)
+		return "", fmt.Errorf("memory: read format: %w", err)
+	case olderFormats[string(have)]:
+		return string(have), nil
 	case string(have) != formatValue:
-		return fmt.Errorf("memory: the store's memory has format %q, this lemo reads %q", have, formatValue)
+		return "", fmt.Errorf("memory: the store's memory has format %q, this lemo reads %q", have, formatValue)
 	}
-	return nil
+	return "", nil
 }
 
 // Close stops the background indexer and waits for it. Pending documents
