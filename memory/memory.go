@@ -38,7 +38,9 @@ type Options struct {
 	// RecallTokens bounds a Cycle's recalled evidence in estimated tokens
 	// (default and maximum prompt.RecallBudget, 8,000).
 	RecallTokens int
-	// RecallItems bounds the number of recalled items (default 8).
+	// RecallItems, when positive, bounds the number of recalled items; by
+	// default only RecallTokens does (a ceiling, not a target: recall
+	// returns nothing when nothing is relevant).
 	RecallItems int
 	// MinRelevance is the recall threshold: the least normalised score (0
 	// to 1) an item needs to be recalled (default 0.25).
@@ -71,9 +73,6 @@ func (o *Options) defaults() {
 	}
 	if o.RecallTokens <= 0 || o.RecallTokens > prompt.RecallBudget {
 		o.RecallTokens = prompt.RecallBudget
-	}
-	if o.RecallItems <= 0 {
-		o.RecallItems = 8
 	}
 	if o.MinRelevance <= 0 {
 		o.MinRelevance = 0.25

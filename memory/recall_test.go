@@ -73,9 +73,11 @@ func TestRecallFindsOtherTasksEvidenceWithProvenance(t *testing.T) {
 			h := history(c, user("When does the staging database password rotate?"), assistant("Let me check the password rotation schedule."))
 			ev := e.recall("o", c, h)
 			got := describe(ev)
+			// The request brings its Task's answer (episode expansion).
 			want := []string{
 				"fact: The staging database password rotates every Friday at noon (UTC).",
 				"user_message: Remember this: the staging database password rotates every Friday at noon.",
+				"assistant_message: Recorded.",
 			}
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("recalled:\n%q\nwant:\n%q", got, want)
@@ -114,12 +116,16 @@ func TestRecallDeduplicates(t *testing.T) {
 	}
 	other := e.task("o", t0)
 	e.add("o", other, t0.Add(time.Minute), result("c1", `{"host":"build-7.internal","service":"payments","port":8443}`))
-	c := persistence.NewTaskID(t0)
+	c := e.task("o", t0)
+	e.add("o", c, t0.Add(time.Minute), user("Which build server does the payments service use?"))
 	ev := e.recall("o", c, history(c, user("Which build server does the payments service use?")))
 	if len(ev) != 2 || ev[0].Text != same || ev[1].Kind != "tool_result" {
 		t.Fatalf("recalled %q, want the message once and the tool result", describe(ev))
 	}
-	// What the conversation already holds is not recalled again.
+	// What the conversation already holds is not recalled again. (The
+	// daemon indexes a Task's records as it appends them: recall reads
+	// the Task's history as indexed.)
+	e.add("o", c, t0.Add(2*time.Minute), assistant("  "+same+"\n"))
 	ev = e.recall("o", c, history(c, user("Which build server does the payments service use?"), assistant("  "+same+"\n")))
 	if len(ev) != 1 || ev[0].Kind != "tool_result" {
 		t.Fatalf("with the text in the conversation: %q", describe(ev))

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"sort"
 	"strconv"
 	"sync"
@@ -209,7 +210,7 @@ type scored struct {
 	score   float64
 	time    int64
 	kind    Kind
-	matched uint8
+	matched uint32 // bit i: the document holds query term i
 	seg     *segment
 	doc     uint32
 	p       *pdoc
@@ -251,7 +252,7 @@ func (h *topK) offer(s scored) {
 // accumulator is the per-document state of a segment's scoring.
 type accumulator struct {
 	score   []float64
-	matched []uint8
+	matched []uint32
 	touched []uint32
 }
 
@@ -266,10 +267,44 @@ type searchResult struct {
 	terms   int
 }
 
+// searchOpts tune one search beyond its Query.
+type searchOpts struct {
+	// k is how many candidates to return; maxTerms bounds the query's
+	// terms (its rarest ones).
+	k, maxTerms int
+	// own counts, for each term, the excluded Task's records that contain
+	// it, and ownDocs those records: the statistics of the query are those
+	// of the records it can find (see Recall: the Task's own request would
+	// otherwise make its words look common-but-matchable and raise the bar).
+	own     map[string]int
+	ownDocs int
+	// minDF drops query terms held by fewer records (a term only one
+	// record holds cannot link it to another: the second hop).
+	minDF uint64
+	// maxDFShare, when positive, drops query terms held by more than that
+	// share of the records (with at least 3 kept): common words link
+	// nothing (the second hop).
+	maxDFShare float64
+	// evidenceBar measures Relevance against the terms the evidence holds
+	// (see evidenceBar).
+	evidenceBar bool
+	// terms, when set, are the query's terms (already tokenized) instead
+	// of those of the Query's text.
+	terms []string
+}
+
 // search scores the owner's documents for q and returns the best k, using
 // at most maxTerms of the query's terms (its rarest).
 func (m *Memory) search(v *persistence.Snapshot, q *Query, k, maxTerms int) (*searchResult, error) {
-	terms := Terms(q.Text)
+	return m.searchWith(v, q, searchOpts{k: k, maxTerms: maxTerms})
+}
+
+func (m *Memory) searchWith(v *persistence.Snapshot, q *Query, o searchOpts) (*searchResult, error) {
+	k, maxTerms := o.k, o.maxTerms
+	terms := o.terms
+	if terms == nil {
+		terms = Terms(q.Text)
+	}
 	if len(terms) == 0 {
 		return &searchResult{}, nil
 	}
@@ -286,12 +321,15 @@ func (m *Memory) search(v *persistence.Snapshot, q *Query, k, maxTerms int) (*se
 		n += uint64(s.hdr.docs)
 		sumLen += s.hdr.sumLen
 	}
+	if o.ownDocs > 0 && uint64(o.ownDocs) < n {
+		n -= uint64(o.ownDocs)
+	}
 	if n == 0 {
 		return &searchResult{}, nil
 	}
 	src := blockSource{v: v, cache: m.cache}
-	qts := make([]qterm, len(terms))
-	for i, t := range terms {
+	qts := make([]qterm, 0, len(terms))
+	for _, t := range terms {
 		qt := qterm{term: t, entries: make([]entry, len(segs)), has: make([]bool, len(segs))}
 		for si, s := range segs {
 			e, ok, err := s.lookup(src, t)
@@ -304,8 +342,21 @@ func (m *Memory) search(v *persistence.Snapshot, q *Query, k, maxTerms int) (*se
 			}
 		}
 		qt.df += uint64(len(pend.byTerm[t]))
+		if own := uint64(o.own[t]); own > 0 {
+			// Only the excluded Task holds what it holds of this term.
+			qt.df -= min(own, qt.df)
+			if qt.df == 0 {
+				continue
+			}
+		}
+		if o.minDF > 0 && qt.df < o.minDF {
+			continue
+		}
+		if o.maxDFShare > 0 && float64(qt.df) > max(3, o.maxDFShare*float64(n)) {
+			continue
+		}
 		qt.idf = math.Log(1 + (float64(n)-float64(qt.df)+0.5)/(float64(qt.df)+0.5))
-		qts[i] = qt
+		qts = append(qts, qt)
 	}
 	sort.SliceStable(qts, func(i, j int) bool {
 		if qts[i].idf != qts[j].idf {
@@ -316,7 +367,13 @@ func (m *Memory) search(v *persistence.Snapshot, q *Query, k, maxTerms int) (*se
 	if maxTerms > 0 && len(qts) > maxTerms {
 		qts = qts[:maxTerms]
 	}
-	res := &searchResult{terms: len(qts)}
+	// A term the excluded Task alone holds still counts as one of the
+	// query's terms (a record must match two of them), though it no
+	// longer raises the bar of a perfect match.
+	res := &searchResult{terms: min(len(terms), max(maxTerms, len(qts)))}
+	if maxTerms <= 0 {
+		res.terms = len(terms)
+	}
 	for i, n := 0, 0; i < len(qts) && n < relevanceTerms; i++ {
 		if qts[i].df > 0 {
 			res.perfect += qts[i].idf * (bm25K1 + 1)
@@ -347,7 +404,35 @@ func (m *Memory) search(v *persistence.Snapshot, q *Query, k, maxTerms int) (*se
 		}
 		return a.time > b.time
 	})
+	if o.evidenceBar {
+		if p := evidenceBar(qts, res.cands); p > 0 {
+			res.perfect = p
+		}
+	}
 	return res, nil
+}
+
+// evidenceBar is the score of a perfect match of the relevanceTerms most
+// specific query terms that some candidate other than a request holds
+// (qts are rarest first), or 0 when no such candidate holds one. Words
+// only requests hold (earlier wordings of the question, which restate it
+// without an answer) then do not raise the bar the evidence is measured
+// against; a word no record holds never did.
+func evidenceBar(qts []qterm, cands []scored) float64 {
+	var held uint32
+	for _, c := range cands {
+		if c.kind != KindUserMessage {
+			held |= c.matched
+		}
+	}
+	p := 0.0
+	for i, n := 0, 0; i < len(qts) && n < relevanceTerms; i++ {
+		if held&(1<<uint(i)) != 0 {
+			p += qts[i].idf * (bm25K1 + 1)
+			n++
+		}
+	}
+	return p
 }
 
 func (m *Memory) scoreSegment(src blockSource, s *segment, si int, qts []qterm, f *filter, kNorm *[256]float64, top *topK) error {
@@ -387,7 +472,7 @@ func (m *Memory) scoreSegment(src blockSource, s *segment, si int, qts []qterm, 
 	defer accPool.Put(ap)
 	if cap(ap.score) < int(s.hdr.docs) {
 		ap.score = make([]float64, s.hdr.docs)
-		ap.matched = make([]uint8, s.hdr.docs)
+		ap.matched = make([]uint32, s.hdr.docs)
 	}
 	acc, matched := ap.score[:s.hdr.docs], ap.matched[:s.hdr.docs]
 	touched := ap.touched[:0]
@@ -398,7 +483,8 @@ func (m *Memory) scoreSegment(src blockSource, s *segment, si int, qts []qterm, 
 		ap.touched = touched[:0]
 	}()
 	plain := f.allKinds() && f.since == math.MinInt64 && f.until == math.MaxInt64 && allow == nil && deny == nil
-	for _, qt := range qts {
+	for qi, qt := range qts {
+		bit := uint32(1) << uint(qi)
 		if !qt.has[si] {
 			continue
 		}
@@ -468,7 +554,7 @@ func (m *Memory) scoreSegment(src blockSource, s *segment, si int, qts []qterm, 
 					ft := float64(tf)
 					acc[doc] += w * ft / (ft + kNorm[cols.norms[doc]])
 				}
-				matched[doc]++
+				matched[doc] |= bit
 			}
 		})
 		if err != nil {
@@ -495,9 +581,10 @@ func (m *Memory) scorePending(pend *pendingSet, qts []qterm, f *filter, kNorm *[
 		return
 	}
 	acc := make([]float64, len(pend.docs))
-	matched := make([]uint8, len(pend.docs))
+	matched := make([]uint32, len(pend.docs))
 	var touched []int32
-	for _, qt := range qts {
+	for qi, qt := range qts {
+		bit := uint32(1) << uint(qi)
 		w := qt.idf * (bm25K1 + 1)
 		for _, pp := range pend.byTerm[qt.term] {
 			p := pend.docs[pp.doc]
@@ -515,7 +602,7 @@ func (m *Memory) scorePending(pend *pendingSet, qts []qterm, f *filter, kNorm *[
 			}
 			ft := float64(pp.tf)
 			acc[pp.doc] += w * ft / (ft + kNorm[p.norm])
-			matched[pp.doc]++
+			matched[pp.doc] |= bit
 		}
 	}
 	for _, i := range touched {
@@ -551,7 +638,7 @@ func (m *Memory) hits(v *persistence.Snapshot, owner string, res *searchResult) 
 			return nil, fmt.Errorf("%w: ref %q", errCorrupt, info.ref)
 		}
 		h := Hit{TaskID: task, Seq: seq, FactID: fact, Kind: kind, Time: time.UnixMilli(c.time).UTC(), Source: info.source,
-			Score: c.score, Matched: int(c.matched), QueryTerms: res.terms, TextBytes: int(info.textBytes), Untrusted: info.untrusted, hash: info.hash}
+			Score: c.score, Matched: bits.OnesCount32(c.matched), QueryTerms: res.terms, TextBytes: int(info.textBytes), Untrusted: info.untrusted, hash: info.hash}
 		if res.perfect > 0 {
 			h.Relevance = min(c.score/res.perfect, 1)
 		}
