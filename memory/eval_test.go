@@ -616,7 +616,15 @@ func TestRecallEvaluation(t *testing.T) {
 	tasks := parseEvalTasks(t, "testdata/recall/tasks.txt")
 	qs := parseEvalQuestions(t, "testdata/recall/questions.txt")
 	start := time.Now()
-	run := runRecallEval(t, tasks, qs, memory.Options{})
+	opt := memory.Options{}
+	if v := os.Getenv("LEMO_EVAL_MINREL"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			t.Fatalf("LEMO_EVAL_MINREL: %v", err)
+		}
+		opt.MinRelevance = f
+	}
+	run := runRecallEval(t, tasks, qs, opt)
 	lemo := evalTable(qs, run.recalled)
 	base := evalTable(qs, bm25Baseline(run.texts, qs))
 	table := formatEvalTable(lemo, base)
@@ -630,5 +638,30 @@ func TestRecallEvaluation(t *testing.T) {
 		}
 	} else {
 		t.Log("\n" + table)
+	}
+	if opt.MinRelevance != 0 {
+		return // a calibration run
+	}
+	// The regression guard: the figures recall reached (docs/memory.md);
+	// the targets (recall@5 0.90, paraphrase 0.80, complete@5
+	// 0.75) are not all met yet, so these are floors, not the targets.
+	all, para, multi := lemo[0], lemo[2], lemo[3]
+	floors := []struct {
+		name      string
+		got, want float64
+	}{
+		{"recall@5", all.hit5 / float64(all.answerable()), 0.83},
+		{"recall@5 paraphrase", para.hit5 / float64(para.answerable()), 0.54},
+		{"complete@5 multi-hop", multi.complete5 / float64(multi.nMulti), 0.23},
+		{"MRR", all.rr / float64(all.answerable()), 0.75},
+		{"nothing relevant answered with nothing", all.none / float64(all.nNone), 0.96},
+	}
+	for _, f := range floors {
+		if f.got < f.want {
+			t.Errorf("%s = %.2f, below the %.2f reached before\n%s", f.name, f.got, f.want, table)
+		}
+	}
+	if all.staleAbove > 1 {
+		t.Errorf("stale above replacement in %d questions, 1 before\n%s", int(all.staleAbove), table)
 	}
 }

@@ -43,7 +43,8 @@ type Options struct {
 	// returns nothing when nothing is relevant).
 	RecallItems int
 	// MinRelevance is the recall threshold: the least normalised score (0
-	// to 1) an item needs to be recalled (default 0.25).
+	// to 1) an item needs to be recalled (default 0.2, calibrated on the
+	// recall evaluation: see docs/memory.md).
 	MinRelevance float64
 	// MaxFactBytes bounds a fact's content (default 8 KiB).
 	MaxFactBytes int
@@ -75,7 +76,7 @@ func (o *Options) defaults() {
 		o.RecallTokens = prompt.RecallBudget
 	}
 	if o.MinRelevance <= 0 {
-		o.MinRelevance = 0.25
+		o.MinRelevance = 0.2
 	}
 	if o.MaxFactBytes <= 0 {
 		o.MaxFactBytes = 8 << 10
