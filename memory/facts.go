@@ -132,6 +132,7 @@ func (m *Memory) RecordFact(ctx context.Context, owner, taskID, callID string, i
 		return "", fmt.Errorf("memory: record fact: %w", err)
 	}
 	m.track.add(owner, string(extra[1].Key), d, now)
+	m.recalls.added(owner, taskID, 1)
 	m.signal()
 	return f.ID, nil
 }

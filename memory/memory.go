@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -25,6 +26,9 @@ var (
 	// ErrClosed: the memory is closed.
 	ErrClosed = errors.New("memory: closed")
 )
+
+// textCacheBytes bounds the cache of decoded record texts.
+const textCacheBytes = 8 << 20
 
 // formatValue is the memory format this code reads and writes (see
 // olderFormats for those it re-indexes).
@@ -105,6 +109,12 @@ type Memory struct {
 	opt   Options
 	log   zerolog.Logger
 	cache *blockCache
+	// texts caches the decoded text of recently recalled records (events
+	// and facts are immutable); recalls reuses a Task's unchanged recall.
+	texts   *blockCache
+	recalls *recallCache
+	// recallsComputed counts recalls that searched (not reused).
+	recallsComputed atomic.Int64
 
 	track *tracker
 
@@ -150,6 +160,8 @@ func Open(ctx context.Context, store *persistence.Store, opt Options) (*Memory, 
 		opt:       opt,
 		log:       opt.Log,
 		cache:     newBlockCache(opt.CacheBytes),
+		texts:     newBlockCache(textCacheBytes),
+		recalls:   newRecallCache(),
 		track:     newTracker(),
 		segs:      make(map[string]*segment),
 		segOwners: make(map[string]bool),
@@ -304,6 +316,7 @@ func (m *Memory) run() {
 			if n, err := m.loadPending(false); err != nil {
 				m.log.Warn().Err(err).Msg("memory: reconciliation scan failed")
 			} else if n > 0 {
+				m.recalls.reset() // records no generation counted
 				m.log.Warn().Int("documents", n).Msg("memory: reconciliation found pending documents the tracker missed")
 			}
 		}
@@ -342,6 +355,7 @@ func (m *Memory) Postings(owner string, events []*api.Event) []persistence.KV {
 		for _, kv := range kvs[:len(kvs)-1] {
 			m.track.add(owner, string(kv.Key), nil, now)
 		}
+		m.recalls.added(owner, events[0].GetTaskId(), len(kvs)-1)
 		m.signal()
 	}
 	return kvs

@@ -113,8 +113,21 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 	if err := m.waitLoaded(ctx); err != nil {
 		return nil, err
 	}
-	own, ownDocs := ownTerms(q.History)
 	conv := conversationTexts(q.History)
+	// The cached result answers for the query and the recall's settings.
+	key := fmt.Sprintf("%d/%d/%g\x00%s", m.opt.RecallTokens, m.opt.RecallItems, m.opt.MinRelevance, text)
+	if cached, ok := m.recalls.get(q.Owner, q.TaskID, key); ok {
+		out := make([]prompt.Evidence, 0, len(cached))
+		for _, e := range cached {
+			if !conv.has(e.Text) {
+				out = append(out, e)
+			}
+		}
+		return out, nil
+	}
+	gen := m.recalls.generation(q.Owner)
+	m.recallsComputed.Add(1)
+	own, ownDocs := ownTerms(q.History)
 	var out []prompt.Evidence
 	err := m.view(func(v *persistence.Snapshot) error {
 		r := recaller{m: m, v: v, ctx: ctx, owner: q.Owner, conv: conv, byHash: make(map[uint64]*candidate)}
@@ -174,6 +187,9 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 	if err != nil {
 		return nil, fmt.Errorf("memory: recall: %w", err)
 	}
+	// The Task's own records committed before this recall are in gen; the
+	// cache counts those added after it as the Task's own.
+	m.recalls.put(q.Owner, q.TaskID, key, gen, out)
 	return out, nil
 }
 

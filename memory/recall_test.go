@@ -248,3 +248,51 @@ func TestRecallNeverReinforcesItself(t *testing.T) {
 		t.Fatalf("after the Cycle was recorded, recall changed: %+v, was %+v", again, base)
 	}
 }
+
+// A Cycle whose recall query is unchanged reuses the previous result
+// while the owner's index gains nothing but the Task's own records; a
+// record of another Task makes it search again.
+func TestRecallReusesAnUnchangedQuery(t *testing.T) {
+	e := newEnv(t, Options{})
+	a := e.task("o", t0)
+	e.add("o", a, t0.Add(time.Minute), user("Which port does the billing api use?"), assistant("The billing api listens on port 8443 on bil-app-02."))
+	c := e.task("o", t0.Add(time.Hour))
+	h := history(c, user("What port is the billing api on?"))
+	e.add("o", c, t0.Add(time.Hour), h[1].GetUserMessage())
+	first := e.recall("o", c, h)
+	if len(first) == 0 {
+		t.Fatal("nothing recalled")
+	}
+	computed := e.mem.recallsComputed.Load()
+	// The Task's own records (a tool call and result) leave the query
+	// and the other records as they were: the result is reused.
+	e.add("o", c, t0.Add(time.Hour+time.Minute), result("c1", `{"port":"checked"}`))
+	h = append(h, api.NewEvent(c, 3, nil, result("c1", `{"port":"checked"}`)))
+	again := e.recall("o", c, h)
+	if got := e.mem.recallsComputed.Load(); got != computed || !reflect.DeepEqual(describe(again), describe(first)) {
+		t.Fatalf("unchanged query: searched %d times more, recalled %q, want %q reused", got-computed, describe(again), describe(first))
+	}
+	// A new record of another Task: recall searches again and finds it.
+	b := e.task("o", t0.Add(2*time.Hour))
+	e.add("o", b, t0.Add(2*time.Hour), assistant("Update: the billing api moved to port 9443 on bil-app-03."))
+	after := e.recall("o", c, h)
+	if e.mem.recallsComputed.Load() != computed+1 || !strings.Contains(strings.Join(describe(after), "\n"), "9443") {
+		t.Fatalf("after another Task's record: recalled %q", describe(after))
+	}
+	// A reused result still leaves out what the conversation now holds
+	// (a tool result of the Task with a recalled text: the query, which
+	// does not read results, is unchanged).
+	computed = e.mem.recallsComputed.Load()
+	held := after[0].Text
+	e.add("o", c, t0.Add(3*time.Hour), result("c2", held))
+	h = append(h, api.NewEvent(c, 4, nil, result("c2", held)))
+	final := e.recall("o", c, h)
+	if e.mem.recallsComputed.Load() != computed || len(final) != len(after)-1 {
+		t.Fatalf("with a recalled text in the conversation: searched %d times more, recalled %q", e.mem.recallsComputed.Load()-computed, describe(final))
+	}
+	for _, ev := range final {
+		if ev.Text == held {
+			t.Fatalf("recalled what the conversation holds: %q", ev.Text)
+		}
+	}
+}

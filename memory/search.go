@@ -753,8 +753,21 @@ func (m *Memory) validQuery(q *Query) error {
 	return nil
 }
 
-// recordText reads the whole text of a hit's record.
+// recordText reads the whole text of a hit's record, through the cache of
+// decoded texts (records are immutable).
 func (m *Memory) recordText(v *persistence.Snapshot, owner string, h *Hit) (string, error) {
+	key := owner + "\x00" + h.TaskID + "\x00" + h.FactID + "\x00" + strconv.FormatUint(h.Seq, 10)
+	if b, ok := m.texts.get(key); ok {
+		return string(b), nil
+	}
+	text, err := m.readRecordText(v, owner, h)
+	if err == nil {
+		m.texts.put(key, []byte(text))
+	}
+	return text, err
+}
+
+func (m *Memory) readRecordText(v *persistence.Snapshot, owner string, h *Hit) (string, error) {
 	if h.FactID != "" {
 		f, err := readFact(v, owner, h.FactID)
 		if err != nil {
