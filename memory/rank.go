@@ -223,14 +223,35 @@ var jsonNoise = func() map[string]bool {
 	return m
 }()
 
-// ownTerms counts, for each term, the records of a Task's history that the
-// index holds and that contain it, and the number of those records.
+// ownTerms counts, for each term, the Task's indexed records that the
+// recall query is made of (its request, latest user message and latest
+// answer: see RecallText) that contain it, and the number of those
+// records. Only these are counted: they are where the query's words come
+// from, and reading the whole history on every Cycle would cost as much as
+// the history is long (the Task's other records are excluded from the
+// results all the same).
 func ownTerms(history []*api.Event) (map[string]int, int) {
+	var request, lastUser, lastAssistant *api.Event
+	for _, ev := range history {
+		switch ev.Body.(type) {
+		case *api.Event_UserMessage:
+			if request == nil {
+				request = ev
+			} else {
+				lastUser = ev
+			}
+		case *api.Event_AssistantMessage:
+			lastAssistant = ev
+		}
+	}
 	own := make(map[string]int)
 	docs := 0
 	var tk tokenizer
 	seen := make(map[string]bool)
-	for _, ev := range history {
+	for _, ev := range []*api.Event{request, lastUser, lastAssistant} {
+		if ev == nil {
+			continue
+		}
 		_, text, json, _, _, ok := recordText(ev, nil)
 		if !ok {
 			continue

@@ -131,7 +131,15 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 	var out []prompt.Evidence
 	err := m.view(func(v *persistence.Snapshot) error {
 		r := recaller{m: m, v: v, ctx: ctx, owner: q.Owner, conv: conv, byHash: make(map[uint64]*candidate)}
-		res, err := m.searchWith(v, &sq, searchOpts{k: recallCandidates, maxTerms: recallQueryTerms, own: own, ownDocs: ownDocs, evidenceBar: true})
+		segs, err := m.liveSegments(v, q.Owner)
+		if err != nil {
+			return err
+		}
+		pend, err := m.pendingSet(v, q.Owner)
+		if err != nil {
+			return err
+		}
+		res, err := m.searchWith(v, &sq, searchOpts{k: recallCandidates, maxTerms: recallQueryTerms, own: own, ownDocs: ownDocs, evidenceBar: true, segs: segs, pend: pend})
 		if err != nil {
 			return err
 		}
@@ -164,7 +172,7 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 			if looked == secondHopEntities {
 				break
 			}
-			res2, err := m.searchWith(v, &sq, searchOpts{k: secondHopPerEntity + 4, own: own, ownDocs: ownDocs, minDF: 2, maxDFShare: secondHopMaxDF, terms: []string{term}})
+			res2, err := m.searchWith(v, &sq, searchOpts{k: secondHopPerEntity + 4, own: own, ownDocs: ownDocs, minDF: 2, maxDFShare: secondHopMaxDF, terms: []string{term}, segs: segs, pend: pend})
 			if err != nil {
 				return err
 			}

@@ -288,6 +288,11 @@ type searchOpts struct {
 	// evidenceBar measures Relevance against the terms the evidence holds
 	// (see evidenceBar).
 	evidenceBar bool
+	// segs and pend, when pend is set, are the owner's live segments and
+	// pending documents of the snapshot (read once for a recall's several
+	// searches).
+	segs []*segment
+	pend *pendingSet
 	// terms, when set, are the query's terms (already tokenized) instead
 	// of those of the Query's text.
 	terms []string
@@ -308,13 +313,15 @@ func (m *Memory) searchWith(v *persistence.Snapshot, q *Query, o searchOpts) (*s
 	if len(terms) == 0 {
 		return &searchResult{}, nil
 	}
-	segs, err := m.liveSegments(v, q.Owner)
-	if err != nil {
-		return nil, err
-	}
-	pend, err := m.pendingSet(v, q.Owner)
-	if err != nil {
-		return nil, err
+	segs, pend := o.segs, o.pend
+	if pend == nil {
+		var err error
+		if segs, err = m.liveSegments(v, q.Owner); err != nil {
+			return nil, err
+		}
+		if pend, err = m.pendingSet(v, q.Owner); err != nil {
+			return nil, err
+		}
 	}
 	n, sumLen := uint64(len(pend.docs)), pend.sumLen
 	for _, s := range segs {
