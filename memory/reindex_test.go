@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"lemo/persistence"
 )
@@ -90,5 +91,45 @@ func TestOpenRefusesAnUnknownFormat(t *testing.T) {
 	}
 	if e.mem, err = Open(context.Background(), e.st, e.opt); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Documents confirmed since a query's pending set was made are a new layer
+// on top of it, not a rebuild, and search finds them as before; a build
+// that removes documents makes the set anew.
+func TestPendingSetGrowsInLayers(t *testing.T) {
+	e := newEnv(t, Options{})
+	task := e.task("o", t0)
+	e.add("o", task, t0, user("alpha bravo charlie"))
+	if hits := e.search(Query{Owner: "o", Text: "alpha"}); len(hits) != 1 {
+		t.Fatalf("hits = %+v", hits)
+	}
+	layers := func() int {
+		e.mem.track.mu.Lock()
+		defer e.mem.track.mu.Unlock()
+		op := e.mem.track.owners["o"]
+		if op == nil || op.set == nil {
+			return 0
+		}
+		return len(op.set.layers)
+	}
+	e.add("o", task, t0.Add(time.Minute), user("alpha delta"), assistant("alpha echo foxtrot"))
+	hits := e.search(Query{Owner: "o", Text: "alpha delta"})
+	if len(hits) != 3 || hits[0].Seq != 3 {
+		t.Fatalf("after two more documents: %+v", hits)
+	}
+	if n := layers(); n != 2 {
+		t.Fatalf("the set has %d layers, want 2 (the first set and the documents added since)", n)
+	}
+	e.flush()
+	if hits := e.search(Query{Owner: "o", Text: "alpha delta"}); len(hits) != 3 || hits[0].Seq != 3 {
+		t.Fatalf("after a build: %+v", hits)
+	}
+	e.add("o", task, t0.Add(2*time.Minute), user("alpha golf"))
+	if hits := e.search(Query{Owner: "o", Text: "alpha"}); len(hits) != 4 {
+		t.Fatalf("after a build and one more document: %+v", hits)
+	}
+	if n := layers(); n != 1 {
+		t.Fatalf("after a build the set has %d layers, want it made anew (1)", n)
 	}
 }

@@ -323,7 +323,7 @@ func (m *Memory) searchWith(v *persistence.Snapshot, q *Query, o searchOpts) (*s
 			return nil, err
 		}
 	}
-	n, sumLen := uint64(len(pend.docs)), pend.sumLen
+	n, sumLen := uint64(pend.n), pend.sumLen
 	for _, s := range segs {
 		n += uint64(s.hdr.docs)
 		sumLen += s.hdr.sumLen
@@ -348,7 +348,7 @@ func (m *Memory) searchWith(v *persistence.Snapshot, q *Query, o searchOpts) (*s
 				qt.df += uint64(e.df)
 			}
 		}
-		qt.df += uint64(len(pend.byTerm[t]))
+		qt.df += uint64(pend.df(t))
 		if own := uint64(o.own[t]); own > 0 {
 			// Only the excluded Task holds what it holds of this term.
 			qt.df -= min(own, qt.df)
@@ -584,17 +584,23 @@ func (m *Memory) scoreSegment(src blockSource, s *segment, si int, qts []qterm, 
 // segment (the same arithmetic, so a document scores the same wherever it
 // is stored).
 func (m *Memory) scorePending(pend *pendingSet, qts []qterm, f *filter, kNorm *[256]float64, top *topK) {
-	if len(pend.docs) == 0 {
+	for _, l := range pend.layers {
+		scorePendLayer(l, qts, f, kNorm, top)
+	}
+}
+
+func scorePendLayer(l *pendLayer, qts []qterm, f *filter, kNorm *[256]float64, top *topK) {
+	if len(l.docs) == 0 {
 		return
 	}
-	acc := make([]float64, len(pend.docs))
-	matched := make([]uint32, len(pend.docs))
+	acc := make([]float64, len(l.docs))
+	matched := make([]uint32, len(l.docs))
 	var touched []int32
 	for qi, qt := range qts {
 		bit := uint32(1) << uint(qi)
 		w := qt.idf * (bm25K1 + 1)
-		for _, pp := range pend.byTerm[qt.term] {
-			p := pend.docs[pp.doc]
+		for _, pp := range l.byTerm[qt.term] {
+			p := l.docs[pp.doc]
 			if !f.kinds[p.kind&7] || p.time < f.since || p.time > f.until {
 				continue
 			}
@@ -613,7 +619,7 @@ func (m *Memory) scorePending(pend *pendingSet, qts []qterm, f *filter, kNorm *[
 		}
 	}
 	for _, i := range touched {
-		p := pend.docs[i]
+		p := l.docs[i]
 		top.offer(scored{score: acc[i], time: p.time, kind: p.kind, matched: matched[i], p: p})
 	}
 }
