@@ -57,7 +57,8 @@
 // already in the conversation is, and the items fit Options.RecallTokens
 // (at most 8,000) as the prompt renders them: the token budget is the cap,
 // and nothing is recalled when nothing is relevant. A record over 2,500
-// tokens is recalled as a labelled excerpt naming its tasks.read_block
+// tokens is recalled as its passage that holds the most query terms (else
+// its head and tail), labelled with where it lies and its tasks.read_block
 // handle. Facts keep their source (where they came from), searchable and
 // shown with their provenance.
 //

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"lemo/api"
 	"lemo/excerpt"
@@ -189,7 +190,11 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 			}
 		}
 		ranked := rankCandidates(r.all, m.opt.Now())
-		out = m.fit(ranked)
+		query := make(map[string]bool)
+		for _, t := range Terms(text) {
+			query[t] = true
+		}
+		out = m.fit(ranked, query)
 		return nil
 	})
 	if err != nil {
@@ -362,7 +367,7 @@ func (r *recaller) addEpisode(src *candidate, h *Hit, text string) error {
 
 // fit renders the ranked candidates as evidence within the recall budget,
 // in order, skipping what does not fit.
-func (m *Memory) fit(ranked []*candidate) []prompt.Evidence {
+func (m *Memory) fit(ranked []*candidate, query map[string]bool) []prompt.Evidence {
 	budget := m.opt.RecallTokens - prompt.RecallOverhead
 	used := 0
 	var out []prompt.Evidence
@@ -378,7 +383,12 @@ func (m *Memory) fit(ranked []*candidate) []prompt.Evidence {
 			Text: c.text, Score: math.Round(c.rank*1000) / 1000, Untrusted: c.Untrusted}
 		t := prompt.EvidenceTokens(&e)
 		if t > maxItemTokens {
-			e.Text = excerptEvidence(&c.Hit, c.text, maxItemTokens-(t-prompt.Estimate(c.text)))
+			keep := maxItemTokens - (t - prompt.Estimate(c.text))
+			if x, ok := passageExcerpt(&c.Hit, c.text, query, keep); ok {
+				e.Text = x
+			} else {
+				e.Text = excerptEvidence(&c.Hit, c.text, keep)
+			}
 			t = prompt.EvidenceTokens(&e)
 		}
 		if used+t > budget {
@@ -388,6 +398,62 @@ func (m *Memory) fit(ranked []*candidate) []prompt.Evidence {
 		out = append(out, e)
 	}
 	return out
+}
+
+// passageExcerpt returns the passage of a long record that holds the most
+// of the query's terms, about keep tokens of it, labelled with where it
+// lies and the record's handle; ok is false when no passage holds a query
+// term more than the record's head does (the head and tail excerpt is
+// then as good).
+func passageExcerpt(h *Hit, text string, query map[string]bool, keep int) (string, bool) {
+	label := func(from, to int) string {
+		l := fmt.Sprintf("[… excerpt: bytes %d-%d of this record's %d, the passage that matches", from, to, len(text))
+		if h.Seq > 0 {
+			l += "; the whole record: " + prompt.Handle(h.TaskID, h.Seq)
+		}
+		return l + "]"
+	}
+	room := (keep - prompt.Estimate(label(len(text), len(text))) - 4) * 4 // bytes, ASCII estimate
+	if room <= 0 || len(text) <= room {
+		return "", false
+	}
+	score := func(from, to int) int {
+		var tk tokenizer
+		seen := make(map[string]bool)
+		tk.each(text[from:to], true, func(t []byte) bool {
+			if query[string(t)] {
+				seen[string(t)] = true
+			}
+			return true
+		})
+		return len(seen)
+	}
+	step := max(room/4, 64)
+	bestFrom, best := 0, score(0, room)
+	for from := step; from < len(text)-step; from += step {
+		to := min(from+room, len(text))
+		if n := score(from, to); n > best {
+			bestFrom, best = from, n
+		}
+	}
+	if bestFrom == 0 || best == 0 {
+		return "", false
+	}
+	from, to := bestFrom, min(bestFrom+room, len(text))
+	// Cut on rune boundaries, at line breaks when near.
+	for from > 0 && !utf8.RuneStart(text[from]) {
+		from--
+	}
+	for to < len(text) && !utf8.RuneStart(text[to]) {
+		to--
+	}
+	if i := strings.IndexByte(text[from:to], '\n'); i >= 0 && i < 160 {
+		from += i + 1
+	}
+	if i := strings.LastIndexByte(text[from:to], '\n'); i > 0 && to-(from+i) < 160 {
+		to = from + i
+	}
+	return label(from, to) + "\n" + text[from:to] + "\n[…]", true
 }
 
 // excerptEvidence shortens a long recalled record, naming its handle.

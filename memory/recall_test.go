@@ -296,3 +296,40 @@ func TestRecallReusesAnUnchangedQuery(t *testing.T) {
 		}
 	}
 }
+
+// A long record is recalled as the passage that matches, labelled with
+// where it lies and the record's handle, not as its head and tail.
+func TestRecallShowsTheMatchingPassageOfALongRecord(t *testing.T) {
+	e := newEnv(t, Options{})
+	a := e.task("o", t0)
+	var b strings.Builder
+	for i := 0; i < 300; i++ {
+		fmt.Fprintf(&b, "line %d: routine inventory entry for pallet rack %d, nothing to report\n", i, i)
+		if i == 150 {
+			b.WriteString("The quarantine cage for damaged hazmat pallets is bay Q7, key held by the night supervisor.\n")
+		}
+	}
+	doc := b.String()
+	seq := e.add("o", a, t0.Add(time.Minute), user("Read the warehouse ledger."))
+	e.add("o", a, t0.Add(2*time.Minute), result("c1", fmt.Sprintf("%q", doc)))
+	c := e.task("o", t0.Add(time.Hour))
+	q := "Where is the quarantine cage for damaged hazmat pallets?"
+	e.add("o", c, t0.Add(time.Hour), user(q))
+	var got *prompt.Evidence
+	ev := e.recall("o", c, history(c, user(q)))
+	for i := range ev {
+		if ev[i].Kind == "tool_result" {
+			got = &ev[i]
+		}
+	}
+	if got == nil {
+		t.Fatalf("the long record was not recalled: %q", describe(ev))
+	}
+	if !strings.Contains(got.Text, "bay Q7") || !strings.Contains(got.Text, "the passage that matches") ||
+		!strings.Contains(got.Text, prompt.Handle(a, seq+1)) || strings.Contains(got.Text, "line 0:") {
+		t.Fatalf("recalled excerpt:\n%s", got.Text)
+	}
+	if n := prompt.EvidenceTokens(got); n > maxItemTokens {
+		t.Fatalf("the excerpt has %d tokens, over %d", n, maxItemTokens)
+	}
+}
