@@ -48,8 +48,9 @@
 // terms (one shared word is not relevance). A matched request brings its
 // Task's answer and facts, a matched tool result the conclusion drawn from
 // it; requests weigh half (they restate a question without its answer).
-// A second hop looks up the entities the first results share and adds
-// the records that link them. Ranking multiplies relevance by kind, hop
+// A second hop looks up the entities that stand near the query's words in
+// the first results and adds the records that link them (with their
+// episodes). Ranking multiplies relevance by kind, hop
 // and recency weights; a later answer, tool result or fact of another Task
 // that restates most of an earlier one's subject supersedes it (ranked
 // just below, labelled "superseded by <ref>, <time>"); facts superseded

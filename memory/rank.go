@@ -273,9 +273,11 @@ func ownTerms(history []*api.Event) (map[string]int, int) {
 }
 
 // secondHopTerms are the follow-up query made of the first results'
-// texts: their terms that are not the query's, those that several of the
-// texts share first (the subject they have in common: a service, a host),
-// at most n. Search then drops the words too common to link records.
+// texts: their terms that are not the query's and stand within
+// secondHopNear words of one of the query's terms (where a record states
+// the link: "trk-03 runs parcel-tracker"), those that several texts share
+// first, at most n. Search then drops the words too common to link
+// records.
 func secondHopTerms(query string, texts []string, n int) []string {
 	q := make(map[string]bool)
 	for _, t := range Terms(query) {
@@ -285,23 +287,37 @@ func secondHopTerms(query string, texts []string, n int) []string {
 	var order []string
 	for _, text := range texts {
 		var tk tokenizer
-		seen := make(map[string]bool)
+		var words []string
 		tk.each(text, true, func(t []byte) bool {
-			s := string(t)
-			if q[s] || jsonNoise[s] || seen[s] {
-				return true
+			if !jsonNoise[string(t)] {
+				words = append(words, string(t))
 			}
-			seen[s] = true
-			if count[s] == 0 {
-				order = append(order, s)
-			}
-			count[s]++
-			return len(order) < maxSecondHopTerms
+			return len(words) < maxDocTokens
 		})
+		seen := make(map[string]bool)
+		for i, w := range words {
+			if !q[w] {
+				continue
+			}
+			for j := max(0, i-secondHopNear); j <= min(len(words)-1, i+secondHopNear); j++ {
+				s := words[j]
+				if q[s] || seen[s] {
+					continue
+				}
+				seen[s] = true
+				if count[s] == 0 {
+					order = append(order, s)
+				}
+				count[s]++
+			}
+		}
 	}
 	sort.SliceStable(order, func(i, j int) bool { return count[order[i]] > count[order[j]] })
 	return order[:min(len(order), n)]
 }
+
+// secondHopNear is how near a query term an entity stands.
+const secondHopNear = 3
 
 // maxSecondHopTerms bounds the words the second hop chooses from.
 const maxSecondHopTerms = 1024

@@ -187,6 +187,9 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 			}
 			for _, c := range second {
 				c.rank = c.Relevance * kindWeight(c.Kind) * secondHopWeight * best
+				if err := r.expandEpisode(c); err != nil {
+					return err
+				}
 			}
 		}
 		ranked := rankCandidates(r.all, m.opt.Now())
@@ -348,7 +351,10 @@ func (r *recaller) addFact(src *candidate, id string) error {
 func (r *recaller) addEpisode(src *candidate, h *Hit, text string) error {
 	rank := src.Relevance * kindWeight(src.Kind) * episodeWeight
 	if src.hop == 2 {
-		rank = src.rank * episodeWeight
+		// A second-hop request links the entity to its Task's answer:
+		// the answer takes the request's rank without the request's
+		// weight.
+		rank = src.rank / kindWeight(src.Kind) * episodeWeight
 	}
 	if have := r.byHash[h.hash]; have != nil {
 		if have.rank < rank && have.hop != 1 {
