@@ -202,3 +202,9 @@ dist: deps ## Build release archives and checksums into dist/
 .PHONY: clean
 clean: ## Remove build outputs (not the data folder)
 	rm -rf bin dist
+
+# The recall evaluation (docs/memory.md): testdata/recall's Tasks fed through
+# an in-process daemon, its questions scored beside plain BM25.
+.PHONY: eval-recall
+eval-recall: deps ## Print the recall evaluation table (EVAL=v lists every question's recall)
+	@LEMO_EVAL_RECALL=$${EVAL:-1} $(GO) test ./memory -run '^TestRecallEvaluation$$' -count=1 -v | grep -v -E '^(=== |--- |PASS|ok )|eval_test.go'

@@ -482,7 +482,13 @@ func BenchmarkAssemble2000Events1MWindow(b *testing.B) { benchAssemble(b, 1<<20,
 func BenchmarkAssemble2000Events256KWindow(b *testing.B) { benchAssemble(b, 1<<18, true) }
 
 // BenchmarkRecall100K is recall alone for the 2,000-event Task.
-func BenchmarkRecall100K(b *testing.B) {
+func BenchmarkRecall100K(b *testing.B) { benchRecall(b, false) }
+
+// BenchmarkRecall100KUnchanged is a Cycle whose recall query did not
+// change since its Task's previous Cycle: the result is reused.
+func BenchmarkRecall100KUnchanged(b *testing.B) { benchRecall(b, true) }
+
+func benchRecall(b *testing.B, reuse bool) {
 	c := corpusOf(b, 100_000)
 	h := cycleHistory(newWordGen(2), c.samples[42])
 	q := RecallQuery{Owner: "o", TaskID: h[0].GetTaskId(), History: h}
@@ -490,6 +496,9 @@ func BenchmarkRecall100K(b *testing.B) {
 	items := 0
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		if !reuse {
+			c.mem.recalls.reset() // every recall searches
+		}
 		t := time.Now()
 		ev, err := c.mem.Recall(context.Background(), q)
 		if err != nil {

@@ -34,19 +34,43 @@
 // stored never changes whether or how it matches.
 //
 // Ranking is Okapi BM25 with exact corpus statistics, ties broken by
-// recency (see search.go). Recall queries with the Task's request and
-// latest focus (its 16 most specific terms), drops everything from the Task
-// itself, keeps items whose relevance (the score over that of a perfect
-// match of the query's three most specific terms) reaches
-// Options.MinRelevance and that contain at least two of the query's terms
-// (one shared word is not relevance), recalls the same content once and
-// nothing already in the conversation, skips superseded facts, and fits
-// Options.RecallTokens (at most 8,000) as the prompt renders the items; a
-// record over 2,500 tokens is recalled as a labelled excerpt naming its
-// tasks.read_block handle. Recall only reads: scores depend on nothing but
-// the indexed records, so recalling an item never raises its score, and
-// recalled text is never written back (the Cycle records only which items
-// it was given, which is not indexed).
+// recency (see search.go). Terms are Snowball English stems (tokenize.go);
+// the memory format names the tokenizer, and Open indexes a store of an
+// older format again from its history and facts (reindex.go).
+//
+// Recall (recall.go, rank.go; measured in docs/memory.md) queries with the
+// Task's request and latest focus (its 16 most specific terms). The Task's
+// own records leave the query's statistics (a word only its request holds
+// cannot raise the bar), and a record's relevance is its score over that
+// of a perfect match of the three most specific terms that some record
+// other than a request holds. Candidates need relevance Options.
+// MinRelevance (0.2, calibrated on the evaluation) and two of the query's
+// terms (one shared word is not relevance). A matched request brings its
+// Task's answer and facts, a matched tool result the conclusion drawn from
+// it; requests weigh half (they restate a question without its answer).
+// A second hop looks up the entities that stand near the query's words in
+// the first results and adds the records that link them (with their
+// episodes). Ranking multiplies relevance by kind, hop
+// and recency weights; a later answer, tool result or fact of another Task
+// that restates most of an earlier one's subject supersedes it (ranked
+// just below, labelled "superseded by <ref>, <time>"); facts superseded
+// explicitly are not recalled. The same content is recalled once, nothing
+// already in the conversation is, and the items fit Options.RecallTokens
+// (at most 8,000) as the prompt renders them: the token budget is the cap,
+// and nothing is recalled when nothing is relevant. A record over 2,500
+// tokens is recalled as its passage that holds the most query terms (else
+// its head and tail), labelled with where it lies and its tasks.read_block
+// handle. Facts keep their source (where they came from), searchable and
+// shown with their provenance.
+//
+// Recall only reads: scores depend on nothing but the indexed records and
+// the query, so recalling an item never raises its score, and recalled
+// text is never written back (the Cycle records only which items it was
+// given, which is not indexed). Recall therefore never reinforces itself,
+// which makes reuse exact: a Cycle whose query is unchanged since its
+// Task's previous one gets that result again while the owner's index
+// gained only the Task's own records (recallcache.go); decoded record
+// texts are cached (records are immutable).
 //
 // Lifecycle:
 //  1. Open(ctx, store, Options{...}) after the store and before the daemon

@@ -263,8 +263,16 @@ func TestEndToEndRecallAcrossTasksAndRestarts(t *testing.T) {
 	// tasks.read_block reads the fact's source call record by its handle.
 	rd := fmt.Sprintf(`Read {"task":%q,"call_id":%q,"part":"arguments"}`, t1, callID)
 	d.run("alice", rd)
-	tool := d.lastRequest(rd).Messages
-	if got := tool[len(tool)-1]; got.Role != providers.RoleTool || !strings.Contains(got.Content, "staging database password") {
+	// The tool's answer is the last tool message (recall, which the ids in
+	// the request may bring, follows it).
+	msgs := d.lastRequest(rd).Messages
+	var got providers.Message
+	for _, m := range msgs {
+		if m.Role == providers.RoleTool {
+			got = m
+		}
+	}
+	if !strings.Contains(got.Content, "staging database password") {
 		t.Fatalf("read_block answered %+v", got)
 	}
 }

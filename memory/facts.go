@@ -21,8 +21,11 @@ type Fact struct {
 	Task string `json:"task"`
 	Call string `json:"call"`
 	// Method says how it was recorded ("memory.record", or another tool).
-	Method     string    `json:"method"`
-	Content    string    `json:"content"`
+	Method  string `json:"method"`
+	Content string `json:"content"`
+	// Source says where the fact came from (a command, a document, a
+	// person), as the recorder gave it; empty when not given.
+	Source     string    `json:"source,omitempty"`
 	Supersedes string    `json:"supersedes,omitempty"`
 	Time       time.Time `json:"time"`
 }
@@ -30,11 +33,26 @@ type Fact struct {
 // source is how a fact's provenance reads in search hits and recall.
 func (f *Fact) source() string {
 	s := fmt.Sprintf("fact %s recorded by %s in call %s", f.ID, f.Method, f.Call)
+	if f.Source != "" {
+		s += ", source: " + f.Source
+	}
 	if f.Supersedes != "" {
 		s += ", superseding fact " + f.Supersedes
 	}
 	return s
 }
+
+// indexText is what the index holds of a fact: its content and its source,
+// so a search for where a fact came from finds it.
+func (f *Fact) indexText() string {
+	if f.Source == "" {
+		return f.Content
+	}
+	return f.Content + "\n(source: " + f.Source + ")"
+}
+
+// MaxFactSourceBytes bounds a fact's source.
+const MaxFactSourceBytes = 512
 
 // FactInput is a fact a tool asks to record.
 type FactInput struct {
@@ -44,6 +62,9 @@ type FactInput struct {
 	// Method says how the fact was recorded (for example "memory.record");
 	// empty reads "tool".
 	Method string
+	// Source says where the fact came from (a command, a document, a
+	// person); optional.
+	Source string
 }
 
 // RecordFact stores a fact recorded by tool call callID of Task taskID
@@ -55,6 +76,7 @@ func (m *Memory) RecordFact(ctx context.Context, owner, taskID, callID string, i
 	}
 	content := strings.TrimSpace(in.Content)
 	method := strings.TrimSpace(in.Method)
+	source := strings.Join(strings.Fields(in.Source), " ")
 	if method == "" {
 		method = "tool"
 	}
@@ -71,6 +93,10 @@ func (m *Memory) RecordFact(ctx context.Context, owner, taskID, callID string, i
 		return "", fmt.Errorf("%w: the fact's content has %d bytes, the limit is %d: record a shorter fact (or several)", ErrInvalid, len(content), m.opt.MaxFactBytes)
 	case !utf8.ValidString(content):
 		return "", fmt.Errorf("%w: the fact's content is not valid UTF-8", ErrInvalid)
+	case len(source) > MaxFactSourceBytes:
+		return "", fmt.Errorf("%w: the fact's source has %d bytes, the limit is %d: name where it came from briefly", ErrInvalid, len(source), MaxFactSourceBytes)
+	case !utf8.ValidString(source):
+		return "", fmt.Errorf("%w: the fact's source is not valid UTF-8", ErrInvalid)
 	case len(method) > 64:
 		return "", fmt.Errorf("%w: method %q is longer than 64 bytes", ErrInvalid, method)
 	}
@@ -88,13 +114,13 @@ func (m *Memory) RecordFact(ctx context.Context, owner, taskID, callID string, i
 	}
 	now := m.opt.Now()
 	f := &Fact{ID: persistence.NewTaskID(now), Owner: owner, Task: taskID, Call: callID, Method: method,
-		Content: content, Supersedes: in.Supersedes, Time: now.UTC()}
+		Content: content, Source: source, Supersedes: in.Supersedes, Time: now.UTC()}
 	rec, err := json.Marshal(f)
 	if err != nil {
 		return "", fmt.Errorf("memory: encode fact: %w", err)
 	}
 	ref := persistence.FactRef(taskID, f.ID)
-	d := analyze(docInfo{ref: string(ref), kind: KindFact, time: now.UnixMilli(), source: f.source()}, content, false)
+	d := analyze(docInfo{ref: string(ref), kind: KindFact, time: now.UnixMilli(), source: f.source()}, f.indexText(), false)
 	extra := []persistence.KV{
 		{Key: persistence.FactKey(owner, f.ID), Value: rec},
 		{Key: persistence.PendingKey(owner, ref), Value: d.encode()},
@@ -106,6 +132,7 @@ func (m *Memory) RecordFact(ctx context.Context, owner, taskID, callID string, i
 		return "", fmt.Errorf("memory: record fact: %w", err)
 	}
 	m.track.add(owner, string(extra[1].Key), d, now)
+	m.recalls.added(owner, taskID, 1)
 	m.signal()
 	return f.ID, nil
 }

@@ -102,3 +102,31 @@ func TestRecordFactRejects(t *testing.T) {
 		t.Fatalf("a rejected fact was indexed: %+v", hits)
 	}
 }
+
+// A fact's source (where it came from) is kept, shown in its provenance and
+// searchable; one that is too long is refused with the limit named.
+func TestFactSource(t *testing.T) {
+	e := newEnv(t, Options{})
+	task := e.task("alice", t0)
+	id, err := e.mem.RecordFact(context.Background(), "alice", task, "call-1-1", FactInput{Content: "The customs gateway listens on port 6443.",
+		Method: "memory.record", Source: "  cat services/customs-gateway/config.yaml\n on cg-edge-1 "})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := e.mem.Fact("alice", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Source != "cat services/customs-gateway/config.yaml on cg-edge-1" || f.Content != "The customs gateway listens on port 6443." {
+		t.Fatalf("fact = %+v", f)
+	}
+	hits := e.search(Query{Owner: "alice", Text: "config yaml cg-edge-1", TextBytes: 1000})
+	if len(hits) != 1 || hits[0].FactID != id || !strings.HasSuffix(hits[0].Source, ", source: cat services/customs-gateway/config.yaml on cg-edge-1") ||
+		hits[0].Text != f.Content {
+		t.Fatalf("search by source: %+v", hits)
+	}
+	_, err = e.mem.RecordFact(context.Background(), "alice", task, "call-1-1", FactInput{Content: "x", Source: strings.Repeat("s", MaxFactSourceBytes+1)})
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "the limit is 512") {
+		t.Fatalf("a long source: %v", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -26,8 +27,12 @@ var (
 	ErrClosed = errors.New("memory: closed")
 )
 
-// formatValue is the memory format this code reads and writes.
-const formatValue = "lemo-memory-1"
+// textCacheBytes bounds the cache of decoded record texts.
+const textCacheBytes = 8 << 20
+
+// formatValue is the memory format this code reads and writes (see
+// olderFormats for those it re-indexes).
+const formatValue = "lemo-memory-2"
 
 // Options tune the memory; zero values take the documented defaults.
 type Options struct {
@@ -37,10 +42,13 @@ type Options struct {
 	// RecallTokens bounds a Cycle's recalled evidence in estimated tokens
 	// (default and maximum prompt.RecallBudget, 8,000).
 	RecallTokens int
-	// RecallItems bounds the number of recalled items (default 8).
+	// RecallItems, when positive, bounds the number of recalled items; by
+	// default only RecallTokens does (a ceiling, not a target: recall
+	// returns nothing when nothing is relevant).
 	RecallItems int
 	// MinRelevance is the recall threshold: the least normalised score (0
-	// to 1) an item needs to be recalled (default 0.25).
+	// to 1) an item needs to be recalled (default 0.2, calibrated on the
+	// recall evaluation: see docs/memory.md).
 	MinRelevance float64
 	// MaxFactBytes bounds a fact's content (default 8 KiB).
 	MaxFactBytes int
@@ -71,11 +79,8 @@ func (o *Options) defaults() {
 	if o.RecallTokens <= 0 || o.RecallTokens > prompt.RecallBudget {
 		o.RecallTokens = prompt.RecallBudget
 	}
-	if o.RecallItems <= 0 {
-		o.RecallItems = 8
-	}
 	if o.MinRelevance <= 0 {
-		o.MinRelevance = 0.25
+		o.MinRelevance = 0.2
 	}
 	if o.MaxFactBytes <= 0 {
 		o.MaxFactBytes = 8 << 10
@@ -104,6 +109,12 @@ type Memory struct {
 	opt   Options
 	log   zerolog.Logger
 	cache *blockCache
+	// texts caches the decoded text of recently recalled records (events
+	// and facts are immutable); recalls reuses a Task's unchanged recall.
+	texts   *blockCache
+	recalls *recallCache
+	// recallsComputed counts recalls that searched (not reused).
+	recallsComputed atomic.Int64
 
 	track *tracker
 
@@ -149,6 +160,8 @@ func Open(ctx context.Context, store *persistence.Store, opt Options) (*Memory, 
 		opt:       opt,
 		log:       opt.Log,
 		cache:     newBlockCache(opt.CacheBytes),
+		texts:     newBlockCache(textCacheBytes),
+		recalls:   newRecallCache(),
 		track:     newTracker(),
 		segs:      make(map[string]*segment),
 		segOwners: make(map[string]bool),
@@ -163,8 +176,17 @@ func Open(ctx context.Context, store *persistence.Store, opt Options) (*Memory, 
 		m.cancel()
 		return nil, err
 	}
-	if err := m.checkFormat(); err != nil {
+	old, err := m.checkFormat()
+	if err != nil {
 		return fail(err)
+	}
+	if old != "" {
+		m.log.Info().Str("format", old).Str("new_format", formatValue).Msg("memory: the index was built by an older lemo: building it again from history and facts")
+		facts, err := m.dropIndex()
+		if err != nil {
+			return fail(fmt.Errorf("memory: re-index a store of format %q: %w", old, err))
+		}
+		m.log.Info().Int("facts", facts).Msg("memory: facts indexed again; indexing history")
 	}
 	n, err := m.catchUp(ctx)
 	if err != nil {
@@ -172,6 +194,11 @@ func Open(ctx context.Context, store *persistence.Store, opt Options) (*Memory, 
 	}
 	if n > 0 {
 		m.log.Info().Int("events", n).Msg("memory: indexed history that was written without the memory")
+	}
+	if old != "" {
+		if err := m.store.UpdateIndex([]persistence.KV{{Key: persistence.IndexFormatKey(), Value: []byte(formatValue)}}); err != nil {
+			return fail(fmt.Errorf("memory: write format: %w", err))
+		}
 	}
 	go m.run()
 	return m, nil
@@ -210,22 +237,27 @@ func (m *Memory) waitLoaded(ctx context.Context) error {
 	}
 }
 
-func (m *Memory) checkFormat() error {
+// checkFormat writes the format marker of a new memory and checks an
+// existing one; old is the store's format when it is one this code
+// re-indexes.
+func (m *Memory) checkFormat() (old string, err error) {
 	var have []byte
-	err := m.store.View(func(v *persistence.Snapshot) error {
+	err = m.store.View(func(v *persistence.Snapshot) error {
 		var err error
 		have, err = v.GetCopy(persistence.IndexFormatKey())
 		return err
 	})
 	switch {
 	case errors.Is(err, persistence.ErrNotFound):
-		return m.store.UpdateIndex([]persistence.KV{{Key: persistence.IndexFormatKey(), Value: []byte(formatValue)}})
+		return "", m.store.UpdateIndex([]persistence.KV{{Key: persistence.IndexFormatKey(), Value: []byte(formatValue)}})
 	case err != nil:
-		return fmt.Errorf("memory: read format: %w", err)
+		return "", fmt.Errorf("memory: read format: %w", err)
+	case olderFormats[string(have)]:
+		return string(have), nil
 	case string(have) != formatValue:
-		return fmt.Errorf("memory: the store's memory has format %q, this lemo reads %q", have, formatValue)
+		return "", fmt.Errorf("memory: the store's memory has format %q, this lemo reads %q", have, formatValue)
 	}
-	return nil
+	return "", nil
 }
 
 // Close stops the background indexer and waits for it. Pending documents
@@ -284,6 +316,7 @@ func (m *Memory) run() {
 			if n, err := m.loadPending(false); err != nil {
 				m.log.Warn().Err(err).Msg("memory: reconciliation scan failed")
 			} else if n > 0 {
+				m.recalls.reset() // records no generation counted
 				m.log.Warn().Int("documents", n).Msg("memory: reconciliation found pending documents the tracker missed")
 			}
 		}
@@ -322,6 +355,7 @@ func (m *Memory) Postings(owner string, events []*api.Event) []persistence.KV {
 		for _, kv := range kvs[:len(kvs)-1] {
 			m.track.add(owner, string(kv.Key), nil, now)
 		}
+		m.recalls.added(owner, events[0].GetTaskId(), len(kvs)-1)
 		m.signal()
 	}
 	return kvs

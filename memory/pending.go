@@ -47,13 +47,21 @@ type tracker struct {
 }
 
 // ownerPending is one owner's tracked keys and, cached, the set queries
-// read (rebuilt when the confirmed documents change).
+// read (extended by the documents confirmed since, made anew when a build
+// removed some).
 type ownerPending struct {
 	entries     map[string]*pendEntry
 	unconfirmed int
-	gen         uint64 // changes of the confirmed documents
-	set         *pendingSet
-	setGen      uint64
+	// waiting are the unconfirmed entries (keys to look up).
+	waiting map[string]*pendEntry
+	gen     uint64 // changes of the confirmed documents
+	set     *pendingSet
+	setGen  uint64
+	// added are the documents confirmed since set was made, and dropped
+	// tells that a confirmed document left since: the set is then made
+	// anew, else it is extended (see Memory.pendingSet).
+	added   []*pdoc
+	dropped bool
 }
 
 func newTracker() *tracker { return &tracker{owners: make(map[string]*ownerPending)} }
@@ -61,7 +69,7 @@ func newTracker() *tracker { return &tracker{owners: make(map[string]*ownerPendi
 func (t *tracker) owner(owner string) *ownerPending {
 	op := t.owners[owner]
 	if op == nil {
-		op = &ownerPending{entries: make(map[string]*pendEntry)}
+		op = &ownerPending{entries: make(map[string]*pendEntry), waiting: make(map[string]*pendEntry)}
 		t.owners[owner] = op
 	}
 	return op
@@ -75,18 +83,28 @@ func (t *tracker) add(owner, key string, doc *pdoc, now time.Time) {
 	op := t.owner(owner)
 	if e := op.entries[key]; e != nil {
 		if e.doc == nil && doc != nil {
-			e.doc = doc
-			op.unconfirmed--
-			op.gen++
+			op.confirmed(e, doc)
 		}
 		return
 	}
-	op.entries[key] = &pendEntry{key: key, doc: doc, added: now}
+	e := &pendEntry{key: key, doc: doc, added: now}
+	op.entries[key] = e
 	if doc == nil {
 		op.unconfirmed++
+		op.waiting[key] = e
 	} else {
 		op.gen++
+		op.added = append(op.added, doc)
 	}
+}
+
+// confirmed records that unconfirmed entry e is committed with doc.
+func (op *ownerPending) confirmed(e *pendEntry, doc *pdoc) {
+	e.doc = doc
+	op.unconfirmed--
+	delete(op.waiting, e.key)
+	op.gen++
+	op.added = append(op.added, doc)
 }
 
 // entries returns copies of owner's entries: all of them in key order
@@ -133,9 +151,7 @@ func (t *tracker) confirm(owner, key string, doc *pdoc) {
 	defer t.mu.Unlock()
 	if op := t.owners[owner]; op != nil {
 		if e := op.entries[key]; e != nil && e.doc == nil {
-			e.doc = doc
-			op.unconfirmed--
-			op.gen++
+			op.confirmed(e, doc)
 		}
 	}
 }
@@ -155,12 +171,32 @@ func (t *tracker) drop(owner string, keys ...string) {
 		delete(op.entries, k)
 		if e.doc == nil {
 			op.unconfirmed--
+			delete(op.waiting, k)
 		} else {
 			op.gen++
+			op.dropped = true
 		}
 	}
 	if len(op.entries) == 0 {
 		delete(t.owners, owner)
+	}
+}
+
+// dropWaiting drops those of keys that are still unconfirmed.
+func (t *tracker) dropWaiting(owner string, keys ...string) {
+	t.mu.Lock()
+	op := t.owners[owner]
+	var still []string
+	if op != nil {
+		for _, k := range keys {
+			if op.waiting[k] != nil {
+				still = append(still, k)
+			}
+		}
+	}
+	t.mu.Unlock()
+	if len(still) > 0 {
+		t.drop(owner, still...)
 	}
 }
 
@@ -186,7 +222,36 @@ func (t *tracker) storeSet(owner string, set *pendingSet, gen uint64) {
 	defer t.mu.Unlock()
 	if op := t.owners[owner]; op != nil && op.gen == gen {
 		op.set, op.setGen = set, gen
+		op.added, op.dropped = nil, false
 	}
+}
+
+// waitingKeys returns owner's unconfirmed entries (copies).
+func (t *tracker) waitingKeys(owner string) []pendEntry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	op := t.owners[owner]
+	if op == nil {
+		return nil
+	}
+	out := make([]pendEntry, 0, len(op.waiting))
+	for _, e := range op.waiting {
+		out = append(out, *e)
+	}
+	return out
+}
+
+// extendable returns owner's last set and the documents confirmed since,
+// with the generation they make, when no confirmed document left since
+// that set was made.
+func (t *tracker) extendable(owner string) (*pendingSet, []*pdoc, uint64, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	op := t.owners[owner]
+	if op == nil || op.set == nil || op.dropped {
+		return nil, nil, 0, false
+	}
+	return op.set, append([]*pdoc(nil), op.added...), op.gen, true
 }
 
 func (t *tracker) size() int {
@@ -200,35 +265,92 @@ func (t *tracker) size() int {
 }
 
 // pendingSet is an owner's pending documents as queries score them: the
-// documents and, for each term, which of them hold it (immutable).
+// documents and, for each term, which of them hold it, in layers (each
+// immutable): documents confirmed since the last set are a new layer on
+// top of it rather than a rebuild of the whole set; past maxPendLayers the
+// layers are merged into one.
 type pendingSet struct {
-	docs   []*pdoc
-	byTerm map[string][]pendPosting
+	layers []*pendLayer
+	n      int
 	sumLen uint64
 }
+
+type pendLayer struct {
+	docs   []*pdoc
+	byTerm map[string][]pendPosting
+}
+
+// maxPendLayers bounds a set's layers (a query reads each).
+const maxPendLayers = 16
 
 type pendPosting struct {
 	doc int32
 	tf  uint32
 }
 
-func newPendingSet(docs []*pdoc) *pendingSet {
-	s := &pendingSet{docs: docs, byTerm: make(map[string][]pendPosting)}
+func newPendLayer(docs []*pdoc) *pendLayer {
+	l := &pendLayer{docs: docs, byTerm: make(map[string][]pendPosting)}
 	for i, d := range docs {
-		s.sumLen += uint64(d.length)
 		for _, t := range d.terms {
-			s.byTerm[t.term] = append(s.byTerm[t.term], pendPosting{int32(i), t.tf})
+			l.byTerm[t.term] = append(l.byTerm[t.term], pendPosting{int32(i), t.tf})
 		}
 	}
-	return s
+	return l
 }
 
-// pendingSet returns owner's pending documents as of v, through the
-// tracker's cached set when nothing changed. The caller holds viewMu
-// (read) around v.
+func newPendingSet(docs []*pdoc) *pendingSet {
+	s := &pendingSet{}
+	return s.plus(docs)
+}
+
+// plus returns the set with docs added (s is not changed).
+func (s *pendingSet) plus(docs []*pdoc) *pendingSet {
+	if len(docs) == 0 {
+		return s
+	}
+	out := &pendingSet{n: s.n + len(docs), sumLen: s.sumLen}
+	for _, d := range docs {
+		out.sumLen += uint64(d.length)
+	}
+	if len(s.layers) >= maxPendLayers {
+		all := make([]*pdoc, 0, out.n)
+		for _, l := range s.layers {
+			all = append(all, l.docs...)
+		}
+		out.layers = []*pendLayer{newPendLayer(append(all, docs...))}
+		return out
+	}
+	out.layers = append(append(make([]*pendLayer, 0, len(s.layers)+1), s.layers...), newPendLayer(docs))
+	return out
+}
+
+// df returns how many of the documents hold term.
+func (s *pendingSet) df(term string) int {
+	n := 0
+	for _, l := range s.layers {
+		n += len(l.byTerm[term])
+	}
+	return n
+}
+
+// pendingSet returns owner's pending documents as of v: the tracker's
+// cached set when nothing changed, the last set extended with the
+// documents confirmed since when none left, else a set made anew. The
+// caller holds viewMu (read) around v.
 func (m *Memory) pendingSet(v *persistence.Snapshot, owner string) (*pendingSet, error) {
 	set, gen, ok := m.track.cachedSet(owner)
 	if ok {
+		return set, nil
+	}
+	if err := m.confirmWaiting(v, owner); err != nil {
+		return nil, err
+	}
+	if base, added, gen, ok := m.track.extendable(owner); ok {
+		set = base.plus(added)
+		m.track.storeSet(owner, set, gen)
+		return set, nil
+	}
+	if set, gen, ok = m.track.cachedSet(owner); ok {
 		return set, nil
 	}
 	docs, err := m.pendingDocs(v, owner, 0)
@@ -242,6 +364,36 @@ func (m *Memory) pendingSet(v *persistence.Snapshot, owner string) (*pendingSet,
 		m.track.storeSet(owner, set, gen)
 	}
 	return set, nil
+}
+
+// confirmWaiting looks up owner's unconfirmed keys in v: a committed one
+// is confirmed, one still absent after pendingGrace is dropped (its
+// append failed), as pendingDocs does.
+func (m *Memory) confirmWaiting(v *persistence.Snapshot, owner string) error {
+	prefix := len(persistence.PendingPrefix(owner))
+	now := m.opt.Now()
+	var gone []string
+	for _, e := range m.track.waitingKeys(owner) {
+		b, err := v.GetCopy([]byte(e.key))
+		if errors.Is(err, persistence.ErrNotFound) {
+			if now.Sub(e.added) > pendingGrace {
+				gone = append(gone, e.key)
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		d, err := decodePending(e.key[prefix:], b)
+		if err != nil {
+			return err
+		}
+		m.track.confirm(owner, e.key, d)
+	}
+	if len(gone) > 0 {
+		m.track.dropWaiting(owner, gone...)
+	}
+	return nil
 }
 
 // pendingDocs returns owner's pending documents as of v: all of them in

@@ -3,9 +3,14 @@ package memory
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
+	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"lemo/api"
 	"lemo/excerpt"
@@ -63,14 +68,40 @@ type RecallQuery struct {
 	History []*api.Event
 }
 
+// Recall's candidates.
+const (
+	// recallCandidates is how many records each hop considers.
+	recallCandidates = 48
+	// episodeSources is how many of the best first-hop records bring
+	// their episode (see expandEpisode).
+	episodeSources = 8
+	// episodeEvents bounds the events read after a record for its episode.
+	episodeEvents = 64
+	// secondHopSources is how many of the best first-hop records give
+	// their entities to the second hop, and secondHopTermCount how many
+	// of those (the rarest) it queries with.
+	secondHopSources = 3
+	// secondHopEntities is how many entities the second hop looks up, and
+	// secondHopPerEntity how many records it takes of each.
+	secondHopEntities  = 4
+	secondHopPerEntity = 2
+	// secondHopMaxDF: a word held by more than this share of the records
+	// is no entity.
+	secondHopMaxDF = 0.05
+)
+
 // Recall implements actors.Memory: the evidence from the owner's other
-// Tasks most relevant to the Task's request and latest focus. Only items
-// whose relevance reaches Options.MinRelevance and that contain two of the
-// query's terms are considered; the same content is recalled once, nothing
-// already in the Task's conversation is recalled, superseded facts are not
-// recalled, and the items fit Options.RecallTokens as the prompt renders
-// them. It reads only: no score or record changes because something was
-// recalled, and nothing recalled is indexed again.
+// Tasks most relevant to the Task's request and latest focus, best first,
+// within Options.RecallTokens. It finds records in two hops (the query,
+// then the entities of the first results), brings the episodes of matched
+// requests and tool results (their answers, facts and conclusions), ranks
+// them (rank.go: relevance, kind, hop, recency, automatic supersession)
+// and keeps those whose relevance reaches Options.MinRelevance and that
+// contain two of their query's terms; nothing when nothing does. The same
+// content is recalled once, nothing already in the Task's conversation is
+// recalled, and facts explicitly superseded are not recalled. It reads
+// only: no score or record changes because something was recalled, and
+// nothing recalled is indexed again.
 func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, error) {
 	text := RecallText(q.History)
 	if strings.TrimSpace(text) == "" {
@@ -84,65 +115,351 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 		return nil, err
 	}
 	conv := conversationTexts(q.History)
+	// The cached result answers for the query and the recall's settings.
+	key := fmt.Sprintf("%d/%d/%g\x00%s", m.opt.RecallTokens, m.opt.RecallItems, m.opt.MinRelevance, text)
+	if cached, ok := m.recalls.get(q.Owner, q.TaskID, key); ok {
+		out := make([]prompt.Evidence, 0, len(cached))
+		for _, e := range cached {
+			if !conv.has(e.Text) {
+				out = append(out, e)
+			}
+		}
+		return out, nil
+	}
+	gen := m.recalls.generation(q.Owner)
+	m.recallsComputed.Add(1)
+	own, ownDocs := ownTerms(q.History)
 	var out []prompt.Evidence
 	err := m.view(func(v *persistence.Snapshot) error {
-		res, err := m.search(v, &sq, 4*m.opt.RecallItems, recallQueryTerms)
+		r := recaller{m: m, v: v, ctx: ctx, owner: q.Owner, conv: conv, byHash: make(map[uint64]*candidate)}
+		segs, err := m.liveSegments(v, q.Owner)
 		if err != nil {
 			return err
 		}
-		hits, err := m.hits(v, q.Owner, res)
+		pend, err := m.pendingSet(v, q.Owner)
 		if err != nil {
 			return err
 		}
-		budget := m.opt.RecallTokens - prompt.RecallOverhead
-		used := 0
-		seen := make(map[uint64]bool)
-		for i := range hits {
-			h := &hits[i]
-			if len(out) >= m.opt.RecallItems || budget-used <= 0 {
-				break
-			}
-			if h.Relevance < m.opt.MinRelevance {
-				break // hits are in score order
-			}
-			// One shared word is not relevance: a record must contain two
-			// of the query's terms (the one, for a one-term query).
-			if h.Matched < min(2, h.QueryTerms) || h.SupersededBy != "" || seen[h.hash] {
-				continue
-			}
-			if err := ctx.Err(); err != nil {
+		res, err := m.searchWith(v, &sq, searchOpts{k: recallCandidates, maxTerms: recallQueryTerms, own: own, ownDocs: ownDocs, evidenceBar: true, segs: segs, pend: pend})
+		if err != nil {
+			return err
+		}
+		first, err := r.take(res, 1, 2, m.opt.MinRelevance, 0)
+		if err != nil {
+			return err
+		}
+		if len(first) == 0 {
+			return nil
+		}
+		sort.SliceStable(first, func(i, j int) bool { return better(first[i], first[j]) })
+		for _, c := range first[:min(len(first), episodeSources)] {
+			if err := r.expandEpisode(c); err != nil {
 				return err
 			}
-			text, err := m.recordText(v, q.Owner, h)
-			if errors.Is(err, persistence.ErrNotFound) {
-				continue
+		}
+		// The second hop starts from the best records that state
+		// something (not requests, which restate the query, nor failures).
+		var texts []string
+		for _, c := range first {
+			if len(texts) < secondHopSources && states(c.Kind) {
+				texts = append(texts, c.text)
 			}
+		}
+		// Each entity is looked up on its own: a record that links it to
+		// something else is short and names it, whatever else it says.
+		best := first[0].Relevance * kindWeight(first[0].Kind)
+		looked := 0
+		for _, term := range secondHopTerms(text, texts, maxSecondHopTerms) {
+			if looked == secondHopEntities {
+				break
+			}
+			res2, err := m.searchWith(v, &sq, searchOpts{k: secondHopPerEntity + 4, own: own, ownDocs: ownDocs, minDF: 2, maxDFShare: secondHopMaxDF, terms: []string{term}, segs: segs, pend: pend})
 			if err != nil {
 				return err
 			}
-			if conv.has(text) {
-				continue
+			if res2.perfect == 0 {
+				continue // not an entity: too rare or too common
 			}
-			e := prompt.Evidence{TaskID: h.TaskID, Seq: h.Seq, Kind: h.Kind.String(), Time: h.Time, Source: h.Source,
-				Text: text, Score: h.Score, Untrusted: h.Untrusted}
-			t := prompt.EvidenceTokens(&e)
-			if t > maxItemTokens {
-				e.Text = excerptEvidence(h, text, maxItemTokens-(t-prompt.Estimate(text)))
-				t = prompt.EvidenceTokens(&e)
+			looked++
+			second, err := r.take(res2, 2, 1, m.opt.MinRelevance, secondHopPerEntity)
+			if err != nil {
+				return err
 			}
-			if used+t > budget {
-				continue
+			for _, c := range second {
+				c.rank = c.Relevance * kindWeight(c.Kind) * secondHopWeight * best
+				if err := r.expandEpisode(c); err != nil {
+					return err
+				}
 			}
-			seen[h.hash] = true
-			used += t
-			out = append(out, e)
 		}
+		ranked := rankCandidates(r.all, m.opt.Now())
+		query := make(map[string]bool)
+		for _, t := range Terms(text) {
+			query[t] = true
+		}
+		out = m.fit(ranked, query)
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("memory: recall: %w", err)
 	}
+	// The Task's own records committed before this recall are in gen; the
+	// cache counts those added after it as the Task's own.
+	m.recalls.put(q.Owner, q.TaskID, key, gen, out)
 	return out, nil
+}
+
+// recaller gathers one recall's candidates, each content once.
+type recaller struct {
+	m      *Memory
+	v      *persistence.Snapshot
+	ctx    context.Context
+	owner  string
+	conv   convTexts
+	all    []*candidate
+	byHash map[uint64]*candidate
+}
+
+// take turns a search's results into candidates: those relevant enough
+// (minRel, and matching minMatched of the query's terms), not superseded
+// by a fact, not in the conversation, each content once (a content already
+// a candidate keeps its better rank), at most limit new ones when limit is
+// positive. It returns the new candidates.
+func (r *recaller) take(res *searchResult, hop, minMatched int, minRel float64, limit int) ([]*candidate, error) {
+	hits, err := r.m.hits(r.v, r.owner, res)
+	if err != nil {
+		return nil, err
+	}
+	var out []*candidate
+	for i := range hits {
+		h := &hits[i]
+		if limit > 0 && len(out) == limit {
+			break
+		}
+		if h.Relevance < minRel {
+			break // hits are in score order
+		}
+		// One shared word is not relevance: a record must contain two
+		// of the query's terms (the one, for a one-term query); the
+		// second hop's terms are entities, one of which links.
+		if h.Matched < min(minMatched, h.QueryTerms) || h.SupersededBy != "" {
+			continue
+		}
+		if have := r.byHash[h.hash]; have != nil {
+			if hop == 1 && have.hop == 2 {
+				have.hop, have.Relevance, have.rank = 1, h.Relevance, 0
+			}
+			continue
+		}
+		c, err := r.add(h)
+		if err != nil {
+			return nil, err
+		}
+		if c != nil {
+			c.hop = hop
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// add reads a hit's text and makes it a candidate, unless its content is
+// already one or is in the conversation (nil then).
+func (r *recaller) add(h *Hit) (*candidate, error) {
+	if err := r.ctx.Err(); err != nil {
+		return nil, err
+	}
+	text, err := r.m.recordText(r.v, r.owner, h)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if r.conv.has(text) {
+		return nil, nil
+	}
+	c := &candidate{Hit: *h, text: text}
+	r.byHash[h.hash] = c
+	r.all = append(r.all, c)
+	return c, nil
+}
+
+// expandEpisode adds what the episode of a matched record concluded: for
+// a request, its Task's answer to it and the facts recorded on the way;
+// for a tool result or a failure, the conclusion the model drew next. Each
+// ranks just below the record that brought it (episodeWeight).
+func (r *recaller) expandEpisode(src *candidate) error {
+	if src.FactID != "" || src.Kind == KindAssistantMessage || src.Seq == 0 {
+		return nil
+	}
+	var answer *api.Event
+	var factCalls []string
+	for seq := src.Seq + 1; seq <= src.Seq+episodeEvents; seq++ {
+		ev, err := r.v.Event(src.TaskID, seq)
+		if errors.Is(err, persistence.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if ev.GetUserMessage() != nil {
+			break // the next request starts another episode
+		}
+		if a := ev.GetAssistantMessage(); a != nil && strings.TrimSpace(a.GetText()) != "" {
+			answer = ev
+			if src.Kind != KindUserMessage {
+				break // a result's conclusion is the next answer
+			}
+		}
+		if c := ev.GetToolCallRecorded(); c != nil && c.GetTool() == "memory.record" && src.Kind == KindUserMessage {
+			factCalls = append(factCalls, c.GetCallId())
+		}
+		if res := ev.GetToolResult(); res != nil && slices.Contains(factCalls, res.GetCallId()) {
+			var out struct{ ID string }
+			if json.Unmarshal(res.GetRetainedOutput(), &out) == nil && out.ID != "" {
+				if err := r.addFact(src, out.ID); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if answer == nil {
+		return nil
+	}
+	_, text, _, source, _, _ := recordText(answer, nil)
+	h := Hit{TaskID: src.TaskID, Seq: answer.GetSeq(), Kind: KindAssistantMessage, Time: answer.GetTime().AsTime().UTC(), Source: source,
+		Relevance: src.Relevance, hash: contentHash(text)}
+	return r.addEpisode(src, &h, text)
+}
+
+func (r *recaller) addFact(src *candidate, id string) error {
+	f, err := readFact(r.v, r.owner, id)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if by, err := supersededBy(r.v, r.owner, id); err != nil || by != "" {
+		return err
+	}
+	h := Hit{TaskID: f.Task, FactID: f.ID, Kind: KindFact, Time: f.Time, Source: f.source(), Relevance: src.Relevance, hash: contentHash(f.Content)}
+	return r.addEpisode(src, &h, f.Content)
+}
+
+func (r *recaller) addEpisode(src *candidate, h *Hit, text string) error {
+	rank := src.Relevance * kindWeight(src.Kind) * episodeWeight
+	if src.hop == 2 {
+		// A second-hop request links the entity to its Task's answer:
+		// the answer takes the request's rank without the request's
+		// weight.
+		rank = src.rank / kindWeight(src.Kind) * episodeWeight
+	}
+	if have := r.byHash[h.hash]; have != nil {
+		if have.rank < rank && have.hop != 1 {
+			have.rank = rank
+		}
+		return nil
+	}
+	if r.conv.has(text) {
+		return nil
+	}
+	c := &candidate{Hit: *h, text: text, hop: src.hop, episode: true, rank: rank}
+	r.byHash[h.hash] = c
+	r.all = append(r.all, c)
+	return nil
+}
+
+// fit renders the ranked candidates as evidence within the recall budget,
+// in order, skipping what does not fit.
+func (m *Memory) fit(ranked []*candidate, query map[string]bool) []prompt.Evidence {
+	budget := m.opt.RecallTokens - prompt.RecallOverhead
+	used := 0
+	var out []prompt.Evidence
+	for _, c := range ranked {
+		if budget-used <= 0 || (m.opt.RecallItems > 0 && len(out) >= m.opt.RecallItems) {
+			break
+		}
+		source := c.Source
+		if c.supersededBy != "" {
+			source += "; " + c.supersededBy
+		}
+		e := prompt.Evidence{TaskID: c.TaskID, Seq: c.Seq, Kind: c.Kind.String(), Time: c.Time, Source: source,
+			Text: c.text, Score: math.Round(c.rank*1000) / 1000, Untrusted: c.Untrusted}
+		t := prompt.EvidenceTokens(&e)
+		if t > maxItemTokens {
+			keep := maxItemTokens - (t - prompt.Estimate(c.text))
+			if x, ok := passageExcerpt(&c.Hit, c.text, query, keep); ok {
+				e.Text = x
+			} else {
+				e.Text = excerptEvidence(&c.Hit, c.text, keep)
+			}
+			t = prompt.EvidenceTokens(&e)
+		}
+		if used+t > budget {
+			continue
+		}
+		used += t
+		out = append(out, e)
+	}
+	return out
+}
+
+// passageExcerpt returns the passage of a long record that holds the most
+// of the query's terms, about keep tokens of it, labelled with where it
+// lies and the record's handle; ok is false when no passage holds a query
+// term more than the record's head does (the head and tail excerpt is
+// then as good).
+func passageExcerpt(h *Hit, text string, query map[string]bool, keep int) (string, bool) {
+	label := func(from, to int) string {
+		l := fmt.Sprintf("[… excerpt: bytes %d-%d of this record's %d, the passage that matches", from, to, len(text))
+		if h.Seq > 0 {
+			l += "; the whole record: " + prompt.Handle(h.TaskID, h.Seq)
+		}
+		return l + "]"
+	}
+	room := (keep - prompt.Estimate(label(len(text), len(text))) - 4) * 4 // bytes, ASCII estimate
+	if room <= 0 || len(text) <= room {
+		return "", false
+	}
+	score := func(from, to int) int {
+		var tk tokenizer
+		seen := make(map[string]bool)
+		tk.each(text[from:to], true, func(t []byte) bool {
+			if query[string(t)] {
+				seen[string(t)] = true
+			}
+			return true
+		})
+		return len(seen)
+	}
+	step := max(room/4, 64)
+	bestFrom, best := 0, score(0, room)
+	for from := step; from < len(text)-step; from += step {
+		to := min(from+room, len(text))
+		if n := score(from, to); n > best {
+			bestFrom, best = from, n
+		}
+	}
+	if bestFrom == 0 || best == 0 {
+		return "", false
+	}
+	from, to := bestFrom, min(bestFrom+room, len(text))
+	// Cut on rune boundaries, at line breaks when near.
+	for from > 0 && !utf8.RuneStart(text[from]) {
+		from--
+	}
+	for to < len(text) && !utf8.RuneStart(text[to]) {
+		to--
+	}
+	if i := strings.IndexByte(text[from:to], '\n'); i >= 0 && i < 160 {
+		from += i + 1
+	}
+	if i := strings.LastIndexByte(text[from:to], '\n'); i > 0 && to-(from+i) < 160 {
+		to = from + i
+	}
+	return label(from, to) + "\n" + text[from:to] + "\n[…]", true
 }
 
 // excerptEvidence shortens a long recalled record, naming its handle.

@@ -73,9 +73,11 @@ func TestRecallFindsOtherTasksEvidenceWithProvenance(t *testing.T) {
 			h := history(c, user("When does the staging database password rotate?"), assistant("Let me check the password rotation schedule."))
 			ev := e.recall("o", c, h)
 			got := describe(ev)
+			// The request brings its Task's answer (episode expansion).
 			want := []string{
 				"fact: The staging database password rotates every Friday at noon (UTC).",
 				"user_message: Remember this: the staging database password rotates every Friday at noon.",
+				"assistant_message: Recorded.",
 			}
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("recalled:\n%q\nwant:\n%q", got, want)
@@ -114,12 +116,16 @@ func TestRecallDeduplicates(t *testing.T) {
 	}
 	other := e.task("o", t0)
 	e.add("o", other, t0.Add(time.Minute), result("c1", `{"host":"build-7.internal","service":"payments","port":8443}`))
-	c := persistence.NewTaskID(t0)
+	c := e.task("o", t0)
+	e.add("o", c, t0.Add(time.Minute), user("Which build server does the payments service use?"))
 	ev := e.recall("o", c, history(c, user("Which build server does the payments service use?")))
 	if len(ev) != 2 || ev[0].Text != same || ev[1].Kind != "tool_result" {
 		t.Fatalf("recalled %q, want the message once and the tool result", describe(ev))
 	}
-	// What the conversation already holds is not recalled again.
+	// What the conversation already holds is not recalled again. (The
+	// daemon indexes a Task's records as it appends them: recall reads
+	// the Task's history as indexed.)
+	e.add("o", c, t0.Add(2*time.Minute), assistant("  "+same+"\n"))
 	ev = e.recall("o", c, history(c, user("Which build server does the payments service use?"), assistant("  "+same+"\n")))
 	if len(ev) != 1 || ev[0].Kind != "tool_result" {
 		t.Fatalf("with the text in the conversation: %q", describe(ev))
@@ -240,5 +246,90 @@ func TestRecallNeverReinforcesItself(t *testing.T) {
 	}
 	if again := e.recall("o", c, h); !reflect.DeepEqual(again, base) {
 		t.Fatalf("after the Cycle was recorded, recall changed: %+v, was %+v", again, base)
+	}
+}
+
+// A Cycle whose recall query is unchanged reuses the previous result
+// while the owner's index gains nothing but the Task's own records; a
+// record of another Task makes it search again.
+func TestRecallReusesAnUnchangedQuery(t *testing.T) {
+	e := newEnv(t, Options{})
+	a := e.task("o", t0)
+	e.add("o", a, t0.Add(time.Minute), user("Which port does the billing api use?"), assistant("The billing api listens on port 8443 on bil-app-02."))
+	c := e.task("o", t0.Add(time.Hour))
+	h := history(c, user("What port is the billing api on?"))
+	e.add("o", c, t0.Add(time.Hour), h[1].GetUserMessage())
+	first := e.recall("o", c, h)
+	if len(first) == 0 {
+		t.Fatal("nothing recalled")
+	}
+	computed := e.mem.recallsComputed.Load()
+	// The Task's own records (a tool call and result) leave the query
+	// and the other records as they were: the result is reused.
+	e.add("o", c, t0.Add(time.Hour+time.Minute), result("c1", `{"port":"checked"}`))
+	h = append(h, api.NewEvent(c, 3, nil, result("c1", `{"port":"checked"}`)))
+	again := e.recall("o", c, h)
+	if got := e.mem.recallsComputed.Load(); got != computed || !reflect.DeepEqual(describe(again), describe(first)) {
+		t.Fatalf("unchanged query: searched %d times more, recalled %q, want %q reused", got-computed, describe(again), describe(first))
+	}
+	// A new record of another Task: recall searches again and finds it.
+	b := e.task("o", t0.Add(2*time.Hour))
+	e.add("o", b, t0.Add(2*time.Hour), assistant("Update: the billing api moved to port 9443 on bil-app-03."))
+	after := e.recall("o", c, h)
+	if e.mem.recallsComputed.Load() != computed+1 || !strings.Contains(strings.Join(describe(after), "\n"), "9443") {
+		t.Fatalf("after another Task's record: recalled %q", describe(after))
+	}
+	// A reused result still leaves out what the conversation now holds
+	// (a tool result of the Task with a recalled text: the query, which
+	// does not read results, is unchanged).
+	computed = e.mem.recallsComputed.Load()
+	held := after[0].Text
+	e.add("o", c, t0.Add(3*time.Hour), result("c2", held))
+	h = append(h, api.NewEvent(c, 4, nil, result("c2", held)))
+	final := e.recall("o", c, h)
+	if e.mem.recallsComputed.Load() != computed || len(final) != len(after)-1 {
+		t.Fatalf("with a recalled text in the conversation: searched %d times more, recalled %q", e.mem.recallsComputed.Load()-computed, describe(final))
+	}
+	for _, ev := range final {
+		if ev.Text == held {
+			t.Fatalf("recalled what the conversation holds: %q", ev.Text)
+		}
+	}
+}
+
+// A long record is recalled as the passage that matches, labelled with
+// where it lies and the record's handle, not as its head and tail.
+func TestRecallShowsTheMatchingPassageOfALongRecord(t *testing.T) {
+	e := newEnv(t, Options{})
+	a := e.task("o", t0)
+	var b strings.Builder
+	for i := 0; i < 300; i++ {
+		fmt.Fprintf(&b, "line %d: routine inventory entry for pallet rack %d, nothing to report\n", i, i)
+		if i == 150 {
+			b.WriteString("The quarantine cage for damaged hazmat pallets is bay Q7, key held by the night supervisor.\n")
+		}
+	}
+	doc := b.String()
+	seq := e.add("o", a, t0.Add(time.Minute), user("Read the warehouse ledger."))
+	e.add("o", a, t0.Add(2*time.Minute), result("c1", fmt.Sprintf("%q", doc)))
+	c := e.task("o", t0.Add(time.Hour))
+	q := "Where is the quarantine cage for damaged hazmat pallets?"
+	e.add("o", c, t0.Add(time.Hour), user(q))
+	var got *prompt.Evidence
+	ev := e.recall("o", c, history(c, user(q)))
+	for i := range ev {
+		if ev[i].Kind == "tool_result" {
+			got = &ev[i]
+		}
+	}
+	if got == nil {
+		t.Fatalf("the long record was not recalled: %q", describe(ev))
+	}
+	if !strings.Contains(got.Text, "bay Q7") || !strings.Contains(got.Text, "the passage that matches") ||
+		!strings.Contains(got.Text, prompt.Handle(a, seq+1)) || strings.Contains(got.Text, "line 0:") {
+		t.Fatalf("recalled excerpt:\n%s", got.Text)
+	}
+	if n := prompt.EvidenceTokens(got); n > maxItemTokens {
+		t.Fatalf("the excerpt has %d tokens, over %d", n, maxItemTokens)
 	}
 }

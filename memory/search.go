@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"sort"
 	"strconv"
 	"sync"
@@ -209,7 +210,7 @@ type scored struct {
 	score   float64
 	time    int64
 	kind    Kind
-	matched uint8
+	matched uint32 // bit i: the document holds query term i
 	seg     *segment
 	doc     uint32
 	p       *pdoc
@@ -251,7 +252,7 @@ func (h *topK) offer(s scored) {
 // accumulator is the per-document state of a segment's scoring.
 type accumulator struct {
 	score   []float64
-	matched []uint8
+	matched []uint32
 	touched []uint32
 }
 
@@ -266,32 +267,76 @@ type searchResult struct {
 	terms   int
 }
 
+// searchOpts tune one search beyond its Query.
+type searchOpts struct {
+	// k is how many candidates to return; maxTerms bounds the query's
+	// terms (its rarest ones).
+	k, maxTerms int
+	// own counts, for each term, the excluded Task's records that contain
+	// it, and ownDocs those records: the statistics of the query are those
+	// of the records it can find (see Recall: the Task's own request would
+	// otherwise make its words look common-but-matchable and raise the bar).
+	own     map[string]int
+	ownDocs int
+	// minDF drops query terms held by fewer records (a term only one
+	// record holds cannot link it to another: the second hop).
+	minDF uint64
+	// maxDFShare, when positive, drops query terms held by more than that
+	// share of the records (with at least 3 kept): common words link
+	// nothing (the second hop).
+	maxDFShare float64
+	// evidenceBar measures Relevance against the terms the evidence holds
+	// (see evidenceBar).
+	evidenceBar bool
+	// segs and pend, when pend is set, are the owner's live segments and
+	// pending documents of the snapshot (read once for a recall's several
+	// searches).
+	segs []*segment
+	pend *pendingSet
+	// terms, when set, are the query's terms (already tokenized) instead
+	// of those of the Query's text.
+	terms []string
+}
+
 // search scores the owner's documents for q and returns the best k, using
 // at most maxTerms of the query's terms (its rarest).
 func (m *Memory) search(v *persistence.Snapshot, q *Query, k, maxTerms int) (*searchResult, error) {
-	terms := Terms(q.Text)
+	return m.searchWith(v, q, searchOpts{k: k, maxTerms: maxTerms})
+}
+
+func (m *Memory) searchWith(v *persistence.Snapshot, q *Query, o searchOpts) (*searchResult, error) {
+	k, maxTerms := o.k, o.maxTerms
+	terms := o.terms
+	if terms == nil {
+		terms = Terms(q.Text)
+	}
 	if len(terms) == 0 {
 		return &searchResult{}, nil
 	}
-	segs, err := m.liveSegments(v, q.Owner)
-	if err != nil {
-		return nil, err
+	segs, pend := o.segs, o.pend
+	if pend == nil {
+		var err error
+		if segs, err = m.liveSegments(v, q.Owner); err != nil {
+			return nil, err
+		}
+		if pend, err = m.pendingSet(v, q.Owner); err != nil {
+			return nil, err
+		}
 	}
-	pend, err := m.pendingSet(v, q.Owner)
-	if err != nil {
-		return nil, err
-	}
-	n, sumLen := uint64(len(pend.docs)), pend.sumLen
+	n, sumLen := uint64(pend.n), pend.sumLen
 	for _, s := range segs {
 		n += uint64(s.hdr.docs)
 		sumLen += s.hdr.sumLen
+	}
+	if o.ownDocs > 0 && uint64(o.ownDocs) < n {
+		n -= uint64(o.ownDocs)
 	}
 	if n == 0 {
 		return &searchResult{}, nil
 	}
 	src := blockSource{v: v, cache: m.cache}
-	qts := make([]qterm, len(terms))
-	for i, t := range terms {
+	qts := make([]qterm, 0, len(terms))
+	for _, t := range terms {
 		qt := qterm{term: t, entries: make([]entry, len(segs)), has: make([]bool, len(segs))}
 		for si, s := range segs {
 			e, ok, err := s.lookup(src, t)
@@ -303,9 +348,22 @@ func (m *Memory) search(v *persistence.Snapshot, q *Query, k, maxTerms int) (*se
 				qt.df += uint64(e.df)
 			}
 		}
-		qt.df += uint64(len(pend.byTerm[t]))
+		qt.df += uint64(pend.df(t))
+		if own := uint64(o.own[t]); own > 0 {
+			// Only the excluded Task holds what it holds of this term.
+			qt.df -= min(own, qt.df)
+			if qt.df == 0 {
+				continue
+			}
+		}
+		if o.minDF > 0 && qt.df < o.minDF {
+			continue
+		}
+		if o.maxDFShare > 0 && float64(qt.df) > max(3, o.maxDFShare*float64(n)) {
+			continue
+		}
 		qt.idf = math.Log(1 + (float64(n)-float64(qt.df)+0.5)/(float64(qt.df)+0.5))
-		qts[i] = qt
+		qts = append(qts, qt)
 	}
 	sort.SliceStable(qts, func(i, j int) bool {
 		if qts[i].idf != qts[j].idf {
@@ -316,7 +374,13 @@ func (m *Memory) search(v *persistence.Snapshot, q *Query, k, maxTerms int) (*se
 	if maxTerms > 0 && len(qts) > maxTerms {
 		qts = qts[:maxTerms]
 	}
-	res := &searchResult{terms: len(qts)}
+	// A term the excluded Task alone holds still counts as one of the
+	// query's terms (a record must match two of them), though it no
+	// longer raises the bar of a perfect match.
+	res := &searchResult{terms: min(len(terms), max(maxTerms, len(qts)))}
+	if maxTerms <= 0 {
+		res.terms = len(terms)
+	}
 	for i, n := 0, 0; i < len(qts) && n < relevanceTerms; i++ {
 		if qts[i].df > 0 {
 			res.perfect += qts[i].idf * (bm25K1 + 1)
@@ -347,7 +411,35 @@ func (m *Memory) search(v *persistence.Snapshot, q *Query, k, maxTerms int) (*se
 		}
 		return a.time > b.time
 	})
+	if o.evidenceBar {
+		if p := evidenceBar(qts, res.cands); p > 0 {
+			res.perfect = p
+		}
+	}
 	return res, nil
+}
+
+// evidenceBar is the score of a perfect match of the relevanceTerms most
+// specific query terms that some candidate other than a request holds
+// (qts are rarest first), or 0 when no such candidate holds one. Words
+// only requests hold (earlier wordings of the question, which restate it
+// without an answer) then do not raise the bar the evidence is measured
+// against; a word no record holds never did.
+func evidenceBar(qts []qterm, cands []scored) float64 {
+	var held uint32
+	for _, c := range cands {
+		if c.kind != KindUserMessage {
+			held |= c.matched
+		}
+	}
+	p := 0.0
+	for i, n := 0, 0; i < len(qts) && n < relevanceTerms; i++ {
+		if held&(1<<uint(i)) != 0 {
+			p += qts[i].idf * (bm25K1 + 1)
+			n++
+		}
+	}
+	return p
 }
 
 func (m *Memory) scoreSegment(src blockSource, s *segment, si int, qts []qterm, f *filter, kNorm *[256]float64, top *topK) error {
@@ -387,7 +479,7 @@ func (m *Memory) scoreSegment(src blockSource, s *segment, si int, qts []qterm, 
 	defer accPool.Put(ap)
 	if cap(ap.score) < int(s.hdr.docs) {
 		ap.score = make([]float64, s.hdr.docs)
-		ap.matched = make([]uint8, s.hdr.docs)
+		ap.matched = make([]uint32, s.hdr.docs)
 	}
 	acc, matched := ap.score[:s.hdr.docs], ap.matched[:s.hdr.docs]
 	touched := ap.touched[:0]
@@ -398,7 +490,8 @@ func (m *Memory) scoreSegment(src blockSource, s *segment, si int, qts []qterm, 
 		ap.touched = touched[:0]
 	}()
 	plain := f.allKinds() && f.since == math.MinInt64 && f.until == math.MaxInt64 && allow == nil && deny == nil
-	for _, qt := range qts {
+	for qi, qt := range qts {
+		bit := uint32(1) << uint(qi)
 		if !qt.has[si] {
 			continue
 		}
@@ -468,7 +561,7 @@ func (m *Memory) scoreSegment(src blockSource, s *segment, si int, qts []qterm, 
 					ft := float64(tf)
 					acc[doc] += w * ft / (ft + kNorm[cols.norms[doc]])
 				}
-				matched[doc]++
+				matched[doc] |= bit
 			}
 		})
 		if err != nil {
@@ -491,16 +584,23 @@ func (m *Memory) scoreSegment(src blockSource, s *segment, si int, qts []qterm, 
 // segment (the same arithmetic, so a document scores the same wherever it
 // is stored).
 func (m *Memory) scorePending(pend *pendingSet, qts []qterm, f *filter, kNorm *[256]float64, top *topK) {
-	if len(pend.docs) == 0 {
+	for _, l := range pend.layers {
+		scorePendLayer(l, qts, f, kNorm, top)
+	}
+}
+
+func scorePendLayer(l *pendLayer, qts []qterm, f *filter, kNorm *[256]float64, top *topK) {
+	if len(l.docs) == 0 {
 		return
 	}
-	acc := make([]float64, len(pend.docs))
-	matched := make([]uint8, len(pend.docs))
+	acc := make([]float64, len(l.docs))
+	matched := make([]uint32, len(l.docs))
 	var touched []int32
-	for _, qt := range qts {
+	for qi, qt := range qts {
+		bit := uint32(1) << uint(qi)
 		w := qt.idf * (bm25K1 + 1)
-		for _, pp := range pend.byTerm[qt.term] {
-			p := pend.docs[pp.doc]
+		for _, pp := range l.byTerm[qt.term] {
+			p := l.docs[pp.doc]
 			if !f.kinds[p.kind&7] || p.time < f.since || p.time > f.until {
 				continue
 			}
@@ -515,11 +615,11 @@ func (m *Memory) scorePending(pend *pendingSet, qts []qterm, f *filter, kNorm *[
 			}
 			ft := float64(pp.tf)
 			acc[pp.doc] += w * ft / (ft + kNorm[p.norm])
-			matched[pp.doc]++
+			matched[pp.doc] |= bit
 		}
 	}
 	for _, i := range touched {
-		p := pend.docs[i]
+		p := l.docs[i]
 		top.offer(scored{score: acc[i], time: p.time, kind: p.kind, matched: matched[i], p: p})
 	}
 }
@@ -551,7 +651,7 @@ func (m *Memory) hits(v *persistence.Snapshot, owner string, res *searchResult) 
 			return nil, fmt.Errorf("%w: ref %q", errCorrupt, info.ref)
 		}
 		h := Hit{TaskID: task, Seq: seq, FactID: fact, Kind: kind, Time: time.UnixMilli(c.time).UTC(), Source: info.source,
-			Score: c.score, Matched: int(c.matched), QueryTerms: res.terms, TextBytes: int(info.textBytes), Untrusted: info.untrusted, hash: info.hash}
+			Score: c.score, Matched: bits.OnesCount32(c.matched), QueryTerms: res.terms, TextBytes: int(info.textBytes), Untrusted: info.untrusted, hash: info.hash}
 		if res.perfect > 0 {
 			h.Relevance = min(c.score/res.perfect, 1)
 		}
@@ -666,8 +766,21 @@ func (m *Memory) validQuery(q *Query) error {
 	return nil
 }
 
-// recordText reads the whole text of a hit's record.
+// recordText reads the whole text of a hit's record, through the cache of
+// decoded texts (records are immutable).
 func (m *Memory) recordText(v *persistence.Snapshot, owner string, h *Hit) (string, error) {
+	key := owner + "\x00" + h.TaskID + "\x00" + h.FactID + "\x00" + strconv.FormatUint(h.Seq, 10)
+	if b, ok := m.texts.get(key); ok {
+		return string(b), nil
+	}
+	text, err := m.readRecordText(v, owner, h)
+	if err == nil {
+		m.texts.put(key, []byte(text))
+	}
+	return text, err
+}
+
+func (m *Memory) readRecordText(v *persistence.Snapshot, owner string, h *Hit) (string, error) {
 	if h.FactID != "" {
 		f, err := readFact(v, owner, h.FactID)
 		if err != nil {

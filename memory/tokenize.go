@@ -1,8 +1,12 @@
 package memory
 
 import (
+	"sync"
+	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/kljensen/snowball/english"
 )
 
 // Tokenization rules (the same for indexed text and queries):
@@ -12,8 +16,9 @@ import (
 //     (CJK text has no spaces; single characters are the usual unit);
 //   - ASCII tokens shorter than 2 bytes and tokens longer than maxTermBytes
 //     (hashes, base64) are dropped, as are common English stop words;
-//   - a plural "s" is removed ("facts" → "fact", "queries" → "query"), so
-//     the commonest inflection matches (a light S-stemmer, not Porter);
+//   - a word of ASCII letters is reduced to its stem by the Snowball
+//     English stemmer (Porter2): "owns", "owner" and "owned" → "own",
+//     "queries" → "queri"; words with digits or other letters are kept;
 //   - in JSON mode (tool outputs, which are JSON text) a backslash escape
 //     is a separator, and \uXXXX is decoded, so "a\nb" yields "a" and "b".
 const (
@@ -171,25 +176,36 @@ func normalize(t []byte) []byte {
 	return stem(t)
 }
 
-// stem removes a plural "s": "ies" → "y" ("queries"), "sses" → "ss"
-// ("classes"),
-// a final "s" after anything but "s", "u" or "i" ("facts", not "class",
-// "status", "analysis"). Words of 3 bytes or fewer are kept whole.
+// stem returns the Snowball English stem of an ASCII word of letters
+// (t itself for any other token). Stems are cached: the stemmer allocates,
+// and a corpus uses a bounded vocabulary.
 func stem(t []byte) []byte {
-	n := len(t)
-	if n <= 3 || t[n-1] != 's' {
+	for _, c := range t {
+		if c < 'a' || c > 'z' {
+			return t
+		}
+	}
+	if len(t) <= 2 {
 		return t
 	}
-	switch {
-	case n > 4 && t[n-3] == 'i' && t[n-2] == 'e':
-		return append(t[:n-3], 'y')
-	case n > 4 && t[n-4] == 's' && t[n-3] == 's' && t[n-2] == 'e':
-		return t[:n-2]
-	case t[n-2] == 's' || t[n-2] == 'u' || t[n-2] == 'i':
-		return t
+	if s, ok := stemCache.Load(string(t)); ok {
+		return append(t[:0], s.(string)...)
 	}
-	return t[:n-1]
+	s := english.Stem(string(t), true)
+	if stemCacheSize.Load() < maxStemCache {
+		stemCacheSize.Add(1)
+		stemCache.Store(string(t), s)
+	}
+	return append(t[:0], s...)
 }
+
+// maxStemCache bounds the cached stems (about 10 MB at most).
+const maxStemCache = 1 << 17
+
+var (
+	stemCache     sync.Map // word -> stem
+	stemCacheSize atomic.Int64
+)
 
 // Terms returns the distinct terms of text in first-seen order (the query
 // side of the tokenization rules).

@@ -196,6 +196,9 @@ type Fact struct {
 	Supersedes string
 	// Method says how the fact was recorded (for example "memory.record").
 	Method string
+	// Source says where the fact came from (a command, a document, a
+	// person), in the recorder's words; empty when not given.
+	Source string
 }
 
 // Approval is a tool's answer to whether a call needs a person's approval.

@@ -89,6 +89,8 @@ func (*Record) InputSchema() json.RawMessage {
 	return schema(obj{"type": "object", "additionalProperties": false, "required": []string{"content"}, "properties": obj{
 		"content":    obj{"type": "string", "minLength": 1, "maxLength": MaxFactBytes, "description": "The fact, self-contained."},
 		"supersedes": obj{"type": "string", "pattern": factID["pattern"], "description": "The id of an earlier fact this one corrects or replaces."},
+		"source": obj{"type": "string", "maxLength": MaxSourceBytes, "description": "Where the fact came from: the command, document or person " +
+			"(for example \"cat /etc/hosts on web-1\", \"docs/runbook.md\", \"Priya, in chat\"). Optional; searchable and shown with the fact."},
 	}})
 }
 func (*Record) StateSchema() json.RawMessage { return nil }
@@ -105,7 +107,11 @@ func (*Record) Retain(output, _ json.RawMessage) json.RawMessage { return output
 type recordInput struct {
 	Content    string `json:"content"`
 	Supersedes string `json:"supersedes,omitempty"`
+	Source     string `json:"source,omitempty"`
 }
+
+// MaxSourceBytes bounds a fact's source (memory.MaxFactSourceBytes).
+const MaxSourceBytes = 512
 
 type recordOutput struct {
 	ID         string `json:"id"`
@@ -124,7 +130,7 @@ func (*Record) Execute(ctx context.Context, call tools.Call, _ tools.Emit) (json
 	if call.Memory == nil {
 		return nil, ErrNoMemory
 	}
-	id, err := call.Memory.RecordFact(ctx, tools.Fact{Content: in.Content, Supersedes: in.Supersedes, Method: NameRecord})
+	id, err := call.Memory.RecordFact(ctx, tools.Fact{Content: in.Content, Supersedes: in.Supersedes, Method: NameRecord, Source: in.Source})
 	if err != nil {
 		return nil, err
 	}

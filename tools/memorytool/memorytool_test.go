@@ -84,6 +84,13 @@ func TestRecord(t *testing.T) {
 	if string(out) != `{"id":"01JFACT","supersedes":"01JOLD"}` || string(kept) != string(out) {
 		t.Fatalf("output %s, retained %s", out, kept)
 	}
+	// The optional source is passed on as given.
+	if _, _, err := run(t, reg, NameRecord, tools.Call{Memory: rec}, `{"content":"Port 6021.","source":"cat config.yaml on cg-edge-1"}`); err != nil {
+		t.Fatal(err)
+	}
+	if got != (tools.Fact{Content: "Port 6021.", Method: NameRecord, Source: "cat config.yaml on cg-edge-1"}) {
+		t.Fatalf("recorded with a source: %+v", got)
+	}
 	if _, _, err := run(t, reg, NameRecord, tools.Call{}, `{"content":"x"}`); !errors.Is(err, ErrNoMemory) {
 		t.Fatalf("without memory: %v", err)
 	}
@@ -93,7 +100,8 @@ func TestRecord(t *testing.T) {
 		t.Fatalf("recorder error: %v", err)
 	}
 	for _, bad := range []string{`{}`, `{"content":""}`, `{"content":"x","supersedes":"a/b"}`, `{"content":"x","extra":1}`,
-		`{"content":"` + strings.Repeat("x", MaxFactBytes+1) + `"}`} {
+		`{"content":"` + strings.Repeat("x", MaxFactBytes+1) + `"}`, `{"content":"x","source":"` + strings.Repeat("s", MaxSourceBytes+1) + `"}`,
+		`{"content":"x","source":7}`} {
 		if _, _, err := run(t, reg, NameRecord, tools.Call{Memory: rec}, bad); err == nil {
 			t.Errorf("input %.60s accepted", bad)
 		}

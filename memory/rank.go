@@ -1,0 +1,323 @@
+package memory
+
+import (
+	"math"
+	"sort"
+	"time"
+
+	"lemo/api"
+)
+
+// Recall's ranking (a pure function of the candidates, their texts and the
+// time, so it is tested with tables). A candidate's rank is its relevance
+// (its score over that of a perfect match of its query, in [0, 1]) times:
+//   - its kind's weight: a request (a user message of another Task)
+//     restates a question without its answer, so it weighs
+//     requestWeight; everything else 1;
+//   - its hop: second-hop candidates (found through the entities of the
+//     first results) weigh secondHopWeight times the best first-hop rank;
+//     episode candidates (the answer and facts of a matched request's
+//     Task, the conclusion drawn from a matched tool result) weigh
+//     episodeWeight times the rank of the record that brought them;
+//   - its recency: 1 + recencyWeight * 2^(-age/recencyHalfLife), so of
+//     two equally relevant records the newer ranks first, and a record of
+//     this week outranks one of last quarter that is up to 15% more
+//     relevant (no more: an old answer that fits stays above a new one
+//     that barely does).
+//
+// Automatic supersession: a record is superseded by a later record of
+// another Task that states the same thing about the same subject with a
+// different value. Both are of kinds that state values (answers, tool
+// results, facts; not requests or failures), and "the same subject" is
+// measured on their terms: at least supersedeOverlap of the earlier
+// record's terms (the entities and the attribute it names) occur in the
+// later one, and make at least supersedeShare of the later one's; the two
+// texts differ, and the later one is newer. The superseded record ranks just below its
+// replacement and is labelled "superseded by <task>/<seq>, <time>". An
+// explicit supersession (a fact naming the fact it corrects) is stronger:
+// such a fact is not recalled at all.
+const (
+	requestWeight    = 0.5
+	episodeWeight    = 0.9
+	secondHopWeight  = 0.5
+	recencyWeight    = 0.15
+	recencyHalfLife  = 30 * 24 * time.Hour
+	supersedeOverlap = 0.6
+	supersedeShare   = 0.2
+	// supersedeMinTerms: records with fewer terms say too little to tell
+	// a changed value from a different statement.
+	supersedeMinTerms = 3
+)
+
+// candidate is one recallable record with what ranking needs.
+type candidate struct {
+	Hit
+	text string
+	// hop is 1 for a record the query found, 2 for one the first results'
+	// entities found; episode is set for a record an episode brought.
+	hop     int
+	episode bool
+	rank    float64
+	// supersededBy labels a record a later one replaced (automatic
+	// supersession); super is the index of that record.
+	supersededBy string
+	super        int
+	terms        map[string]bool
+}
+
+func kindWeight(k Kind) float64 {
+	if k == KindUserMessage {
+		return requestWeight
+	}
+	return 1
+}
+
+func recency(now, t time.Time) float64 {
+	age := now.Sub(t)
+	if age < 0 {
+		age = 0
+	}
+	return 1 + recencyWeight*math.Exp2(-float64(age)/float64(recencyHalfLife))
+}
+
+// rankCandidates orders cands best first: it sets each candidate's rank,
+// finds automatic supersessions and places every superseded candidate
+// just below its replacement. Candidates with equal content must already
+// be merged.
+func rankCandidates(cands []*candidate, now time.Time) []*candidate {
+	for _, c := range cands {
+		if c.rank == 0 {
+			c.rank = c.Relevance * kindWeight(c.Kind)
+		}
+		c.rank *= recency(now, c.Time)
+		if c.terms == nil {
+			c.terms = termSet(c.text, c.Kind == KindToolResult)
+		}
+		c.super = -1
+	}
+	sort.SliceStable(cands, func(i, j int) bool { return better(cands[i], cands[j]) })
+	// Each candidate looks for the latest record that replaces it.
+	for i, old := range cands {
+		for j, nw := range cands {
+			if i == j || !nw.Time.After(old.Time) || nw.TaskID == old.TaskID || nw.hash == old.hash {
+				continue
+			}
+			if !states(old.Kind) || !states(nw.Kind) || !sameSubject(old.terms, nw.terms) {
+				continue
+			}
+			if old.super < 0 || nw.Time.After(cands[old.super].Time) {
+				old.super = j
+			}
+		}
+	}
+	for _, c := range cands {
+		if c.super >= 0 {
+			nw := cands[c.super]
+			c.supersededBy = "superseded by " + ref(nw) + ", " + nw.Time.UTC().Format(time.RFC3339)
+		}
+	}
+	// Place each superseded candidate right below its replacement (after
+	// any other candidates it replaced that rank higher).
+	out := make([]*candidate, 0, len(cands))
+	placed := make(map[*candidate]bool)
+	var place func(c *candidate)
+	place = func(c *candidate) {
+		if placed[c] {
+			return
+		}
+		placed[c] = true
+		out = append(out, c)
+		for _, o := range cands {
+			if o.super >= 0 && cands[o.super] == c {
+				place(o)
+			}
+		}
+	}
+	for _, c := range cands {
+		if c.super < 0 {
+			place(c)
+		}
+	}
+	for _, c := range cands { // cycles cannot occur (time), but stay total
+		place(c)
+	}
+	return out
+}
+
+func better(a, b *candidate) bool {
+	if a.rank != b.rank {
+		return a.rank > b.rank
+	}
+	if !a.Time.Equal(b.Time) {
+		return a.Time.After(b.Time)
+	}
+	return ref(a) > ref(b)
+}
+
+func ref(c *candidate) string {
+	if c.FactID != "" {
+		return "fact " + c.FactID
+	}
+	return c.TaskID + "/" + itoa(c.Seq)
+}
+
+func itoa(n uint64) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+		if n == 0 {
+			return string(b[i:])
+		}
+	}
+}
+
+// states reports whether records of kind k state values that a later
+// record can replace: answers, tool results and facts do; a request asks
+// and a failure reports that something did not happen.
+func states(k Kind) bool {
+	return k == KindAssistantMessage || k == KindToolResult || k == KindFact
+}
+
+// sameSubject reports whether a later record speaks of the subject of an
+// earlier one: most of the earlier one's terms (supersedeOverlap) occur in
+// the later one, and they are a fair part of the later one's
+// (supersedeShare), so a long record that happens to name a short one's
+// entities does not replace it.
+func sameSubject(old, nw map[string]bool) bool {
+	if len(old) < supersedeMinTerms {
+		return false
+	}
+	n := 0
+	for t := range old {
+		if nw[t] {
+			n++
+		}
+	}
+	return float64(n) >= supersedeOverlap*float64(len(old)) && float64(n) >= supersedeShare*float64(len(nw))
+}
+
+// termSet returns the distinct terms of text, without the field names of a
+// files/tools JSON result that every such result shares.
+func termSet(text string, json bool) map[string]bool {
+	var tk tokenizer
+	out := make(map[string]bool)
+	tk.each(text, json, func(t []byte) bool {
+		if !json || !jsonNoise[string(t)] {
+			out[string(t)] = true
+		}
+		return len(out) < 4096
+	})
+	return out
+}
+
+// jsonNoise are the field names and literals of common tool results, which
+// say nothing of their subject.
+var jsonNoise = func() map[string]bool {
+	m := make(map[string]bool)
+	for _, w := range Terms("path revision content start_line end_line total_lines total_bytes truncated next_offset note excerpt true false null stdout stderr exit_code") {
+		m[w] = true
+	}
+	return m
+}()
+
+// ownTerms counts, for each term, the Task's indexed records that the
+// recall query is made of (its request, latest user message and latest
+// answer: see RecallText) that contain it, and the number of those
+// records. Only these are counted: they are where the query's words come
+// from, and reading the whole history on every Cycle would cost as much as
+// the history is long (the Task's other records are excluded from the
+// results all the same).
+func ownTerms(history []*api.Event) (map[string]int, int) {
+	var request, lastUser, lastAssistant *api.Event
+	for _, ev := range history {
+		switch ev.Body.(type) {
+		case *api.Event_UserMessage:
+			if request == nil {
+				request = ev
+			} else {
+				lastUser = ev
+			}
+		case *api.Event_AssistantMessage:
+			lastAssistant = ev
+		}
+	}
+	own := make(map[string]int)
+	docs := 0
+	var tk tokenizer
+	seen := make(map[string]bool)
+	for _, ev := range []*api.Event{request, lastUser, lastAssistant} {
+		if ev == nil {
+			continue
+		}
+		_, text, json, _, _, ok := recordText(ev, nil)
+		if !ok {
+			continue
+		}
+		docs++
+		clear(seen)
+		n := 0
+		tk.each(text, json, func(t []byte) bool {
+			if !seen[string(t)] {
+				s := string(t)
+				seen[s] = true
+				own[s]++
+			}
+			n++
+			return n < maxDocTokens
+		})
+	}
+	return own, docs
+}
+
+// secondHopTerms are the follow-up query made of the first results'
+// texts: their terms that are not the query's and stand within
+// secondHopNear words of one of the query's terms (where a record states
+// the link: "trk-03 runs parcel-tracker"), those that several texts share
+// first, at most n. Search then drops the words too common to link
+// records.
+func secondHopTerms(query string, texts []string, n int) []string {
+	q := make(map[string]bool)
+	for _, t := range Terms(query) {
+		q[t] = true
+	}
+	count := make(map[string]int)
+	var order []string
+	for _, text := range texts {
+		var tk tokenizer
+		var words []string
+		tk.each(text, true, func(t []byte) bool {
+			if !jsonNoise[string(t)] {
+				words = append(words, string(t))
+			}
+			return len(words) < maxDocTokens
+		})
+		seen := make(map[string]bool)
+		for i, w := range words {
+			if !q[w] {
+				continue
+			}
+			for j := max(0, i-secondHopNear); j <= min(len(words)-1, i+secondHopNear); j++ {
+				s := words[j]
+				if q[s] || seen[s] {
+					continue
+				}
+				seen[s] = true
+				if count[s] == 0 {
+					order = append(order, s)
+				}
+				count[s]++
+			}
+		}
+	}
+	sort.SliceStable(order, func(i, j int) bool { return count[order[i]] > count[order[j]] })
+	return order[:min(len(order), n)]
+}
+
+// secondHopNear is how near a query term an entity stands.
+const secondHopNear = 3
+
+// maxSecondHopTerms bounds the words the second hop chooses from.
+const maxSecondHopTerms = 1024

@@ -1,0 +1,133 @@
+package memory
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func cand(task string, seq uint64, kind Kind, rel float64, at time.Time, text string) *candidate {
+	return &candidate{Hit: Hit{TaskID: task, Seq: seq, Kind: kind, Relevance: rel, Time: at, hash: contentHash(text)}, text: text, hop: 1}
+}
+
+func order(cs []*candidate) []string {
+	var out []string
+	for _, c := range cs {
+		s := c.TaskID
+		if c.supersededBy != "" {
+			s += " (" + c.supersededBy + ")"
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func TestRankCandidates(t *testing.T) {
+	now := t0.Add(100 * 24 * time.Hour)
+	day := func(d int) time.Time { return t0.Add(time.Duration(d) * 24 * time.Hour) }
+	cases := []struct {
+		name  string
+		cands []*candidate
+		want  []string
+	}{{
+		name: "a request ranks below the answer that carries information",
+		cands: []*candidate{
+			cand("Q", 2, KindUserMessage, 0.6, day(90), "Which port does the billing api use?"),
+			cand("A", 5, KindAssistantMessage, 0.4, day(90), "The billing api listens on port 8443."),
+		},
+		want: []string{"A", "Q"},
+	}, {
+		name: "of two equally relevant records the newer ranks first",
+		cands: []*candidate{
+			cand("OLD", 3, KindAssistantMessage, 0.5, day(10), "Lunch is served from noon in the canteen."),
+			cand("NEW", 3, KindAssistantMessage, 0.5, day(95), "The cafeteria opens for breakfast at seven."),
+		},
+		want: []string{"NEW", "OLD"},
+	}, {
+		name: "an old answer that fits better stays above a new one that barely does",
+		cands: []*candidate{
+			cand("OLD", 3, KindAssistantMessage, 0.6, day(10), "Lunch is served from noon in the canteen."),
+			cand("NEW", 3, KindAssistantMessage, 0.3, day(95), "The cafeteria opens for breakfast at seven."),
+		},
+		want: []string{"OLD", "NEW"},
+	}, {
+		name: "a later value for the same subject supersedes, and the stale one follows it, labelled",
+		cands: []*candidate{
+			cand("T05", 0, KindFact, 0.7, day(5), "The partner API rate limit is 600 requests per minute."),
+			cand("T51", 9, KindAssistantMessage, 0.4, day(51), "The partner API limit is now 1,500 requests per minute with bursts of 120."),
+			cand("X", 4, KindAssistantMessage, 0.5, day(60), "Partner onboarding needs a signed contract."),
+		},
+		want: []string{"X", "T51", "T05 (superseded by T51/9, " + day(51).Format(time.RFC3339) + ")"},
+	}, {
+		name: "records that share a few entities do not supersede each other",
+		cands: []*candidate{
+			cand("T29", 8, KindAssistantMessage, 0.5, day(29), "The Rotterdam depot at Waalhaven Zuid has 12 dock doors; Bruno Costa manages it, open 05:00-23:00."),
+			cand("T74", 0, KindFact, 0.4, day(74), "Ines Peeters manages the Antwerp depot; Bruno Costa manages Rotterdam."),
+		},
+		want: []string{"T29", "T74"},
+	}, {
+		name: "a request or a failure never supersedes",
+		cands: []*candidate{
+			cand("T05", 0, KindFact, 0.7, day(5), "The partner API rate limit is 600 requests per minute."),
+			cand("Q", 2, KindUserMessage, 0.9, day(90), "What is the partner API rate limit per minute?"),
+			cand("F", 7, KindFailure, 0.3, day(91), "tool call failed (error): partner API rate limit per minute unknown"),
+		},
+		want: []string{"T05", "Q", "F"},
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := order(rankCandidates(c.cands, now)); !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("order = %q\nwant    %q", got, c.want)
+			}
+		})
+	}
+}
+
+func TestSecondHopTerms(t *testing.T) {
+	got := secondHopTerms("Who owns the service on port 7070?", []string{
+		`{"path":"services/routeplanner/compose.yml","content":"routeplanner: ports 7070, osrm 5000"}`,
+		"routeplanner is published on port 7070; its osrm backend uses port 5000.",
+	}, 4)
+	// The query's words and the result's field names are left out; what
+	// both texts name comes first.
+	want := []string{"routeplann", "osrm", "5000", "compos"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("secondHopTerms = %q, want %q", got, want)
+	}
+}
+
+// The Task's own request is in the index when its first Cycle recalls. Its
+// words that no other record holds must not raise the bar of a perfect
+// match (they used to, and a paraphrased question recalled nothing), and
+// asking the same question again recalls the same evidence.
+func TestRecallIgnoresTheQuerysOwnWords(t *testing.T) {
+	e := newEnv(t, Options{})
+	a := e.task("o", t0)
+	e.add("o", a, t0.Add(time.Minute), user("Check the cafeteria hours."),
+		assistant("The cafeteria at head office serves lunch from 11:45 to 13:30, with a vegetarian option every day."))
+	b := e.task("o", t0.Add(time.Hour))
+	e.add("o", b, t0.Add(time.Hour), user("Book the boardroom for Thursday."), assistant("Booked the boardroom for Thursday morning."))
+	var counts []int
+	for i := 0; i < 3; i++ {
+		at := t0.Add(time.Duration(i+2) * time.Hour)
+		q := e.task("o", at)
+		req := "Around what hour might hungry colleagues grab lunch at the cafeteria?"
+		e.add("o", q, at, user(req))
+		ev := e.recall("o", q, history(q, user(req)))
+		n := 0
+		for _, x := range ev {
+			if x.TaskID == a && x.Kind == "assistant_message" {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Fatalf("asked %d times: recalled %q, want task a's answer", i+1, describe(ev))
+		}
+		counts = append(counts, len(ev))
+	}
+	if counts[1] != counts[2] {
+		t.Fatalf("the same question recalled %v items", counts)
+	}
+	_ = context.Background()
+}

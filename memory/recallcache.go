@@ -1,0 +1,98 @@
+package memory
+
+import (
+	"sync"
+
+	"lemo/prompt"
+)
+
+// Reusing a recall. A Cycle whose recall query is the same as its Task's
+// previous Cycle's (the same request and latest focus: a model calling
+// the same tool with the same arguments again) gets the previous result
+// when the owner's index gained no record since, other than the Task's
+// own. That is safe because recall never reinforces itself: its result
+// depends only on the query and on the owner's other records (the Task's
+// own records are excluded from it, recalling changes no score and
+// recalled text is never indexed again), so with both unchanged, searching
+// again would return the same items. Only the filter against the
+// conversation is applied again (a new tool result may now hold a
+// recalled text). Records are never removed from the index while the
+// daemon runs (builds and merges move them, which changes no score).
+type recallCache struct {
+	mu sync.Mutex
+	// gen counts the records indexed for each owner; own counts those of
+	// a Task with a cached result since it was cached.
+	gen     map[string]uint64
+	entries map[string]*recallEntry
+}
+
+type recallEntry struct {
+	owner, query string
+	// other is the owner's generation less the Task's own records when
+	// the result was computed.
+	other uint64
+	own   uint64
+	out   []prompt.Evidence
+}
+
+// maxRecallEntries bounds the cached results (one per Task; about 8 KB of
+// evidence text each at most the budget, so up to ~100 MB in the worst
+// case of every Task recalling a full budget; typical results are small).
+const maxRecallEntries = 4096
+
+func newRecallCache() *recallCache {
+	return &recallCache{gen: make(map[string]uint64), entries: make(map[string]*recallEntry)}
+}
+
+// added counts n records indexed for owner by task.
+func (c *recallCache) added(owner, task string, n int) {
+	if n <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen[owner] += uint64(n)
+	if e := c.entries[task]; e != nil && e.owner == owner {
+		e.own += uint64(n)
+	}
+}
+
+// reset forgets every cached result (records appeared that were not
+// counted).
+func (c *recallCache) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.entries)
+}
+
+// get returns task's cached result for query when it is still valid.
+func (c *recallCache) get(owner, task, query string) ([]prompt.Evidence, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[task]
+	if e == nil || e.owner != owner || e.query != query || c.gen[owner]-e.own != e.other {
+		return nil, false
+	}
+	return e.out, true
+}
+
+// generation returns owner's generation, read before a recall computes.
+func (c *recallCache) generation(owner string) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen[owner]
+}
+
+// put caches task's result for query, computed when owner's generation
+// was gen (so a record added meanwhile invalidates it).
+func (c *recallCache) put(owner, task, query string, gen uint64, out []prompt.Evidence) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.entries[task]; !ok && len(c.entries) >= maxRecallEntries {
+		for k := range c.entries { // drop any one
+			delete(c.entries, k)
+			break
+		}
+	}
+	c.entries[task] = &recallEntry{owner: owner, query: query, other: gen, out: out}
+}
