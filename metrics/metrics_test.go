@@ -206,3 +206,42 @@ func TestEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// WithPprof serves the profiling endpoints beside the others; without it
+// there are none.
+func TestWithPprof(t *testing.T) {
+	r := NewRegistry()
+	ready := func() bool { return true }
+	for _, withPprof := range []bool{false, true} {
+		h := Handler(r, ready)
+		if withPprof {
+			h = WithPprof(h)
+		}
+		srv, err := ServeHandler("127.0.0.1:0", h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		status := func(path string) int {
+			resp, err := http.Get("http://" + srv.Addr() + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			_, _ = io.ReadAll(resp.Body)
+			return resp.StatusCode
+		}
+		wantPprof := http.StatusNotFound
+		if withPprof {
+			wantPprof = http.StatusOK
+		}
+		if got := status("/debug/pprof/"); got != wantPprof {
+			t.Errorf("pprof %v: /debug/pprof/ = %d, want %d", withPprof, got, wantPprof)
+		}
+		if got := status("/metrics"); got != http.StatusOK {
+			t.Errorf("pprof %v: /metrics = %d, want 200", withPprof, got)
+		}
+		if err := srv.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -32,7 +32,7 @@ func get(t *testing.T, url string) (int, string) {
 func TestOpsGaugesAndReadiness(t *testing.T) {
 	o := newOps()
 	o.floor.Store(512 << 20)
-	if err := o.serve("127.0.0.1:0", zerolog.Nop()); err != nil {
+	if err := o.serve("127.0.0.1:0", false, zerolog.Nop()); err != nil {
 		t.Fatal(err)
 	}
 	defer o.close(zerolog.Nop())

@@ -146,7 +146,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, hup 
 	o := newOps()
 	o.floor.Store(int64(cfg.Storage.MinFreeMiB) << 20)
 	if cfg.HTTP.Listen != "" {
-		if err := o.serve(cfg.HTTP.Listen, log); err != nil {
+		if err := o.serve(cfg.HTTP.Listen, cfg.HTTP.Pprof, log); err != nil {
 			return fmt.Errorf("http.listen: %w (is another program using it?)", err)
 		}
 		defer o.close(log)
