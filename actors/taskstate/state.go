@@ -233,3 +233,21 @@ func (s *State) Stamp(bodies []proto.Message, now time.Time) []*api.Event {
 	}
 	return out
 }
+
+// clone returns a copy of s that shares nothing Apply changes.
+func (s *State) clone() *State {
+	c := *s
+	c.Calls = make(map[string]*Call, len(s.Calls))
+	for id, call := range s.Calls {
+		cc := *call
+		c.Calls[id] = &cc
+	}
+	c.Order = append([]string(nil), s.Order...)
+	c.Approvals = make(map[string]*Approval, len(s.Approvals))
+	for id, a := range s.Approvals {
+		ac := *a
+		c.Approvals[id] = &ac
+	}
+	c.Allows = s.Allows[:len(s.Allows):len(s.Allows)]
+	return &c
+}
