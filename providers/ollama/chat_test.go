@@ -199,13 +199,26 @@ func TestChatWireRequest(t *testing.T) {
 	if _, err := m.Stream(context.Background(), req, nil); err != nil {
 		t.Fatal(err)
 	}
+	// The body is the chat with its tools (added to the encoded chat,
+	// so compared after a round trip that orders the fields).
 	chat, err := buildChat(m.info, req)
 	if err != nil {
 		t.Fatal(err)
 	}
+	tools, err := encodeTools(req.Tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(tools, &chat.Tools); err != nil {
+		t.Fatal(err)
+	}
 	want, _ := json.Marshal(chat)
-	if !bytes.Equal(body, want) {
-		t.Fatalf("wire body\n%s\nwant\n%s", body, want)
+	var sent api.ChatRequest
+	if err := json.Unmarshal(body, &sent); err != nil {
+		t.Fatalf("wire body %s: %v", body, err)
+	}
+	if got, _ := json.Marshal(&sent); !bytes.Equal(got, want) {
+		t.Fatalf("wire body\n%s\nwant\n%s", got, want)
 	}
 	for _, s := range []string{`"options":{"num_ctx":4096}`, `"tool_call_id":"lemo-1"`, `"tool_name":"get_weather"`, `"arguments":{"city":"Tokyo"}`, `"stream":true`} {
 		if !bytes.Contains(body, []byte(s)) {

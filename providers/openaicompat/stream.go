@@ -37,7 +37,7 @@ func (m *Model) Stream(ctx context.Context, req *providers.Request, emit func(pr
 	if p.opts.Hooks.Body != nil {
 		p.opts.Hooks.Body(body, req, m.info)
 	}
-	payload, err := json.Marshal(body)
+	payload, err := requestBody(body, req, &p.tools)
 	if err != nil {
 		return nil, &providers.Error{Provider: p.opts.Name, Class: providers.ClassBadRequest, Message: "encode request", Err: err}
 	}

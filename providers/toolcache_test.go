@@ -1,0 +1,110 @@
+package providers
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+)
+
+func specs(schema string, names ...string) []ToolSpec {
+	out := make([]ToolSpec, len(names))
+	for i, n := range names {
+		out[i] = ToolSpec{Name: n, Description: "does " + n, Parameters: json.RawMessage(schema)}
+	}
+	return out
+}
+
+// A tool set is encoded once, found again by its content (not its slice),
+// and encoded again when anything in it changes.
+func TestToolCacheEncodesEachSetOnce(t *testing.T) {
+	var c ToolCache
+	calls := 0
+	encode := func(ts []ToolSpec) (json.RawMessage, error) {
+		calls++
+		return json.Marshal(ts)
+	}
+	const schema = `{"type":"object"}`
+	steps := []struct {
+		name  string
+		set   []ToolSpec
+		calls int
+	}{
+		{"first use", specs(schema, "a", "b"), 1},
+		{"the same set again, another slice", specs(schema, "a", "b"), 1},
+		{"a changed schema", specs(`{"type":"object","properties":{}}`, "a", "b"), 2},
+		{"another order", specs(schema, "b", "a"), 3},
+		{"one tool fewer", specs(schema, "a"), 4},
+		{"the first set again", specs(schema, "a", "b"), 4},
+	}
+	for _, s := range steps {
+		got, err := c.Encoded(s.set, encode)
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		want, _ := json.Marshal(s.set)
+		if string(got) != string(want) {
+			t.Fatalf("%s: Encoded() = %s, want %s", s.name, got, want)
+		}
+		if calls != s.calls {
+			t.Fatalf("%s: encoded %d times, want %d", s.name, calls, s.calls)
+		}
+	}
+	// The cache keeps its own copy: changing the caller's schema after the
+	// call changes nothing cached.
+	set := specs(schema, "z")
+	if _, err := c.Encoded(set, encode); err != nil {
+		t.Fatal(err)
+	}
+	set[0].Parameters[2] = 'X'
+	if _, err := c.Encoded(specs(schema, "z"), encode); err != nil || calls != 5 {
+		t.Fatalf("after the caller changed its copy: encoded %d times (%v), want 5", calls, err)
+	}
+}
+
+// An encoding error is returned and not kept; the oldest set falls out
+// once toolSetsKept others were used after it.
+func TestToolCacheErrorsAndBound(t *testing.T) {
+	var c ToolCache
+	fail := errors.New("bad schema")
+	if _, err := c.Encoded(specs(`{}`, "a"), func([]ToolSpec) (json.RawMessage, error) { return nil, fail }); !errors.Is(err, fail) {
+		t.Fatalf("Encoded() error = %v, want %v", err, fail)
+	}
+	calls := 0
+	encode := func(ts []ToolSpec) (json.RawMessage, error) { calls++; return json.Marshal(ts) }
+	if _, err := c.Encoded(specs(`{}`, "a"), encode); err != nil || calls != 1 {
+		t.Fatalf("after an error: encoded %d times (%v), want 1", calls, err)
+	}
+	for i := 0; i < toolSetsKept; i++ {
+		if _, err := c.Encoded(specs(`{}`, fmt.Sprint("t", i)), encode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(c.sets) != toolSetsKept {
+		t.Fatalf("kept %d sets, want at most %d", len(c.sets), toolSetsKept)
+	}
+	if _, err := c.Encoded(specs(`{}`, "a"), encode); err != nil || calls != toolSetsKept+2 {
+		t.Fatalf("the evicted set: encoded %d times in all (%v), want %d", calls, err, toolSetsKept+2)
+	}
+	// The most recent set is still kept.
+	if _, err := c.Encoded(specs(`{}`, fmt.Sprint("t", toolSetsKept-1)), encode); err != nil || calls != toolSetsKept+2 {
+		t.Fatalf("a recent set: encoded %d times in all (%v), want %d", calls, err, toolSetsKept+2)
+	}
+}
+
+func TestAppendField(t *testing.T) {
+	cases := []struct{ obj, want string }{
+		{`{"model":"m"}`, `{"model":"m","tools":[1]}`},
+		{`{}`, `{"tools":[1]}`},
+		{"{\"a\":{\"b\":1}}\n", "{\"a\":{\"b\":1},\"tools\":[1]}\n"},
+	}
+	for _, c := range cases {
+		got := AppendField([]byte(c.obj), "tools", json.RawMessage(`[1]`))
+		if string(got) != c.want {
+			t.Errorf("AppendField(%q) = %q, want %q", c.obj, got, c.want)
+		}
+		if !json.Valid(got) {
+			t.Errorf("AppendField(%q) = %q: not JSON", c.obj, got)
+		}
+	}
+}
