@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"lemo/providers"
 	"lemo/providers/fake"
@@ -87,5 +88,35 @@ func TestConcurrentCallsReuseConnections(t *testing.T) {
 	round()
 	if got := opened.Load(); got != first {
 		t.Fatalf("the second round of %d concurrent calls opened %d new connections (%d in the first); want none: the first round's connections are kept idle for reuse", calls, got-first, first)
+	}
+}
+
+// A TLS server that offers HTTP/2 is spoken to in HTTP/2 (one connection
+// for many concurrent streams), though the transport has its own dialer
+// and timeouts, which otherwise turn HTTP/2 off.
+func TestHTTP2WhereOffered(t *testing.T) {
+	protos := make(chan int, 1)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case protos <- r.ProtoMajor:
+		default:
+		}
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	c := HTTPClient(nil, 5*time.Second)
+	tr := c.Transport.(*http.Transport)
+	defer tr.CloseIdleConnections()
+	// Trust the test server's certificate, as a real one is trusted by
+	// the system's roots.
+	tr.TLSClientConfig = srv.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
+	resp, err := c.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 || <-protos != 2 {
+		t.Fatalf("answered in %s, want HTTP/2", resp.Proto)
 	}
 }
