@@ -53,9 +53,12 @@ type task struct {
 	incarnation uint64
 	self        *actor.PID
 
-	st       *taskstate.State
-	meta     *api.TaskMeta
-	loading  bool
+	st      *taskstate.State
+	meta    *api.TaskMeta
+	loading bool
+	// fresh: the actor was activated to create the Task, which has no
+	// history to load.
+	fresh    bool
 	inflight *inflight
 	// queue holds messages that arrived while loading or appending.
 	queue []any
@@ -130,6 +133,13 @@ func (t *task) Receive(ctx actor.Context) {
 	case *actor.Started:
 		t.self = ctx.Self()
 		t.incarnation = t.env.incarnations.Add(1)
+		if t.fresh {
+			s := taskstate.New()
+			s.TaskID = t.id
+			t.loading = true
+			t.onLoaded(ctx, &loaded{incarnation: t.incarnation, state: s})
+			return
+		}
 		t.load(ctx)
 	case *actor.Restarting:
 		t.failQueued(ErrInterrupted)

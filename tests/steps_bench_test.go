@@ -287,6 +287,7 @@ func benchSteps(b *testing.B, tasks int) {
 	ackAfter := scrapeHistogram(b, metricsAddr, "lemo_append_latency_seconds")
 	if profile != nil {
 		profile.wait(b)
+		saveHeapProfile(b, metricsAddr, filepath.Join(profileDir, fmt.Sprintf("daemon-T%d.heap.pprof", tasks)))
 	}
 	steps := float64(b.N * tasks * stepsPerTask)
 	b.ReportMetric(ms(after.cpu-before.cpu)/steps, "daemon-cpu-ms/step")
@@ -403,4 +404,25 @@ func startProfile(b *testing.B, addr, path string) *profileRun {
 		p.done <- err
 	}()
 	return p
+}
+
+// saveHeapProfile writes the daemon's heap profile (in use and allocated
+// since the start) into path.
+func saveHeapProfile(b *testing.B, addr, path string) {
+	b.Helper()
+	resp, err := http.Get("http://" + addr + "/debug/pprof/heap")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		b.Fatal(err)
+	}
 }
