@@ -2,7 +2,10 @@ package providers
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"sync"
 )
 
@@ -77,22 +80,70 @@ func sameSpecs(a, b []ToolSpec) bool {
 	return true
 }
 
-// AppendField returns the JSON object obj with the field "name": value
-// added at its end (value is JSON text, added as it is). obj must end with
-// '}'; an empty object gets the field alone.
-func AppendField(obj []byte, name string, value json.RawMessage) []byte {
+// Body is a request body in parts, sent one after another without being
+// joined: a request's encoded tool set is shared by every request that
+// offers it, not copied into each.
+type Body [][]byte
+
+// Len is the body's size in bytes.
+func (b Body) Len() int64 {
+	n := 0
+	for _, p := range b {
+		n += len(p)
+	}
+	return int64(n)
+}
+
+// Reader reads the body from its start.
+func (b Body) Reader() io.Reader {
+	rs := make([]io.Reader, len(b))
+	for i, p := range b {
+		rs[i] = bytes.NewReader(p)
+	}
+	return io.MultiReader(rs...)
+}
+
+// Bytes returns the body joined.
+func (b Body) Bytes() []byte { return bytes.Join(b, nil) }
+
+// NewRequest returns a request that sends b, with its length and GetBody
+// (so that the transport may send it again on a fresh connection).
+func (b Body) NewRequest(ctx context.Context, method, url string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, b.Reader())
+	if err != nil {
+		return nil, err
+	}
+	req.ContentLength = b.Len()
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(b.Reader()), nil }
+	return req, nil
+}
+
+// Field is a JSON object's field: its name and its value as JSON text.
+type Field struct {
+	Name  string
+	Value json.RawMessage
+}
+
+// WithFields returns the JSON object obj with fields added at its end
+// (their values as they are), as a Body that shares obj and the values.
+// obj must end with '}'; an empty object gets the fields alone.
+func WithFields(obj []byte, fields ...Field) Body {
 	end := bytes.LastIndexByte(obj, '}')
-	if end < 0 {
-		return obj
+	if end < 0 || len(fields) == 0 {
+		return Body{obj}
 	}
-	out := make([]byte, 0, len(obj)+len(name)+len(value)+4)
-	out = append(out, obj[:end]...)
-	if len(bytes.TrimSpace(obj[:end])) > 1 {
-		out = append(out, ',')
+	b := Body{obj[:end]}
+	sep := len(bytes.TrimSpace(obj[:end])) > 1
+	for _, f := range fields {
+		head := make([]byte, 0, len(f.Name)+4)
+		if sep {
+			head = append(head, ',')
+		}
+		head = append(head, '"')
+		head = append(head, f.Name...)
+		head = append(head, '"', ':')
+		b = append(b, head, f.Value)
+		sep = true
 	}
-	out = append(out, '"')
-	out = append(out, name...)
-	out = append(out, '"', ':')
-	out = append(out, value...)
-	return append(out, obj[end:]...)
+	return append(b, obj[end:])
 }

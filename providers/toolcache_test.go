@@ -1,9 +1,12 @@
 package providers
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"testing"
 )
 
@@ -92,19 +95,60 @@ func TestToolCacheErrorsAndBound(t *testing.T) {
 	}
 }
 
-func TestAppendField(t *testing.T) {
-	cases := []struct{ obj, want string }{
-		{`{"model":"m"}`, `{"model":"m","tools":[1]}`},
-		{`{}`, `{"tools":[1]}`},
-		{"{\"a\":{\"b\":1}}\n", "{\"a\":{\"b\":1},\"tools\":[1]}\n"},
+func TestWithFields(t *testing.T) {
+	tools := Field{Name: "tools", Value: json.RawMessage(`[1]`)}
+	auto := Field{Name: "tool_choice", Value: json.RawMessage(`"auto"`)}
+	cases := []struct {
+		obj    string
+		fields []Field
+		want   string
+	}{
+		{`{"model":"m"}`, []Field{tools}, `{"model":"m","tools":[1]}`},
+		{`{"model":"m"}`, []Field{tools, auto}, `{"model":"m","tools":[1],"tool_choice":"auto"}`},
+		{`{}`, []Field{tools, auto}, `{"tools":[1],"tool_choice":"auto"}`},
+		{"{\"a\":{\"b\":1}}\n", []Field{tools}, "{\"a\":{\"b\":1},\"tools\":[1]}\n"},
+		{`{"model":"m"}`, nil, `{"model":"m"}`},
 	}
 	for _, c := range cases {
-		got := AppendField([]byte(c.obj), "tools", json.RawMessage(`[1]`))
+		b := WithFields([]byte(c.obj), c.fields...)
+		got := b.Bytes()
 		if string(got) != c.want {
-			t.Errorf("AppendField(%q) = %q, want %q", c.obj, got, c.want)
+			t.Errorf("WithFields(%q) = %q, want %q", c.obj, got, c.want)
 		}
 		if !json.Valid(got) {
-			t.Errorf("AppendField(%q) = %q: not JSON", c.obj, got)
+			t.Errorf("WithFields(%q) = %q: not JSON", c.obj, got)
+		}
+		if b.Len() != int64(len(c.want)) {
+			t.Errorf("WithFields(%q).Len() = %d, want %d", c.obj, b.Len(), len(c.want))
+		}
+		read, err := io.ReadAll(b.Reader())
+		if err != nil || string(read) != c.want {
+			t.Errorf("WithFields(%q).Reader() read %q, %v; want %q", c.obj, read, err, c.want)
+		}
+	}
+}
+
+// A request of a Body carries its length and can be read again (GetBody),
+// as the transport does to resend it on a fresh connection.
+func TestBodyRequest(t *testing.T) {
+	b := WithFields([]byte(`{"model":"m"}`), Field{Name: "tools", Value: json.RawMessage(`[1]`)})
+	req, err := b.NewRequest(context.Background(), http.MethodPost, "http://127.0.0.1:1/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.ContentLength != b.Len() {
+		t.Fatalf("ContentLength = %d, want %d", req.ContentLength, b.Len())
+	}
+	for i := 0; i < 2; i++ {
+		body := req.Body
+		if i == 1 {
+			if body, err = req.GetBody(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := io.ReadAll(body)
+		if err != nil || string(got) != string(b.Bytes()) {
+			t.Fatalf("read %d: %q, %v; want %q", i, got, err, b.Bytes())
 		}
 	}
 }

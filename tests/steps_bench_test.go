@@ -132,6 +132,10 @@ type procStats struct {
 	cpu          time.Duration
 	writeBytes   int64
 	peakRSSBytes int64
+	// anonBytes and fileBytes split the resident set now: the heap and
+	// other private memory, and mapped files (Badger's memtable logs and
+	// value log) resident in the page cache.
+	anonBytes, fileBytes int64
 }
 
 func readProcStats(b *testing.B, pid int) procStats {
@@ -151,9 +155,18 @@ func readProcStats(b *testing.B, pid int) procStats {
 		b.Fatalf("read /proc/%d/status: %v", pid, err)
 	}
 	for _, l := range strings.Split(string(st), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		name, v, ok := strings.Cut(l, ":")
+		if !ok {
+			continue
+		}
+		kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		switch name {
+		case "VmHWM":
 			s.peakRSSBytes = kb << 10
+		case "RssAnon":
+			s.anonBytes = kb << 10
+		case "RssFile":
+			s.fileBytes = kb << 10
 		}
 	}
 	return s
@@ -293,6 +306,8 @@ func benchSteps(b *testing.B, tasks int) {
 	b.ReportMetric(ms(after.cpu-before.cpu)/steps, "daemon-cpu-ms/step")
 	b.ReportMetric(float64(after.writeBytes-before.writeBytes)/steps/1024, "disk-KB/step")
 	b.ReportMetric(float64(after.peakRSSBytes)/(1<<20), "peak-RSS-MB")
+	b.ReportMetric(float64(after.anonBytes)/(1<<20), "end-anon-MB")
+	b.ReportMetric(float64(after.fileBytes)/(1<<20), "end-file-MB")
 	b.ReportMetric(ms(selfAfter-selfBefore)/steps, "client-cpu-ms/step")
 	b.ReportMetric(ms(modelAfter-modelBefore)/steps, "model-cpu-ms/step")
 	sort.Slice(creates, func(i, j int) bool { return creates[i] < creates[j] })

@@ -331,20 +331,20 @@ func encodeTools(tools []providers.ToolSpec) (json.RawMessage, error) {
 }
 
 // chatBody encodes chat and adds the tools of req, encoded once per tool
-// set (cache).
-func chatBody(chat *api.ChatRequest, req *providers.Request, cache *providers.ToolCache) ([]byte, error) {
+// set (cache) and shared, not copied, by the bodies that offer them.
+func chatBody(chat *api.ChatRequest, req *providers.Request, cache *providers.ToolCache) (providers.Body, error) {
 	payload, err := json.Marshal(chat)
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
 	}
 	if len(req.Tools) == 0 {
-		return payload, nil
+		return providers.Body{payload}, nil
 	}
 	tools, err := cache.Encoded(req.Tools, encodeTools)
 	if err != nil {
 		return nil, err
 	}
-	return providers.AppendField(payload, "tools", tools), nil
+	return providers.WithFields(payload, providers.Field{Name: "tools", Value: tools}), nil
 }
 
 // buildChat turns a providers.Request into an api.ChatRequest that always

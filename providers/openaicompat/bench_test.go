@@ -105,7 +105,7 @@ func BenchmarkRequestBody(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				size = len(body)
+				size = int(body.Len())
 			}
 			b.ReportMetric(float64(size), "body-bytes")
 		})

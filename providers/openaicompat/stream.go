@@ -1,7 +1,6 @@
 package openaicompat
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -47,8 +46,8 @@ func (m *Model) Stream(ctx context.Context, req *providers.Request, emit func(pr
 }
 
 // streamOnce performs one HTTP attempt.
-func (p *Provider) streamOnce(ctx context.Context, payload []byte, emit func(providers.Delta)) (*providers.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.base+"/chat/completions", bytes.NewReader(payload))
+func (p *Provider) streamOnce(ctx context.Context, payload providers.Body, emit func(providers.Delta)) (*providers.Response, error) {
+	req, err := payload.NewRequest(ctx, http.MethodPost, p.base+"/chat/completions")
 	if err != nil {
 		return nil, &providers.Error{Provider: p.opts.Name, Class: providers.ClassBadRequest, Message: "build request", Err: err}
 	}
@@ -105,6 +104,7 @@ type callAcc struct {
 // sse reads the event stream until [DONE], EOF or an error.
 func (st *state) sse(ctx context.Context, body io.Reader) (*providers.Response, error) {
 	r := NewSSEReader(body, st.p.opts.MaxLineBytes)
+	defer r.Release()
 	var c chunk
 	for {
 		data, err := r.Next()

@@ -129,17 +129,20 @@ func encodeTools(tools []providers.ToolSpec) (json.RawMessage, error) {
 var toolChoiceAuto = json.RawMessage(`"auto"`)
 
 // requestBody encodes body and adds the tools of req, encoded once per
-// tool set (cache).
-func requestBody(body *ChatRequest, req *providers.Request, cache *providers.ToolCache) ([]byte, error) {
+// tool set (cache) and shared, not copied, by the bodies that offer them.
+func requestBody(body *ChatRequest, req *providers.Request, cache *providers.ToolCache) (providers.Body, error) {
 	payload, err := json.Marshal(body)
-	if err != nil || len(req.Tools) == 0 {
-		return payload, err
+	if err != nil {
+		return nil, err
+	}
+	if len(req.Tools) == 0 {
+		return providers.Body{payload}, nil
 	}
 	tools, err := cache.Encoded(req.Tools, encodeTools)
 	if err != nil {
 		return nil, err
 	}
-	return providers.AppendField(providers.AppendField(payload, "tools", tools), "tool_choice", toolChoiceAuto), nil
+	return providers.WithFields(payload, providers.Field{Name: "tools", Value: tools}, providers.Field{Name: "tool_choice", Value: toolChoiceAuto}), nil
 }
 
 // chunk is one streamed event (chat.completion.chunk), or a whole
