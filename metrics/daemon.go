@@ -32,6 +32,7 @@ type Daemon struct {
 	appendSeconds  *prometheus.HistogramVec
 	batchSize      *prometheus.HistogramVec
 	appended       *prometheus.CounterVec
+	ackSeconds     *prometheus.HistogramVec
 }
 
 // NewDaemon registers the daemon's families on r.
@@ -46,6 +47,7 @@ func NewDaemon(r *Registry) *Daemon {
 		appendSeconds:  r.NewHistogram("lemo_append_latency_seconds", "Time from an append's submission to its durable acknowledgement (oldest of each commit).", appendBuckets),
 		batchSize:      r.NewHistogram("lemo_append_batch_size", "Appends acknowledged by one commit.", batchBuckets),
 		appended:       r.NewCounter("lemo_events_appended_total", "Events durably appended."),
+		ackSeconds:     r.NewHistogram("lemo_append_ack_seconds", "Time from each append's submission to its durable acknowledgement.", appendBuckets),
 	}
 }
 
@@ -73,3 +75,6 @@ func (d *Daemon) Commit(appends, events int, wait time.Duration) {
 	d.batchSize.WithLabelValues().Observe(float64(appends))
 	d.appended.WithLabelValues().Add(float64(events))
 }
+
+// Ack records one acknowledged append (persistence.Options.OnAck).
+func (d *Daemon) Ack(wait time.Duration) { d.ackSeconds.WithLabelValues().Observe(wait.Seconds()) }

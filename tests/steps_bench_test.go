@@ -284,7 +284,7 @@ func benchSteps(b *testing.B, tasks int) {
 	}
 	before, modelBefore := readProcStats(b, pid), processCPU(modelPID)
 	selfBefore := selfCPUTime()
-	ackBefore := scrapeHistogram(b, metricsAddr, "lemo_append_latency_seconds")
+	ackBefore := scrapeHistogram(b, metricsAddr, "lemo_append_ack_seconds")
 	var creates []time.Duration
 	b.ResetTimer()
 	for n := 0; n < b.N; n++ {
@@ -297,7 +297,7 @@ func benchSteps(b *testing.B, tasks int) {
 	b.StopTimer()
 	after, modelAfter := readProcStats(b, pid), processCPU(modelPID)
 	selfAfter := selfCPUTime()
-	ackAfter := scrapeHistogram(b, metricsAddr, "lemo_append_latency_seconds")
+	ackAfter := scrapeHistogram(b, metricsAddr, "lemo_append_ack_seconds")
 	if profile != nil {
 		profile.wait(b)
 		saveHeapProfile(b, metricsAddr, filepath.Join(profileDir, fmt.Sprintf("daemon-T%d.heap.pprof", tasks)))

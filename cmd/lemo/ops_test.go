@@ -56,7 +56,7 @@ func TestOpsGaugesAndReadiness(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dd.Close()
-	st, err := persistence.Open(dd, persistence.Options{Log: zerolog.Nop(), MemTableSize: 4 << 20, BlockCacheSize: 4 << 20, OnCommit: o.daemon.Commit})
+	st, err := persistence.Open(dd, persistence.Options{Log: zerolog.Nop(), MemTableSize: 4 << 20, BlockCacheSize: 4 << 20, OnCommit: o.daemon.Commit, OnAck: o.daemon.Ack})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -151,7 +151,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, hup 
 		}
 		defer o.close(log)
 	}
-	store, err := persistence.Open(dd, persistence.Options{Log: log, MinFreeBytes: int64(cfg.Storage.MinFreeMiB) << 20, OnCommit: o.daemon.Commit})
+	store, err := persistence.Open(dd, persistence.Options{Log: log, MinFreeBytes: int64(cfg.Storage.MinFreeMiB) << 20, OnCommit: o.daemon.Commit, OnAck: o.daemon.Ack})
 	if err != nil {
 		return err
 	}
