@@ -77,7 +77,7 @@ func TestExposition(t *testing.T) {
 		"lemo_cycles_total": dto.MetricType_COUNTER, "lemo_cycle_duration_seconds": dto.MetricType_HISTOGRAM,
 		"lemo_tool_calls_total": dto.MetricType_COUNTER, "lemo_tasks": dto.MetricType_GAUGE,
 		"lemo_append_batch_size": dto.MetricType_HISTOGRAM, "lemo_events_appended_total": dto.MetricType_COUNTER,
-		"lemo_append_ack_seconds": dto.MetricType_HISTOGRAM,
+		"lemo_append_ack_seconds":              dto.MetricType_HISTOGRAM,
 		"lemo_remote_connections_closed_total": dto.MetricType_COUNTER,
 		// The runtime and process collectors.
 		"go_goroutines": dto.MetricType_GAUGE, "go_gc_duration_seconds": dto.MetricType_SUMMARY,
