@@ -65,20 +65,6 @@ func (c *cycleActor) run(ctx context.Context, sys *actor.ActorSystem) (res *cycl
 		}
 		res.took = time.Since(start)
 	}()
-	select {
-	case c.env.assembling <- struct{}{}:
-	case <-ctx.Done():
-		res.err = ctx.Err()
-		return res
-	}
-	assembled := false
-	release := func() {
-		if !assembled {
-			assembled = true
-			<-c.env.assembling
-		}
-	}
-	defer release()
 	history := c.history
 	if history == nil {
 		if err := c.env.deps.Store.Events(c.task, 1, 0, func(ev *api.Event) error {
@@ -124,7 +110,6 @@ func (c *cycleActor) run(ctx context.Context, sys *actor.ActorSystem) (res *cycl
 		Window:       info.Window,
 		Think:        c.env.opts.Think,
 	})
-	release()
 	res.summary = sum
 	c.delta(sys, &api.Delta{Kind: api.DeltaKind_DELTA_KIND_INPUT, Input: sum, AfterSeq: after})
 	if err != nil {

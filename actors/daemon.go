@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -262,12 +261,6 @@ type env struct {
 	policy atomic.Pointer[approvalPolicy]
 	// workspaces decides the workspaces requests name.
 	workspaces WorkspacePolicy
-	// assembling admits the Cycles that assemble their input (read the
-	// history, recall, build the request) at once: as many as the
-	// process has CPUs. That work is CPU alone; more of it at once only
-	// lengthens the run queue that the store's writer, the remote API and
-	// the streams wait in.
-	assembling chan struct{}
 }
 
 // approvalPolicy is the daemon's approval policy and the deadline of the
@@ -332,7 +325,7 @@ func Start(ctx context.Context, deps Deps, opts Options) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("actors: workspaces: %w", err)
 	}
-	e := &env{deps: deps, opts: opts, log: deps.Log, inspector: newInspector(), workspaces: wp, assembling: make(chan struct{}, runtime.GOMAXPROCS(0))}
+	e := &env{deps: deps, opts: opts, log: deps.Log, inspector: newInspector(), workspaces: wp}
 	e.limits.Store(limitsOf(opts))
 	e.policy.Store(&approvalPolicy{fn: opts.Approval, timeout: opts.ApprovalTimeout})
 	n, err := recoverStore(ctx, deps.Store, deps.Now(), stoppedNotes(opts.Stopped))

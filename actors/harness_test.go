@@ -53,8 +53,6 @@ type harness struct {
 	freeBytes func(string) (int64, error)
 	// appends counts the appends the store committed.
 	appends atomic.Int64
-	// memory, when set before start, is the daemon's memory.
-	memory actors.Memory
 }
 
 // countingObserver counts what the tree reports, by outcome.
@@ -107,13 +105,7 @@ func newHarnessWith(t testing.TB, plan fake.Plan, opts func(*actors.Options), ex
 // newHarnessLive keeps the live results in lv (nil: the daemon's default).
 func newHarnessLive(t testing.TB, plan fake.Plan, lv *live.Accountant, opts func(*actors.Options), extra ...tools.Tool) *harness {
 	t.Helper()
-	return newHarnessMemory(t, plan, lv, nil, opts, extra...)
-}
-
-// newHarnessMemory gives the daemon mem as its memory (nil: none).
-func newHarnessMemory(t testing.TB, plan fake.Plan, lv *live.Accountant, mem actors.Memory, opts func(*actors.Options), extra ...tools.Tool) *harness {
-	t.Helper()
-	h := &harness{t: t, dir: t.TempDir(), blocks: newBlockRegistry(), obs: newCountingObserver(), live: lv, memory: mem}
+	h := &harness{t: t, dir: t.TempDir(), blocks: newBlockRegistry(), obs: newCountingObserver(), live: lv}
 	h.model = fake.NewScriptedModel("m", 8192, plan)
 	h.tools = tools.NewRegistry()
 	for _, tl := range append([]tools.Tool{echoTool{}, liveTool{}, &blockTool{reg: h.blocks}, panicTool{}, badOutputTool{}}, extra...) {
@@ -145,7 +137,7 @@ func (h *harness) start() {
 		h.t.Fatal(err)
 	}
 	now := func() time.Time { return time.Now().Add(time.Duration(h.skew.Load())) }
-	if h.d, err = actors.Start(context.Background(), actors.Deps{Store: h.store, Providers: reg, Tools: h.tools, Log: testLog(h.t), Observer: h.obs, Now: now, Live: h.live, Memory: h.memory}, h.opts); err != nil {
+	if h.d, err = actors.Start(context.Background(), actors.Deps{Store: h.store, Providers: reg, Tools: h.tools, Log: testLog(h.t), Observer: h.obs, Now: now, Live: h.live}, h.opts); err != nil {
 		h.t.Fatal(err)
 	}
 }
