@@ -128,6 +128,30 @@ func TestWithFields(t *testing.T) {
 	}
 }
 
+// A Body's reader fills each read across parts, as one joined slice
+// would: a request's body goes out in as few writes.
+func TestBodyReaderFillsAcrossParts(t *testing.T) {
+	b := Body{[]byte("ab"), []byte(""), []byte("cde"), []byte("f")}
+	r := b.Reader()
+	buf := make([]byte, 4)
+	var reads []string
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			reads = append(reads, string(buf[:n]))
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := fmt.Sprint(reads); got != "[abcd ef]" {
+		t.Fatalf("reads = %s, want [abcd ef]", got)
+	}
+}
+
 // A request of a Body carries its length and can be read again (GetBody),
 // as the transport does to resend it on a fresh connection.
 func TestBodyRequest(t *testing.T) {
