@@ -2,9 +2,11 @@ package openaicompat
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -118,5 +120,44 @@ func TestHTTP2WhereOffered(t *testing.T) {
 	resp.Body.Close()
 	if resp.ProtoMajor != 2 || <-protos != 2 {
 		t.Fatalf("answered in %s, want HTTP/2", resp.Proto)
+	}
+}
+
+// An answer's [DONE] may reach the client a moment before the end of the
+// response (a real server flushes every event; the chunked body's end
+// follows in another write): the stream reads to that end, so the next
+// call reuses the connection instead of opening one.
+func TestConnectionReusedAfterLateEnd(t *testing.T) {
+	f, err := fake.NewServer(fake.Options{Flavor: fake.FlavorOpenAI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" {
+			f.ServeHTTP(w, r) // the model list
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+		w.(http.Flusher).Flush()
+		time.Sleep(20 * time.Millisecond) // the end of the body comes late
+	}))
+	t.Cleanup(srv.Close)
+	p := newPlain(t, fake.ProviderParams{BaseURL: srv.URL + "/v1"})
+	m, err := p.Model(context.Background(), "local-model")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reused []bool
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		GotConn: func(i httptrace.GotConnInfo) { reused = append(reused, i.Reused) }})
+	for range 3 {
+		req := &providers.Request{Messages: []providers.Message{{Role: providers.RoleUser, Content: "hello"}}}
+		if _, err := m.Stream(ctx, req, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(reused) != 3 || !reused[1] || !reused[2] {
+		t.Fatalf("GotConn reused = %v, want the connection reused by calls 2 and 3", reused)
 	}
 }

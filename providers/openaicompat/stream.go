@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"lemo/providers"
 	"lemo/providers/retry"
@@ -74,11 +75,25 @@ func (p *Provider) streamOnce(ctx context.Context, payload providers.Body, emit 
 	if p.opts.Hooks.ThinkTags {
 		st.think = &thinkSplitter{}
 	}
+	var r *providers.Response
 	if ct := resp.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/json") {
-		return st.whole(ctx, stream)
+		r, err = st.whole(ctx, stream)
+	} else {
+		r, err = st.sse(ctx, stream)
 	}
-	return st.sse(ctx, stream)
+	if err == nil {
+		// [DONE] may come before the end of the response: read to it, so
+		// the connection serves the next call.
+		stream.Drain(maxDrain, drainWait)
+	}
+	return r, err
 }
+
+// maxDrain and drainWait bound what is read after an answer's end.
+const (
+	maxDrain  = 64 << 10
+	drainWait = 250 * time.Millisecond
+)
 
 // state assembles one streamed answer.
 type state struct {
