@@ -481,7 +481,9 @@ func (t *task) command(ctx actor.Context, tc *taskCommand) {
 			replyTo(tc.reply, reply{err: fmt.Errorf("%w: task %s already exists", ErrInvalid, t.id)})
 			return
 		}
-		t.persistStep(ctx, taskstate.Create(c.in), []chan reply{tc.reply}, nil)
+		// Not chained with the first Cycle's start: that Cycle's work
+		// would then start with the answer to the creator, and delay it.
+		t.persist(ctx, taskstate.Create(c.in), []chan reply{tc.reply}, nil)
 		return
 	}
 	if !t.st.Exists() || !tc.caller.CanSee(t.st.Owner) {
@@ -596,7 +598,7 @@ func (t *task) chain(bodies []proto.Message) (all []proto.Message, steps []tasks
 }
 
 // persistStep is persist for bodies after which the Task takes its next
-// step at once (a Cycle's answer, a call's result, a creation): the
+// step at once (a Cycle's answer, a call's result): the
 // events that begin the steps that follow are appended with them, in one
 // commit (taskstate.Chain), and their actions run after then. The order
 // is the one reconcile would give: it runs before any queued message.

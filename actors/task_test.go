@@ -316,8 +316,9 @@ func TestCommandsAreValidated(t *testing.T) {
 
 // A step is two appends (two commits for a Task alone): the model's answer
 // with the start of the call it asks for, and the call's result with the
-// next Cycle's start; the creation carries the first Cycle's start and the
-// final answer the Task's end.
+// next Cycle's start; the final answer carries the Task's end. The
+// creation is an append of its own (its answer to the creator goes out
+// before the first Cycle starts), and so is the first Cycle's start.
 func TestStepIsTwoAppends(t *testing.T) {
 	runs := new(atomic.Int32)
 	const calls = 3
@@ -334,7 +335,7 @@ func TestStepIsTwoAppends(t *testing.T) {
 	}
 	// The Task's last append may be acknowledged just before its commit
 	// callback runs: wait for the count to settle.
-	want := int64(1 + 2*calls + 1)
+	want := int64(2 + 2*calls + 1)
 	eventually(t, "the appends counted", func() error {
 		if n := h.appends.Load(); n != want {
 			return fmt.Errorf("%d appends for %d events, want %d:\n%s", n, len(evs), want, dump(evs))
