@@ -74,7 +74,7 @@ var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
 // buildRequest turns a providers.Request into the wire body. echoDetails
 // passes reasoning_details from Message.ProviderMetadata back.
 func buildRequest(model string, req *providers.Request, echoDetails bool) *ChatRequest {
-	body := &ChatRequest{Model: model, Stream: true}
+	body := &ChatRequest{Model: model, Stream: true, Messages: make([]WireMessage, 0, len(req.Messages)+1)}
 	if req.System != "" {
 		s := req.System
 		body.Messages = append(body.Messages, WireMessage{Role: "system", Content: &s})
