@@ -352,7 +352,7 @@ func chatBody(chat *api.ChatRequest, req *providers.Request, cache *providers.To
 // encoding, kept per tool set.
 func buildChat(info providers.ModelInfo, req *providers.Request) (*api.ChatRequest, error) {
 	stream := true
-	chat := &api.ChatRequest{Model: info.Name, Stream: &stream, Options: map[string]any{"num_ctx": info.Window}}
+	chat := &api.ChatRequest{Model: info.Name, Stream: &stream, Options: map[string]any{"num_ctx": info.Window}, Messages: make([]api.Message, 0, len(req.Messages)+1)}
 	if info.Reasoning {
 		chat.Think = &api.ThinkValue{Value: req.Think}
 	}
