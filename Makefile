@@ -208,3 +208,13 @@ clean: ## Remove build outputs (not the data folder)
 .PHONY: eval-recall
 eval-recall: deps ## Print the recall evaluation table (EVAL=v lists every question's recall)
 	@LEMO_EVAL_RECALL=$${EVAL:-1} $(GO) test ./memory -run '^TestRecallEvaluation$$' -count=1 -v | grep -v -E '^(=== |--- |PASS|ok )|eval_test.go'
+
+# The cost of an agent step (issue 18): T = 1 and T = 50 Tasks of 20 model
+# calls against a real lemo serve, a fake model server and the clients in
+# three processes (figures in docs/performance.md). STEPS_ROUNDS rounds of
+# T Tasks each; LEMO_STEPS_PROFILE=<dir> keeps a CPU profile of the daemon.
+STEPS_ROUNDS ?= 5
+
+.PHONY: bench-steps
+bench-steps: deps ## Measure what an agent step costs the daemon (CPU, disk, RSS, latencies) at T=1 and T=50
+	$(GO) test -run '^$$' -bench '^BenchmarkSteps$$' -benchtime $(STEPS_ROUNDS)x -count 1 -timeout 30m ./tests/

@@ -84,11 +84,14 @@ func interrupted(n int) func([]*api.Event) bool {
 }
 
 // The record of a call's start fails to commit: the tool has not run; the
-// Task restarts from its log and pauses as interrupted. Continued, it
-// records the start again and runs the tool once.
+// Task restarts from its log and pauses as interrupted. The start is one
+// commit with the model's answer that asked for the call, so that answer
+// is not recorded either. Continued, the model asks again; the Task
+// records the call and its start and runs the tool once.
 func TestCommitFailureAtToolStart(t *testing.T) {
 	runs := new(atomic.Int32)
 	h := newHarness(t, fake.Sequence(
+		fake.Turn{ToolCalls: []providers.ToolCall{call("p", "test_count", "x")}},
 		fake.Turn{ToolCalls: []providers.ToolCall{call("p", "test_count", "x")}},
 		fake.Turn{Text: "done"},
 	), countTool{runs: runs})
@@ -99,8 +102,8 @@ func TestCommitFailureAtToolStart(t *testing.T) {
 	if fails.Load() < 1 || runs.Load() != 0 {
 		t.Fatalf("failpoint evaluated %d times, tool ran %d times; want the start to fail before the tool ran", fails.Load(), runs.Load())
 	}
-	if has(evs, func(e *api.Event) bool { return e.GetToolExecutionStarted() != nil }) {
-		t.Fatalf("a start whose commit failed is in the history:\n%s", dump(evs))
+	if has(evs, func(e *api.Event) bool { return e.GetToolExecutionStarted() != nil || e.GetToolCallRecorded() != nil }) {
+		t.Fatalf("a start whose commit failed, or the call it was one commit with, is in the history:\n%s", dump(evs))
 	}
 	if _, err := h.d.Continue(context.Background(), actors.Operator, id, ""); err != nil {
 		t.Fatalf("Continue: %v", err)

@@ -51,6 +51,8 @@ type harness struct {
 	skew atomic.Int64
 	// freeBytes, when set before start, is the store's free-space reading.
 	freeBytes func(string) (int64, error)
+	// appends counts the appends the store committed.
+	appends atomic.Int64
 }
 
 // countingObserver counts what the tree reports, by outcome.
@@ -139,7 +141,8 @@ func (h *harness) start() {
 	if h.dd, err = persistence.OpenDataDir(h.dir); err != nil {
 		h.t.Fatal(err)
 	}
-	if h.store, err = persistence.Open(h.dd, persistence.Options{Log: zerolog.Nop(), MemTableSize: 4 << 20, BlockCacheSize: 4 << 20, FreeBytes: h.freeBytes, DiskPoll: time.Millisecond}); err != nil {
+	if h.store, err = persistence.Open(h.dd, persistence.Options{Log: zerolog.Nop(), MemTableSize: 4 << 20, BlockCacheSize: 4 << 20, FreeBytes: h.freeBytes, DiskPoll: time.Millisecond,
+		OnCommit: func(appends, events int, wait time.Duration) { h.appends.Add(int64(appends)) }}); err != nil {
 		h.t.Fatal(err)
 	}
 	reg := providers.NewRegistry()

@@ -200,9 +200,17 @@ func (m *manager) route(ctx actor.Context, cmd *taskCommand) {
 		id := cmd.taskID
 		received := new(atomic.Uint64)
 		crash := new(atomic.Pointer[api.Failure])
+		// A Task activated to be created has no history to read: its
+		// first actor starts from an empty state (its creation is an
+		// append at seq 1, which the store refuses if the id had a log).
+		// An actor restarted after a crash reads the log as always.
+		fresh := new(atomic.Bool)
+		_, creating := cmd.cmd.(*cmdCreate)
+		fresh.Store(creating)
 		props := m.env.props("task", func() actor.Actor {
 			t := newTask(m.env, id, received)
 			t.crash = crash
+			t.fresh = fresh.Swap(false)
 			return t
 		})
 		pid, err := ctx.SpawnNamed(props, id)

@@ -57,9 +57,12 @@ type task struct {
 	incarnation uint64
 	self        *actor.PID
 
-	st       *taskstate.State
-	meta     *api.TaskMeta
-	loading  bool
+	st      *taskstate.State
+	meta    *api.TaskMeta
+	loading bool
+	// fresh: the actor was activated to create the Task, which has no
+	// history to load.
+	fresh    bool
 	inflight *inflight
 	// queue holds messages that arrived while loading or appending.
 	queue []any
@@ -155,6 +158,13 @@ func (t *task) Receive(ctx actor.Context) {
 	case *actor.Started:
 		t.self = ctx.Self()
 		t.incarnation = t.env.incarnations.Add(1)
+		if t.fresh {
+			s := taskstate.New()
+			s.TaskID = t.id
+			t.loading = true
+			t.onLoaded(ctx, &loaded{incarnation: t.incarnation, state: s})
+			return
+		}
 		t.load(ctx)
 	case *actor.Restarting:
 		t.failQueued(ErrInterrupted)
@@ -579,6 +589,8 @@ func (t *task) command(ctx actor.Context, tc *taskCommand) {
 			replyTo(tc.reply, reply{err: fmt.Errorf("%w: task %s already exists", ErrInvalid, t.id)})
 			return
 		}
+		// Not chained with the first Cycle's start: that Cycle's work
+		// would then start with the answer to the creator, and delay it.
 		t.persist(ctx, taskstate.Create(c.in), []chan reply{tc.reply}, nil)
 		return
 	}
@@ -659,27 +671,94 @@ func (t *task) reconcile(ctx actor.Context) {
 		t.recordDiskPause(ctx)
 		return
 	}
+	step := t.st.Next(t.nextOptions())
+	if step.Kind == taskstate.StepWait {
+		return
+	}
+	t.persist(ctx, step.Bodies, nil, t.stepAction(step))
+}
+
+func (t *task) nextOptions() taskstate.NextOptions {
 	o := t.env.limits.Load()
-	step := t.st.Next(taskstate.NextOptions{Now: t.env.now(), MaxCycles: o.MaxCycles, MaxParallelTools: o.MaxParallelTools, Approval: t.approvalNeed})
+	return taskstate.NextOptions{Now: t.env.now(), MaxCycles: o.MaxCycles, MaxParallelTools: o.MaxParallelTools, Approval: t.approvalNeed}
+}
+
+// stepAction is what follows a step once its events are durable: the
+// tool or the Cycle it starts, the deadline of the approval it asks for;
+// nil when nothing does.
+func (t *task) stepAction(step taskstate.Step) func(ctx actor.Context) {
 	switch step.Kind {
-	case taskstate.StepWait:
 	case taskstate.StepStartTool:
 		calls := step.Calls
-		t.persist(ctx, step.Bodies, nil, func(ctx actor.Context) {
+		return func(ctx actor.Context) {
 			for _, c := range calls {
 				t.startTool(ctx, c)
 			}
-		})
+		}
 	case taskstate.StepRequestApproval:
-		t.persist(ctx, step.Bodies, nil, func(ctx actor.Context) { t.armPendingApprovals(ctx) })
+		return func(ctx actor.Context) { t.armPendingApprovals(ctx) }
 	case taskstate.StepStartCycle:
 		n := step.Cycle
-		t.persist(ctx, step.Bodies, nil, func(ctx actor.Context) { t.startCycle(ctx, n) })
+		return func(ctx actor.Context) { t.startCycle(ctx, n) }
 	case taskstate.StepFinish:
-		t.persist(ctx, step.Bodies, nil, func(actor.Context) { t.releaseLive(false) })
-	default:
-		t.persist(ctx, step.Bodies, nil, nil)
+		return func(actor.Context) { t.releaseLive(false) }
 	}
+	return nil
+}
+
+// chain is taskstate.Chain; crashed is what deciding the next steps
+// panicked with (a tool's approval rule, say), nil when it did not.
+func (t *task) chain(bodies []proto.Message) (all []proto.Message, steps []taskstate.Step, crashed any) {
+	defer func() {
+		if r := recover(); r != nil {
+			all, steps, crashed = nil, nil, r
+		}
+	}()
+	all, steps = t.st.Chain(bodies, t.nextOptions())
+	return all, steps, nil
+}
+
+// persistStep is persist for bodies after which the Task takes its next
+// step at once (a Cycle's answer, a call's result): the
+// events that begin the steps that follow are appended with them, in one
+// commit (taskstate.Chain), and their actions run after then. The order
+// is the one reconcile would give: it runs before any queued message.
+func (t *task) persistStep(ctx actor.Context, bodies []proto.Message, replies []chan reply, then func(ctx actor.Context)) {
+	if len(bodies) == 0 || t.stopping != nil || t.diskFull {
+		t.persist(ctx, bodies, replies, then)
+		return
+	}
+	all, steps, crashed := t.chain(bodies)
+	if crashed != nil {
+		// The bodies are recorded alone, and the Task crashes once they
+		// are durable, where the step itself would have: it restarts
+		// with them in its history.
+		t.persist(ctx, bodies, replies, func(ctx actor.Context) {
+			if then != nil {
+				then(ctx)
+			}
+			panic(crashed)
+		})
+		return
+	}
+	if len(steps) == 0 {
+		t.persist(ctx, bodies, replies, then)
+		return
+	}
+	actions := make([]func(ctx actor.Context), 0, len(steps)+1)
+	if then != nil {
+		actions = append(actions, then)
+	}
+	for _, st := range steps {
+		if a := t.stepAction(st); a != nil {
+			actions = append(actions, a)
+		}
+	}
+	t.persist(ctx, all, replies, func(ctx actor.Context) {
+		for _, a := range actions {
+			a(ctx)
+		}
+	})
 }
 
 // approvalNeed combines what a call needs before it runs: the tool's own
@@ -814,7 +893,7 @@ func (t *task) onCycleResult(ctx actor.Context, m *cycleResult) {
 	for _, c := range r.ToolCalls {
 		out.Calls = append(out.Calls, t.resolveCall(c))
 	}
-	t.persist(ctx, t.st.CycleDone(out), nil, nil)
+	t.persistStep(ctx, t.st.CycleDone(out), nil, nil)
 }
 
 // resolveCall maps a model's tool call to a registered, allowed tool and
@@ -955,7 +1034,7 @@ func (t *task) onToolResult(ctx actor.Context, m *toolResult) {
 		return
 	}
 	keep = true
-	t.persist(ctx, bodies, nil, func(ctx actor.Context) {
+	t.persistStep(ctx, bodies, nil, func(ctx actor.Context) {
 		delete(t.opened, m.callID)
 		if m.err != nil || t.st.Terminal() || t.stopping != nil || whole == nil {
 			if whole != nil {

@@ -3,7 +3,9 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"lemo/actors"
@@ -310,4 +312,34 @@ func TestCommandsAreValidated(t *testing.T) {
 	if _, err := h.d.History(ctx, bob, id, 1, 0); !errors.Is(err, actors.ErrNotFound) {
 		t.Fatalf("foreign History err = %v, want ErrNotFound", err)
 	}
+}
+
+// A step is two appends (two commits for a Task alone): the model's answer
+// with the start of the call it asks for, and the call's result with the
+// next Cycle's start; the final answer carries the Task's end. The
+// creation is an append of its own (its answer to the creator goes out
+// before the first Cycle starts), and so is the first Cycle's start.
+func TestStepIsTwoAppends(t *testing.T) {
+	runs := new(atomic.Int32)
+	const calls = 3
+	var turns []fake.Turn
+	for i := 0; i < calls; i++ {
+		turns = append(turns, fake.Turn{ToolCalls: []providers.ToolCall{call("p", "test_count", "x")}})
+	}
+	h := newHarness(t, fake.Sequence(append(turns, fake.Turn{Text: "done"})...), countTool{runs: runs})
+	id := h.create("count three times")
+	evs := h.waitStatus(id, api.TaskStatus_TASK_STATUS_FINISHED)
+	checkContiguous(t, evs)
+	if runs.Load() != calls {
+		t.Fatalf("tool ran %d times, want %d", runs.Load(), calls)
+	}
+	// The Task's last append may be acknowledged just before its commit
+	// callback runs: wait for the count to settle.
+	want := int64(2 + 2*calls + 1)
+	eventually(t, "the appends counted", func() error {
+		if n := h.appends.Load(); n != want {
+			return fmt.Errorf("%d appends for %d events, want %d:\n%s", n, len(evs), want, dump(evs))
+		}
+		return nil
+	})
 }

@@ -179,3 +179,16 @@ func TestValidateLive(t *testing.T) {
 		t.Errorf("the defaults: %v", Join(errs))
 	}
 }
+
+// http.pprof is served on http.listen: without a listener it is refused.
+func TestPprofNeedsListen(t *testing.T) {
+	c := Default()
+	c.HTTP.Pprof = true
+	if err := Join(c.Validate()); err == nil || !strings.Contains(err.Error(), "http.pprof: ") {
+		t.Fatalf("Validate() = %v, want a problem at http.pprof", err)
+	}
+	c.HTTP.Listen = "127.0.0.1:7466"
+	if err := Join(c.Validate()); err != nil {
+		t.Fatalf("Validate() with http.listen = %v, want none", err)
+	}
+}

@@ -12,12 +12,18 @@ import (
 type HTTP struct {
 	Listen      string `yaml:"listen" env:"LEMO_HTTP_LISTEN" flag:"http-listen" help:"address of the health and metrics listener (/healthz, /readyz, /metrics), for example 127.0.0.1:7466; empty: off"`
 	AllowRemote bool   `yaml:"allow_remote" env:"LEMO_HTTP_ALLOW_REMOTE" help:"allow http.listen on a non-loopback address (the endpoints have no authentication: put a firewall or proxy in front)"`
+	// Pprof adds Go's profiling endpoints under /debug/pprof/ (for
+	// measuring the daemon, as the step benchmark does).
+	Pprof bool `yaml:"pprof" env:"LEMO_HTTP_PPROF" help:"also serve Go's profiling endpoints under /debug/pprof/ on http.listen (CPU and heap profiles of the daemon)"`
 }
 
 // Problems checks the HTTP keys and returns every problem, located by key
 // ("http.listen").
 func (h *HTTP) Problems() []error {
 	if h.Listen == "" {
+		if h.Pprof {
+			return []error{Problem{Where: "http.pprof", What: "needs http.listen: the profiling endpoints are served on the health and metrics listener"}}
+		}
 		return nil
 	}
 	host, port, err := net.SplitHostPort(h.Listen)

@@ -35,6 +35,7 @@ type Daemon struct {
 	appended       *prometheus.CounterVec
 	// MCP servers' tool calls (MCPCall).
 	mcpCalls, mcpFailures *prometheus.CounterVec
+	ackSeconds            *prometheus.HistogramVec
 }
 
 // NewDaemon registers the daemon's families on r.
@@ -52,6 +53,7 @@ func NewDaemon(r *Registry) *Daemon {
 		appended:       r.NewCounter("lemo_events_appended_total", "Events durably appended."),
 		mcpCalls:       r.NewCounter("lemo_mcp_calls_total", "Calls of MCP servers' tools by server and outcome (ok, tool_error, error, unknown, timeout, cancelled, invalid, unavailable).", "server", "outcome"),
 		mcpFailures:    r.NewCounter("lemo_mcp_failures_total", "Calls of MCP servers' tools that failed (every outcome but ok), by server.", "server"),
+		ackSeconds:     r.NewHistogram("lemo_append_ack_seconds", "Time from each append's submission to its durable acknowledgement.", appendBuckets),
 	}
 }
 
@@ -93,3 +95,6 @@ func (d *Daemon) MCPCall(server, outcome string) {
 		d.mcpFailures.WithLabelValues(server).Inc()
 	}
 }
+
+// Ack records one acknowledged append (persistence.Options.OnAck).
+func (d *Daemon) Ack(wait time.Duration) { d.ackSeconds.WithLabelValues().Observe(wait.Seconds()) }

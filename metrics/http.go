@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -33,6 +34,18 @@ func Handler(reg *Registry, ready func() bool) http.Handler {
 	return mux
 }
 
+// WithPprof adds Go's profiling endpoints under /debug/pprof/ to h.
+func WithPprof(h http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", h)
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
 // Server is a running HTTP listener for the health and metrics endpoints.
 type Server struct {
 	srv  *http.Server
@@ -45,11 +58,16 @@ type Server struct {
 
 // Serve listens on addr and serves Handler until Close.
 func Serve(addr string, reg *Registry, ready func() bool) (*Server, error) {
+	return ServeHandler(addr, Handler(reg, ready))
+}
+
+// ServeHandler listens on addr and serves h until Close.
+func ServeHandler(addr string, h http.Handler) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: listen on %s: %w", addr, err)
 	}
-	s := &Server{srv: &http.Server{Handler: Handler(reg, ready), ReadHeaderTimeout: 10 * time.Second}, ln: ln, done: make(chan error, 1)}
+	s := &Server{srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, ln: ln, done: make(chan error, 1)}
 	go func() {
 		err := s.srv.Serve(ln)
 		if errors.Is(err, http.ErrServerClosed) {

@@ -60,6 +60,7 @@ func TestExposition(t *testing.T) {
 	d.Supervised("tool", "stop")
 	d.Supervised("tool", "stop")
 	d.Commit(3, 5, 2*time.Millisecond)
+	d.Ack(3 * time.Millisecond)
 	r.NewGaugeFunc("lemo_tasks", "Tasks by status.", "status", func() map[string]float64 {
 		return map[string]float64{"running": 2, "finished": 7}
 	})
@@ -79,6 +80,7 @@ func TestExposition(t *testing.T) {
 		"lemo_cycles_total": dto.MetricType_COUNTER, "lemo_cycle_duration_seconds": dto.MetricType_HISTOGRAM,
 		"lemo_tool_calls_total": dto.MetricType_COUNTER, "lemo_tasks": dto.MetricType_GAUGE,
 		"lemo_append_batch_size": dto.MetricType_HISTOGRAM, "lemo_events_appended_total": dto.MetricType_COUNTER,
+		"lemo_append_ack_seconds":              dto.MetricType_HISTOGRAM,
 		"lemo_remote_connections_closed_total": dto.MetricType_COUNTER,
 		// The runtime and process collectors.
 		"go_goroutines": dto.MetricType_GAUGE, "go_gc_duration_seconds": dto.MetricType_SUMMARY,
@@ -244,5 +246,44 @@ func TestMCPCalls(t *testing.T) {
 	}
 	if n := counter("lemo_mcp_calls_total", map[string]string{"server": "web", "outcome": "ok"}); n != 1 {
 		t.Errorf("web calls = %v, want 1", n)
+	}
+}
+
+// WithPprof serves the profiling endpoints beside the others; without it
+// there are none.
+func TestWithPprof(t *testing.T) {
+	r := NewRegistry()
+	ready := func() bool { return true }
+	for _, withPprof := range []bool{false, true} {
+		h := Handler(r, ready)
+		if withPprof {
+			h = WithPprof(h)
+		}
+		srv, err := ServeHandler("127.0.0.1:0", h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		status := func(path string) int {
+			resp, err := http.Get("http://" + srv.Addr() + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			_, _ = io.ReadAll(resp.Body)
+			return resp.StatusCode
+		}
+		wantPprof := http.StatusNotFound
+		if withPprof {
+			wantPprof = http.StatusOK
+		}
+		if got := status("/debug/pprof/"); got != wantPprof {
+			t.Errorf("pprof %v: /debug/pprof/ = %d, want %d", withPprof, got, wantPprof)
+		}
+		if got := status("/metrics"); got != http.StatusOK {
+			t.Errorf("pprof %v: /metrics = %d, want 200", withPprof, got)
+		}
+		if err := srv.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -176,6 +176,10 @@ type Options struct {
 	// appends and events it acknowledged and how long the oldest waited;
 	// it must be cheap (it runs on the writer's goroutine).
 	OnCommit func(appends, events int, wait time.Duration)
+	// OnAck, when set, is called for every append acknowledged with how
+	// long it waited from its submission to its durable acknowledgement;
+	// it must be cheap (it runs on the writer's goroutine).
+	OnAck func(wait time.Duration)
 
 	// unsyncedWrites opens Badger with SyncWrites off. Only the power-loss
 	// test sets it, as its negative control: it proves the test notices

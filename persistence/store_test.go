@@ -443,7 +443,7 @@ func TestPendingApprovalsIndex(t *testing.T) {
 
 func TestStatusCountsAndCommitObserver(t *testing.T) {
 	dir := t.TempDir()
-	var commits, events atomic.Int64
+	var commits, events, acks atomic.Int64
 	dd, err := OpenDataDir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -451,6 +451,10 @@ func TestStatusCountsAndCommitObserver(t *testing.T) {
 	st, err := Open(dd, Options{Log: zerolog.Nop(), MemTableSize: 8 << 20, OnCommit: func(a, e int, wait time.Duration) {
 		commits.Add(int64(a))
 		events.Add(int64(e))
+	}, OnAck: func(wait time.Duration) {
+		if wait > 0 {
+			acks.Add(1)
+		}
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -464,8 +468,8 @@ func TestStatusCountsAndCommitObserver(t *testing.T) {
 	if got := st.StatusCounts(); !maps.Equal(got, want) {
 		t.Fatalf("StatusCounts() = %v, want %v", got, want)
 	}
-	if commits.Load() != 3 || events.Load() != 5 {
-		t.Fatalf("observed %d appends, %d events; want 3, 5", commits.Load(), events.Load())
+	if commits.Load() != 3 || events.Load() != 5 || acks.Load() != 3 {
+		t.Fatalf("observed %d appends, %d events, %d acknowledgements with their wait; want 3, 5, 3", commits.Load(), events.Load(), acks.Load())
 	}
 	closeTest(t, ts)
 	ts = openTest(t, dir)

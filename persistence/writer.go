@@ -170,6 +170,7 @@ type writer struct {
 	done     chan commitDone
 	statuses *statusCounts
 	onCommit func(appends, events int, wait time.Duration)
+	onAck    func(wait time.Duration)
 
 	// splits counts transactions committed early because a batch did not
 	// fit in one (observed by tests).
@@ -186,6 +187,7 @@ func newWriter(db *badger.DB, opt Options, statuses *statusCounts) *writer {
 	w := &writer{
 		statuses: statuses,
 		onCommit: opt.OnCommit,
+		onAck:    opt.OnAck,
 		db:       db,
 		in:       make(chan *request, 1024),
 		maxBatch: opt.MaxBatch,
@@ -298,6 +300,7 @@ func (w *writer) complete(d commitDone) {
 			w.onCommit(len(d.group), events, time.Since(oldest))
 		}
 	}
+	now := time.Now()
 	for _, st := range d.group {
 		task := st.req.task
 		if w.busy[task]--; w.busy[task] <= 0 {
@@ -309,6 +312,9 @@ func (w *writer) complete(d commitDone) {
 			continue
 		}
 		w.cache.put(task, st.meta)
+		if w.onAck != nil {
+			w.onAck(now.Sub(st.req.queued))
+		}
 		st.req.done <- result{meta: st.meta}
 	}
 }

@@ -54,6 +54,17 @@ func (b *IdleBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Drain reads and discards what is left of the body, up to max bytes,
+// giving up after d without a byte. A body read to its end lets the
+// transport keep the connection for the next request; one closed before
+// (the end of a chunked response may follow the last event by a moment)
+// loses it.
+func (b *IdleBody) Drain(max int64, d time.Duration) {
+	b.d = d
+	b.timer.Reset(d)
+	_, _ = io.CopyN(io.Discard, b, max)
+}
+
 // Close stops the clock and closes the body.
 func (b *IdleBody) Close() error {
 	b.timer.Stop()

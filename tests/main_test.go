@@ -24,6 +24,10 @@ var lemoBin string
 const lemoBinEnv = "LEMO_E2E_LEMO_BIN"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(stepsModelEnv) != "" {
+		serveStepsModel()
+		return
+	}
 	if bin := os.Getenv(lemoBinEnv); bin != "" {
 		lemoBin = bin
 		os.Exit(m.Run())

@@ -740,3 +740,42 @@ func (s *State) RuleNeed(tool string, deadline time.Duration, match func(pattern
 	}
 	return need
 }
+
+// maxChain bounds the steps one append carries (a Cycle's calls started
+// at once, each its own step).
+const maxChain = 64
+
+// Chain returns bodies followed by the events that begin the steps Next
+// takes right after them, and those steps in order, so that events known
+// together are one append (one commit): a Cycle's answer with the start of
+// the call it asks for, a call's result with the next Cycle's start, a
+// Task's creation with its first Cycle's start, a final answer with the
+// Task's end. It decides on a copy of the state with bodies applied, as
+// Next would once they are; the state itself is not changed. Chaining
+// stops at the first step that waits (a model call, a tool or a person).
+// o.Approval must judge a call as it would after bodies (bodies that
+// change the Task's approval rules must not be chained).
+func (s *State) Chain(bodies []proto.Message, o NextOptions) ([]proto.Message, []Step) {
+	if len(bodies) == 0 {
+		return bodies, nil
+	}
+	c := s.clone()
+	apply := func(bs []proto.Message) {
+		for _, ev := range c.Stamp(bs, o.Now) {
+			c.Apply(ev)
+		}
+	}
+	apply(bodies)
+	all := bodies[:len(bodies):len(bodies)]
+	var steps []Step
+	for len(steps) < maxChain {
+		step := c.Next(o)
+		if step.Kind == StepWait || len(step.Bodies) == 0 {
+			break
+		}
+		all = append(all, step.Bodies...)
+		steps = append(steps, step)
+		apply(step.Bodies)
+	}
+	return all, steps
+}

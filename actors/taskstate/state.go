@@ -100,9 +100,14 @@ type State struct {
 	Received             []Received
 	Sent                 map[string]uint64
 	LastAnswer           string
-	Usage                api.Usage
+	Usage                Tokens
 	// cycleSeq is the seq of the last CycleStarted.
 	cycleSeq uint64
+}
+
+// Tokens is the token usage a Task's Cycles reported, summed.
+type Tokens struct {
+	PromptTokens, CompletionTokens uint64
 }
 
 // Child is a child Task as its parent recorded it.
@@ -299,4 +304,34 @@ func (s *State) Stamp(bodies []proto.Message, now time.Time) []*api.Event {
 		out[i] = api.NewEvent(s.TaskID, s.LastSeq+uint64(i)+1, ts, b)
 	}
 	return out
+}
+
+// clone returns a copy of s that shares nothing Apply changes.
+func (s *State) clone() *State {
+	c := *s
+	c.Calls = make(map[string]*Call, len(s.Calls))
+	for id, call := range s.Calls {
+		cc := *call
+		c.Calls[id] = &cc
+	}
+	c.Order = append([]string(nil), s.Order...)
+	c.Approvals = make(map[string]*Approval, len(s.Approvals))
+	for id, a := range s.Approvals {
+		ac := *a
+		c.Approvals[id] = &ac
+	}
+	c.Allows = s.Allows[:len(s.Allows):len(s.Allows)]
+	c.Loaded = s.Loaded[:len(s.Loaded):len(s.Loaded)]
+	c.Children = make(map[string]*Child, len(s.Children))
+	for id, ch := range s.Children {
+		cc := *ch
+		c.Children[id] = &cc
+	}
+	c.ChildOrder = s.ChildOrder[:len(s.ChildOrder):len(s.ChildOrder)]
+	c.Received = s.Received[:len(s.Received):len(s.Received)]
+	c.Sent = make(map[string]uint64, len(s.Sent))
+	for id, seq := range s.Sent {
+		c.Sent[id] = seq
+	}
+	return &c
 }

@@ -2,6 +2,8 @@ package taskstate
 
 import (
 	"errors"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -585,5 +587,114 @@ func TestCombine(t *testing.T) {
 		if got := Combine(c.judged, c.allowed, c.asked); got != c.want {
 			t.Errorf("%s: got %+v, want %+v", c.name, got, c.want)
 		}
+	}
+}
+
+// Chain puts what is known together into one append: a Cycle's answer
+// with the start of its calls, a result with the next Cycle's start, a
+// creation with the first Cycle's start, a final answer with the Task's
+// end; it stops where the Task waits, and leaves the state as it was.
+func TestChain(t *testing.T) {
+	answer := func(s *State, calls ...string) []proto.Message {
+		o := CycleOutput{Cycle: s.Cycle, Text: "t"}
+		for _, c := range calls {
+			o.Calls = append(o.Calls, ResolvedCall{ModelName: c, Tool: c, Args: []byte(`{}`)})
+		}
+		return s.CycleDone(o)
+	}
+	running := func(t *testing.T) *State { return build(t, &api.CycleStarted{Cycle: 1}) }
+	oneCallRunning := func(t *testing.T) *State {
+		return build(t, append(cycleWithCalls(1, "c1"), &api.ToolExecutionStarted{CallId: "c1"})...)
+	}
+	askAll := func(*Call) ApprovalNeed { return ApprovalNeed{Required: true, Reason: "r"} }
+	cases := []struct {
+		name   string
+		state  func(t *testing.T) *State
+		bodies func(s *State) []proto.Message
+		opt    NextOptions
+		want   []string
+		steps  []StepKind
+	}{
+		{"an answer and the start of its call", running, func(s *State) []proto.Message { return answer(s, "t") }, NextOptions{},
+			[]string{"AssistantMessage", "ToolCallRecorded", "CycleFinished", "ToolExecutionStarted"}, []StepKind{StepStartTool}},
+		{"an answer and the start of both calls under the limit", running, func(s *State) []proto.Message { return answer(s, "t", "u") }, NextOptions{MaxParallelTools: 2},
+			[]string{"AssistantMessage", "ToolCallRecorded", "ToolCallRecorded", "CycleFinished", "ToolExecutionStarted", "ToolExecutionStarted"}, []StepKind{StepStartTool}}, // one step starts both
+		{"an answer and the start of its first call at the limit", running, func(s *State) []proto.Message { return answer(s, "t", "u") }, NextOptions{MaxParallelTools: 1},
+			[]string{"AssistantMessage", "ToolCallRecorded", "ToolCallRecorded", "CycleFinished", "ToolExecutionStarted"}, []StepKind{StepStartTool}},
+		{"a result and the next Cycle's start", oneCallRunning, func(s *State) []proto.Message { return s.ToolDone(ToolOutcome{CallID: "c1", Retained: []byte(`1`)}) }, NextOptions{},
+			[]string{"ToolResult", "CycleStarted"}, []StepKind{StepStartCycle}},
+		{"a result while another call runs", func(t *testing.T) *State {
+			return build(t, append(cycleWithCalls(1, "c1", "c2"), &api.ToolExecutionStarted{CallId: "c1"}, &api.ToolExecutionStarted{CallId: "c2"})...)
+		}, func(s *State) []proto.Message { return s.ToolDone(ToolOutcome{CallID: "c1"}) }, NextOptions{MaxParallelTools: 2},
+			[]string{"ToolResult"}, nil},
+		{"a final answer and the Task's end", running, func(s *State) []proto.Message { return answer(s) }, NextOptions{},
+			[]string{"AssistantMessage", "CycleFinished", "StatusChanged"}, []StepKind{StepFinish}},
+		{"a creation and the first Cycle's start", func(*testing.T) *State { s := New(); s.TaskID = "T1"; return s },
+			func(*State) []proto.Message {
+				return Create(CreateInput{Owner: "alice", Model: "fake/m", Request: "do it"})
+			}, NextOptions{},
+			[]string{"TaskCreated", "UserMessage", "StatusChanged", "CycleStarted"}, []StepKind{StepStartCycle}},
+		{"an answer and the approval its call waits for", running, func(s *State) []proto.Message { return answer(s, "t") }, NextOptions{Approval: askAll},
+			[]string{"AssistantMessage", "ToolCallRecorded", "CycleFinished", "ApprovalRequested", "StatusChanged"}, []StepKind{StepRequestApproval}},
+		{"a result and the pause at the cycle limit", oneCallRunning, func(s *State) []proto.Message { return s.ToolDone(ToolOutcome{CallID: "c1"}) }, NextOptions{MaxCycles: 1},
+			[]string{"ToolResult", "StatusChanged"}, []StepKind{StepLimit}},
+		{"a pause starts nothing", running, func(s *State) []proto.Message { b, _ := s.Pause(); return b }, NextOptions{},
+			[]string{"CycleFinished", "StatusChanged"}, nil},
+		{"nothing to record", running, func(*State) []proto.Message { return nil }, NextOptions{}, []string{}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := c.state(t)
+			bodies := c.bodies(s)
+			before := s.clone()
+			c.opt.Now = now
+			all, steps := s.Chain(bodies, c.opt)
+			if got := kindsOf(all); !eq(got, c.want) {
+				t.Fatalf("Chain() = %v, want %v", got, c.want)
+			}
+			if len(steps) != len(c.steps) {
+				t.Fatalf("Chain() took %d steps, want %v", len(steps), c.steps)
+			}
+			for i, st := range steps {
+				if st.Kind != c.steps[i] {
+					t.Errorf("step %d = %v, want %v", i, st.Kind, c.steps[i])
+				}
+			}
+			if !reflect.DeepEqual(s, before) {
+				t.Fatalf("Chain changed the state:\n%+v\nwas\n%+v", s, before)
+			}
+			// Applied in order, the chained events leave the Task where
+			// the last step leaves it: waiting.
+			apply(s, all)
+			if st := s.Next(c.opt); st.Kind != StepWait {
+				t.Fatalf("after the chain Next() = %v, want StepWait", st.Kind)
+			}
+		})
+	}
+}
+
+// A clone shares nothing that Apply changes: Chain decides on a clone, and
+// the Task's own state must not move until the events are durable.
+func TestCloneSharesNothingApplyChanges(t *testing.T) {
+	s := New()
+	s.TaskID = "P"
+	apply(s, Create(CreateInput{Owner: "alice", Model: "fake/m", Request: "r", Tools: []string{"tools.load"}, Discovery: true}))
+	apply(s, []proto.Message{
+		&api.ChildSpawned{ChildId: "C", CallId: "c1"},
+		&api.MessageSent{To: "C", Text: "hi", CallId: "c2"},
+		&api.MessageReceived{From: "C", FromSeq: 3, Text: "yes"},
+		&api.ToolsLoaded{Tools: []string{"files.read"}, CallId: "c3"},
+	})
+	before := fmt.Sprintf("%+v %+v %v %v %v", *s.Children["C"], s.ChildOrder, s.Sent, s.Received, s.Loaded)
+	c := s.clone()
+	apply(c, []proto.Message{
+		&api.ChildEnded{ChildId: "C", Status: api.TaskStatus_TASK_STATUS_FINISHED},
+		&api.ChildSpawned{ChildId: "D", CallId: "c4"},
+		&api.MessageSent{To: "D", Text: "go", CallId: "c5"},
+		&api.MessageReceived{From: "D", FromSeq: 2, Text: "ok"},
+		&api.ToolsLoaded{Tools: []string{"shell.run"}, CallId: "c6"},
+	})
+	if after := fmt.Sprintf("%+v %+v %v %v %v", *s.Children["C"], s.ChildOrder, s.Sent, s.Received, s.Loaded); after != before || len(s.Children) != 1 {
+		t.Fatalf("applying to the clone changed the state:\n%s\nwas\n%s", after, before)
 	}
 }

@@ -190,7 +190,7 @@ func (s *State) EndEntry(evs []*api.Event) *api.InboxEntry {
 	if s.ParentID == "" {
 		return nil
 	}
-	answer, usage := s.LastAnswer, proto.Clone(&s.Usage).(*api.Usage)
+	answer, usage := s.LastAnswer, &api.Usage{PromptTokens: s.Usage.PromptTokens, CompletionTokens: s.Usage.CompletionTokens}
 	var end *api.ChildEnded
 	for _, ev := range evs {
 		switch b := ev.Body.(type) {

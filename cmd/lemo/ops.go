@@ -147,9 +147,14 @@ func (o *ops) storeGauge(f func(*persistence.Store) float64) func() map[string]f
 	}
 }
 
-// serve starts the HTTP listener on addr.
-func (o *ops) serve(addr string, log zerolog.Logger) error {
-	srv, err := metrics.Serve(addr, o.reg, o.ready.Load)
+// serve starts the HTTP listener on addr, with the profiling endpoints
+// when pprof.
+func (o *ops) serve(addr string, pprof bool, log zerolog.Logger) error {
+	h := metrics.Handler(o.reg, o.ready.Load)
+	if pprof {
+		h = metrics.WithPprof(h)
+	}
+	srv, err := metrics.ServeHandler(addr, h)
 	if err != nil {
 		return err
 	}

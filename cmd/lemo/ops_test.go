@@ -32,7 +32,7 @@ func get(t *testing.T, url string) (int, string) {
 func TestOpsGaugesAndReadiness(t *testing.T) {
 	o := newOps()
 	o.floor.Store(512 << 20)
-	if err := o.serve("127.0.0.1:0", zerolog.Nop()); err != nil {
+	if err := o.serve("127.0.0.1:0", false, zerolog.Nop()); err != nil {
 		t.Fatal(err)
 	}
 	defer o.close(zerolog.Nop())
@@ -56,7 +56,7 @@ func TestOpsGaugesAndReadiness(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dd.Close()
-	st, err := persistence.Open(dd, persistence.Options{Log: zerolog.Nop(), MemTableSize: 4 << 20, BlockCacheSize: 4 << 20, OnCommit: o.daemon.Commit})
+	st, err := persistence.Open(dd, persistence.Options{Log: zerolog.Nop(), MemTableSize: 4 << 20, BlockCacheSize: 4 << 20, OnCommit: o.daemon.Commit, OnAck: o.daemon.Ack})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -149,12 +149,12 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, hup 
 	o := newOps()
 	o.floor.Store(int64(cfg.Storage.MinFreeMiB) << 20)
 	if cfg.HTTP.Listen != "" {
-		if err := o.serve(cfg.HTTP.Listen, log); err != nil {
+		if err := o.serve(cfg.HTTP.Listen, cfg.HTTP.Pprof, log); err != nil {
 			return fmt.Errorf("http.listen: %w (is another program using it?)", err)
 		}
 		defer o.close(log)
 	}
-	store, err := persistence.Open(dd, persistence.Options{Log: log, MinFreeBytes: int64(cfg.Storage.MinFreeMiB) << 20, OnCommit: o.daemon.Commit})
+	store, err := persistence.Open(dd, persistence.Options{Log: log, MinFreeBytes: int64(cfg.Storage.MinFreeMiB) << 20, OnCommit: o.daemon.Commit, OnAck: o.daemon.Ack})
 	if err != nil {
 		return err
 	}

@@ -144,8 +144,8 @@ func (l *chatLine) response() *api.ChatResponse {
 
 // chatOnce is one attempt: it posts payload (an api.ChatRequest as JSON)
 // to /api/chat and reads the NDJSON answer.
-func (p *Provider) chatOnce(ctx context.Context, payload []byte, emit func(providers.Delta)) (*providers.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.chatURL, bytes.NewReader(payload))
+func (p *Provider) chatOnce(ctx context.Context, payload providers.Body, emit func(providers.Delta)) (*providers.Response, error) {
+	req, err := payload.NewRequest(ctx, http.MethodPost, p.chatURL)
 	if err != nil {
 		return nil, &providers.Error{Provider: p.cfg.Name, Class: providers.ClassBadRequest, Message: "build request", Err: err}
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
@@ -14,6 +15,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -199,13 +201,26 @@ func TestChatWireRequest(t *testing.T) {
 	if _, err := m.Stream(context.Background(), req, nil); err != nil {
 		t.Fatal(err)
 	}
+	// The body is the chat with its tools (added to the encoded chat,
+	// so compared after a round trip that orders the fields).
 	chat, err := buildChat(m.info, req)
 	if err != nil {
 		t.Fatal(err)
 	}
+	tools, err := encodeTools(req.Tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(tools, &chat.Tools); err != nil {
+		t.Fatal(err)
+	}
 	want, _ := json.Marshal(chat)
-	if !bytes.Equal(body, want) {
-		t.Fatalf("wire body\n%s\nwant\n%s", body, want)
+	var sent api.ChatRequest
+	if err := json.Unmarshal(body, &sent); err != nil {
+		t.Fatalf("wire body %s: %v", body, err)
+	}
+	if got, _ := json.Marshal(&sent); !bytes.Equal(got, want) {
+		t.Fatalf("wire body\n%s\nwant\n%s", got, want)
 	}
 	for _, s := range []string{`"options":{"num_ctx":4096}`, `"tool_call_id":"lemo-1"`, `"tool_name":"get_weather"`, `"arguments":{"city":"Tokyo"}`, `"stream":true`} {
 		if !bytes.Contains(body, []byte(s)) {
@@ -371,4 +386,72 @@ func FuzzLineReader(f *testing.F) {
 			t.Fatalf("after the last line: %q, %v; want io.EOF", got, err)
 		}
 	})
+}
+
+// Many Tasks calling one Ollama at once reuse their connections: a second
+// round of concurrent calls opens none (the transport keeps
+// openaicompat.MaxIdleConnsPerHost idle connections, Go's default 2).
+func TestConcurrentCallsReuseConnections(t *testing.T) {
+	const calls = 20
+	var (
+		mu      sync.Mutex
+		arrived int
+		all     = make(chan struct{})
+	)
+	var opened atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Each call waits until the round's every call has arrived, so a
+		// round really holds calls connections at once.
+		mu.Lock()
+		arrived++
+		if arrived == calls {
+			close(all)
+		}
+		round := all
+		mu.Unlock()
+		select {
+		case <-round:
+		case <-r.Context().Done():
+			return
+		}
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		_, _ = io.WriteString(w, doneLine)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	p := newProvider(t, Config{BaseURL: srv.URL})
+	m := &Model{p: p, info: providers.ModelInfo{Name: "m", Window: 4096}}
+	round := func() {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, calls)
+		for range calls {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := m.Stream(context.Background(), hi, nil); err != nil {
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	round()
+	first := opened.Load()
+	mu.Lock()
+	arrived, all = 0, make(chan struct{})
+	mu.Unlock()
+	round()
+	if got := opened.Load(); got != first {
+		t.Fatalf("the second round of %d concurrent calls opened %d new connections (%d in the first); want none", calls, got-first, first)
+	}
 }

@@ -31,6 +31,8 @@ type Provider struct {
 	chatURL string
 	// maxResponse is MaxResponseBytes (smaller in tests).
 	maxResponse int
+	// tools keeps the encoded tool sets of chat requests.
+	tools providers.ToolCache
 
 	mu       sync.Mutex
 	cached   []providers.ModelInfo
@@ -301,20 +303,56 @@ func (m *Model) Stream(ctx context.Context, req *providers.Request, emit func(pr
 	if err != nil {
 		return nil, &providers.Error{Provider: p.cfg.Name, Class: providers.ClassBadRequest, Message: retry.CleanMessage(err.Error(), ""), Err: err}
 	}
-	payload, err := json.Marshal(chat)
+	payload, err := chatBody(chat, req, &p.tools)
 	if err != nil {
-		return nil, &providers.Error{Provider: p.cfg.Name, Class: providers.ClassBadRequest, Message: "encode request", Err: err}
+		return nil, &providers.Error{Provider: p.cfg.Name, Class: providers.ClassBadRequest, Message: retry.CleanMessage(err.Error(), ""), Err: err}
 	}
 	return p.cfg.Retry.Do(ctx, p.cfg.Log, p.cfg.Name, emit, func(ctx context.Context, emit func(providers.Delta)) (*providers.Response, error) {
 		return p.chatOnce(ctx, payload, emit)
 	})
 }
 
+// encodeTools encodes tools as the "tools" array of a chat request; a
+// tool whose parameters are not a JSON Schema object is an error.
+func encodeTools(tools []providers.ToolSpec) (json.RawMessage, error) {
+	wire := make([]api.Tool, len(tools))
+	for i, t := range tools {
+		var params api.ToolFunctionParameters
+		schema := t.Parameters
+		if len(schema) == 0 {
+			schema = json.RawMessage(`{"type":"object","properties":{}}`)
+		}
+		if err := json.Unmarshal(schema, &params); err != nil {
+			return nil, fmt.Errorf("tool %s: parameters are not a JSON Schema object: %w", t.Name, err)
+		}
+		wire[i] = api.Tool{Type: "function", Function: api.ToolFunction{Name: t.Name, Description: t.Description, Parameters: params}}
+	}
+	return json.Marshal(wire)
+}
+
+// chatBody encodes chat and adds the tools of req, encoded once per tool
+// set (cache) and shared, not copied, by the bodies that offer them.
+func chatBody(chat *api.ChatRequest, req *providers.Request, cache *providers.ToolCache) (providers.Body, error) {
+	payload, err := json.Marshal(chat)
+	if err != nil {
+		return nil, fmt.Errorf("encode request: %w", err)
+	}
+	if len(req.Tools) == 0 {
+		return providers.Body{payload}, nil
+	}
+	tools, err := cache.Encoded(req.Tools, encodeTools)
+	if err != nil {
+		return nil, err
+	}
+	return providers.WithFields(payload, providers.Field{Name: "tools", Value: tools}), nil
+}
+
 // buildChat turns a providers.Request into an api.ChatRequest that always
-// carries options.num_ctx.
+// carries options.num_ctx. The tools are not in it: chatBody adds their
+// encoding, kept per tool set.
 func buildChat(info providers.ModelInfo, req *providers.Request) (*api.ChatRequest, error) {
 	stream := true
-	chat := &api.ChatRequest{Model: info.Name, Stream: &stream, Options: map[string]any{"num_ctx": info.Window}}
+	chat := &api.ChatRequest{Model: info.Name, Stream: &stream, Options: map[string]any{"num_ctx": info.Window}, Messages: make([]api.Message, 0, len(req.Messages)+1)}
 	if info.Reasoning {
 		chat.Think = &api.ThinkValue{Value: req.Think}
 	}
@@ -347,18 +385,6 @@ func buildChat(info providers.ModelInfo, req *providers.Request) (*api.ChatReque
 			}
 		}
 		chat.Messages = append(chat.Messages, am)
-	}
-	for _, t := range req.Tools {
-		var params api.ToolFunctionParameters
-		schema := t.Parameters
-		if len(schema) == 0 {
-			schema = json.RawMessage(`{"type":"object","properties":{}}`)
-		}
-		if err := json.Unmarshal(schema, &params); err != nil {
-			return nil, fmt.Errorf("tool %s: parameters are not a JSON Schema object: %w", t.Name, err)
-		}
-		chat.Tools = append(chat.Tools, api.Tool{Type: "function",
-			Function: api.ToolFunction{Name: t.Name, Description: t.Description, Parameters: params}})
 	}
 	return chat, nil
 }

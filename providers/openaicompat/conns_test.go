@@ -2,12 +2,15 @@ package openaicompat
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"lemo/providers"
 	"lemo/providers/fake"
@@ -87,5 +90,74 @@ func TestConcurrentCallsReuseConnections(t *testing.T) {
 	round()
 	if got := opened.Load(); got != first {
 		t.Fatalf("the second round of %d concurrent calls opened %d new connections (%d in the first); want none: the first round's connections are kept idle for reuse", calls, got-first, first)
+	}
+}
+
+// A TLS server that offers HTTP/2 is spoken to in HTTP/2 (one connection
+// for many concurrent streams), though the transport has its own dialer
+// and timeouts, which otherwise turn HTTP/2 off.
+func TestHTTP2WhereOffered(t *testing.T) {
+	protos := make(chan int, 1)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case protos <- r.ProtoMajor:
+		default:
+		}
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	c := HTTPClient(nil, 5*time.Second)
+	tr := c.Transport.(*http.Transport)
+	defer tr.CloseIdleConnections()
+	// Trust the test server's certificate, as a real one is trusted by
+	// the system's roots.
+	tr.TLSClientConfig = srv.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
+	resp, err := c.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 || <-protos != 2 {
+		t.Fatalf("answered in %s, want HTTP/2", resp.Proto)
+	}
+}
+
+// An answer's [DONE] may reach the client a moment before the end of the
+// response (a real server flushes every event; the chunked body's end
+// follows in another write): the stream reads to that end, so the next
+// call reuses the connection instead of opening one.
+func TestConnectionReusedAfterLateEnd(t *testing.T) {
+	f, err := fake.NewServer(fake.Options{Flavor: fake.FlavorOpenAI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" {
+			f.ServeHTTP(w, r) // the model list
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+		w.(http.Flusher).Flush()
+		time.Sleep(20 * time.Millisecond) // the end of the body comes late
+	}))
+	t.Cleanup(srv.Close)
+	p := newPlain(t, fake.ProviderParams{BaseURL: srv.URL + "/v1"})
+	m, err := p.Model(context.Background(), "local-model")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reused []bool
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		GotConn: func(i httptrace.GotConnInfo) { reused = append(reused, i.Reused) }})
+	for range 3 {
+		req := &providers.Request{Messages: []providers.Message{{Role: providers.RoleUser, Content: "hello"}}}
+		if _, err := m.Stream(ctx, req, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(reused) != 3 || !reused[1] || !reused[2] {
+		t.Fatalf("GotConn reused = %v, want the connection reused by calls 2 and 3", reused)
 	}
 }

@@ -188,6 +188,8 @@ type Provider struct {
 	opts   Options
 	base   string
 	client *http.Client
+	// tools keeps the encoded tool sets of requests.
+	tools providers.ToolCache
 
 	mu       sync.Mutex
 	cached   []providers.ModelInfo

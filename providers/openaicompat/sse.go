@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // DefaultMaxLineBytes bounds one SSE line and one event's data.
@@ -42,7 +43,30 @@ func NewSSEReader(r io.Reader, maxLine int) *SSEReader {
 	if maxLine <= 0 {
 		maxLine = DefaultMaxLineBytes
 	}
-	return &SSEReader{r: bufio.NewReaderSize(r, 32<<10), max: maxLine}
+	s := sseReaders.Get().(*SSEReader)
+	s.r.Reset(r)
+	s.max, s.line, s.data = maxLine, s.line[:0], s.data[:0]
+	return s
+}
+
+// sseReaders keeps readers (their 32 KiB buffers) for the next streams: a
+// daemon reads one stream per model call.
+var sseReaders = sync.Pool{New: func() any { return &SSEReader{r: bufio.NewReaderSize(nil, 32<<10)} }}
+
+// sseKeepBytes bounds the line and data buffers a released reader keeps.
+const sseKeepBytes = 64 << 10
+
+// Release gives the reader's buffers back for another stream; neither the
+// reader nor a slice it returned may be used after.
+func (s *SSEReader) Release() {
+	s.r.Reset(nil)
+	if cap(s.line) > sseKeepBytes {
+		s.line = nil
+	}
+	if cap(s.data) > sseKeepBytes {
+		s.data = nil
+	}
+	sseReaders.Put(s)
 }
 
 // readLine returns the next line without its line ending. The slice is

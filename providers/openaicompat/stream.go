@@ -1,7 +1,6 @@
 package openaicompat
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"lemo/providers"
 	"lemo/providers/retry"
@@ -37,7 +37,7 @@ func (m *Model) Stream(ctx context.Context, req *providers.Request, emit func(pr
 	if p.opts.Hooks.Body != nil {
 		p.opts.Hooks.Body(body, req, m.info)
 	}
-	payload, err := json.Marshal(body)
+	payload, err := requestBody(body, req, &p.tools)
 	if err != nil {
 		return nil, &providers.Error{Provider: p.opts.Name, Class: providers.ClassBadRequest, Message: "encode request", Err: err}
 	}
@@ -47,8 +47,8 @@ func (m *Model) Stream(ctx context.Context, req *providers.Request, emit func(pr
 }
 
 // streamOnce performs one HTTP attempt.
-func (p *Provider) streamOnce(ctx context.Context, payload []byte, emit func(providers.Delta)) (*providers.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.base+"/chat/completions", bytes.NewReader(payload))
+func (p *Provider) streamOnce(ctx context.Context, payload providers.Body, emit func(providers.Delta)) (*providers.Response, error) {
+	req, err := payload.NewRequest(ctx, http.MethodPost, p.base+"/chat/completions")
 	if err != nil {
 		return nil, &providers.Error{Provider: p.opts.Name, Class: providers.ClassBadRequest, Message: "build request", Err: err}
 	}
@@ -75,11 +75,25 @@ func (p *Provider) streamOnce(ctx context.Context, payload []byte, emit func(pro
 	if p.opts.Hooks.ThinkTags {
 		st.think = &thinkSplitter{}
 	}
+	var r *providers.Response
 	if ct := resp.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/json") {
-		return st.whole(ctx, stream)
+		r, err = st.whole(ctx, stream)
+	} else {
+		r, err = st.sse(ctx, stream)
 	}
-	return st.sse(ctx, stream)
+	if err == nil {
+		// [DONE] may come before the end of the response: read to it, so
+		// the connection serves the next call.
+		stream.Drain(maxDrain, drainWait)
+	}
+	return r, err
 }
+
+// maxDrain and drainWait bound what is read after an answer's end.
+const (
+	maxDrain  = 64 << 10
+	drainWait = 250 * time.Millisecond
+)
 
 // state assembles one streamed answer.
 type state struct {
@@ -105,6 +119,7 @@ type callAcc struct {
 // sse reads the event stream until [DONE], EOF or an error.
 func (st *state) sse(ctx context.Context, body io.Reader) (*providers.Response, error) {
 	r := NewSSEReader(body, st.p.opts.MaxLineBytes)
+	defer r.Release()
 	var c chunk
 	for {
 		data, err := r.Next()

@@ -9,12 +9,12 @@ import (
 )
 
 // ChatRequest is the body of POST /chat/completions. Hooks.Body may set
-// the vendor fields.
+// the vendor fields. The tools the request offers are not in it: their
+// encoding, kept per tool set (encodeTools), is added to the encoded body
+// with "tool_choice": "auto" (requestBody).
 type ChatRequest struct {
 	Model         string         `json:"model"`
 	Messages      []WireMessage  `json:"messages"`
-	Tools         []WireTool     `json:"tools,omitempty"`
-	ToolChoice    string         `json:"tool_choice,omitempty"`
 	Stream        bool           `json:"stream"`
 	StreamOptions *StreamOptions `json:"stream_options,omitempty"`
 	// Reasoning is OpenRouter's reasoning{effort|max_tokens|exclude|enabled}.
@@ -74,7 +74,7 @@ var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
 // buildRequest turns a providers.Request into the wire body. echoDetails
 // passes reasoning_details from Message.ProviderMetadata back.
 func buildRequest(model string, req *providers.Request, echoDetails bool) *ChatRequest {
-	body := &ChatRequest{Model: model, Stream: true}
+	body := &ChatRequest{Model: model, Stream: true, Messages: make([]WireMessage, 0, len(req.Messages)+1)}
 	if req.System != "" {
 		s := req.System
 		body.Messages = append(body.Messages, WireMessage{Role: "system", Content: &s})
@@ -109,18 +109,40 @@ func buildRequest(model string, req *providers.Request, echoDetails bool) *ChatR
 		}
 		body.Messages = append(body.Messages, wm)
 	}
-	for _, t := range req.Tools {
+	return body
+}
+
+// encodeTools encodes tools as the "tools" array of a request.
+func encodeTools(tools []providers.ToolSpec) (json.RawMessage, error) {
+	wire := make([]WireTool, len(tools))
+	for i, t := range tools {
 		params := t.Parameters
 		if len(bytes.TrimSpace(params)) == 0 {
 			params = emptySchema
 		}
-		body.Tools = append(body.Tools, WireTool{Type: "function",
-			Function: WireToolFuncDef{Name: t.Name, Description: t.Description, Parameters: params}})
+		wire[i] = WireTool{Type: "function", Function: WireToolFuncDef{Name: t.Name, Description: t.Description, Parameters: params}}
 	}
-	if len(body.Tools) > 0 {
-		body.ToolChoice = "auto"
+	return json.Marshal(wire)
+}
+
+// toolChoiceAuto lets the model choose whether to call a tool.
+var toolChoiceAuto = json.RawMessage(`"auto"`)
+
+// requestBody encodes body and adds the tools of req, encoded once per
+// tool set (cache) and shared, not copied, by the bodies that offer them.
+func requestBody(body *ChatRequest, req *providers.Request, cache *providers.ToolCache) (providers.Body, error) {
+	payload, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
 	}
-	return body
+	if len(req.Tools) == 0 {
+		return providers.Body{payload}, nil
+	}
+	tools, err := cache.Encoded(req.Tools, encodeTools)
+	if err != nil {
+		return nil, err
+	}
+	return providers.WithFields(payload, providers.Field{Name: "tools", Value: tools}, providers.Field{Name: "tool_choice", Value: toolChoiceAuto}), nil
 }
 
 // chunk is one streamed event (chat.completion.chunk), or a whole
