@@ -94,6 +94,13 @@ type task struct {
 	// is not held, so a Cycle's read can be adopted.
 	history []*api.Event
 	tail    []*api.Event
+
+	// Budgets (budget.go): timeTimer fires when the working time may have
+	// run out; timeUp is set from then until the pause is recorded;
+	// lastReservation is the open Cycle's, for the spend metrics.
+	timeTimer       *time.Timer
+	timeUp          bool
+	lastReservation *api.BudgetReservation
 }
 
 // liveResult is the model's view of a call's output and the call's whole
@@ -205,6 +212,8 @@ func (t *task) handle(ctx actor.Context, m any) {
 		t.diskRetry = nil // settle records the pause
 	case *resumeDiskFull:
 		t.persist(ctx, t.st.ResumeDiskFull(), nil, nil)
+	case *timeBudget:
+		t.onTimeBudget(ctx)
 	default:
 		t.env.log.Warn().Str("task", t.id).Str("type", fmt.Sprintf("%T", m)).Msg("task: unexpected message")
 	}
@@ -236,6 +245,7 @@ func (t *task) settle(ctx actor.Context) {
 		return
 	}
 	t.env.deps.Live.SetIdle(t.id, !t.st.Running())
+	t.armTimeBudget(ctx)
 	if d, ok := t.passivation(); ok {
 		ctx.SetReceiveTimeout(d)
 	} else {
@@ -447,6 +457,7 @@ func (t *task) onAppended(ctx actor.Context, m *appended) {
 	}
 	for _, ev := range inf.events {
 		t.st.Apply(ev)
+		t.observeSpend(ev)
 		if ar := ev.GetApprovalResolved(); ar != nil {
 			t.approvalResolved(ar)
 		}
@@ -488,7 +499,9 @@ func (t *task) command(ctx actor.Context, tc *taskCommand) {
 		bodies, err = t.st.Pause()
 		then = t.stopCycle
 	case *cmdContinue:
-		bodies, err = t.st.Continue(c.model)
+		bodies, err = t.continueWith(c)
+	case *cmdRaiseBudget:
+		bodies, err = t.st.RaiseBudget(c.add, c.by)
 	case *cmdCancel:
 		bodies, err = t.st.Cancel()
 		then = func(ctx actor.Context) {
@@ -542,8 +555,12 @@ func (t *task) reconcile(ctx actor.Context) {
 		t.recordDiskPause(ctx)
 		return
 	}
+	if t.timeUp {
+		t.recordTimeUp(ctx)
+		return
+	}
 	o := t.env.limits.Load()
-	step := t.st.Next(taskstate.NextOptions{Now: t.env.now(), MaxCycles: o.MaxCycles, MaxParallelTools: o.MaxParallelTools, Approval: t.approvalNeed})
+	step := t.reserve(t.st.Next(taskstate.NextOptions{Now: t.env.now(), MaxCycles: o.MaxCycles, MaxParallelTools: o.MaxParallelTools, Approval: t.approvalNeed}))
 	switch step.Kind {
 	case taskstate.StepWait:
 	case taskstate.StepStartTool:
@@ -629,7 +646,7 @@ func (t *task) startCycle(ctx actor.Context, n uint32) {
 	for k, v := range t.live {
 		live[k] = v.presented
 	}
-	c := &cycleActor{env: t.env, task: t.id, owner: t.st.Owner, n: n, model: t.st.Model, specs: specs, live: live, history: t.history[:len(t.history):len(t.history)]}
+	c := &cycleActor{env: t.env, task: t.id, owner: t.st.Owner, n: n, model: t.st.Model, specs: specs, live: live, history: t.history[:len(t.history):len(t.history)], maxOutput: t.maxOutput()}
 	pid, err := ctx.SpawnNamed(t.env.props("cycle", func() actor.Actor { return c }), fmt.Sprintf("cycle-%d", n))
 	if err != nil {
 		ctx.Send(ctx.Self(), &cycleResult{cycle: n, err: fmt.Errorf("start cycle: %w", err)})
@@ -681,7 +698,7 @@ func (t *task) onCycleResult(ctx actor.Context, m *cycleResult) {
 		Reasoning: capText(r.Reasoning, maxTextBytes),
 		Finish:    r.FinishReason,
 		Input:     m.summary,
-		Usage:     &api.Usage{PromptTokens: uint64(r.Usage.PromptTokens), CompletionTokens: uint64(r.Usage.CompletionTokens), EstimatedPromptTokens: m.summary.GetEstimatedTokens()},
+		Usage:     &api.Usage{PromptTokens: uint64(r.Usage.PromptTokens), CompletionTokens: uint64(r.Usage.CompletionTokens), EstimatedPromptTokens: m.summary.GetEstimatedTokens(), CachedPromptTokens: uint64(r.Usage.CachedPromptTokens)},
 	}
 	if len(r.ProviderMetadata) <= maxMetadataBytes {
 		out.Metadata = r.ProviderMetadata
@@ -970,6 +987,7 @@ func (t *task) stopTimers() {
 	for id := range t.timers {
 		t.stopTimer(id)
 	}
+	t.stopTimeBudget()
 	if t.diskRetry != nil {
 		t.diskRetry.Stop()
 		t.diskRetry = nil

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"time"
+
 	"google.golang.org/protobuf/proto"
 )
 
@@ -15,6 +17,14 @@ func FoldMeta(meta *TaskMeta, ev *Event) *TaskMeta {
 	} else {
 		m = proto.Clone(meta).(*TaskMeta)
 	}
+	var prev time.Time
+	if m.Updated != nil {
+		prev = m.Updated.AsTime()
+	}
+	if m.Budget == nil {
+		m.Budget = &BudgetSummary{}
+	}
+	FoldBudget(m.Budget, ev, prev)
 	m.LastSeq = ev.GetSeq()
 	m.Updated = ev.GetTime()
 	switch b := ev.Body.(type) {

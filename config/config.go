@@ -25,6 +25,8 @@ type Config struct {
 	HTTP       HTTP       `yaml:"http"`
 	Remote     Remote     `yaml:"remote"`
 	Workspaces Workspaces `yaml:"workspaces"`
+	Budgets    Budgets    `yaml:"budgets"`
+	Pricing    Pricing    `yaml:"pricing"`
 }
 
 // Log configures logging.
@@ -154,6 +156,8 @@ func Default() *Config {
 			OpenAI:      remote,
 		},
 		Tools: Tools{Shell: Shell{Enabled: true, Approval: "ask", Timeout: 2 * time.Minute}, Namespaces: "auto"},
+		Budgets: Budgets{OutputTokens: 4096},
+		Pricing: Pricing{Free: []string{"ollama"}},
 		Remote: Remote{MaxConnections: 256, ConnectionReserve: 32, AuthTimeout: 5 * time.Second,
 			MaxSessions: 1024, MaxSessionsPerToken: 128, MaxSubscriptions: 8192, MaxSubscriptionsPerToken: 1024},
 	}

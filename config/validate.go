@@ -119,6 +119,7 @@ func (c *Config) Validate() []error {
 	if !oneOf(c.Tools.Shell.Approval, "ask", "allow", "deny") {
 		add("tools.shell.approval", "%q: want ask, allow or deny", c.Tools.Shell.Approval)
 	}
+	ps = append(ps, c.budgetProblems()...)
 	return ps
 }
 

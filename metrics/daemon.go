@@ -32,6 +32,8 @@ type Daemon struct {
 	appendSeconds  *prometheus.HistogramVec
 	batchSize      *prometheus.HistogramVec
 	appended       *prometheus.CounterVec
+	tokens         *prometheus.CounterVec
+	cost           *prometheus.CounterVec
 }
 
 // NewDaemon registers the daemon's families on r.
@@ -46,6 +48,20 @@ func NewDaemon(r *Registry) *Daemon {
 		appendSeconds:  r.NewHistogram("lemo_append_latency_seconds", "Time from an append's submission to its durable acknowledgement (oldest of each commit).", appendBuckets),
 		batchSize:      r.NewHistogram("lemo_append_batch_size", "Appends acknowledged by one commit.", batchBuckets),
 		appended:       r.NewCounter("lemo_events_appended_total", "Events durably appended."),
+		tokens:         r.NewCounter("lemo_model_tokens_total", "Tokens charged to Tasks' budgets by provider and model; estimated=true where no usage was reported and the reservation (or a tool's estimate) stands.", "provider", "model", "estimated"),
+		cost:           r.NewCounter("lemo_model_cost_usd_total", "Cost in US dollars charged to Tasks' budgets by provider and model (models with a known price); estimated as for lemo_model_tokens_total.", "provider", "model", "estimated"),
+	}
+}
+
+// Spent implements actors.SpendObserver.
+func (d *Daemon) Spent(provider, model string, tokens, costNanoUSD uint64, estimated bool) {
+	e := "false"
+	if estimated {
+		e = "true"
+	}
+	d.tokens.WithLabelValues(provider, model, e).Add(float64(tokens))
+	if costNanoUSD > 0 {
+		d.cost.WithLabelValues(provider, model, e).Add(float64(costNanoUSD) / 1e9)
 	}
 }
 

@@ -60,6 +60,9 @@ type CreateInput struct {
 	// Approvals are the Task's own approval rules (ask, deny); they only
 	// tighten what the tools and the daemon require.
 	Approvals []*api.ToolApproval
+	// Budget and Price: see TaskCreated (budget.go).
+	Budget *api.BudgetAmounts
+	Price  *api.Price
 }
 
 // titleMax bounds a Task's title, derived from its request.
@@ -68,7 +71,7 @@ const titleMax = 80
 // Create returns the events that create a Task: created, the request, running.
 func Create(in CreateInput) []proto.Message {
 	return []proto.Message{
-		&api.TaskCreated{Owner: in.Owner, Model: in.Model, Tools: in.Tools, ToolsRestricted: in.ToolsRestricted, Workspace: in.Workspace, Title: Title(in.Request), Approvals: in.Approvals},
+		&api.TaskCreated{Owner: in.Owner, Model: in.Model, Tools: in.Tools, ToolsRestricted: in.ToolsRestricted, Workspace: in.Workspace, Title: Title(in.Request), Approvals: in.Approvals, Budget: in.Budget, Price: in.Price},
 		&api.UserMessage{Text: in.Request},
 		&api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_RUNNING, Detail: "created"},
 	}

@@ -82,6 +82,9 @@ type State struct {
 	Order []string
 	// Approvals are the pending approval requests by id.
 	Approvals map[string]*Approval
+
+	// Budget is the Task's spend and input estimate (budget.go).
+	Budget Ledger
 }
 
 // New returns the state of a Task with no history.
@@ -120,6 +123,7 @@ func (s *State) OpenCalls() []*Call {
 
 // Apply folds one event into the state. Events must be applied in seq order.
 func (s *State) Apply(ev *api.Event) {
+	s.Budget.apply(ev)
 	s.LastSeq = ev.GetSeq()
 	switch b := ev.Body.(type) {
 	case *api.Event_TaskCreated:

@@ -185,7 +185,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, hup 
 		}
 	}
 	warnUnknownApprovalTools(cfg, reg, log)
-	d, err := actors.Start(context.Background(), actors.Deps{Store: store, Providers: provs, Tools: reg, Memory: mem, Observer: o.daemon, Log: log, Live: lv}, actorOptions(cfg, dd, stopped))
+	d, err := actors.Start(context.Background(), actors.Deps{Store: store, Providers: provs, Tools: reg, Memory: mem, Observer: o.daemon, Log: log, Live: lv, Pricer: newPricer(cfg, provs)}, actorOptions(cfg, dd, stopped))
 	if err != nil {
 		return err
 	}
@@ -277,6 +277,7 @@ func actorOptions(cfg *config.Config, dd *persistence.DataDir, stopped []actors.
 		MaxRequestBytes:   cfg.Tasks.MaxRequestBytes,
 		Approval:          approvalPolicy(cfg),
 		ApprovalTimeout:   cfg.Approvals.Timeout,
+		Budget:            budgetOptions(cfg),
 	}
 }
 

@@ -54,9 +54,11 @@ func listTasks(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATUS\tMODEL\tCYCLES\tUPDATED\tOWNER\tTITLE")
+	fmt.Fprintln(tw, "ID\tSTATUS\tMODEL\tCYCLES\tTOKENS\tCOST\tTIME\tUPDATED\tOWNER\tTITLE")
+	now := time.Now()
 	for _, m := range all {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", m.GetTaskId(), statusWord(m.GetStatus()), m.GetModel(), m.GetCycles(),
+		tok, cost, working := spendColumns(m.GetBudget(), now)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", m.GetTaskId(), statusWord(m.GetStatus()), m.GetModel(), m.GetCycles(), tok, cost, working,
 			m.GetUpdated().AsTime().Local().Format(time.DateTime), m.GetOwner(), clip(m.GetTitle(), 50))
 	}
 	return tw.Flush()

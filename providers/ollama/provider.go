@@ -315,6 +315,9 @@ func (m *Model) Stream(ctx context.Context, req *providers.Request, emit func(pr
 func buildChat(info providers.ModelInfo, req *providers.Request) (*api.ChatRequest, error) {
 	stream := true
 	chat := &api.ChatRequest{Model: info.Name, Stream: &stream, Options: map[string]any{"num_ctx": info.Window}}
+	if req.MaxOutputTokens > 0 {
+		chat.Options["num_predict"] = req.MaxOutputTokens
+	}
 	if info.Reasoning {
 		chat.Think = &api.ThinkValue{Value: req.Think}
 	}

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"lemo/actors"
+	"lemo/api"
+	"lemo/config"
+	"lemo/providers"
+	"lemo/providers/pricing"
+)
+
+// budgetFlags are a command's budget amounts: lemo run's limits (--max-*)
+// or lemo budget's raises (--add-*).
+type budgetFlags struct {
+	tokens uint64
+	cost   usdFlag
+	time   time.Duration
+}
+
+// usdFlag is a dollar amount in nano-USD.
+type usdFlag struct{ nano uint64 }
+
+func (u *usdFlag) String() string {
+	if u == nil || u.nano == 0 {
+		return ""
+	}
+	return api.FormatUSD(u.nano)
+}
+
+func (u *usdFlag) Set(s string) error {
+	n, err := api.ParseUSD(s)
+	if err != nil {
+		return err
+	}
+	u.nano = n
+	return nil
+}
+
+// add registers the flags with prefix "max" or "add".
+func (b *budgetFlags) add(fs *flag.FlagSet, prefix, what string) {
+	fs.Uint64Var(&b.tokens, prefix+"-tokens", 0, what+" tokens (input and output of the Task's model calls)")
+	fs.Var(&b.cost, prefix+"-cost", what+" cost in US dollars (0.50); needs the model's price")
+	fs.DurationVar(&b.time, prefix+"-time", 0, what+" working time (time the Task runs, not paused or waiting for approval), such as 10m")
+}
+
+func (b *budgetFlags) amounts() (*api.BudgetAmounts, error) {
+	if b.time < 0 {
+		return nil, usageError("a time budget must not be negative (got %s)", b.time)
+	}
+	a := &api.BudgetAmounts{Tokens: b.tokens, CostNanoUsd: b.cost.nano, TimeMs: uint64(b.time.Milliseconds())}
+	if b.time > 0 && a.TimeMs == 0 {
+		return nil, usageError("a time budget below a millisecond (%s) is not accepted", b.time)
+	}
+	if !api.HasBudget(a) {
+		return nil, nil
+	}
+	return a, nil
+}
+
+// raiseBudget implements lemo budget.
+func raiseBudget(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newClientFlags("budget", "<task id> [--add-tokens N] [--add-cost USD] [--add-time D]", "Raise a Task's budget (its owner or an operator). A Task paused for its budget\n"+
+		"stays paused: go on with lemo continue <id>.", stdout, stderr)
+	var b budgetFlags
+	b.add(f.fs, "add", "add this many")
+	pos, err := f.parse(args, 1, 1)
+	if err != nil {
+		return helpOK(err)
+	}
+	add, err := b.amounts()
+	if err != nil {
+		return err
+	}
+	if add == nil {
+		return usageError("nothing to raise: give --add-tokens N, --add-cost USD or --add-time DURATION")
+	}
+	c, err := f.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	id, err := resolveTask(ctx, c, pos[0])
+	if err != nil {
+		return err
+	}
+	m, err := c.RaiseBudget(ctx, id, add)
+	if err != nil {
+		return describe(err, id)
+	}
+	if f.json {
+		printJSON(stdout, m)
+		return nil
+	}
+	fmt.Fprintf(stdout, "task %s: budget raised; %s\n", id, spendLine(m.GetBudget(), time.Now()))
+	if m.GetStatus() == api.TaskStatus_TASK_STATUS_PAUSED {
+		fmt.Fprintf(stdout, "it is paused: go on with lemo continue %s\n", id)
+	}
+	return nil
+}
+
+// spendLine says what a Task spent and has left: "tokens 1200/5000 (3800
+// left) · cost $0.01 · time 3s".
+func spendLine(b *api.BudgetSummary, now time.Time) string {
+	spent := api.BudgetSpent(b, now)
+	left, hasTok, hasCost, hasTime := api.BudgetLeft(b, now)
+	var parts []string
+	tok := fmt.Sprintf("tokens %d", spent.GetTokens())
+	if hasTok {
+		tok = fmt.Sprintf("tokens %d of %d (%d left)", spent.GetTokens(), b.GetLimits().GetTokens(), left.GetTokens())
+	}
+	parts = append(parts, tok)
+	switch {
+	case hasCost:
+		parts = append(parts, fmt.Sprintf("cost %s of %s (%s left)", api.FormatUSD(spent.GetCostNanoUsd()), api.FormatUSD(b.GetLimits().GetCostNanoUsd()), api.FormatUSD(left.GetCostNanoUsd())))
+	case b.GetPrice().GetKnown():
+		parts = append(parts, "cost "+api.FormatUSD(spent.GetCostNanoUsd()))
+	default:
+		parts = append(parts, "cost unknown (no price)")
+	}
+	ms := func(v uint64) string { return (time.Duration(v) * time.Millisecond).Round(time.Second / 10).String() }
+	if hasTime {
+		parts = append(parts, fmt.Sprintf("time %s of %s (%s left)", ms(spent.GetTimeMs()), ms(b.GetLimits().GetTimeMs()), ms(left.GetTimeMs())))
+	} else {
+		parts = append(parts, "time "+ms(spent.GetTimeMs()))
+	}
+	s := strings.Join(parts, " · ")
+	if n := b.GetEstimatedCharges(); n > 0 {
+		s += fmt.Sprintf(" (%d charge(s) estimated: no usage reported)", n)
+	}
+	return s
+}
+
+// spendColumns are lemo tasks' TOKENS, COST and TIME cells: used, and
+// used/limit where a limit is set.
+func spendColumns(b *api.BudgetSummary, now time.Time) (tokens, cost, working string) {
+	spent := api.BudgetSpent(b, now)
+	l := b.GetLimits()
+	tokens = fmt.Sprint(spent.GetTokens())
+	if l.GetTokens() > 0 {
+		tokens += fmt.Sprintf("/%d", l.GetTokens())
+	}
+	cost = "-"
+	if b.GetPrice().GetKnown() || spent.GetCostNanoUsd() > 0 {
+		cost = api.FormatUSD(spent.GetCostNanoUsd())
+	}
+	if l.GetCostNanoUsd() > 0 {
+		cost += "/" + api.FormatUSD(l.GetCostNanoUsd())
+	}
+	ms := func(v uint64) string { return (time.Duration(v) * time.Millisecond).Round(time.Second).String() }
+	working = ms(spent.GetTimeMs())
+	if l.GetTimeMs() > 0 {
+		working += "/" + ms(l.GetTimeMs())
+	}
+	return tokens, cost, working
+}
+
+// budgetOptions are the budgets keys as the daemon takes them.
+func budgetOptions(cfg *config.Config) actors.BudgetOptions {
+	cost, _ := api.ParseUSD(cfg.Budgets.MaxCost) // Validate checked it
+	if cfg.Budgets.MaxCost == "" {
+		cost = 0
+	}
+	return actors.BudgetOptions{
+		Default:      &api.BudgetAmounts{Tokens: uint64(max(cfg.Budgets.MaxTokens, 0)), CostNanoUsd: cost, TimeMs: uint64(max(cfg.Budgets.MaxTime, 0).Milliseconds())},
+		OutputTokens: cfg.Budgets.OutputTokens,
+		PricingKey:   "pricing.models (LEMO_PRICING_MODELS)",
+	}
+}
+
+// newPricer prices models from the providers' published prices, the
+// pricing table and the free providers.
+func newPricer(cfg *config.Config, provs *providers.Registry) *pricing.Pricer {
+	table := map[string]providers.Price{}
+	for id, p := range cfg.Pricing.Parsed() {
+		table[id] = providers.Price{Input: p.Input, Output: p.Output, CachedInput: p.CachedInput}
+	}
+	return pricing.New(provs, table, cfg.Pricing.Free)
+}
+
+// spendFold folds a Task's budget from the events a renderer shows and
+// says when to show it: after a status change or a raise of a Task that
+// has limits.
+type spendFold struct {
+	sum  api.BudgetSummary
+	prev time.Time
+}
+
+func (f *spendFold) event(ev *api.Event) string {
+	api.FoldBudget(&f.sum, ev, f.prev)
+	f.prev = ev.GetTime().AsTime()
+	if !api.HasBudget(f.sum.GetLimits()) {
+		return ""
+	}
+	switch b := ev.GetBody().(type) {
+	case *api.Event_BudgetRaised:
+		return "budget raised by " + b.BudgetRaised.GetBy() + ": " + spendLine(&f.sum, ev.GetTime().AsTime())
+	case *api.Event_StatusChanged:
+		return "budget: " + spendLine(&f.sum, ev.GetTime().AsTime())
+	}
+	return ""
+}
