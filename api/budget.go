@@ -70,10 +70,11 @@ func ReservedTokens(r *BudgetReservation) uint64 {
 //     estimated charge. An open reservation after a crash therefore counts
 //     as spent (fail closed) until the recovery closes its Cycle, and then
 //     stays an estimate.
-//   - Working time runs while the status is running. An interrupted pause
-//     (the daemon stopped or crashed) ends it at the last event before the
-//     pause, so the time the daemon was down is not counted.
-func FoldBudget(b *BudgetSummary, ev *Event, prev time.Time) {
+//   - Working time runs while the status is running. The pause that a
+//     recovery after a crash records ends it at its worked_until (the last
+//     event before the crash), so the time the daemon was down is not
+//     counted.
+func FoldBudget(b *BudgetSummary, ev *Event) {
 	if b.Spent == nil {
 		b.Spent = &BudgetAmounts{}
 	}
@@ -144,8 +145,8 @@ func FoldBudget(b *BudgetSummary, ev *Event, prev time.Time) {
 			b.RunningSince = ev.GetTime()
 		case !running && b.RunningSince != nil:
 			end := at
-			if sc.GetPauseReason() == PauseReason_PAUSE_REASON_INTERRUPTED && !prev.IsZero() && prev.Before(end) {
-				end = prev
+			if wu := sc.GetWorkedUntil(); wu != nil && wu.AsTime().Before(end) {
+				end = wu.AsTime()
 			}
 			if d := end.Sub(b.RunningSince.AsTime()); d > 0 {
 				s.TimeMs = addSat(s.TimeMs, uint64(d.Milliseconds()))

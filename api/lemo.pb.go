@@ -2220,7 +2220,10 @@ type StatusChanged struct {
 	// and what the next step needed.
 	Budget *BudgetExceeded `protobuf:"bytes,120,opt,name=budget,proto3" json:"budget,omitempty"`
 	// With model: the new model's price.
-	Price         *Price `protobuf:"bytes,121,opt,name=price,proto3" json:"price,omitempty"`
+	Price *Price `protobuf:"bytes,121,opt,name=price,proto3" json:"price,omitempty"`
+	// Set by the recovery after a crash: the time of the last event before
+	// it. The Task's working time ends there, not at the recovery.
+	WorkedUntil   *timestamppb.Timestamp `protobuf:"bytes,122,opt,name=worked_until,json=workedUntil,proto3" json:"worked_until,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2293,6 +2296,13 @@ func (x *StatusChanged) GetBudget() *BudgetExceeded {
 func (x *StatusChanged) GetPrice() *Price {
 	if x != nil {
 		return x.Price
+	}
+	return nil
+}
+
+func (x *StatusChanged) GetWorkedUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WorkedUntil
 	}
 	return nil
 }
@@ -3359,14 +3369,15 @@ const file_lemo_proto_rawDesc = "" +
 	"\x02by\x18\x04 \x01(\tR\x02by\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x124\n" +
 	"\n" +
-	"allow_rule\x18\x06 \x01(\v2\x15.lemo.v1.ToolApprovalR\tallowRule\"\xfa\x01\n" +
+	"allow_rule\x18\x06 \x01(\v2\x15.lemo.v1.ToolApprovalR\tallowRule\"\xb9\x02\n" +
 	"\rStatusChanged\x12+\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x13.lemo.v1.TaskStatusR\x06status\x127\n" +
 	"\fpause_reason\x18\x02 \x01(\x0e2\x14.lemo.v1.PauseReasonR\vpauseReason\x12\x16\n" +
 	"\x06detail\x18\x03 \x01(\tR\x06detail\x12\x14\n" +
 	"\x05model\x18\x04 \x01(\tR\x05model\x12/\n" +
 	"\x06budget\x18x \x01(\v2\x17.lemo.v1.BudgetExceededR\x06budget\x12$\n" +
-	"\x05price\x18y \x01(\v2\x0e.lemo.v1.PriceR\x05price\"\x8c\x01\n" +
+	"\x05price\x18y \x01(\v2\x0e.lemo.v1.PriceR\x05price\x12=\n" +
+	"\fworked_until\x18z \x01(\v2\x1a.google.protobuf.TimestampR\vworkedUntil\"\x8c\x01\n" +
 	"\bOverflow\x12#\n" +
 	"\rneeded_tokens\x18\x01 \x01(\x04R\fneededTokens\x12)\n" +
 	"\x10available_tokens\x18\x02 \x01(\x04R\x0favailableTokens\x120\n" +
@@ -3592,28 +3603,29 @@ var file_lemo_proto_depIdxs = []int32{
 	1,  // 33: lemo.v1.StatusChanged.pause_reason:type_name -> lemo.v1.PauseReason
 	37, // 34: lemo.v1.StatusChanged.budget:type_name -> lemo.v1.BudgetExceeded
 	33, // 35: lemo.v1.StatusChanged.price:type_name -> lemo.v1.Price
-	14, // 36: lemo.v1.Overflow.sections:type_name -> lemo.v1.SectionSize
-	6,  // 37: lemo.v1.Failure.scope:type_name -> lemo.v1.FailureScope
-	28, // 38: lemo.v1.Failure.overflow:type_name -> lemo.v1.Overflow
-	0,  // 39: lemo.v1.TaskMeta.status:type_name -> lemo.v1.TaskStatus
-	1,  // 40: lemo.v1.TaskMeta.pause_reason:type_name -> lemo.v1.PauseReason
-	39, // 41: lemo.v1.TaskMeta.created:type_name -> google.protobuf.Timestamp
-	39, // 42: lemo.v1.TaskMeta.updated:type_name -> google.protobuf.Timestamp
-	38, // 43: lemo.v1.TaskMeta.budget:type_name -> lemo.v1.BudgetSummary
-	7,  // 44: lemo.v1.Delta.kind:type_name -> lemo.v1.DeltaKind
-	17, // 45: lemo.v1.Delta.input:type_name -> lemo.v1.InputSummary
-	33, // 46: lemo.v1.BudgetReservation.price:type_name -> lemo.v1.Price
-	32, // 47: lemo.v1.BudgetRaised.add:type_name -> lemo.v1.BudgetAmounts
-	32, // 48: lemo.v1.BudgetSummary.limits:type_name -> lemo.v1.BudgetAmounts
-	32, // 49: lemo.v1.BudgetSummary.spent:type_name -> lemo.v1.BudgetAmounts
-	34, // 50: lemo.v1.BudgetSummary.open:type_name -> lemo.v1.BudgetReservation
-	39, // 51: lemo.v1.BudgetSummary.running_since:type_name -> google.protobuf.Timestamp
-	33, // 52: lemo.v1.BudgetSummary.price:type_name -> lemo.v1.Price
-	53, // [53:53] is the sub-list for method output_type
-	53, // [53:53] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	39, // 36: lemo.v1.StatusChanged.worked_until:type_name -> google.protobuf.Timestamp
+	14, // 37: lemo.v1.Overflow.sections:type_name -> lemo.v1.SectionSize
+	6,  // 38: lemo.v1.Failure.scope:type_name -> lemo.v1.FailureScope
+	28, // 39: lemo.v1.Failure.overflow:type_name -> lemo.v1.Overflow
+	0,  // 40: lemo.v1.TaskMeta.status:type_name -> lemo.v1.TaskStatus
+	1,  // 41: lemo.v1.TaskMeta.pause_reason:type_name -> lemo.v1.PauseReason
+	39, // 42: lemo.v1.TaskMeta.created:type_name -> google.protobuf.Timestamp
+	39, // 43: lemo.v1.TaskMeta.updated:type_name -> google.protobuf.Timestamp
+	38, // 44: lemo.v1.TaskMeta.budget:type_name -> lemo.v1.BudgetSummary
+	7,  // 45: lemo.v1.Delta.kind:type_name -> lemo.v1.DeltaKind
+	17, // 46: lemo.v1.Delta.input:type_name -> lemo.v1.InputSummary
+	33, // 47: lemo.v1.BudgetReservation.price:type_name -> lemo.v1.Price
+	32, // 48: lemo.v1.BudgetRaised.add:type_name -> lemo.v1.BudgetAmounts
+	32, // 49: lemo.v1.BudgetSummary.limits:type_name -> lemo.v1.BudgetAmounts
+	32, // 50: lemo.v1.BudgetSummary.spent:type_name -> lemo.v1.BudgetAmounts
+	34, // 51: lemo.v1.BudgetSummary.open:type_name -> lemo.v1.BudgetReservation
+	39, // 52: lemo.v1.BudgetSummary.running_since:type_name -> google.protobuf.Timestamp
+	33, // 53: lemo.v1.BudgetSummary.price:type_name -> lemo.v1.Price
+	54, // [54:54] is the sub-list for method output_type
+	54, // [54:54] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_lemo_proto_init() }

@@ -1,8 +1,6 @@
 package api
 
 import (
-	"time"
-
 	"google.golang.org/protobuf/proto"
 )
 
@@ -17,14 +15,10 @@ func FoldMeta(meta *TaskMeta, ev *Event) *TaskMeta {
 	} else {
 		m = proto.Clone(meta).(*TaskMeta)
 	}
-	var prev time.Time
-	if m.Updated != nil {
-		prev = m.Updated.AsTime()
-	}
 	if m.Budget == nil {
 		m.Budget = &BudgetSummary{}
 	}
-	FoldBudget(m.Budget, ev, prev)
+	FoldBudget(m.Budget, ev)
 	m.LastSeq = ev.GetSeq()
 	m.Updated = ev.GetTime()
 	switch b := ev.Body.(type) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"lemo/api"
 	"lemo/prompt"
@@ -34,7 +35,8 @@ const StepBudget StepKind = 100
 type Ledger struct {
 	// Sum is the spend (api.FoldBudget).
 	Sum api.BudgetSummary
-	// last is the time of the last event applied.
+	// last is the time of the last event applied (the working time of a
+	// Task recovered after a crash ends there).
 	last time.Time
 	// content is the estimated tokens of everything the conversation holds
 	// (messages, calls, results); startMark is its value when the last
@@ -47,7 +49,7 @@ type Ledger struct {
 }
 
 func (l *Ledger) apply(ev *api.Event) {
-	api.FoldBudget(&l.Sum, ev, l.last)
+	api.FoldBudget(&l.Sum, ev)
 	l.last = ev.GetTime().AsTime()
 	l.content += contentTokens(ev)
 	switch b := ev.Body.(type) {
@@ -275,3 +277,12 @@ func (s *State) TimeUp(now time.Time) []proto.Message {
 // KnowsInput reports whether a Cycle has recorded its input estimate, so
 // the next reservation needs no overhead estimate.
 func (l *Ledger) KnowsInput() bool { return l.knownInput }
+
+// workedUntil is the time of the last event applied, as the end of the
+// working time of a Task recovered after a crash; nil before any event.
+func (l *Ledger) workedUntil() *timestamppb.Timestamp {
+	if l.last.IsZero() {
+		return nil
+	}
+	return timestamppb.New(l.last)
+}

@@ -484,7 +484,8 @@ func (s *State) RecoverNoting(now time.Time, notes map[string]string) []proto.Me
 		}
 	}
 	if s.Running() {
-		out = append(out, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_PAUSED, PauseReason: api.PauseReason_PAUSE_REASON_INTERRUPTED, Detail: "interrupted: the daemon or the task stopped while it ran"})
+		out = append(out, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_PAUSED, PauseReason: api.PauseReason_PAUSE_REASON_INTERRUPTED, Detail: "interrupted: the daemon or the task stopped while it ran",
+			WorkedUntil: s.Budget.workedUntil()})
 	}
 	return out
 }

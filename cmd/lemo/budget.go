@@ -187,13 +187,11 @@ func newPricer(cfg *config.Config, provs *providers.Registry) *pricing.Pricer {
 // says when to show it: after a status change or a raise of a Task that
 // has limits.
 type spendFold struct {
-	sum  api.BudgetSummary
-	prev time.Time
+	sum api.BudgetSummary
 }
 
 func (f *spendFold) event(ev *api.Event) string {
-	api.FoldBudget(&f.sum, ev, f.prev)
-	f.prev = ev.GetTime().AsTime()
+	api.FoldBudget(&f.sum, ev)
 	if !api.HasBudget(f.sum.GetLimits()) {
 		return ""
 	}
