@@ -51,6 +51,8 @@ type harness struct {
 	skew atomic.Int64
 	// freeBytes, when set before start, is the store's free-space reading.
 	freeBytes func(string) (int64, error)
+	// pricer, when set before start, prices models for budgets.
+	pricer actors.Pricer
 }
 
 // countingObserver counts what the tree reports, by outcome.
@@ -134,7 +136,7 @@ func (h *harness) start() {
 		h.t.Fatal(err)
 	}
 	now := func() time.Time { return time.Now().Add(time.Duration(h.skew.Load())) }
-	if h.d, err = actors.Start(context.Background(), actors.Deps{Store: h.store, Providers: reg, Tools: h.tools, Log: testLog(h.t), Observer: h.obs, Now: now, Live: h.live}, h.opts); err != nil {
+	if h.d, err = actors.Start(context.Background(), actors.Deps{Store: h.store, Providers: reg, Tools: h.tools, Log: testLog(h.t), Observer: h.obs, Now: now, Live: h.live, Pricer: h.pricer}, h.opts); err != nil {
 		h.t.Fatal(err)
 	}
 }
