@@ -114,7 +114,9 @@ func TestTokenBudgetPausesBeforeTheCycleThatWouldCrossIt(t *testing.T) {
 	if n := len(h.model.Requests()); n != 3 {
 		t.Fatalf("model requests = %d, want 3", n)
 	}
-	if !has(evs, func(e *api.Event) bool { return e.GetBudgetRaised().GetAdd().GetTokens() == 5000 && e.GetBudgetRaised().GetBy() == "operator" }) {
+	if !has(evs, func(e *api.Event) bool {
+		return e.GetBudgetRaised().GetAdd().GetTokens() == 5000 && e.GetBudgetRaised().GetBy() == "operator"
+	}) {
 		t.Fatalf("no raise recorded:\n%s", dump(evs))
 	}
 	m := meta(t, h, id)

@@ -155,7 +155,7 @@ func Default() *Config {
 			Zen:         remote,
 			OpenAI:      remote,
 		},
-		Tools: Tools{Shell: Shell{Enabled: true, Approval: "ask", Timeout: 2 * time.Minute}, Namespaces: "auto"},
+		Tools:   Tools{Shell: Shell{Enabled: true, Approval: "ask", Timeout: 2 * time.Minute}, Namespaces: "auto"},
 		Budgets: Budgets{OutputTokens: 4096},
 		Pricing: Pricing{Free: []string{"ollama"}},
 		Remote: Remote{MaxConnections: 256, ConnectionReserve: 32, AuthTimeout: 5 * time.Second,
