@@ -12,6 +12,7 @@ import (
 	"lemo/actors/taskstate"
 	"lemo/api"
 	"lemo/prompt"
+	"lemo/tools"
 )
 
 // Pricer finds a model's price: what its provider publishes, else the
@@ -35,6 +36,10 @@ type BudgetOptions struct {
 	// call's maximum output, so the reservation bounds what the call can
 	// spend.
 	OutputTokens int
+	// UnreportedTokens are charged, as an estimate, for a call of a tool
+	// that spends model tokens of its own (the delegate) and reported no
+	// usage (default 16384).
+	UnreportedTokens int
 	// PricingKey names the configuration that sets prices, for the error
 	// that refuses a cost limit on a model without a known price.
 	PricingKey string
@@ -263,4 +268,35 @@ func (t *task) recordTimeUp(ctx actor.Context) {
 	bodies := t.st.TimeUp(t.env.now())
 	t.timeUp = false
 	t.persist(ctx, bodies, nil, nil)
+}
+
+// toolCharge charges a call of a tool that spends model tokens of its own
+// (tools.Spender, the delegate): what its output reports, else an
+// estimate marked as such (Options.Budget.UnreportedTokens).
+func (t *task) toolCharge(tool string, m *toolResult) []proto.Message {
+	reg, ok := t.env.deps.Tools.Get(tool)
+	if !ok {
+		return nil
+	}
+	sp, ok := reg.Tool.(tools.Spender)
+	if !ok {
+		return nil
+	}
+	if m.err == nil {
+		if s, ok := sp.Spent(m.output); ok {
+			return []proto.Message{&api.BudgetCharged{CallId: m.callID, Tokens: uint64(max(s.Tokens, 0)), CostNanoUsd: api.PerMillion(s.CostUSD), Source: s.Source}}
+		}
+	}
+	n := t.env.opts.Budget.unreportedTokens()
+	// Priced like the Task's own model: the agent's price is unknown.
+	return []proto.Message{&api.BudgetCharged{CallId: m.callID, Tokens: n, CostNanoUsd: api.Cost(t.st.Budget.Sum.GetPrice(), n/2, 0, n/2), Estimated: true, Source: tool + " (no usage reported: estimated)"}}
+}
+
+const defaultUnreportedTokens = 16384
+
+func (o *BudgetOptions) unreportedTokens() uint64 {
+	if o.UnreportedTokens <= 0 {
+		return defaultUnreportedTokens
+	}
+	return uint64(o.UnreportedTokens)
 }

@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"lemo/providers"
 	"lemo/providers/fake"
 	"lemo/providers/pricing"
+	"lemo/tools"
 )
 
 // echoTurn calls test.echo and reports usage of 900 prompt and 100
@@ -253,5 +255,61 @@ func TestOpenReservationAfterCrashFailsClosed(t *testing.T) {
 	})
 	if n := len(h.model.Requests()); n != 0 {
 		t.Fatalf("model requests = %d, want 0:\n%s", n, dump(evs))
+	}
+}
+
+// spendTool spends model tokens of its own (as the delegate does): it
+// reports {"tokens": N} for the text N, and fails for "fail".
+type spendTool struct{ echoTool }
+
+func (spendTool) Name() string { return "test.spend" }
+func (spendTool) ResultSchema() json.RawMessage {
+	return json.RawMessage(`{"type":"object"}`)
+}
+func (spendTool) Execute(ctx context.Context, c tools.Call, emit tools.Emit) (json.RawMessage, error) {
+	var in struct{ Text string }
+	_ = json.Unmarshal(c.Input, &in)
+	if in.Text == "fail" {
+		return nil, errors.New("the agent died")
+	}
+	return json.RawMessage(`{"tokens":` + in.Text + `}`), nil
+}
+func (spendTool) Spent(out json.RawMessage) (tools.Spend, bool) {
+	var r struct{ Tokens int64 }
+	if json.Unmarshal(out, &r) != nil || r.Tokens == 0 {
+		return tools.Spend{}, false
+	}
+	return tools.Spend{Tokens: r.Tokens, CostUSD: 0.25, Source: "test agent"}, true
+}
+
+// What a tool's own agent spends is charged to the Task: its report, or an
+// estimate marked as such when it reports nothing.
+func TestToolSpendIsCharged(t *testing.T) {
+	h := newHarnessWith(t, fake.Sequence(
+		fake.Turn{ToolCalls: []providers.ToolCall{
+			fake.ToolCall("a", "test_spend", map[string]string{"text": "700"}),
+			fake.ToolCall("b", "test_spend", map[string]string{"text": "fail"}),
+		}, Usage: providers.Usage{PromptTokens: 90, CompletionTokens: 10}},
+		fake.Turn{Text: "done", Usage: providers.Usage{PromptTokens: 90, CompletionTokens: 10}},
+	), func(o *actors.Options) { o.Budget.UnreportedTokens = 333 }, spendTool{})
+	id := createBudget(t, h, "fake/m", &api.BudgetAmounts{Tokens: 100_000})
+	evs := h.waitStatus(id, api.TaskStatus_TASK_STATUS_FINISHED)
+	var reported, estimated *api.BudgetCharged
+	for _, e := range evs {
+		if c := e.GetBudgetCharged(); c != nil && c.GetEstimated() {
+			estimated = c
+		} else if c != nil {
+			reported = c
+		}
+	}
+	if reported.GetTokens() != 700 || reported.GetCostNanoUsd() != 250_000_000 || reported.GetCallId() != "call-1-1" {
+		t.Fatalf("reported charge = %v, want 700 tokens, $0.25 for call-1-1:\n%s", reported, dump(evs))
+	}
+	if estimated.GetTokens() != 333 || estimated.GetCallId() != "call-1-2" || !strings.Contains(estimated.GetSource(), "estimated") {
+		t.Fatalf("estimated charge = %v, want 333 tokens for call-1-2", estimated)
+	}
+	b := meta(t, h, id).GetBudget()
+	if b.GetSpent().GetTokens() != 200+700+333 || b.GetEstimatedCharges() != 1 {
+		t.Fatalf("budget = %v, want 1233 tokens with one estimate", b)
 	}
 }

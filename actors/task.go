@@ -847,6 +847,7 @@ func (t *task) onToolResult(ctx actor.Context, m *toolResult) {
 		t.checkShutdown(ctx)
 		return
 	}
+	bodies = append(bodies, t.toolCharge(tool, m)...)
 	keep = true
 	t.persist(ctx, bodies, nil, func(ctx actor.Context) {
 		delete(t.opened, m.callID)

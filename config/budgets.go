@@ -18,6 +18,8 @@ type Budgets struct {
 	MaxCost      string        `yaml:"max_cost" env:"LEMO_BUDGETS_MAX_COST" help:"default cost budget of a Task in US dollars (0.50); empty: no limit; needs the model's price (provider or pricing.models)"`
 	MaxTime      time.Duration `yaml:"max_time" env:"LEMO_BUDGETS_MAX_TIME" help:"default working-time budget of a Task (time it runs, not paused or waiting for approval); 0: no limit"`
 	OutputTokens int           `yaml:"output_tokens" env:"LEMO_BUDGETS_OUTPUT_TOKENS" help:"output tokens each model call reserves, and its output cap when the Task has a token or cost budget"`
+	// UnreportedToolTokens is charged for a delegate run without usage.
+	UnreportedToolTokens int `yaml:"unreported_tool_tokens" env:"LEMO_BUDGETS_UNREPORTED_TOOL_TOKENS" help:"tokens charged, marked as an estimate, for a delegate agent's run that reported no usage (it failed or was stopped)"`
 }
 
 // Pricing prices models for cost budgets where the provider publishes no
@@ -94,6 +96,9 @@ func (c *Config) budgetProblems() []error {
 	}
 	if b.OutputTokens < 1 {
 		add("budgets.output_tokens", "must be at least 1 (got %d)", b.OutputTokens)
+	}
+	if b.UnreportedToolTokens < 0 {
+		add("budgets.unreported_tool_tokens", "must not be negative (got %d)", b.UnreportedToolTokens)
 	}
 	seen := map[string]int{}
 	for i, s := range c.Pricing.Models {

@@ -158,7 +158,7 @@ func Default() *Config {
 		Tools: Tools{Shell: Shell{Enabled: true, Approval: "ask", Timeout: 2 * time.Minute}, Namespaces: "auto"},
 		Remote: Remote{MaxConnections: 256, ConnectionReserve: 32, AuthTimeout: 5 * time.Second,
 			MaxSessions: 1024, MaxSessionsPerToken: 128, MaxSubscriptions: 8192, MaxSubscriptionsPerToken: 1024},
-		Budgets: Budgets{OutputTokens: 4096},
+		Budgets: Budgets{OutputTokens: 4096, UnreportedToolTokens: 16384},
 		Pricing: Pricing{Free: []string{"ollama"}},
 	}
 }

@@ -167,9 +167,10 @@ func budgetOptions(cfg *config.Config) actors.BudgetOptions {
 		cost = 0
 	}
 	return actors.BudgetOptions{
-		Default:      &api.BudgetAmounts{Tokens: uint64(max(cfg.Budgets.MaxTokens, 0)), CostNanoUsd: cost, TimeMs: uint64(max(cfg.Budgets.MaxTime, 0).Milliseconds())},
-		OutputTokens: cfg.Budgets.OutputTokens,
-		PricingKey:   "pricing.models (LEMO_PRICING_MODELS)",
+		Default:          &api.BudgetAmounts{Tokens: uint64(max(cfg.Budgets.MaxTokens, 0)), CostNanoUsd: cost, TimeMs: uint64(max(cfg.Budgets.MaxTime, 0).Milliseconds())},
+		OutputTokens:     cfg.Budgets.OutputTokens,
+		UnreportedTokens: cfg.Budgets.UnreportedToolTokens,
+		PricingKey:       "pricing.models (LEMO_PRICING_MODELS)",
 	}
 }
 
