@@ -5,11 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"lemo/actors"
 	"lemo/api"
+	"lemo/client"
 	"lemo/config"
 	"lemo/providers"
 	"lemo/providers/pricing"
@@ -97,43 +97,11 @@ func raiseBudget(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		printJSON(stdout, m)
 		return nil
 	}
-	fmt.Fprintf(stdout, "task %s: budget raised; %s\n", id, spendLine(m.GetBudget(), time.Now()))
+	fmt.Fprintf(stdout, "task %s: budget raised; %s\n", id, client.SpendLine(m.GetBudget(), time.Now()))
 	if m.GetStatus() == api.TaskStatus_TASK_STATUS_PAUSED {
 		fmt.Fprintf(stdout, "it is paused: go on with lemo continue %s\n", id)
 	}
 	return nil
-}
-
-// spendLine says what a Task spent and has left: "tokens 1200/5000 (3800
-// left) · cost $0.01 · time 3s".
-func spendLine(b *api.BudgetSummary, now time.Time) string {
-	spent := api.BudgetSpent(b, now)
-	left, hasTok, hasCost, hasTime := api.BudgetLeft(b, now)
-	var parts []string
-	tok := fmt.Sprintf("tokens %d", spent.GetTokens())
-	if hasTok {
-		tok = fmt.Sprintf("tokens %d of %d (%d left)", spent.GetTokens(), b.GetLimits().GetTokens(), left.GetTokens())
-	}
-	parts = append(parts, tok)
-	switch {
-	case hasCost:
-		parts = append(parts, fmt.Sprintf("cost %s of %s (%s left)", api.FormatUSD(spent.GetCostNanoUsd()), api.FormatUSD(b.GetLimits().GetCostNanoUsd()), api.FormatUSD(left.GetCostNanoUsd())))
-	case b.GetPrice().GetKnown():
-		parts = append(parts, "cost "+api.FormatUSD(spent.GetCostNanoUsd()))
-	default:
-		parts = append(parts, "cost unknown (no price)")
-	}
-	ms := func(v uint64) string { return (time.Duration(v) * time.Millisecond).Round(time.Second / 10).String() }
-	if hasTime {
-		parts = append(parts, fmt.Sprintf("time %s of %s (%s left)", ms(spent.GetTimeMs()), ms(b.GetLimits().GetTimeMs()), ms(left.GetTimeMs())))
-	} else {
-		parts = append(parts, "time "+ms(spent.GetTimeMs()))
-	}
-	s := strings.Join(parts, " · ")
-	if n := b.GetEstimatedCharges(); n > 0 {
-		s += fmt.Sprintf(" (%d charge(s) estimated: no usage reported)", n)
-	}
-	return s
 }
 
 // spendColumns are lemo tasks' TOKENS, COST and TIME cells: used, and
@@ -198,9 +166,9 @@ func (f *spendFold) event(ev *api.Event) string {
 	}
 	switch b := ev.GetBody().(type) {
 	case *api.Event_BudgetRaised:
-		return "budget raised by " + b.BudgetRaised.GetBy() + ": " + spendLine(&f.sum, ev.GetTime().AsTime())
+		return "budget raised by " + b.BudgetRaised.GetBy() + ": " + client.SpendLine(&f.sum, ev.GetTime().AsTime())
 	case *api.Event_StatusChanged:
-		return "budget: " + spendLine(&f.sum, ev.GetTime().AsTime())
+		return "budget: " + client.SpendLine(&f.sum, ev.GetTime().AsTime())
 	}
 	return ""
 }
