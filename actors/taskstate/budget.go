@@ -163,10 +163,31 @@ func (s *State) Reserve(step Step, o ReserveOptions) Step {
 		return step
 	}
 	r := s.Reservation(o)
-	need := &api.BudgetAmounts{Tokens: api.ReservedTokens(r), CostNanoUsd: r.GetCostNanoUsd(), TimeMs: 1}
-	if ex := CheckBudget(s.Budget.Sum.GetLimits(), api.BudgetSpent(&s.Budget.Sum, o.Now), need); ex != nil {
-		return Step{Kind: StepBudget, Bodies: []proto.Message{s.budgetPause(ex, fmt.Sprintf("estimated input %d + output cap %d tokens", r.GetInputTokens(), r.GetOutputTokens()))}}
+	if ex := CheckBudget(s.Budget.Sum.GetLimits(), api.BudgetSpent(&s.Budget.Sum, o.Now), Need(r)); ex != nil {
+		return s.BudgetPause(ex, r)
 	}
+	return WithReservation(step, r)
+}
+
+// Need is what a reservation needs of each limit: its tokens, its cost and
+// some working time left.
+func Need(r *api.BudgetReservation) *api.BudgetAmounts {
+	return &api.BudgetAmounts{Tokens: api.ReservedTokens(r), CostNanoUsd: r.GetCostNanoUsd(), TimeMs: 1}
+}
+
+// BudgetPause is the step that pauses the Task because ex refused the
+// reservation r (nil when no Cycle was asked for).
+func (s *State) BudgetPause(ex *api.BudgetExceeded, r *api.BudgetReservation) Step {
+	why := ""
+	if r != nil {
+		why = fmt.Sprintf("estimated input %d + output cap %d tokens", r.GetInputTokens(), r.GetOutputTokens())
+	}
+	return Step{Kind: StepBudget, Bodies: []proto.Message{s.budgetPause(ex, why)}}
+}
+
+// WithReservation returns the Cycle step with r on its CycleStarted; step
+// itself is not changed.
+func WithReservation(step Step, r *api.BudgetReservation) Step {
 	bodies := make([]proto.Message, len(step.Bodies))
 	for i, b := range step.Bodies {
 		if cs, ok := b.(*api.CycleStarted); ok && cs.GetCycle() == step.Cycle {
@@ -208,6 +229,59 @@ func Explain(taskID string, ex *api.BudgetExceeded, why string) string {
 	}
 	fmt.Fprintf(&b, "; raise it with lemo budget %s %s, then lemo continue", taskID, flag)
 	return b.String()
+}
+
+// ChildBudget is the budget of a child Task: in each dimension where the
+// parent has a limit, what the spawn asked for (0: everything left) but at
+// most what the parent has left; where the parent has none, what it asked
+// for (0: none). A parent with nothing left in a limited dimension cannot
+// spawn (0 would mean no limit): the error says which. The tree's
+// remaining budget stays its root's: the child's reservations are also
+// checked against the root (CheckBudget with the root's limits and the
+// tree's spend).
+func ChildBudget(parentLimits, parentLeft, asked *api.BudgetAmounts) (*api.BudgetAmounts, error) {
+	var errs []string
+	dim := func(name string, limit, left, ask uint64) uint64 {
+		switch {
+		case limit == 0:
+			return ask
+		case left == 0:
+			errs = append(errs, "no "+name+" left")
+			return 0
+		case ask == 0 || ask > left:
+			return left
+		}
+		return ask
+	}
+	out := &api.BudgetAmounts{
+		Tokens:      dim("tokens", parentLimits.GetTokens(), parentLeft.GetTokens(), asked.GetTokens()),
+		CostNanoUsd: dim("cost", parentLimits.GetCostNanoUsd(), parentLeft.GetCostNanoUsd(), asked.GetCostNanoUsd()),
+		TimeMs:      dim("working time", parentLimits.GetTimeMs(), parentLeft.GetTimeMs(), asked.GetTimeMs()),
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%w: the parent task has %s for a child; raise its budget first", ErrInvalid, strings.Join(errs, ", "))
+	}
+	return out, nil
+}
+
+// RaiseWithin refuses a raise of a child's budget beyond what its
+// ancestors have left (left: the root's BudgetLeft, in each dimension the
+// root limits; limited says which).
+func RaiseWithin(add, left *api.BudgetAmounts, tokens, cost, working bool) error {
+	var errs []string
+	if tokens && add.GetTokens() > left.GetTokens() {
+		errs = append(errs, fmt.Sprintf("%d tokens asked, the tree has %d left", add.GetTokens(), left.GetTokens()))
+	}
+	if cost && add.GetCostNanoUsd() > left.GetCostNanoUsd() {
+		errs = append(errs, fmt.Sprintf("%s asked, the tree has %s left", api.FormatUSD(add.GetCostNanoUsd()), api.FormatUSD(left.GetCostNanoUsd())))
+	}
+	if working && add.GetTimeMs() > left.GetTimeMs() {
+		errs = append(errs, fmt.Sprintf("%s of working time asked, the tree has %s left", time.Duration(add.GetTimeMs())*time.Millisecond, time.Duration(left.GetTimeMs())*time.Millisecond))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: the raise exceeds what the task's ancestors have left: %s; raise the root task's budget first", ErrInvalid, strings.Join(errs, "; "))
+	}
+	return nil
 }
 
 // RaiseBudget records a raise of the Task's limits by who. Only limits

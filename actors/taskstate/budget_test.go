@@ -264,3 +264,44 @@ func TestTimeUp(t *testing.T) {
 		t.Fatal("TimeUp of a paused Task returned events")
 	}
 }
+
+func TestChildBudget(t *testing.T) {
+	limits := &api.BudgetAmounts{Tokens: 1000, CostNanoUsd: 500}
+	for _, tc := range []struct {
+		name  string
+		left  *api.BudgetAmounts
+		asked *api.BudgetAmounts
+		want  *api.BudgetAmounts
+		err   string
+	}{
+		{"everything left", &api.BudgetAmounts{Tokens: 400, CostNanoUsd: 300}, nil, &api.BudgetAmounts{Tokens: 400, CostNanoUsd: 300}, ""},
+		{"asks for less", &api.BudgetAmounts{Tokens: 400, CostNanoUsd: 300}, &api.BudgetAmounts{Tokens: 100}, &api.BudgetAmounts{Tokens: 100, CostNanoUsd: 300}, ""},
+		{"asks for more: capped", &api.BudgetAmounts{Tokens: 400, CostNanoUsd: 300}, &api.BudgetAmounts{Tokens: 4000, CostNanoUsd: 1}, &api.BudgetAmounts{Tokens: 400, CostNanoUsd: 1}, ""},
+		{"a dimension the parent does not limit", &api.BudgetAmounts{Tokens: 400, CostNanoUsd: 300}, &api.BudgetAmounts{TimeMs: 60_000}, &api.BudgetAmounts{Tokens: 400, CostNanoUsd: 300, TimeMs: 60_000}, ""},
+		{"nothing left", &api.BudgetAmounts{Tokens: 0, CostNanoUsd: 300}, nil, nil, "no tokens left"},
+	} {
+		got, err := ChildBudget(limits, tc.left, tc.asked)
+		switch {
+		case tc.err != "":
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: ChildBudget = %v, %v; want an error saying %q", tc.name, got, err, tc.err)
+			}
+		case err != nil || !proto.Equal(got, tc.want):
+			t.Errorf("%s: ChildBudget = %v, %v; want %v", tc.name, got, err, tc.want)
+		}
+	}
+}
+
+func TestRaiseWithin(t *testing.T) {
+	left := &api.BudgetAmounts{Tokens: 500, CostNanoUsd: 1000}
+	if err := RaiseWithin(&api.BudgetAmounts{Tokens: 500}, left, true, true, false); err != nil {
+		t.Fatalf("a raise within what is left: %v", err)
+	}
+	if err := RaiseWithin(&api.BudgetAmounts{TimeMs: 1 << 30}, left, true, true, false); err != nil {
+		t.Fatalf("a raise of a dimension the tree does not limit: %v", err)
+	}
+	err := RaiseWithin(&api.BudgetAmounts{Tokens: 501, CostNanoUsd: 2000}, left, true, true, false)
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "501 tokens asked, the tree has 500 left") || !strings.Contains(err.Error(), "$0.000002 asked") {
+		t.Fatalf("RaiseWithin = %v", err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"lemo/api"
 	"lemo/client"
 	"lemo/config"
+	"lemo/metrics"
 	"lemo/providers"
 	"lemo/providers/pricing"
 )
@@ -172,3 +173,7 @@ func (f *spendFold) event(ev *api.Event) string {
 	}
 	return ""
 }
+
+// The daemon's metrics count spend (the Task's observer is checked for it
+// at run time).
+var _ actors.SpendObserver = (*metrics.Daemon)(nil)
