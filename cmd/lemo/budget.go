@@ -43,11 +43,17 @@ func (u *usdFlag) Set(s string) error {
 	return nil
 }
 
-// add registers the flags with prefix "max" or "add".
-func (b *budgetFlags) add(fs *flag.FlagSet, prefix, what string) {
-	fs.Uint64Var(&b.tokens, prefix+"-tokens", 0, what+" tokens (input and output of the Task's model calls)")
-	fs.Var(&b.cost, prefix+"-cost", what+" cost in US dollars (0.50); needs the model's price")
-	fs.DurationVar(&b.time, prefix+"-time", 0, what+" working time (time the Task runs, not paused or waiting for approval), such as 10m")
+// add registers the flags --max-* (limits) or --add-* (raises).
+func (b *budgetFlags) add(fs *flag.FlagSet, raise bool) {
+	if raise {
+		fs.Uint64Var(&b.tokens, "add-tokens", 0, "raise the token limit by `N`")
+		fs.Var(&b.cost, "add-cost", "raise the cost limit by `USD` US dollars (0.50)")
+		fs.DurationVar(&b.time, "add-time", 0, "raise the working-time limit by `D` (10m)")
+		return
+	}
+	fs.Uint64Var(&b.tokens, "max-tokens", 0, "budget: at most `N` tokens (input and output of the Task's model calls; default budgets.max_tokens)")
+	fs.Var(&b.cost, "max-cost", "budget: at most `USD` US dollars (0.50), priced with the model's price (default budgets.max_cost)")
+	fs.DurationVar(&b.time, "max-time", 0, "budget: at most `D` of working time (running, not paused nor waiting for approval; default budgets.max_time)")
 }
 
 func (b *budgetFlags) amounts() (*api.BudgetAmounts, error) {
@@ -69,7 +75,7 @@ func raiseBudget(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	f := newClientFlags("budget", "<task id> [--add-tokens N] [--add-cost USD] [--add-time D]", "Raise a Task's budget (its owner or an operator). A Task paused for its budget\n"+
 		"stays paused: go on with lemo continue <id>.", stdout, stderr)
 	var b budgetFlags
-	b.add(f.fs, "add", "add this many")
+	b.add(f.fs, true)
 	pos, err := f.parse(args, 1, 1)
 	if err != nil {
 		return helpOK(err)

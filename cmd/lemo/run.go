@@ -35,7 +35,7 @@ func runTask(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	f.fs.Var(rules.of(api.ApprovalRule_APPROVAL_RULE_ASK), "ask", "calls of the tools PATTERN names (shell.run, files.*, *) need your approval; repeatable")
 	f.fs.Var(rules.of(api.ApprovalRule_APPROVAL_RULE_DENY), "deny", "calls of the tools PATTERN names never run (deny wins over ask); repeatable")
 	var budget budgetFlags
-	budget.add(f.fs, "max", "the Task's budget:")
+	budget.add(f.fs, false)
 	pos, err := f.parse(args, 1, 1)
 	if err != nil {
 		return helpOK(err)
