@@ -300,3 +300,37 @@ func (o *BudgetOptions) unreportedTokens() uint64 {
 	}
 	return uint64(o.UnreportedTokens)
 }
+
+// recovered adds to the recovery bodies of s an estimated charge for every
+// call of a tool that spends model tokens of its own (the delegate) whose
+// outcome is now unknown: what its agent spent before the crash is not
+// known, so an estimate counts (fail closed).
+func (o *BudgetOptions) recovered(reg *tools.Registry, s *taskstate.State, bodies []proto.Message) []proto.Message {
+	var extra []proto.Message
+	for _, b := range bodies {
+		f, ok := b.(*api.ToolFailed)
+		if !ok || f.GetKind() != api.ToolFailureKind_TOOL_FAILURE_KIND_OUTCOME_UNKNOWN {
+			continue
+		}
+		c := s.Calls[f.GetCallId()]
+		if c == nil {
+			continue
+		}
+		r, ok := reg.Get(c.Tool)
+		if !ok {
+			continue
+		}
+		if _, ok := r.Tool.(tools.Spender); !ok {
+			continue
+		}
+		n := o.unreportedTokens()
+		extra = append(extra, &api.BudgetCharged{CallId: c.ID, Tokens: n, CostNanoUsd: api.Cost(s.Budget.Sum.GetPrice(), n/2, 0, n/2), Estimated: true,
+			Source: c.Tool + " (outcome unknown after a crash: estimated)"})
+	}
+	return append(bodies, extra...)
+}
+
+// recoveryCharge is recovered over reg, for the recovery at startup.
+func (o BudgetOptions) recoveryCharge(reg *tools.Registry) func(*taskstate.State, []proto.Message) []proto.Message {
+	return func(s *taskstate.State, b []proto.Message) []proto.Message { return o.recovered(reg, s, b) }
+}

@@ -313,3 +313,37 @@ func TestToolSpendIsCharged(t *testing.T) {
 		t.Fatalf("budget = %v, want 1233 tokens with one estimate", b)
 	}
 }
+
+// A delegate-like call running when the daemon was killed: its agent's
+// spend is unknown, so recovery charges the estimate (fail closed).
+func TestRecoveryChargesAnUnknownSpend(t *testing.T) {
+	h := newHarnessWith(t, fake.Echo(), func(o *actors.Options) { o.Budget.UnreportedTokens = 333 }, spendTool{})
+	h.stop()
+	id := persistence.NewTaskID(time.Now())
+	writeHistory(t, h.dir, id,
+		&api.TaskCreated{Owner: "operator", Model: "fake/m", Title: "crashed", Budget: &api.BudgetAmounts{Tokens: 10_000}},
+		&api.UserMessage{Text: "go"},
+		&api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_RUNNING},
+		&api.CycleStarted{Cycle: 1, Model: "fake/m"},
+		&api.AssistantMessage{Cycle: 1, ToolCallIds: []string{"call-1-1", "call-1-2"}},
+		&api.ToolCallRecorded{CallId: "call-1-1", Cycle: 1, Tool: "test.spend", Arguments: []byte(`{"text":"5"}`), ModelName: "test_spend"},
+		&api.ToolCallRecorded{CallId: "call-1-2", Cycle: 1, Tool: "test.echo", Arguments: []byte(`{"text":"x"}`), ModelName: "test_echo"},
+		&api.CycleFinished{Cycle: 1, Outcome: api.CycleOutcome_CYCLE_OUTCOME_COMPLETED, Usage: &api.Usage{PromptTokens: 90, CompletionTokens: 10}},
+		&api.ToolExecutionStarted{CallId: "call-1-1"},
+		&api.ToolExecutionStarted{CallId: "call-1-2"},
+	)
+	h.start()
+	evs := h.history(id)
+	var charges []*api.BudgetCharged
+	for _, e := range evs {
+		if c := e.GetBudgetCharged(); c != nil {
+			charges = append(charges, c)
+		}
+	}
+	if len(charges) != 1 || charges[0].GetCallId() != "call-1-1" || charges[0].GetTokens() != 333 || !charges[0].GetEstimated() {
+		t.Fatalf("charges = %v, want one estimate of 333 for the spending call:\n%s", charges, dump(evs))
+	}
+	if b := meta(t, h, id).GetBudget(); b.GetSpent().GetTokens() != 100+333 || b.GetEstimatedCharges() != 1 {
+		t.Fatalf("budget = %v, want 433 spent with one estimate", b)
+	}
+}

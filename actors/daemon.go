@@ -333,7 +333,7 @@ func Start(ctx context.Context, deps Deps, opts Options) (*Daemon, error) {
 	e := &env{deps: deps, opts: opts, log: deps.Log, inspector: newInspector(), workspaces: wp}
 	e.limits.Store(limitsOf(opts))
 	e.policy.Store(&approvalPolicy{fn: opts.Approval, timeout: opts.ApprovalTimeout})
-	n, err := recoverStore(ctx, deps.Store, deps.Now(), stoppedNotes(opts.Stopped))
+	n, err := recoverStore(ctx, deps.Store, deps.Now(), stoppedNotes(opts.Stopped), opts.Budget.recoveryCharge(deps.Tools))
 	if err != nil {
 		return nil, fmt.Errorf("recover store: %w", err)
 	}

@@ -342,7 +342,7 @@ func (t *task) onLoaded(ctx actor.Context, m *loaded) {
 	if t.st.Exists() {
 		t.env.inspector.setState(t.self.Id, taskstate.StatusName(t.st.Status), t.env.now())
 		t.meta = m.meta
-		if bodies := t.st.Recover(t.env.now()); len(bodies) > 0 {
+		if bodies := t.env.opts.Budget.recovered(t.env.deps.Tools, t.st, t.st.Recover(t.env.now())); len(bodies) > 0 {
 			t.persist(ctx, bodies, nil, nil)
 		}
 		t.armPendingApprovals(ctx)
