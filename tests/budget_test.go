@@ -33,7 +33,10 @@ func TestBudgetsEndToEnd(t *testing.T) {
 		{Match: "HOLDRUN", Text: []string{"working"}, Hold: true},
 	}})
 	data := t.TempDir()
-	env := []string{"LEMO_OPENROUTER_BASE_URL=" + srv.URL(), "OPENROUTER_API_KEY=" + key, "LEMO_BUDGETS_OUTPUT_TOKENS=100", "LEMO_HTTP_LISTEN=127.0.0.1:0"}
+	env := []string{"LEMO_OPENROUTER_BASE_URL=" + srv.URL(), "OPENROUTER_API_KEY=" + key, "LEMO_BUDGETS_OUTPUT_TOKENS=100", "LEMO_HTTP_LISTEN=127.0.0.1:0",
+		// The demo models, and sleep allowed without asking: fake/shell
+		// runs its request as a shell command.
+		"LEMO_FAKE_ENABLED=true", "LEMO_SHELL_ALLOW=sleep", "LEMO_OLLAMA_DISABLED=true"}
 	d := serveWithEnv(t, data, env...)
 	conn := d.connect(t, "")
 	model := "openrouter/openai/gpt-4o"
@@ -124,6 +127,38 @@ func TestBudgetsEndToEnd(t *testing.T) {
 		}
 		if c := metrics[fmt.Sprintf(`lemo_model_cost_usd_total{estimated="false",model="%s",provider="openrouter"}`, model)]; c < 0.01949 || c > 0.01951 {
 			t.Fatalf("cost metric = %v, want 0.0195", c)
+		}
+	})
+
+	t.Run("time budget stops a running command", func(t *testing.T) {
+		start := time.Now()
+		out, code := cli(t, data, "run", "-m", "fake/shell", "--max-time", "1500ms", "sleep 120")
+		if code != 0 || !strings.Contains(out, "working-time budget") {
+			t.Fatalf("lemo run exited %d:\n%s", code, out)
+		}
+		if took := time.Since(start); took > 60*time.Second {
+			t.Fatalf("lemo run took %s: the command was not stopped", took)
+		}
+		list, _, err := conn.ListTasks(context.Background(), "", 1)
+		if err != nil || len(list) != 1 {
+			t.Fatalf("ListTasks = %v, %v", list, err)
+		}
+		m := list[0]
+		if m.GetPauseReason() != api.PauseReason_PAUSE_REASON_BUDGET || m.GetBudget().GetSpent().GetTimeMs() < 1500 {
+			t.Fatalf("task = %v", m)
+		}
+		evs, err := conn.ReadHistory(context.Background(), m.GetTaskId(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stopped := false
+		for _, e := range evs {
+			if f := e.GetToolFailed(); f.GetKind() == api.ToolFailureKind_TOOL_FAILURE_KIND_CANCELLED && strings.Contains(f.GetMessage(), "working-time budget") {
+				stopped = true
+			}
+		}
+		if !stopped {
+			t.Fatalf("the command's outcome was not recorded as stopped by the time budget:\n%s", describeEvents(evs))
 		}
 	})
 
