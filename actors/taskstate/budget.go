@@ -33,8 +33,9 @@ const StepBudget StepKind = 100
 // Ledger is a Task's spend and the estimate of its next Cycle's input,
 // folded from its events by State.Apply.
 type Ledger struct {
-	// Sum is the spend (api.FoldBudget).
-	Sum api.BudgetSummary
+	// Sum is the spend (api.FoldBudget); never nil once an event was
+	// applied.
+	Sum *api.BudgetSummary
 	// last is the time of the last event applied (the working time of a
 	// Task recovered after a crash ends there).
 	last time.Time
@@ -49,7 +50,10 @@ type Ledger struct {
 }
 
 func (l *Ledger) apply(ev *api.Event) {
-	api.FoldBudget(&l.Sum, ev)
+	if l.Sum == nil {
+		l.Sum = &api.BudgetSummary{}
+	}
+	api.FoldBudget(l.Sum, ev)
 	l.last = ev.GetTime().AsTime()
 	l.content += contentTokens(ev)
 	switch b := ev.Body.(type) {
@@ -163,7 +167,7 @@ func (s *State) Reserve(step Step, o ReserveOptions) Step {
 		return step
 	}
 	r := s.Reservation(o)
-	if ex := CheckBudget(s.Budget.Sum.GetLimits(), api.BudgetSpent(&s.Budget.Sum, o.Now), Need(r)); ex != nil {
+	if ex := CheckBudget(s.Budget.Sum.GetLimits(), api.BudgetSpent(s.Budget.Sum, o.Now), Need(r)); ex != nil {
 		return s.BudgetPause(ex, r)
 	}
 	return WithReservation(step, r)
@@ -315,7 +319,7 @@ func (s *State) TimeLeft(now time.Time) (left time.Duration, ok bool) {
 	if l == 0 || s.Budget.Sum.GetRunningSince() == nil {
 		return 0, false
 	}
-	spent := api.BudgetSpent(&s.Budget.Sum, now).GetTimeMs()
+	spent := api.BudgetSpent(s.Budget.Sum, now).GetTimeMs()
 	if spent >= l {
 		return 0, true
 	}
@@ -340,7 +344,7 @@ func (s *State) TimeUp(now time.Time) []proto.Message {
 		}
 	}
 	l := s.Budget.Sum.GetLimits().GetTimeMs()
-	spent := api.BudgetSpent(&s.Budget.Sum, now).GetTimeMs()
+	spent := api.BudgetSpent(s.Budget.Sum, now).GetTimeMs()
 	ex := &api.BudgetExceeded{Limit: "time", LimitAmount: l, Spent: spent}
 	if l > spent {
 		ex.Remaining = l - spent

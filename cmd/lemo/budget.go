@@ -163,19 +163,22 @@ func newPricer(cfg *config.Config, provs *providers.Registry) *pricing.Pricer {
 // says when to show it: after a status change or a raise of a Task that
 // has limits.
 type spendFold struct {
-	sum api.BudgetSummary
+	sum *api.BudgetSummary
 }
 
 func (f *spendFold) event(ev *api.Event) string {
-	api.FoldBudget(&f.sum, ev)
+	if f.sum == nil {
+		f.sum = &api.BudgetSummary{}
+	}
+	api.FoldBudget(f.sum, ev)
 	if !api.HasBudget(f.sum.GetLimits()) {
 		return ""
 	}
 	switch b := ev.GetBody().(type) {
 	case *api.Event_BudgetRaised:
-		return "budget raised by " + b.BudgetRaised.GetBy() + ": " + client.SpendLine(&f.sum, ev.GetTime().AsTime())
+		return "budget raised by " + b.BudgetRaised.GetBy() + ": " + client.SpendLine(f.sum, ev.GetTime().AsTime())
 	case *api.Event_StatusChanged:
-		return "budget: " + client.SpendLine(&f.sum, ev.GetTime().AsTime())
+		return "budget: " + client.SpendLine(f.sum, ev.GetTime().AsTime())
 	}
 	return ""
 }
