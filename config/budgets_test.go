@@ -14,7 +14,7 @@ budgets:
   max_cost: "0.50"
   max_time: 10m
 pricing:
-  models: ["zen/glm-5=0.6:2.2:0.11", "ollama_cloud/gpt-oss:120b=0.1:0.5"]
+  models: ["zen/glm-5=0.6:2.2:0.11", "ollama-cloud/gpt-oss:120b=0.1:0.5"]
 `))
 	if len(errs) > 0 {
 		t.Fatalf("LoadYAML: %v", errs)
@@ -31,8 +31,8 @@ pricing:
 	}
 	// The cached-input price defaults to the input price; a colon in the
 	// model name is kept.
-	if got := p["ollama_cloud/gpt-oss:120b"]; got.Input != 0.1 || got.Output != 0.5 || got.CachedInput != 0.1 {
-		t.Fatalf("ollama_cloud/gpt-oss:120b = %+v", got)
+	if got := p["ollama-cloud/gpt-oss:120b"]; got.Input != 0.1 || got.Output != 0.5 || got.CachedInput != 0.1 {
+		t.Fatalf("ollama-cloud/gpt-oss:120b = %+v", got)
 	}
 	if len(c.Pricing.Free) != 1 || c.Pricing.Free[0] != "ollama" {
 		t.Fatalf("pricing.free default = %v, want [ollama]", c.Pricing.Free)
