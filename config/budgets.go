@@ -26,7 +26,7 @@ type Budgets struct {
 // price (OpenRouter publishes its prices).
 type Pricing struct {
 	Models []string `yaml:"models" env:"LEMO_PRICING_MODELS" help:"model prices: provider/model=INPUT:OUTPUT[:CACHED_INPUT] in US dollars per million tokens (zen/glm-5=0.6:2.2:0.11; comma-separated in the environment)"`
-	Free   []string `yaml:"free" env:"LEMO_PRICING_FREE" help:"providers whose models cost nothing (a local Ollama)"`
+	Free   []string `yaml:"free" env:"LEMO_PRICING_FREE" help:"providers whose models cost nothing (a local Ollama, the demo models)"`
 }
 
 // ModelPrice is one parsed entry of pricing.models, in US dollars per

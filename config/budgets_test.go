@@ -34,8 +34,8 @@ pricing:
 	if got := p["ollama-cloud/gpt-oss:120b"]; got.Input != 0.1 || got.Output != 0.5 || got.CachedInput != 0.1 {
 		t.Fatalf("ollama-cloud/gpt-oss:120b = %+v", got)
 	}
-	if len(c.Pricing.Free) != 1 || c.Pricing.Free[0] != "ollama" {
-		t.Fatalf("pricing.free default = %v, want [ollama]", c.Pricing.Free)
+	if len(c.Pricing.Free) != 2 || c.Pricing.Free[0] != "ollama" || c.Pricing.Free[1] != "fake" {
+		t.Fatalf("pricing.free default = %v, want [ollama fake]", c.Pricing.Free)
 	}
 }
 

@@ -159,6 +159,6 @@ func Default() *Config {
 		Remote: Remote{MaxConnections: 256, ConnectionReserve: 32, AuthTimeout: 5 * time.Second,
 			MaxSessions: 1024, MaxSessionsPerToken: 128, MaxSubscriptions: 8192, MaxSubscriptionsPerToken: 1024},
 		Budgets: Budgets{OutputTokens: 4096, UnreportedToolTokens: 16384},
-		Pricing: Pricing{Free: []string{"ollama"}},
+		Pricing: Pricing{Free: []string{"ollama", "fake"}},
 	}
 }

@@ -160,8 +160,9 @@ func newPricer(cfg *config.Config, provs *providers.Registry) *pricing.Pricer {
 }
 
 // spendFold folds a Task's budget from the events a renderer shows and
-// says when to show it: after a status change or a raise of a Task that
-// has limits.
+// says when to show it: for a Task with limits, what is used and left
+// after each status change and raise; for any Task, what it spent when it
+// stops (paused, finished, failed, cancelled).
 type spendFold struct {
 	sum *api.BudgetSummary
 }
@@ -172,6 +173,9 @@ func (f *spendFold) event(ev *api.Event) string {
 	}
 	api.FoldBudget(f.sum, ev)
 	if !api.HasBudget(f.sum.GetLimits()) {
+		if sc := ev.GetStatusChanged(); sc != nil && sc.GetStatus() != api.TaskStatus_TASK_STATUS_RUNNING && sc.GetStatus() != api.TaskStatus_TASK_STATUS_AWAITING_APPROVAL {
+			return "spent: " + client.SpendLine(f.sum, ev.GetTime().AsTime())
+		}
 		return ""
 	}
 	switch b := ev.GetBody().(type) {
