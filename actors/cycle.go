@@ -30,6 +30,8 @@ type cycleActor struct {
 	// history is the Task's history when the Task holds it, nil when the
 	// Cycle must read it from the store.
 	history []*api.Event
+	// maxOutput caps the answer's tokens (the reserved output); 0: none.
+	maxOutput int
 
 	cancel context.CancelFunc
 	done   bool
@@ -117,6 +119,9 @@ func (c *cycleActor) run(ctx context.Context, sys *actor.ActorSystem) (res *cycl
 		Think:        c.env.opts.Think,
 	})
 	res.summary = sum
+	if req != nil {
+		req.MaxOutputTokens = c.maxOutput
+	}
 	c.delta(sys, &api.Delta{Kind: api.DeltaKind_DELTA_KIND_INPUT, Input: sum, AfterSeq: after})
 	if err != nil {
 		res.err = err

@@ -103,6 +103,9 @@ type Deps struct {
 	Log      zerolog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Pricer finds models' prices for budgets; nil: no price is known
+	// (cost is not counted and cost limits are refused).
+	Pricer Pricer
 	// Live keeps the live results (tool calls' whole outputs) within its
 	// bounds; nil keeps them in memory within the default bounds and
 	// spills nothing. The tasks tools read it too, so cmd/lemo creates it.
@@ -204,6 +207,8 @@ type Options struct {
 	// child Tasks running at once daemon-wide (default 32; later ones
 	// queue).
 	MaxDepth, MaxChildren, MaxRunningChildren int
+	// Budget are the budget settings (budget.go).
+	Budget BudgetOptions
 	// Stopped are the processes of calls that were found running at the
 	// daemon's start (left by a daemon killed outright) and stopped before
 	// Start: recovery names them on the outcome-unknown record of their
@@ -350,7 +355,7 @@ func Start(ctx context.Context, deps Deps, opts Options) (*Daemon, error) {
 	e := &env{deps: deps, opts: opts, log: deps.Log, inspector: newInspector(), workspaces: wp}
 	e.limits.Store(limitsOf(opts))
 	e.policy.Store(&approvalPolicy{fn: opts.Approval, timeout: opts.ApprovalTimeout})
-	n, err := recoverStore(ctx, deps.Store, deps.Now(), stoppedNotes(opts.Stopped), rerunnable(deps.Tools))
+	n, err := recoverStore(ctx, deps.Store, deps.Now(), stoppedNotes(opts.Stopped), rerunnable(deps.Tools), opts.Budget.recoveryCharge(deps.Tools))
 	if err != nil {
 		return nil, fmt.Errorf("recover store: %w", err)
 	}
@@ -403,6 +408,10 @@ type CreateTask struct {
 	// and the daemon's policy require (deny wins over ask); a plain name
 	// must be a registered tool.
 	Approvals []*api.ToolApproval
+	// Budget is the Task's budget; a zero amount takes the daemon's
+	// default in that dimension (Options.Budget). A cost limit needs the
+	// model's price to be known.
+	Budget *api.BudgetAmounts
 }
 
 // MaxTaskApprovals bounds a Task's own approval rules.
@@ -477,6 +486,11 @@ func (d *Daemon) CreateTask(ctx context.Context, c Caller, in CreateTask) (*api.
 	if err := checkApprovals(d.env.deps.Tools, in.Approvals); err != nil {
 		return nil, err
 	}
+	budget := d.env.opts.Budget.merged(in.Budget)
+	price, err := d.price(ctx, in.Model, budget)
+	if err != nil {
+		return nil, err
+	}
 	id := persistence.NewTaskID(d.env.now())
 	ws, err := d.workspace(c, id, in.Workspace)
 	if err != nil {
@@ -484,7 +498,7 @@ func (d *Daemon) CreateTask(ctx context.Context, c Caller, in CreateTask) (*api.
 	}
 	cmd := taskCommand{taskID: id, caller: c, cmd: &cmdCreate{in: taskstate.CreateInput{
 		Owner: c.Owner, Model: in.Model, Request: in.Request, Workspace: ws, Tools: in.Tools, ToolsRestricted: in.ToolsRestricted, Discovery: discovery,
-		Approvals: cloneApprovals(in.Approvals),
+		Approvals: cloneApprovals(in.Approvals), Budget: budget, Price: price,
 	}}}
 	return d.command(ctx, cmd)
 }
@@ -585,7 +599,12 @@ func (d *Daemon) Continue(ctx context.Context, c Caller, taskID, model string) (
 			return nil, fmt.Errorf("%w: model %s: %v", ErrInvalid, model, err)
 		}
 	}
-	return d.taskCmd(ctx, c, taskID, &cmdContinue{model: model})
+	var price *api.Price
+	if model != "" {
+		// The Task refuses an unknown price if it has a cost limit.
+		price, _ = d.price(ctx, model, nil)
+	}
+	return d.taskCmd(ctx, c, taskID, &cmdContinue{model: model, price: price})
 }
 
 // Cancel cancels a Task: its model call and tool calls are cancelled and

@@ -53,6 +53,8 @@ type harness struct {
 	freeBytes func(string) (int64, error)
 	// appends counts the appends the store committed.
 	appends atomic.Int64
+	// pricer, when set before start, prices models for budgets.
+	pricer actors.Pricer
 }
 
 // countingObserver counts what the tree reports, by outcome.
@@ -150,7 +152,7 @@ func (h *harness) start() {
 		h.t.Fatal(err)
 	}
 	now := func() time.Time { return time.Now().Add(time.Duration(h.skew.Load())) }
-	if h.d, err = actors.Start(context.Background(), actors.Deps{Store: h.store, Providers: reg, Tools: h.tools, Log: testLog(h.t), Observer: h.obs, Now: now, Live: h.live}, h.opts); err != nil {
+	if h.d, err = actors.Start(context.Background(), actors.Deps{Store: h.store, Providers: reg, Tools: h.tools, Log: testLog(h.t), Observer: h.obs, Now: now, Live: h.live, Pricer: h.pricer}, h.opts); err != nil {
 		h.t.Fatal(err)
 	}
 }

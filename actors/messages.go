@@ -39,7 +39,11 @@ type cmdMessage struct{ text string }
 
 type cmdPause struct{}
 
-type cmdContinue struct{ model string }
+type cmdContinue struct {
+	model string
+	// price is the new model's price (budget.go).
+	price *api.Price
+}
 
 type cmdCancel struct{}
 

@@ -83,7 +83,7 @@ func appendBodies(ctx context.Context, st *persistence.Store, s *taskstate.State
 // approval whose deadline passed while the daemon was down: it is recorded
 // as timed out. notes[task][call] is added to the outcome-unknown record of
 // that call (see stoppedNotes). It returns how many Tasks it changed.
-func recoverStore(ctx context.Context, st *persistence.Store, now time.Time, notes map[string]map[string]string, rerun func(tool string) bool) (int, error) {
+func recoverStore(ctx context.Context, st *persistence.Store, now time.Time, notes map[string]map[string]string, rerun func(tool string) bool, charge func(*taskstate.State, []proto.Message) []proto.Message) (int, error) {
 	var ids []string
 	seen := make(map[string]bool)
 	for _, status := range []api.TaskStatus{api.TaskStatus_TASK_STATUS_RUNNING, api.TaskStatus_TASK_STATUS_AWAITING_APPROVAL} {
@@ -116,7 +116,7 @@ func recoverStore(ctx context.Context, st *persistence.Store, now time.Time, not
 			return n, fmt.Errorf("task %s: %w", id, err)
 		}
 		s.Rerun(rerun)
-		bodies := s.RecoverNoting(now, notes[id])
+		bodies := charge(s, s.RecoverNoting(now, notes[id]))
 		if len(bodies) == 0 {
 			continue
 		}

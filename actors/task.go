@@ -113,6 +113,12 @@ type task struct {
 	msgWaits   []*waitMsgReq
 	inboxBusy  bool
 	inboxAgain bool
+	// Budgets (budget.go): timeTimer fires when the working time may have
+	// run out; timeUp is set from then until the pause is recorded;
+	// lastReservation is the open Cycle's, for the spend metrics.
+	timeTimer       *time.Timer
+	timeUp          bool
+	lastReservation *api.BudgetReservation
 }
 
 // liveResult is the model's view of a call's output and the call's whole
@@ -242,6 +248,8 @@ func (t *task) handle(ctx actor.Context, m any) {
 		t.diskRetry = nil // settle records the pause
 	case *resumeDiskFull:
 		t.persist(ctx, t.st.ResumeDiskFull(), nil, nil)
+	case *timeBudget:
+		t.onTimeBudget(ctx)
 	default:
 		if t.treeRequest(ctx, m) {
 			return
@@ -276,6 +284,7 @@ func (t *task) settle(ctx actor.Context) {
 		return
 	}
 	t.env.deps.Live.SetIdle(t.id, !t.st.Running())
+	t.armTimeBudget(ctx)
 	if d, ok := t.passivation(); ok {
 		ctx.SetReceiveTimeout(d)
 	} else {
@@ -378,7 +387,7 @@ func (t *task) onLoaded(ctx actor.Context, m *loaded) {
 		t.env.inspector.setState(t.self.Id, taskstate.StatusName(t.st.Status), t.env.now())
 		t.meta = m.meta
 		t.st.Rerun(rerunnable(t.env.deps.Tools))
-		bodies := t.st.Recover(t.env.now())
+		bodies := t.env.opts.Budget.recovered(t.env.deps.Tools, t.st, t.st.Recover(t.env.now()))
 		if crash != nil {
 			bodies = append([]proto.Message{crash}, bodies...)
 		}
@@ -556,6 +565,7 @@ func (t *task) onAppended(ctx actor.Context, m *appended) {
 	wasTerminal := t.st.Terminal()
 	for _, ev := range inf.events {
 		t.st.Apply(ev)
+		t.observeSpend(ev)
 		if ar := ev.GetApprovalResolved(); ar != nil {
 			t.approvalResolved(ar)
 		}
@@ -614,13 +624,15 @@ func (t *task) command(ctx actor.Context, tc *taskCommand) {
 			t.cascade(ctx, taskstate.CascadePause)
 		}
 	case *cmdContinue:
-		bodies, err = t.st.Continue(c.model)
+		bodies, err = t.continueWith(c)
 		if err != nil && len(t.st.LiveChildren()) > 0 {
 			// The Task itself may not need it (a parent that finished);
 			// its interrupted descendants still do.
 			bodies, err = nil, nil
 		}
 		then = func(ctx actor.Context) { t.cascade(ctx, taskstate.CascadeContinue) }
+	case *cmdRaiseBudget:
+		bodies, err = t.st.RaiseBudget(c.add, c.by)
 	case *cmdCancel:
 		bodies, err = t.st.Cancel()
 		then = func(ctx actor.Context) {
@@ -671,6 +683,10 @@ func (t *task) reconcile(ctx actor.Context) {
 		t.recordDiskPause(ctx)
 		return
 	}
+	if t.timeUp {
+		t.recordTimeUp(ctx)
+		return
+	}
 	step := t.st.Next(t.nextOptions())
 	if step.Kind == taskstate.StepWait {
 		return
@@ -680,7 +696,7 @@ func (t *task) reconcile(ctx actor.Context) {
 
 func (t *task) nextOptions() taskstate.NextOptions {
 	o := t.env.limits.Load()
-	return taskstate.NextOptions{Now: t.env.now(), MaxCycles: o.MaxCycles, MaxParallelTools: o.MaxParallelTools, Approval: t.approvalNeed}
+	return taskstate.NextOptions{Now: t.env.now(), MaxCycles: o.MaxCycles, MaxParallelTools: o.MaxParallelTools, Approval: t.approvalNeed, Budget: t.reserveOptions()}
 }
 
 // stepAction is what follows a step once its events are durable: the
@@ -724,7 +740,7 @@ func (t *task) chain(bodies []proto.Message) (all []proto.Message, steps []tasks
 // commit (taskstate.Chain), and their actions run after then. The order
 // is the one reconcile would give: it runs before any queued message.
 func (t *task) persistStep(ctx actor.Context, bodies []proto.Message, replies []chan reply, then func(ctx actor.Context)) {
-	if len(bodies) == 0 || t.stopping != nil || t.diskFull {
+	if len(bodies) == 0 || t.stopping != nil || t.diskFull || t.timeUp {
 		t.persist(ctx, bodies, replies, then)
 		return
 	}
@@ -830,7 +846,7 @@ func (t *task) startCycle(ctx actor.Context, n uint32) {
 	for k, v := range t.live {
 		live[k] = v.presented
 	}
-	c := &cycleActor{env: t.env, task: t.id, owner: t.st.Owner, n: n, model: t.st.Model, specs: specs, live: live, history: t.history[:len(t.history):len(t.history)]}
+	c := &cycleActor{env: t.env, task: t.id, owner: t.st.Owner, n: n, model: t.st.Model, specs: specs, live: live, history: t.history[:len(t.history):len(t.history)], maxOutput: t.maxOutput()}
 	pid, err := ctx.SpawnNamed(t.env.props("cycle", func() actor.Actor { return c }), fmt.Sprintf("cycle-%d", n))
 	if err != nil {
 		ctx.Send(ctx.Self(), &cycleResult{cycle: n, err: fmt.Errorf("start cycle: %w", err)})
@@ -885,7 +901,7 @@ func (t *task) onCycleResult(ctx actor.Context, m *cycleResult) {
 		Reasoning: capText(r.Reasoning, maxTextBytes),
 		Finish:    r.FinishReason,
 		Input:     m.summary,
-		Usage:     &api.Usage{PromptTokens: uint64(r.Usage.PromptTokens), CompletionTokens: uint64(r.Usage.CompletionTokens), EstimatedPromptTokens: m.summary.GetEstimatedTokens()},
+		Usage:     &api.Usage{PromptTokens: uint64(r.Usage.PromptTokens), CompletionTokens: uint64(r.Usage.CompletionTokens), EstimatedPromptTokens: m.summary.GetEstimatedTokens(), CachedPromptTokens: uint64(r.Usage.CachedPromptTokens)},
 	}
 	if len(r.ProviderMetadata) <= maxMetadataBytes {
 		out.Metadata = r.ProviderMetadata
@@ -1033,6 +1049,7 @@ func (t *task) onToolResult(ctx actor.Context, m *toolResult) {
 		t.checkShutdown(ctx)
 		return
 	}
+	bodies = append(bodies, t.toolCharge(tool, m)...)
 	keep = true
 	t.persistStep(ctx, bodies, nil, func(ctx actor.Context) {
 		delete(t.opened, m.callID)
@@ -1197,6 +1214,7 @@ func (t *task) stopTimers() {
 	for id := range t.timers {
 		t.stopTimer(id)
 	}
+	t.stopTimeBudget()
 	if t.diskRetry != nil {
 		t.diskRetry.Stop()
 		t.diskRetry = nil

@@ -29,7 +29,9 @@ func TestFoldMeta(t *testing.T) {
 		}
 	}
 	want := &TaskMeta{TaskId: "T1", Owner: "alice", Status: TaskStatus_TASK_STATUS_RUNNING, Model: "fake/b", Title: "t",
-		Created: t1, Updated: t1, LastSeq: 7, Cycles: 2, Workspace: "/w", StatusDetail: ""}
+		Created: t1, Updated: t1, LastSeq: 7, Cycles: 2, Workspace: "/w", StatusDetail: "",
+		// Running again since seq 6; no reservation was recorded.
+		Budget: &BudgetSummary{Spent: &BudgetAmounts{}, RunningSince: t1}}
 	if !proto.Equal(m, want) {
 		t.Fatalf("FoldMeta = %v\nwant %v", m, want)
 	}

@@ -52,6 +52,10 @@ func NewEvent(task string, seq uint64, t *timestamppb.Timestamp, body proto.Mess
 		ev.Body = &Event_MessageSent{MessageSent: b}
 	case *MessageReceived:
 		ev.Body = &Event_MessageReceived{MessageReceived: b}
+	case *BudgetRaised:
+		ev.Body = &Event_BudgetRaised{BudgetRaised: b}
+	case *BudgetCharged:
+		ev.Body = &Event_BudgetCharged{BudgetCharged: b}
 	default:
 		panic(fmt.Sprintf("api.NewEvent: %T is not an event body", body))
 	}

@@ -160,6 +160,7 @@ type Request struct {
 	//	*Request_Inspect
 	//	*Request_StopCall
 	//	*Request_ListDelegateSessions
+	//	*Request_RaiseBudget
 	Command       isRequest_Command `protobuf_oneof:"command"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -425,6 +426,15 @@ func (x *Request) GetListDelegateSessions() *ListDelegateSessionsRequest {
 	return nil
 }
 
+func (x *Request) GetRaiseBudget() *RaiseBudgetRequest {
+	if x != nil {
+		if x, ok := x.Command.(*Request_RaiseBudget); ok {
+			return x.RaiseBudget
+		}
+	}
+	return nil
+}
+
 type isRequest_Command interface {
 	isRequest_Command()
 }
@@ -529,6 +539,12 @@ type Request_ListDelegateSessions struct {
 	ListDelegateSessions *ListDelegateSessionsRequest `protobuf:"bytes,33,opt,name=list_delegate_sessions,json=listDelegateSessions,proto3,oneof"`
 }
 
+type Request_RaiseBudget struct {
+	// Raise a Task's budget (its owner or an operator); answered with the
+	// Task's metadata.
+	RaiseBudget *RaiseBudgetRequest `protobuf:"bytes,120,opt,name=raise_budget,json=raiseBudget,proto3,oneof"`
+}
+
 func (*Request_Hello) isRequest_Command() {}
 
 func (*Request_CreateTask) isRequest_Command() {}
@@ -576,6 +592,8 @@ func (*Request_Inspect) isRequest_Command() {}
 func (*Request_StopCall) isRequest_Command() {}
 
 func (*Request_ListDelegateSessions) isRequest_Command() {}
+
+func (*Request_RaiseBudget) isRequest_Command() {}
 
 // Hello opens a session. The token travels in the gRPC metadata of the
 // connection ("lemo-token"), never in a message.
@@ -843,7 +861,10 @@ type CreateTaskRequest struct {
 	// the Task's own.
 	Workspace string `protobuf:"bytes,5,opt,name=workspace,proto3" json:"workspace,omitempty"`
 	// The Task's own approval rules (see TaskCreated.approvals).
-	Approvals     []*ToolApproval `protobuf:"bytes,6,rep,name=approvals,proto3" json:"approvals,omitempty"`
+	Approvals []*ToolApproval `protobuf:"bytes,6,rep,name=approvals,proto3" json:"approvals,omitempty"`
+	// The Task's budget; a zero amount takes the daemon's default
+	// (budgets.*) in that dimension.
+	Budget        *BudgetAmounts `protobuf:"bytes,120,opt,name=budget,proto3" json:"budget,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -920,6 +941,67 @@ func (x *CreateTaskRequest) GetApprovals() []*ToolApproval {
 	return nil
 }
 
+func (x *CreateTaskRequest) GetBudget() *BudgetAmounts {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
+// RaiseBudgetRequest adds to a Task's limits; the Task stays paused until
+// continued.
+type RaiseBudgetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Add           *BudgetAmounts         `protobuf:"bytes,2,opt,name=add,proto3" json:"add,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RaiseBudgetRequest) Reset() {
+	*x = RaiseBudgetRequest{}
+	mi := &file_gateway_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RaiseBudgetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RaiseBudgetRequest) ProtoMessage() {}
+
+func (x *RaiseBudgetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RaiseBudgetRequest.ProtoReflect.Descriptor instead.
+func (*RaiseBudgetRequest) Descriptor() ([]byte, []int) {
+	return file_gateway_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RaiseBudgetRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *RaiseBudgetRequest) GetAdd() *BudgetAmounts {
+	if x != nil {
+		return x.Add
+	}
+	return nil
+}
+
 type SendMessageRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
@@ -930,7 +1012,7 @@ type SendMessageRequest struct {
 
 func (x *SendMessageRequest) Reset() {
 	*x = SendMessageRequest{}
-	mi := &file_gateway_proto_msgTypes[6]
+	mi := &file_gateway_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -942,7 +1024,7 @@ func (x *SendMessageRequest) String() string {
 func (*SendMessageRequest) ProtoMessage() {}
 
 func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[6]
+	mi := &file_gateway_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -955,7 +1037,7 @@ func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageRequest.ProtoReflect.Descriptor instead.
 func (*SendMessageRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{6}
+	return file_gateway_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SendMessageRequest) GetTaskId() string {
@@ -983,7 +1065,7 @@ type ContinueRequest struct {
 
 func (x *ContinueRequest) Reset() {
 	*x = ContinueRequest{}
-	mi := &file_gateway_proto_msgTypes[7]
+	mi := &file_gateway_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -995,7 +1077,7 @@ func (x *ContinueRequest) String() string {
 func (*ContinueRequest) ProtoMessage() {}
 
 func (x *ContinueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[7]
+	mi := &file_gateway_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1008,7 +1090,7 @@ func (x *ContinueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContinueRequest.ProtoReflect.Descriptor instead.
 func (*ContinueRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{7}
+	return file_gateway_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ContinueRequest) GetTaskId() string {
@@ -1037,7 +1119,7 @@ type ListTasksRequest struct {
 
 func (x *ListTasksRequest) Reset() {
 	*x = ListTasksRequest{}
-	mi := &file_gateway_proto_msgTypes[8]
+	mi := &file_gateway_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1049,7 +1131,7 @@ func (x *ListTasksRequest) String() string {
 func (*ListTasksRequest) ProtoMessage() {}
 
 func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[8]
+	mi := &file_gateway_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1062,7 +1144,7 @@ func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksRequest.ProtoReflect.Descriptor instead.
 func (*ListTasksRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{8}
+	return file_gateway_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListTasksRequest) GetBefore() string {
@@ -1090,7 +1172,7 @@ type TaskPage struct {
 
 func (x *TaskPage) Reset() {
 	*x = TaskPage{}
-	mi := &file_gateway_proto_msgTypes[9]
+	mi := &file_gateway_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1102,7 +1184,7 @@ func (x *TaskPage) String() string {
 func (*TaskPage) ProtoMessage() {}
 
 func (x *TaskPage) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[9]
+	mi := &file_gateway_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1115,7 +1197,7 @@ func (x *TaskPage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskPage.ProtoReflect.Descriptor instead.
 func (*TaskPage) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{9}
+	return file_gateway_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TaskPage) GetTasks() []*TaskMeta {
@@ -1146,7 +1228,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_gateway_proto_msgTypes[10]
+	mi := &file_gateway_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1240,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[10]
+	mi := &file_gateway_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1253,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{10}
+	return file_gateway_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *HistoryRequest) GetTaskId() string {
@@ -1209,7 +1291,7 @@ type HistoryPage struct {
 
 func (x *HistoryPage) Reset() {
 	*x = HistoryPage{}
-	mi := &file_gateway_proto_msgTypes[11]
+	mi := &file_gateway_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1221,7 +1303,7 @@ func (x *HistoryPage) String() string {
 func (*HistoryPage) ProtoMessage() {}
 
 func (x *HistoryPage) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[11]
+	mi := &file_gateway_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1234,7 +1316,7 @@ func (x *HistoryPage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryPage.ProtoReflect.Descriptor instead.
 func (*HistoryPage) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{11}
+	return file_gateway_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *HistoryPage) GetTaskId() string {
@@ -1273,7 +1355,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_gateway_proto_msgTypes[12]
+	mi := &file_gateway_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1285,7 +1367,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[12]
+	mi := &file_gateway_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1298,7 +1380,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{12}
+	return file_gateway_proto_rawDescGZIP(), []int{13}
 }
 
 // ToolInfo is a tool's contract, for Views and for people.
@@ -1327,7 +1409,7 @@ type ToolInfo struct {
 
 func (x *ToolInfo) Reset() {
 	*x = ToolInfo{}
-	mi := &file_gateway_proto_msgTypes[13]
+	mi := &file_gateway_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1339,7 +1421,7 @@ func (x *ToolInfo) String() string {
 func (*ToolInfo) ProtoMessage() {}
 
 func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[13]
+	mi := &file_gateway_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1352,7 +1434,7 @@ func (x *ToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
 func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{13}
+	return file_gateway_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ToolInfo) GetName() string {
@@ -1434,7 +1516,7 @@ type ToolList struct {
 
 func (x *ToolList) Reset() {
 	*x = ToolList{}
-	mi := &file_gateway_proto_msgTypes[14]
+	mi := &file_gateway_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1446,7 +1528,7 @@ func (x *ToolList) String() string {
 func (*ToolList) ProtoMessage() {}
 
 func (x *ToolList) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[14]
+	mi := &file_gateway_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1459,7 +1541,7 @@ func (x *ToolList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolList.ProtoReflect.Descriptor instead.
 func (*ToolList) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{14}
+	return file_gateway_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ToolList) GetTools() []*ToolInfo {
@@ -1477,7 +1559,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_gateway_proto_msgTypes[15]
+	mi := &file_gateway_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1489,7 +1571,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[15]
+	mi := &file_gateway_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1502,7 +1584,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{15}
+	return file_gateway_proto_rawDescGZIP(), []int{16}
 }
 
 type ModelInfo struct {
@@ -1520,7 +1602,7 @@ type ModelInfo struct {
 
 func (x *ModelInfo) Reset() {
 	*x = ModelInfo{}
-	mi := &file_gateway_proto_msgTypes[16]
+	mi := &file_gateway_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1532,7 +1614,7 @@ func (x *ModelInfo) String() string {
 func (*ModelInfo) ProtoMessage() {}
 
 func (x *ModelInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[16]
+	mi := &file_gateway_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1545,7 +1627,7 @@ func (x *ModelInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelInfo.ProtoReflect.Descriptor instead.
 func (*ModelInfo) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{16}
+	return file_gateway_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ModelInfo) GetId() string {
@@ -1600,7 +1682,7 @@ type ProviderFailure struct {
 
 func (x *ProviderFailure) Reset() {
 	*x = ProviderFailure{}
-	mi := &file_gateway_proto_msgTypes[17]
+	mi := &file_gateway_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1612,7 +1694,7 @@ func (x *ProviderFailure) String() string {
 func (*ProviderFailure) ProtoMessage() {}
 
 func (x *ProviderFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[17]
+	mi := &file_gateway_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1625,7 +1707,7 @@ func (x *ProviderFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderFailure.ProtoReflect.Descriptor instead.
 func (*ProviderFailure) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{17}
+	return file_gateway_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ProviderFailure) GetProvider() string {
@@ -1653,7 +1735,7 @@ type ModelList struct {
 
 func (x *ModelList) Reset() {
 	*x = ModelList{}
-	mi := &file_gateway_proto_msgTypes[18]
+	mi := &file_gateway_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1665,7 +1747,7 @@ func (x *ModelList) String() string {
 func (*ModelList) ProtoMessage() {}
 
 func (x *ModelList) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[18]
+	mi := &file_gateway_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1678,7 +1760,7 @@ func (x *ModelList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelList.ProtoReflect.Descriptor instead.
 func (*ModelList) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{18}
+	return file_gateway_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ModelList) GetModels() []*ModelInfo {
@@ -1705,7 +1787,7 @@ type TaskSeq struct {
 
 func (x *TaskSeq) Reset() {
 	*x = TaskSeq{}
-	mi := &file_gateway_proto_msgTypes[19]
+	mi := &file_gateway_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1717,7 +1799,7 @@ func (x *TaskSeq) String() string {
 func (*TaskSeq) ProtoMessage() {}
 
 func (x *TaskSeq) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[19]
+	mi := &file_gateway_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1730,7 +1812,7 @@ func (x *TaskSeq) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskSeq.ProtoReflect.Descriptor instead.
 func (*TaskSeq) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{19}
+	return file_gateway_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TaskSeq) GetTaskId() string {
@@ -1765,7 +1847,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_gateway_proto_msgTypes[20]
+	mi := &file_gateway_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1777,7 +1859,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[20]
+	mi := &file_gateway_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1790,7 +1872,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{20}
+	return file_gateway_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SubscribeRequest) GetSubscription() uint64 {
@@ -1839,7 +1921,7 @@ type Subscribed struct {
 
 func (x *Subscribed) Reset() {
 	*x = Subscribed{}
-	mi := &file_gateway_proto_msgTypes[21]
+	mi := &file_gateway_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1851,7 +1933,7 @@ func (x *Subscribed) String() string {
 func (*Subscribed) ProtoMessage() {}
 
 func (x *Subscribed) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[21]
+	mi := &file_gateway_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1864,7 +1946,7 @@ func (x *Subscribed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Subscribed.ProtoReflect.Descriptor instead.
 func (*Subscribed) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{21}
+	return file_gateway_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Subscribed) GetSubscription() uint64 {
@@ -1890,7 +1972,7 @@ type UnsubscribeRequest struct {
 
 func (x *UnsubscribeRequest) Reset() {
 	*x = UnsubscribeRequest{}
-	mi := &file_gateway_proto_msgTypes[22]
+	mi := &file_gateway_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1902,7 +1984,7 @@ func (x *UnsubscribeRequest) String() string {
 func (*UnsubscribeRequest) ProtoMessage() {}
 
 func (x *UnsubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[22]
+	mi := &file_gateway_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1915,7 +1997,7 @@ func (x *UnsubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnsubscribeRequest.ProtoReflect.Descriptor instead.
 func (*UnsubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{22}
+	return file_gateway_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *UnsubscribeRequest) GetSubscription() uint64 {
@@ -1936,7 +2018,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_gateway_proto_msgTypes[23]
+	mi := &file_gateway_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1948,7 +2030,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[23]
+	mi := &file_gateway_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1961,7 +2043,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{23}
+	return file_gateway_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Ack) GetSubscription() uint64 {
@@ -1989,7 +2071,7 @@ type UpdateBatch struct {
 
 func (x *UpdateBatch) Reset() {
 	*x = UpdateBatch{}
-	mi := &file_gateway_proto_msgTypes[24]
+	mi := &file_gateway_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2001,7 +2083,7 @@ func (x *UpdateBatch) String() string {
 func (*UpdateBatch) ProtoMessage() {}
 
 func (x *UpdateBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[24]
+	mi := &file_gateway_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2014,7 +2096,7 @@ func (x *UpdateBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBatch.ProtoReflect.Descriptor instead.
 func (*UpdateBatch) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{24}
+	return file_gateway_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *UpdateBatch) GetSubscription() uint64 {
@@ -2047,7 +2129,7 @@ type Update struct {
 
 func (x *Update) Reset() {
 	*x = Update{}
-	mi := &file_gateway_proto_msgTypes[25]
+	mi := &file_gateway_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2059,7 +2141,7 @@ func (x *Update) String() string {
 func (*Update) ProtoMessage() {}
 
 func (x *Update) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[25]
+	mi := &file_gateway_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2072,7 +2154,7 @@ func (x *Update) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Update.ProtoReflect.Descriptor instead.
 func (*Update) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{25}
+	return file_gateway_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Update) GetBody() isUpdate_Body {
@@ -2175,7 +2257,7 @@ type CaughtUp struct {
 
 func (x *CaughtUp) Reset() {
 	*x = CaughtUp{}
-	mi := &file_gateway_proto_msgTypes[26]
+	mi := &file_gateway_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2187,7 +2269,7 @@ func (x *CaughtUp) String() string {
 func (*CaughtUp) ProtoMessage() {}
 
 func (x *CaughtUp) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[26]
+	mi := &file_gateway_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2200,7 +2282,7 @@ func (x *CaughtUp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaughtUp.ProtoReflect.Descriptor instead.
 func (*CaughtUp) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{26}
+	return file_gateway_proto_rawDescGZIP(), []int{27}
 }
 
 type FellBehind struct {
@@ -2213,7 +2295,7 @@ type FellBehind struct {
 
 func (x *FellBehind) Reset() {
 	*x = FellBehind{}
-	mi := &file_gateway_proto_msgTypes[27]
+	mi := &file_gateway_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2225,7 +2307,7 @@ func (x *FellBehind) String() string {
 func (*FellBehind) ProtoMessage() {}
 
 func (x *FellBehind) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[27]
+	mi := &file_gateway_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2238,7 +2320,7 @@ func (x *FellBehind) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FellBehind.ProtoReflect.Descriptor instead.
 func (*FellBehind) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{27}
+	return file_gateway_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *FellBehind) GetLast() []*TaskSeq {
@@ -2257,7 +2339,7 @@ type Ended struct {
 
 func (x *Ended) Reset() {
 	*x = Ended{}
-	mi := &file_gateway_proto_msgTypes[28]
+	mi := &file_gateway_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2269,7 +2351,7 @@ func (x *Ended) String() string {
 func (*Ended) ProtoMessage() {}
 
 func (x *Ended) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[28]
+	mi := &file_gateway_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2282,7 +2364,7 @@ func (x *Ended) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ended.ProtoReflect.Descriptor instead.
 func (*Ended) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{28}
+	return file_gateway_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Ended) GetReason() string {
@@ -2300,7 +2382,7 @@ type ListApprovalsRequest struct {
 
 func (x *ListApprovalsRequest) Reset() {
 	*x = ListApprovalsRequest{}
-	mi := &file_gateway_proto_msgTypes[29]
+	mi := &file_gateway_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2312,7 +2394,7 @@ func (x *ListApprovalsRequest) String() string {
 func (*ListApprovalsRequest) ProtoMessage() {}
 
 func (x *ListApprovalsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[29]
+	mi := &file_gateway_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2325,7 +2407,7 @@ func (x *ListApprovalsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApprovalsRequest.ProtoReflect.Descriptor instead.
 func (*ListApprovalsRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{29}
+	return file_gateway_proto_rawDescGZIP(), []int{30}
 }
 
 type ApprovalList struct {
@@ -2338,7 +2420,7 @@ type ApprovalList struct {
 
 func (x *ApprovalList) Reset() {
 	*x = ApprovalList{}
-	mi := &file_gateway_proto_msgTypes[30]
+	mi := &file_gateway_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2350,7 +2432,7 @@ func (x *ApprovalList) String() string {
 func (*ApprovalList) ProtoMessage() {}
 
 func (x *ApprovalList) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[30]
+	mi := &file_gateway_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2363,7 +2445,7 @@ func (x *ApprovalList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalList.ProtoReflect.Descriptor instead.
 func (*ApprovalList) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{30}
+	return file_gateway_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ApprovalList) GetApprovals() []*Event {
@@ -2389,7 +2471,7 @@ type ResolveApprovalRequest struct {
 
 func (x *ResolveApprovalRequest) Reset() {
 	*x = ResolveApprovalRequest{}
-	mi := &file_gateway_proto_msgTypes[31]
+	mi := &file_gateway_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2401,7 +2483,7 @@ func (x *ResolveApprovalRequest) String() string {
 func (*ResolveApprovalRequest) ProtoMessage() {}
 
 func (x *ResolveApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[31]
+	mi := &file_gateway_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2414,7 +2496,7 @@ func (x *ResolveApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveApprovalRequest.ProtoReflect.Descriptor instead.
 func (*ResolveApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{31}
+	return file_gateway_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ResolveApprovalRequest) GetApprovalId() string {
@@ -2458,7 +2540,7 @@ type SteerRequest struct {
 
 func (x *SteerRequest) Reset() {
 	*x = SteerRequest{}
-	mi := &file_gateway_proto_msgTypes[32]
+	mi := &file_gateway_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2470,7 +2552,7 @@ func (x *SteerRequest) String() string {
 func (*SteerRequest) ProtoMessage() {}
 
 func (x *SteerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[32]
+	mi := &file_gateway_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2483,7 +2565,7 @@ func (x *SteerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SteerRequest.ProtoReflect.Descriptor instead.
 func (*SteerRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{32}
+	return file_gateway_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SteerRequest) GetTaskId() string {
@@ -2517,7 +2599,7 @@ type InspectRequest struct {
 
 func (x *InspectRequest) Reset() {
 	*x = InspectRequest{}
-	mi := &file_gateway_proto_msgTypes[33]
+	mi := &file_gateway_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2529,7 +2611,7 @@ func (x *InspectRequest) String() string {
 func (*InspectRequest) ProtoMessage() {}
 
 func (x *InspectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[33]
+	mi := &file_gateway_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2542,7 +2624,7 @@ func (x *InspectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectRequest.ProtoReflect.Descriptor instead.
 func (*InspectRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{33}
+	return file_gateway_proto_rawDescGZIP(), []int{34}
 }
 
 // ActorInfo describes one live actor of the daemon's internal tree.
@@ -2576,7 +2658,7 @@ type ActorInfo struct {
 
 func (x *ActorInfo) Reset() {
 	*x = ActorInfo{}
-	mi := &file_gateway_proto_msgTypes[34]
+	mi := &file_gateway_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2588,7 +2670,7 @@ func (x *ActorInfo) String() string {
 func (*ActorInfo) ProtoMessage() {}
 
 func (x *ActorInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[34]
+	mi := &file_gateway_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2601,7 +2683,7 @@ func (x *ActorInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorInfo.ProtoReflect.Descriptor instead.
 func (*ActorInfo) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{34}
+	return file_gateway_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ActorInfo) GetId() string {
@@ -2693,7 +2775,7 @@ type ActorTree struct {
 
 func (x *ActorTree) Reset() {
 	*x = ActorTree{}
-	mi := &file_gateway_proto_msgTypes[35]
+	mi := &file_gateway_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2705,7 +2787,7 @@ func (x *ActorTree) String() string {
 func (*ActorTree) ProtoMessage() {}
 
 func (x *ActorTree) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[35]
+	mi := &file_gateway_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2718,7 +2800,7 @@ func (x *ActorTree) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorTree.ProtoReflect.Descriptor instead.
 func (*ActorTree) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{35}
+	return file_gateway_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ActorTree) GetActors() []*ActorInfo {
@@ -2749,7 +2831,7 @@ type StopCallRequest struct {
 
 func (x *StopCallRequest) Reset() {
 	*x = StopCallRequest{}
-	mi := &file_gateway_proto_msgTypes[36]
+	mi := &file_gateway_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2761,7 +2843,7 @@ func (x *StopCallRequest) String() string {
 func (*StopCallRequest) ProtoMessage() {}
 
 func (x *StopCallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[36]
+	mi := &file_gateway_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2774,7 +2856,7 @@ func (x *StopCallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopCallRequest.ProtoReflect.Descriptor instead.
 func (*StopCallRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{36}
+	return file_gateway_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StopCallRequest) GetTaskId() string {
@@ -2806,7 +2888,7 @@ type ServiceOperation struct {
 
 func (x *ServiceOperation) Reset() {
 	*x = ServiceOperation{}
-	mi := &file_gateway_proto_msgTypes[37]
+	mi := &file_gateway_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2818,7 +2900,7 @@ func (x *ServiceOperation) String() string {
 func (*ServiceOperation) ProtoMessage() {}
 
 func (x *ServiceOperation) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[37]
+	mi := &file_gateway_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2831,7 +2913,7 @@ func (x *ServiceOperation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceOperation.ProtoReflect.Descriptor instead.
 func (*ServiceOperation) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{37}
+	return file_gateway_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ServiceOperation) GetName() string {
@@ -2876,7 +2958,7 @@ type ServiceSpec struct {
 
 func (x *ServiceSpec) Reset() {
 	*x = ServiceSpec{}
-	mi := &file_gateway_proto_msgTypes[38]
+	mi := &file_gateway_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2888,7 +2970,7 @@ func (x *ServiceSpec) String() string {
 func (*ServiceSpec) ProtoMessage() {}
 
 func (x *ServiceSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[38]
+	mi := &file_gateway_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2901,7 +2983,7 @@ func (x *ServiceSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceSpec.ProtoReflect.Descriptor instead.
 func (*ServiceSpec) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{38}
+	return file_gateway_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ServiceSpec) GetName() string {
@@ -2934,7 +3016,7 @@ type RegisterServiceRequest struct {
 
 func (x *RegisterServiceRequest) Reset() {
 	*x = RegisterServiceRequest{}
-	mi := &file_gateway_proto_msgTypes[39]
+	mi := &file_gateway_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2946,7 +3028,7 @@ func (x *RegisterServiceRequest) String() string {
 func (*RegisterServiceRequest) ProtoMessage() {}
 
 func (x *RegisterServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[39]
+	mi := &file_gateway_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2959,7 +3041,7 @@ func (x *RegisterServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterServiceRequest.ProtoReflect.Descriptor instead.
 func (*RegisterServiceRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{39}
+	return file_gateway_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RegisterServiceRequest) GetService() *ServiceSpec {
@@ -2978,7 +3060,7 @@ type UnregisterServiceRequest struct {
 
 func (x *UnregisterServiceRequest) Reset() {
 	*x = UnregisterServiceRequest{}
-	mi := &file_gateway_proto_msgTypes[40]
+	mi := &file_gateway_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2990,7 +3072,7 @@ func (x *UnregisterServiceRequest) String() string {
 func (*UnregisterServiceRequest) ProtoMessage() {}
 
 func (x *UnregisterServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[40]
+	mi := &file_gateway_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3003,7 +3085,7 @@ func (x *UnregisterServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterServiceRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterServiceRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{40}
+	return file_gateway_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *UnregisterServiceRequest) GetName() string {
@@ -3033,7 +3115,7 @@ type ServiceCall struct {
 
 func (x *ServiceCall) Reset() {
 	*x = ServiceCall{}
-	mi := &file_gateway_proto_msgTypes[41]
+	mi := &file_gateway_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3045,7 +3127,7 @@ func (x *ServiceCall) String() string {
 func (*ServiceCall) ProtoMessage() {}
 
 func (x *ServiceCall) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[41]
+	mi := &file_gateway_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3058,7 +3140,7 @@ func (x *ServiceCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceCall.ProtoReflect.Descriptor instead.
 func (*ServiceCall) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{41}
+	return file_gateway_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ServiceCall) GetCall() uint64 {
@@ -3129,7 +3211,7 @@ type ServiceResult struct {
 
 func (x *ServiceResult) Reset() {
 	*x = ServiceResult{}
-	mi := &file_gateway_proto_msgTypes[42]
+	mi := &file_gateway_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3141,7 +3223,7 @@ func (x *ServiceResult) String() string {
 func (*ServiceResult) ProtoMessage() {}
 
 func (x *ServiceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[42]
+	mi := &file_gateway_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3154,7 +3236,7 @@ func (x *ServiceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceResult.ProtoReflect.Descriptor instead.
 func (*ServiceResult) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{42}
+	return file_gateway_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ServiceResult) GetCall() uint64 {
@@ -3188,7 +3270,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_gateway_proto_msgTypes[43]
+	mi := &file_gateway_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3200,7 +3282,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[43]
+	mi := &file_gateway_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3213,7 +3295,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{43}
+	return file_gateway_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Error) GetCode() ErrorCode {
@@ -3239,7 +3321,7 @@ type Done struct {
 
 func (x *Done) Reset() {
 	*x = Done{}
-	mi := &file_gateway_proto_msgTypes[44]
+	mi := &file_gateway_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3251,7 +3333,7 @@ func (x *Done) String() string {
 func (*Done) ProtoMessage() {}
 
 func (x *Done) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[44]
+	mi := &file_gateway_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3264,7 +3346,7 @@ func (x *Done) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Done.ProtoReflect.Descriptor instead.
 func (*Done) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{44}
+	return file_gateway_proto_rawDescGZIP(), []int{45}
 }
 
 // Response answers one Request.
@@ -3292,7 +3374,7 @@ type Response struct {
 
 func (x *Response) Reset() {
 	*x = Response{}
-	mi := &file_gateway_proto_msgTypes[45]
+	mi := &file_gateway_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3304,7 +3386,7 @@ func (x *Response) String() string {
 func (*Response) ProtoMessage() {}
 
 func (x *Response) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[45]
+	mi := &file_gateway_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3317,7 +3399,7 @@ func (x *Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Response.ProtoReflect.Descriptor instead.
 func (*Response) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{45}
+	return file_gateway_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Response) GetId() uint64 {
@@ -3528,7 +3610,7 @@ type ListDelegateSessionsRequest struct {
 
 func (x *ListDelegateSessionsRequest) Reset() {
 	*x = ListDelegateSessionsRequest{}
-	mi := &file_gateway_proto_msgTypes[46]
+	mi := &file_gateway_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3540,7 +3622,7 @@ func (x *ListDelegateSessionsRequest) String() string {
 func (*ListDelegateSessionsRequest) ProtoMessage() {}
 
 func (x *ListDelegateSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[46]
+	mi := &file_gateway_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3553,7 +3635,7 @@ func (x *ListDelegateSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDelegateSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListDelegateSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{46}
+	return file_gateway_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListDelegateSessionsRequest) GetTaskId() string {
@@ -3590,7 +3672,7 @@ type DelegateSession struct {
 
 func (x *DelegateSession) Reset() {
 	*x = DelegateSession{}
-	mi := &file_gateway_proto_msgTypes[47]
+	mi := &file_gateway_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3602,7 +3684,7 @@ func (x *DelegateSession) String() string {
 func (*DelegateSession) ProtoMessage() {}
 
 func (x *DelegateSession) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[47]
+	mi := &file_gateway_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3615,7 +3697,7 @@ func (x *DelegateSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DelegateSession.ProtoReflect.Descriptor instead.
 func (*DelegateSession) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{47}
+	return file_gateway_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DelegateSession) GetSessionId() string {
@@ -3713,7 +3795,7 @@ type DelegateSessionList struct {
 
 func (x *DelegateSessionList) Reset() {
 	*x = DelegateSessionList{}
-	mi := &file_gateway_proto_msgTypes[48]
+	mi := &file_gateway_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3725,7 +3807,7 @@ func (x *DelegateSessionList) String() string {
 func (*DelegateSessionList) ProtoMessage() {}
 
 func (x *DelegateSessionList) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[48]
+	mi := &file_gateway_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3738,7 +3820,7 @@ func (x *DelegateSessionList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DelegateSessionList.ProtoReflect.Descriptor instead.
 func (*DelegateSessionList) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{48}
+	return file_gateway_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *DelegateSessionList) GetSessions() []*DelegateSession {
@@ -3770,7 +3852,7 @@ type ToClient struct {
 
 func (x *ToClient) Reset() {
 	*x = ToClient{}
-	mi := &file_gateway_proto_msgTypes[49]
+	mi := &file_gateway_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3782,7 +3864,7 @@ func (x *ToClient) String() string {
 func (*ToClient) ProtoMessage() {}
 
 func (x *ToClient) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[49]
+	mi := &file_gateway_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3795,7 +3877,7 @@ func (x *ToClient) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToClient.ProtoReflect.Descriptor instead.
 func (*ToClient) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{49}
+	return file_gateway_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ToClient) GetBody() isToClient_Body {
@@ -3868,7 +3950,7 @@ type Chunk struct {
 
 func (x *Chunk) Reset() {
 	*x = Chunk{}
-	mi := &file_gateway_proto_msgTypes[50]
+	mi := &file_gateway_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3880,7 +3962,7 @@ func (x *Chunk) String() string {
 func (*Chunk) ProtoMessage() {}
 
 func (x *Chunk) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[50]
+	mi := &file_gateway_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3893,7 +3975,7 @@ func (x *Chunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Chunk.ProtoReflect.Descriptor instead.
 func (*Chunk) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{50}
+	return file_gateway_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Chunk) GetId() uint64 {
@@ -3929,7 +4011,7 @@ var File_gateway_proto protoreflect.FileDescriptor
 const file_gateway_proto_rawDesc = "" +
 	"\n" +
 	"\rgateway.proto\x12\alemo.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\n" +
-	"lemo.proto\"\xbf\v\n" +
+	"lemo.proto\"\x81\f\n" +
 	"\aRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12&\n" +
 	"\x05hello\x18\n" +
@@ -3960,7 +4042,8 @@ const file_gateway_proto_rawDesc = "" +
 	"\agoodbye\x18\x1e \x01(\v2\x10.lemo.v1.GoodbyeH\x00R\agoodbye\x123\n" +
 	"\ainspect\x18\x1f \x01(\v2\x17.lemo.v1.InspectRequestH\x00R\ainspect\x127\n" +
 	"\tstop_call\x18  \x01(\v2\x18.lemo.v1.StopCallRequestH\x00R\bstopCall\x12\\\n" +
-	"\x16list_delegate_sessions\x18! \x01(\v2$.lemo.v1.ListDelegateSessionsRequestH\x00R\x14listDelegateSessionsB\t\n" +
+	"\x16list_delegate_sessions\x18! \x01(\v2$.lemo.v1.ListDelegateSessionsRequestH\x00R\x14listDelegateSessions\x12@\n" +
+	"\fraise_budget\x18x \x01(\v2\x1b.lemo.v1.RaiseBudgetRequestH\x00R\vraiseBudgetB\t\n" +
 	"\acommand\"s\n" +
 	"\x05Hello\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x16\n" +
@@ -3977,14 +4060,18 @@ const file_gateway_proto_rawDesc = "" +
 	"\aaddress\x18\b \x01(\tR\aaddress\"\t\n" +
 	"\aGoodbye\"\"\n" +
 	"\aTaskRef\x12\x17\n" +
-	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\xd7\x01\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\x87\x02\n" +
 	"\x11CreateTaskRequest\x12\x18\n" +
 	"\arequest\x18\x01 \x01(\tR\arequest\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x14\n" +
 	"\x05tools\x18\x03 \x03(\tR\x05tools\x12)\n" +
 	"\x10tools_restricted\x18\x04 \x01(\bR\x0ftoolsRestricted\x12\x1c\n" +
 	"\tworkspace\x18\x05 \x01(\tR\tworkspace\x123\n" +
-	"\tapprovals\x18\x06 \x03(\v2\x15.lemo.v1.ToolApprovalR\tapprovals\"A\n" +
+	"\tapprovals\x18\x06 \x03(\v2\x15.lemo.v1.ToolApprovalR\tapprovals\x12.\n" +
+	"\x06budget\x18x \x01(\v2\x16.lemo.v1.BudgetAmountsR\x06budget\"W\n" +
+	"\x12RaiseBudgetRequest\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12(\n" +
+	"\x03add\x18\x02 \x01(\v2\x16.lemo.v1.BudgetAmountsR\x03add\"A\n" +
 	"\x12SendMessageRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\"@\n" +
@@ -4214,7 +4301,7 @@ func file_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_gateway_proto_goTypes = []any{
 	(ErrorCode)(0),                      // 0: lemo.v1.ErrorCode
 	(*Request)(nil),                     // 1: lemo.v1.Request
@@ -4223,129 +4310,134 @@ var file_gateway_proto_goTypes = []any{
 	(*Goodbye)(nil),                     // 4: lemo.v1.Goodbye
 	(*TaskRef)(nil),                     // 5: lemo.v1.TaskRef
 	(*CreateTaskRequest)(nil),           // 6: lemo.v1.CreateTaskRequest
-	(*SendMessageRequest)(nil),          // 7: lemo.v1.SendMessageRequest
-	(*ContinueRequest)(nil),             // 8: lemo.v1.ContinueRequest
-	(*ListTasksRequest)(nil),            // 9: lemo.v1.ListTasksRequest
-	(*TaskPage)(nil),                    // 10: lemo.v1.TaskPage
-	(*HistoryRequest)(nil),              // 11: lemo.v1.HistoryRequest
-	(*HistoryPage)(nil),                 // 12: lemo.v1.HistoryPage
-	(*ListToolsRequest)(nil),            // 13: lemo.v1.ListToolsRequest
-	(*ToolInfo)(nil),                    // 14: lemo.v1.ToolInfo
-	(*ToolList)(nil),                    // 15: lemo.v1.ToolList
-	(*ListModelsRequest)(nil),           // 16: lemo.v1.ListModelsRequest
-	(*ModelInfo)(nil),                   // 17: lemo.v1.ModelInfo
-	(*ProviderFailure)(nil),             // 18: lemo.v1.ProviderFailure
-	(*ModelList)(nil),                   // 19: lemo.v1.ModelList
-	(*TaskSeq)(nil),                     // 20: lemo.v1.TaskSeq
-	(*SubscribeRequest)(nil),            // 21: lemo.v1.SubscribeRequest
-	(*Subscribed)(nil),                  // 22: lemo.v1.Subscribed
-	(*UnsubscribeRequest)(nil),          // 23: lemo.v1.UnsubscribeRequest
-	(*Ack)(nil),                         // 24: lemo.v1.Ack
-	(*UpdateBatch)(nil),                 // 25: lemo.v1.UpdateBatch
-	(*Update)(nil),                      // 26: lemo.v1.Update
-	(*CaughtUp)(nil),                    // 27: lemo.v1.CaughtUp
-	(*FellBehind)(nil),                  // 28: lemo.v1.FellBehind
-	(*Ended)(nil),                       // 29: lemo.v1.Ended
-	(*ListApprovalsRequest)(nil),        // 30: lemo.v1.ListApprovalsRequest
-	(*ApprovalList)(nil),                // 31: lemo.v1.ApprovalList
-	(*ResolveApprovalRequest)(nil),      // 32: lemo.v1.ResolveApprovalRequest
-	(*SteerRequest)(nil),                // 33: lemo.v1.SteerRequest
-	(*InspectRequest)(nil),              // 34: lemo.v1.InspectRequest
-	(*ActorInfo)(nil),                   // 35: lemo.v1.ActorInfo
-	(*ActorTree)(nil),                   // 36: lemo.v1.ActorTree
-	(*StopCallRequest)(nil),             // 37: lemo.v1.StopCallRequest
-	(*ServiceOperation)(nil),            // 38: lemo.v1.ServiceOperation
-	(*ServiceSpec)(nil),                 // 39: lemo.v1.ServiceSpec
-	(*RegisterServiceRequest)(nil),      // 40: lemo.v1.RegisterServiceRequest
-	(*UnregisterServiceRequest)(nil),    // 41: lemo.v1.UnregisterServiceRequest
-	(*ServiceCall)(nil),                 // 42: lemo.v1.ServiceCall
-	(*ServiceResult)(nil),               // 43: lemo.v1.ServiceResult
-	(*Error)(nil),                       // 44: lemo.v1.Error
-	(*Done)(nil),                        // 45: lemo.v1.Done
-	(*Response)(nil),                    // 46: lemo.v1.Response
-	(*ListDelegateSessionsRequest)(nil), // 47: lemo.v1.ListDelegateSessionsRequest
-	(*DelegateSession)(nil),             // 48: lemo.v1.DelegateSession
-	(*DelegateSessionList)(nil),         // 49: lemo.v1.DelegateSessionList
-	(*ToClient)(nil),                    // 50: lemo.v1.ToClient
-	(*Chunk)(nil),                       // 51: lemo.v1.Chunk
-	(*ToolApproval)(nil),                // 52: lemo.v1.ToolApproval
-	(*TaskMeta)(nil),                    // 53: lemo.v1.TaskMeta
-	(*Event)(nil),                       // 54: lemo.v1.Event
-	(*Delta)(nil),                       // 55: lemo.v1.Delta
-	(*timestamppb.Timestamp)(nil),       // 56: google.protobuf.Timestamp
+	(*RaiseBudgetRequest)(nil),          // 7: lemo.v1.RaiseBudgetRequest
+	(*SendMessageRequest)(nil),          // 8: lemo.v1.SendMessageRequest
+	(*ContinueRequest)(nil),             // 9: lemo.v1.ContinueRequest
+	(*ListTasksRequest)(nil),            // 10: lemo.v1.ListTasksRequest
+	(*TaskPage)(nil),                    // 11: lemo.v1.TaskPage
+	(*HistoryRequest)(nil),              // 12: lemo.v1.HistoryRequest
+	(*HistoryPage)(nil),                 // 13: lemo.v1.HistoryPage
+	(*ListToolsRequest)(nil),            // 14: lemo.v1.ListToolsRequest
+	(*ToolInfo)(nil),                    // 15: lemo.v1.ToolInfo
+	(*ToolList)(nil),                    // 16: lemo.v1.ToolList
+	(*ListModelsRequest)(nil),           // 17: lemo.v1.ListModelsRequest
+	(*ModelInfo)(nil),                   // 18: lemo.v1.ModelInfo
+	(*ProviderFailure)(nil),             // 19: lemo.v1.ProviderFailure
+	(*ModelList)(nil),                   // 20: lemo.v1.ModelList
+	(*TaskSeq)(nil),                     // 21: lemo.v1.TaskSeq
+	(*SubscribeRequest)(nil),            // 22: lemo.v1.SubscribeRequest
+	(*Subscribed)(nil),                  // 23: lemo.v1.Subscribed
+	(*UnsubscribeRequest)(nil),          // 24: lemo.v1.UnsubscribeRequest
+	(*Ack)(nil),                         // 25: lemo.v1.Ack
+	(*UpdateBatch)(nil),                 // 26: lemo.v1.UpdateBatch
+	(*Update)(nil),                      // 27: lemo.v1.Update
+	(*CaughtUp)(nil),                    // 28: lemo.v1.CaughtUp
+	(*FellBehind)(nil),                  // 29: lemo.v1.FellBehind
+	(*Ended)(nil),                       // 30: lemo.v1.Ended
+	(*ListApprovalsRequest)(nil),        // 31: lemo.v1.ListApprovalsRequest
+	(*ApprovalList)(nil),                // 32: lemo.v1.ApprovalList
+	(*ResolveApprovalRequest)(nil),      // 33: lemo.v1.ResolveApprovalRequest
+	(*SteerRequest)(nil),                // 34: lemo.v1.SteerRequest
+	(*InspectRequest)(nil),              // 35: lemo.v1.InspectRequest
+	(*ActorInfo)(nil),                   // 36: lemo.v1.ActorInfo
+	(*ActorTree)(nil),                   // 37: lemo.v1.ActorTree
+	(*StopCallRequest)(nil),             // 38: lemo.v1.StopCallRequest
+	(*ServiceOperation)(nil),            // 39: lemo.v1.ServiceOperation
+	(*ServiceSpec)(nil),                 // 40: lemo.v1.ServiceSpec
+	(*RegisterServiceRequest)(nil),      // 41: lemo.v1.RegisterServiceRequest
+	(*UnregisterServiceRequest)(nil),    // 42: lemo.v1.UnregisterServiceRequest
+	(*ServiceCall)(nil),                 // 43: lemo.v1.ServiceCall
+	(*ServiceResult)(nil),               // 44: lemo.v1.ServiceResult
+	(*Error)(nil),                       // 45: lemo.v1.Error
+	(*Done)(nil),                        // 46: lemo.v1.Done
+	(*Response)(nil),                    // 47: lemo.v1.Response
+	(*ListDelegateSessionsRequest)(nil), // 48: lemo.v1.ListDelegateSessionsRequest
+	(*DelegateSession)(nil),             // 49: lemo.v1.DelegateSession
+	(*DelegateSessionList)(nil),         // 50: lemo.v1.DelegateSessionList
+	(*ToClient)(nil),                    // 51: lemo.v1.ToClient
+	(*Chunk)(nil),                       // 52: lemo.v1.Chunk
+	(*ToolApproval)(nil),                // 53: lemo.v1.ToolApproval
+	(*BudgetAmounts)(nil),               // 54: lemo.v1.BudgetAmounts
+	(*TaskMeta)(nil),                    // 55: lemo.v1.TaskMeta
+	(*Event)(nil),                       // 56: lemo.v1.Event
+	(*Delta)(nil),                       // 57: lemo.v1.Delta
+	(*timestamppb.Timestamp)(nil),       // 58: google.protobuf.Timestamp
 }
 var file_gateway_proto_depIdxs = []int32{
 	2,  // 0: lemo.v1.Request.hello:type_name -> lemo.v1.Hello
 	6,  // 1: lemo.v1.Request.create_task:type_name -> lemo.v1.CreateTaskRequest
-	7,  // 2: lemo.v1.Request.send_message:type_name -> lemo.v1.SendMessageRequest
+	8,  // 2: lemo.v1.Request.send_message:type_name -> lemo.v1.SendMessageRequest
 	5,  // 3: lemo.v1.Request.pause:type_name -> lemo.v1.TaskRef
-	8,  // 4: lemo.v1.Request.continue_task:type_name -> lemo.v1.ContinueRequest
+	9,  // 4: lemo.v1.Request.continue_task:type_name -> lemo.v1.ContinueRequest
 	5,  // 5: lemo.v1.Request.cancel:type_name -> lemo.v1.TaskRef
 	5,  // 6: lemo.v1.Request.get_task:type_name -> lemo.v1.TaskRef
-	9,  // 7: lemo.v1.Request.list_tasks:type_name -> lemo.v1.ListTasksRequest
-	11, // 8: lemo.v1.Request.history:type_name -> lemo.v1.HistoryRequest
-	13, // 9: lemo.v1.Request.list_tools:type_name -> lemo.v1.ListToolsRequest
-	16, // 10: lemo.v1.Request.list_models:type_name -> lemo.v1.ListModelsRequest
-	21, // 11: lemo.v1.Request.subscribe:type_name -> lemo.v1.SubscribeRequest
-	23, // 12: lemo.v1.Request.unsubscribe:type_name -> lemo.v1.UnsubscribeRequest
-	24, // 13: lemo.v1.Request.ack:type_name -> lemo.v1.Ack
-	30, // 14: lemo.v1.Request.list_approvals:type_name -> lemo.v1.ListApprovalsRequest
-	32, // 15: lemo.v1.Request.resolve_approval:type_name -> lemo.v1.ResolveApprovalRequest
-	33, // 16: lemo.v1.Request.steer:type_name -> lemo.v1.SteerRequest
-	40, // 17: lemo.v1.Request.register_service:type_name -> lemo.v1.RegisterServiceRequest
-	41, // 18: lemo.v1.Request.unregister_service:type_name -> lemo.v1.UnregisterServiceRequest
-	43, // 19: lemo.v1.Request.service_result:type_name -> lemo.v1.ServiceResult
+	10, // 7: lemo.v1.Request.list_tasks:type_name -> lemo.v1.ListTasksRequest
+	12, // 8: lemo.v1.Request.history:type_name -> lemo.v1.HistoryRequest
+	14, // 9: lemo.v1.Request.list_tools:type_name -> lemo.v1.ListToolsRequest
+	17, // 10: lemo.v1.Request.list_models:type_name -> lemo.v1.ListModelsRequest
+	22, // 11: lemo.v1.Request.subscribe:type_name -> lemo.v1.SubscribeRequest
+	24, // 12: lemo.v1.Request.unsubscribe:type_name -> lemo.v1.UnsubscribeRequest
+	25, // 13: lemo.v1.Request.ack:type_name -> lemo.v1.Ack
+	31, // 14: lemo.v1.Request.list_approvals:type_name -> lemo.v1.ListApprovalsRequest
+	33, // 15: lemo.v1.Request.resolve_approval:type_name -> lemo.v1.ResolveApprovalRequest
+	34, // 16: lemo.v1.Request.steer:type_name -> lemo.v1.SteerRequest
+	41, // 17: lemo.v1.Request.register_service:type_name -> lemo.v1.RegisterServiceRequest
+	42, // 18: lemo.v1.Request.unregister_service:type_name -> lemo.v1.UnregisterServiceRequest
+	44, // 19: lemo.v1.Request.service_result:type_name -> lemo.v1.ServiceResult
 	4,  // 20: lemo.v1.Request.goodbye:type_name -> lemo.v1.Goodbye
-	34, // 21: lemo.v1.Request.inspect:type_name -> lemo.v1.InspectRequest
-	37, // 22: lemo.v1.Request.stop_call:type_name -> lemo.v1.StopCallRequest
-	47, // 23: lemo.v1.Request.list_delegate_sessions:type_name -> lemo.v1.ListDelegateSessionsRequest
-	52, // 24: lemo.v1.CreateTaskRequest.approvals:type_name -> lemo.v1.ToolApproval
-	53, // 25: lemo.v1.TaskPage.tasks:type_name -> lemo.v1.TaskMeta
-	54, // 26: lemo.v1.HistoryPage.events:type_name -> lemo.v1.Event
-	14, // 27: lemo.v1.ToolList.tools:type_name -> lemo.v1.ToolInfo
-	17, // 28: lemo.v1.ModelList.models:type_name -> lemo.v1.ModelInfo
-	18, // 29: lemo.v1.ModelList.failures:type_name -> lemo.v1.ProviderFailure
-	20, // 30: lemo.v1.SubscribeRequest.resume:type_name -> lemo.v1.TaskSeq
-	53, // 31: lemo.v1.Subscribed.task:type_name -> lemo.v1.TaskMeta
-	26, // 32: lemo.v1.UpdateBatch.updates:type_name -> lemo.v1.Update
-	54, // 33: lemo.v1.Update.event:type_name -> lemo.v1.Event
-	55, // 34: lemo.v1.Update.delta:type_name -> lemo.v1.Delta
-	27, // 35: lemo.v1.Update.caught_up:type_name -> lemo.v1.CaughtUp
-	28, // 36: lemo.v1.Update.fell_behind:type_name -> lemo.v1.FellBehind
-	29, // 37: lemo.v1.Update.ended:type_name -> lemo.v1.Ended
-	20, // 38: lemo.v1.FellBehind.last:type_name -> lemo.v1.TaskSeq
-	54, // 39: lemo.v1.ApprovalList.approvals:type_name -> lemo.v1.Event
-	56, // 40: lemo.v1.ActorInfo.state_since:type_name -> google.protobuf.Timestamp
-	56, // 41: lemo.v1.ActorInfo.started:type_name -> google.protobuf.Timestamp
-	35, // 42: lemo.v1.ActorTree.actors:type_name -> lemo.v1.ActorInfo
-	56, // 43: lemo.v1.ActorTree.time:type_name -> google.protobuf.Timestamp
-	38, // 44: lemo.v1.ServiceSpec.operations:type_name -> lemo.v1.ServiceOperation
-	39, // 45: lemo.v1.RegisterServiceRequest.service:type_name -> lemo.v1.ServiceSpec
-	56, // 46: lemo.v1.ServiceCall.deadline:type_name -> google.protobuf.Timestamp
-	0,  // 47: lemo.v1.Error.code:type_name -> lemo.v1.ErrorCode
-	44, // 48: lemo.v1.Response.error:type_name -> lemo.v1.Error
-	3,  // 49: lemo.v1.Response.welcome:type_name -> lemo.v1.Welcome
-	53, // 50: lemo.v1.Response.task:type_name -> lemo.v1.TaskMeta
-	10, // 51: lemo.v1.Response.tasks:type_name -> lemo.v1.TaskPage
-	12, // 52: lemo.v1.Response.history:type_name -> lemo.v1.HistoryPage
-	15, // 53: lemo.v1.Response.tools:type_name -> lemo.v1.ToolList
-	19, // 54: lemo.v1.Response.models:type_name -> lemo.v1.ModelList
-	22, // 55: lemo.v1.Response.subscribed:type_name -> lemo.v1.Subscribed
-	31, // 56: lemo.v1.Response.approvals:type_name -> lemo.v1.ApprovalList
-	45, // 57: lemo.v1.Response.done:type_name -> lemo.v1.Done
-	36, // 58: lemo.v1.Response.actors:type_name -> lemo.v1.ActorTree
-	49, // 59: lemo.v1.Response.delegate_sessions:type_name -> lemo.v1.DelegateSessionList
-	56, // 60: lemo.v1.DelegateSession.created:type_name -> google.protobuf.Timestamp
-	56, // 61: lemo.v1.DelegateSession.modified:type_name -> google.protobuf.Timestamp
-	48, // 62: lemo.v1.DelegateSessionList.sessions:type_name -> lemo.v1.DelegateSession
-	46, // 63: lemo.v1.ToClient.response:type_name -> lemo.v1.Response
-	25, // 64: lemo.v1.ToClient.updates:type_name -> lemo.v1.UpdateBatch
-	42, // 65: lemo.v1.ToClient.service_call:type_name -> lemo.v1.ServiceCall
-	66, // [66:66] is the sub-list for method output_type
-	66, // [66:66] is the sub-list for method input_type
-	66, // [66:66] is the sub-list for extension type_name
-	66, // [66:66] is the sub-list for extension extendee
-	0,  // [0:66] is the sub-list for field type_name
+	35, // 21: lemo.v1.Request.inspect:type_name -> lemo.v1.InspectRequest
+	38, // 22: lemo.v1.Request.stop_call:type_name -> lemo.v1.StopCallRequest
+	48, // 23: lemo.v1.Request.list_delegate_sessions:type_name -> lemo.v1.ListDelegateSessionsRequest
+	7,  // 24: lemo.v1.Request.raise_budget:type_name -> lemo.v1.RaiseBudgetRequest
+	53, // 25: lemo.v1.CreateTaskRequest.approvals:type_name -> lemo.v1.ToolApproval
+	54, // 26: lemo.v1.CreateTaskRequest.budget:type_name -> lemo.v1.BudgetAmounts
+	54, // 27: lemo.v1.RaiseBudgetRequest.add:type_name -> lemo.v1.BudgetAmounts
+	55, // 28: lemo.v1.TaskPage.tasks:type_name -> lemo.v1.TaskMeta
+	56, // 29: lemo.v1.HistoryPage.events:type_name -> lemo.v1.Event
+	15, // 30: lemo.v1.ToolList.tools:type_name -> lemo.v1.ToolInfo
+	18, // 31: lemo.v1.ModelList.models:type_name -> lemo.v1.ModelInfo
+	19, // 32: lemo.v1.ModelList.failures:type_name -> lemo.v1.ProviderFailure
+	21, // 33: lemo.v1.SubscribeRequest.resume:type_name -> lemo.v1.TaskSeq
+	55, // 34: lemo.v1.Subscribed.task:type_name -> lemo.v1.TaskMeta
+	27, // 35: lemo.v1.UpdateBatch.updates:type_name -> lemo.v1.Update
+	56, // 36: lemo.v1.Update.event:type_name -> lemo.v1.Event
+	57, // 37: lemo.v1.Update.delta:type_name -> lemo.v1.Delta
+	28, // 38: lemo.v1.Update.caught_up:type_name -> lemo.v1.CaughtUp
+	29, // 39: lemo.v1.Update.fell_behind:type_name -> lemo.v1.FellBehind
+	30, // 40: lemo.v1.Update.ended:type_name -> lemo.v1.Ended
+	21, // 41: lemo.v1.FellBehind.last:type_name -> lemo.v1.TaskSeq
+	56, // 42: lemo.v1.ApprovalList.approvals:type_name -> lemo.v1.Event
+	58, // 43: lemo.v1.ActorInfo.state_since:type_name -> google.protobuf.Timestamp
+	58, // 44: lemo.v1.ActorInfo.started:type_name -> google.protobuf.Timestamp
+	36, // 45: lemo.v1.ActorTree.actors:type_name -> lemo.v1.ActorInfo
+	58, // 46: lemo.v1.ActorTree.time:type_name -> google.protobuf.Timestamp
+	39, // 47: lemo.v1.ServiceSpec.operations:type_name -> lemo.v1.ServiceOperation
+	40, // 48: lemo.v1.RegisterServiceRequest.service:type_name -> lemo.v1.ServiceSpec
+	58, // 49: lemo.v1.ServiceCall.deadline:type_name -> google.protobuf.Timestamp
+	0,  // 50: lemo.v1.Error.code:type_name -> lemo.v1.ErrorCode
+	45, // 51: lemo.v1.Response.error:type_name -> lemo.v1.Error
+	3,  // 52: lemo.v1.Response.welcome:type_name -> lemo.v1.Welcome
+	55, // 53: lemo.v1.Response.task:type_name -> lemo.v1.TaskMeta
+	11, // 54: lemo.v1.Response.tasks:type_name -> lemo.v1.TaskPage
+	13, // 55: lemo.v1.Response.history:type_name -> lemo.v1.HistoryPage
+	16, // 56: lemo.v1.Response.tools:type_name -> lemo.v1.ToolList
+	20, // 57: lemo.v1.Response.models:type_name -> lemo.v1.ModelList
+	23, // 58: lemo.v1.Response.subscribed:type_name -> lemo.v1.Subscribed
+	32, // 59: lemo.v1.Response.approvals:type_name -> lemo.v1.ApprovalList
+	46, // 60: lemo.v1.Response.done:type_name -> lemo.v1.Done
+	37, // 61: lemo.v1.Response.actors:type_name -> lemo.v1.ActorTree
+	50, // 62: lemo.v1.Response.delegate_sessions:type_name -> lemo.v1.DelegateSessionList
+	58, // 63: lemo.v1.DelegateSession.created:type_name -> google.protobuf.Timestamp
+	58, // 64: lemo.v1.DelegateSession.modified:type_name -> google.protobuf.Timestamp
+	49, // 65: lemo.v1.DelegateSessionList.sessions:type_name -> lemo.v1.DelegateSession
+	47, // 66: lemo.v1.ToClient.response:type_name -> lemo.v1.Response
+	26, // 67: lemo.v1.ToClient.updates:type_name -> lemo.v1.UpdateBatch
+	43, // 68: lemo.v1.ToClient.service_call:type_name -> lemo.v1.ServiceCall
+	69, // [69:69] is the sub-list for method output_type
+	69, // [69:69] is the sub-list for method input_type
+	69, // [69:69] is the sub-list for extension type_name
+	69, // [69:69] is the sub-list for extension extendee
+	0,  // [0:69] is the sub-list for field type_name
 }
 
 func init() { file_gateway_proto_init() }
@@ -4379,15 +4471,16 @@ func file_gateway_proto_init() {
 		(*Request_Inspect)(nil),
 		(*Request_StopCall)(nil),
 		(*Request_ListDelegateSessions)(nil),
+		(*Request_RaiseBudget)(nil),
 	}
-	file_gateway_proto_msgTypes[25].OneofWrappers = []any{
+	file_gateway_proto_msgTypes[26].OneofWrappers = []any{
 		(*Update_Event)(nil),
 		(*Update_Delta)(nil),
 		(*Update_CaughtUp)(nil),
 		(*Update_FellBehind)(nil),
 		(*Update_Ended)(nil),
 	}
-	file_gateway_proto_msgTypes[45].OneofWrappers = []any{
+	file_gateway_proto_msgTypes[46].OneofWrappers = []any{
 		(*Response_Error)(nil),
 		(*Response_Welcome)(nil),
 		(*Response_Task)(nil),
@@ -4401,7 +4494,7 @@ func file_gateway_proto_init() {
 		(*Response_Actors)(nil),
 		(*Response_DelegateSessions)(nil),
 	}
-	file_gateway_proto_msgTypes[49].OneofWrappers = []any{
+	file_gateway_proto_msgTypes[50].OneofWrappers = []any{
 		(*ToClient_Response)(nil),
 		(*ToClient_Updates)(nil),
 		(*ToClient_ServiceCall)(nil),
@@ -4412,7 +4505,7 @@ func file_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gateway_proto_rawDesc), len(file_gateway_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   51,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -110,17 +110,22 @@ const (
 	// The Task's parent was paused by a user: the pause cascaded to it, and
 	// continuing the parent continues it.
 	PauseReason_PAUSE_REASON_PARENT PauseReason = 40
+	// The Task's budget (tokens, cost or working time) cannot cover its next
+	// Cycle, or its working time ran out: StatusChanged.budget says which
+	// limit. Raise the budget (lemo budget) and continue.
+	PauseReason_PAUSE_REASON_BUDGET PauseReason = 120
 )
 
 // Enum value maps for PauseReason.
 var (
 	PauseReason_name = map[int32]string{
-		0:  "PAUSE_REASON_UNSPECIFIED",
-		1:  "PAUSE_REASON_USER",
-		2:  "PAUSE_REASON_INTERRUPTED",
-		3:  "PAUSE_REASON_CYCLE_LIMIT",
-		4:  "PAUSE_REASON_DISK_FULL",
-		40: "PAUSE_REASON_PARENT",
+		0:   "PAUSE_REASON_UNSPECIFIED",
+		1:   "PAUSE_REASON_USER",
+		2:   "PAUSE_REASON_INTERRUPTED",
+		3:   "PAUSE_REASON_CYCLE_LIMIT",
+		4:   "PAUSE_REASON_DISK_FULL",
+		40:  "PAUSE_REASON_PARENT",
+		120: "PAUSE_REASON_BUDGET",
 	}
 	PauseReason_value = map[string]int32{
 		"PAUSE_REASON_UNSPECIFIED": 0,
@@ -129,6 +134,7 @@ var (
 		"PAUSE_REASON_CYCLE_LIMIT": 3,
 		"PAUSE_REASON_DISK_FULL":   4,
 		"PAUSE_REASON_PARENT":      40,
+		"PAUSE_REASON_BUDGET":      120,
 	}
 )
 
@@ -552,6 +558,8 @@ type Event struct {
 	//	*Event_ChildEnded
 	//	*Event_MessageSent
 	//	*Event_MessageReceived
+	//	*Event_BudgetRaised
+	//	*Event_BudgetCharged
 	Body          isEvent_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -786,6 +794,24 @@ func (x *Event) GetMessageReceived() *MessageReceived {
 	return nil
 }
 
+func (x *Event) GetBudgetRaised() *BudgetRaised {
+	if x != nil {
+		if x, ok := x.Body.(*Event_BudgetRaised); ok {
+			return x.BudgetRaised
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetBudgetCharged() *BudgetCharged {
+	if x != nil {
+		if x, ok := x.Body.(*Event_BudgetCharged); ok {
+			return x.BudgetCharged
+		}
+	}
+	return nil
+}
+
 type isEvent_Body interface {
 	isEvent_Body()
 }
@@ -868,6 +894,14 @@ type Event_MessageReceived struct {
 	MessageReceived *MessageReceived `protobuf:"bytes,43,opt,name=message_received,json=messageReceived,proto3,oneof"`
 }
 
+type Event_BudgetRaised struct {
+	BudgetRaised *BudgetRaised `protobuf:"bytes,120,opt,name=budget_raised,json=budgetRaised,proto3,oneof"`
+}
+
+type Event_BudgetCharged struct {
+	BudgetCharged *BudgetCharged `protobuf:"bytes,121,opt,name=budget_charged,json=budgetCharged,proto3,oneof"`
+}
+
 func (*Event_TaskCreated) isEvent_Body() {}
 
 func (*Event_UserMessage) isEvent_Body() {}
@@ -906,6 +940,10 @@ func (*Event_MessageSent) isEvent_Body() {}
 
 func (*Event_MessageReceived) isEvent_Body() {}
 
+func (*Event_BudgetRaised) isEvent_Body() {}
+
+func (*Event_BudgetCharged) isEvent_Body() {}
+
 // TaskCreated is always seq 1.
 type TaskCreated struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -930,9 +968,13 @@ type TaskCreated struct {
 	// A child Task names its parent, the parent's tasks.spawn call that
 	// created it, and its depth (a root Task is depth 0). The parent records
 	// the same link (ChildSpawned) in the same commit.
-	ParentId      string `protobuf:"bytes,40,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
-	ParentCallId  string `protobuf:"bytes,41,opt,name=parent_call_id,json=parentCallId,proto3" json:"parent_call_id,omitempty"`
-	Depth         uint32 `protobuf:"varint,42,opt,name=depth,proto3" json:"depth,omitempty"`
+	ParentId     string `protobuf:"bytes,40,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
+	ParentCallId string `protobuf:"bytes,41,opt,name=parent_call_id,json=parentCallId,proto3" json:"parent_call_id,omitempty"`
+	Depth        uint32 `protobuf:"varint,42,opt,name=depth,proto3" json:"depth,omitempty"`
+	// The Task's budget; unset or zero amounts: no limit.
+	Budget *BudgetAmounts `protobuf:"bytes,120,opt,name=budget,proto3" json:"budget,omitempty"`
+	// The price of model, resolved when the Task was created.
+	Price         *Price `protobuf:"bytes,121,opt,name=price,proto3" json:"price,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1042,6 +1084,20 @@ func (x *TaskCreated) GetDepth() uint32 {
 		return x.Depth
 	}
 	return 0
+}
+
+func (x *TaskCreated) GetBudget() *BudgetAmounts {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
+func (x *TaskCreated) GetPrice() *Price {
+	if x != nil {
+		return x.Price
+	}
+	return nil
 }
 
 // ChildSpawned is a parent's record of a child it created with
@@ -1568,9 +1624,13 @@ func (x *UserMessage) GetText() string {
 
 // CycleStarted is recorded before a Cycle (one model call) is started.
 type CycleStarted struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Cycle         uint32                 `protobuf:"varint,1,opt,name=cycle,proto3" json:"cycle,omitempty"`
-	Model         string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Cycle uint32                 `protobuf:"varint,1,opt,name=cycle,proto3" json:"cycle,omitempty"`
+	Model string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	// What the Cycle may spend, reserved before it starts; its
+	// CycleFinished replaces it with the reported usage (or, without a
+	// report, the reservation stands as an estimate).
+	Reservation   *BudgetReservation `protobuf:"bytes,120,opt,name=reservation,proto3" json:"reservation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1619,6 +1679,13 @@ func (x *CycleStarted) GetModel() string {
 	return ""
 }
 
+func (x *CycleStarted) GetReservation() *BudgetReservation {
+	if x != nil {
+		return x.Reservation
+	}
+	return nil
+}
+
 // Usage is the provider-reported token usage of one model call, beside
 // Lemo's own estimate of the prompt.
 type Usage struct {
@@ -1626,8 +1693,11 @@ type Usage struct {
 	PromptTokens          uint64                 `protobuf:"varint,1,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
 	CompletionTokens      uint64                 `protobuf:"varint,2,opt,name=completion_tokens,json=completionTokens,proto3" json:"completion_tokens,omitempty"`
 	EstimatedPromptTokens uint64                 `protobuf:"varint,3,opt,name=estimated_prompt_tokens,json=estimatedPromptTokens,proto3" json:"estimated_prompt_tokens,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// Prompt tokens the provider reported as read from its cache (part of
+	// prompt_tokens), priced at the cached-input price.
+	CachedPromptTokens uint64 `protobuf:"varint,120,opt,name=cached_prompt_tokens,json=cachedPromptTokens,proto3" json:"cached_prompt_tokens,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Usage) Reset() {
@@ -1677,6 +1747,13 @@ func (x *Usage) GetCompletionTokens() uint64 {
 func (x *Usage) GetEstimatedPromptTokens() uint64 {
 	if x != nil {
 		return x.EstimatedPromptTokens
+	}
+	return 0
+}
+
+func (x *Usage) GetCachedPromptTokens() uint64 {
+	if x != nil {
+		return x.CachedPromptTokens
 	}
 	return 0
 }
@@ -2675,7 +2752,15 @@ type StatusChanged struct {
 	// Human-readable reason ("answered", "cancelled by user", an error).
 	Detail string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
 	// Set when a continue switched the Task to another model.
-	Model         string `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
+	Model string `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
+	// With PAUSE_REASON_BUDGET: which limit, what was spent, what is left
+	// and what the next step needed.
+	Budget *BudgetExceeded `protobuf:"bytes,120,opt,name=budget,proto3" json:"budget,omitempty"`
+	// With model: the new model's price.
+	Price *Price `protobuf:"bytes,121,opt,name=price,proto3" json:"price,omitempty"`
+	// Set by the recovery after a crash: the time of the last event before
+	// it. The Task's working time ends there, not at the recovery.
+	WorkedUntil   *timestamppb.Timestamp `protobuf:"bytes,122,opt,name=worked_until,json=workedUntil,proto3" json:"worked_until,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2736,6 +2821,27 @@ func (x *StatusChanged) GetModel() string {
 		return x.Model
 	}
 	return ""
+}
+
+func (x *StatusChanged) GetBudget() *BudgetExceeded {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
+func (x *StatusChanged) GetPrice() *Price {
+	if x != nil {
+		return x.Price
+	}
+	return nil
+}
+
+func (x *StatusChanged) GetWorkedUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WorkedUntil
+	}
+	return nil
 }
 
 // Overflow details a Cycle whose input could not fit its budget.
@@ -2934,8 +3040,10 @@ type TaskMeta struct {
 	Cycles       uint32                 `protobuf:"varint,11,opt,name=cycles,proto3" json:"cycles,omitempty"`
 	Workspace    string                 `protobuf:"bytes,12,opt,name=workspace,proto3" json:"workspace,omitempty"`
 	// The parent Task of a child Task ("" for a root) and its depth.
-	ParentId      string `protobuf:"bytes,40,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
-	Depth         uint32 `protobuf:"varint,41,opt,name=depth,proto3" json:"depth,omitempty"`
+	ParentId string `protobuf:"bytes,40,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
+	Depth    uint32 `protobuf:"varint,41,opt,name=depth,proto3" json:"depth,omitempty"`
+	// What the Task spent and may still spend.
+	Budget        *BudgetSummary `protobuf:"bytes,120,opt,name=budget,proto3" json:"budget,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3068,6 +3176,13 @@ func (x *TaskMeta) GetDepth() uint32 {
 	return 0
 }
 
+func (x *TaskMeta) GetBudget() *BudgetSummary {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
 // Delta is live progress that is never stored: model text and reasoning as
 // they stream, tool state updates, live tool outputs.
 type Delta struct {
@@ -3171,13 +3286,544 @@ func (x *Delta) GetAfterSeq() uint64 {
 	return 0
 }
 
+// BudgetAmounts are amounts of the three budget dimensions. As a limit, 0
+// means no limit in that dimension. Cost is in billionths of a US dollar
+// (nano-USD: 1 USD = 1,000,000,000).
+type BudgetAmounts struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Tokens      uint64                 `protobuf:"varint,1,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	CostNanoUsd uint64                 `protobuf:"varint,2,opt,name=cost_nano_usd,json=costNanoUsd,proto3" json:"cost_nano_usd,omitempty"`
+	// Working time: time the Task spends running (not paused, not waiting
+	// for an approval), in milliseconds.
+	TimeMs        uint64 `protobuf:"varint,3,opt,name=time_ms,json=timeMs,proto3" json:"time_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BudgetAmounts) Reset() {
+	*x = BudgetAmounts{}
+	mi := &file_lemo_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BudgetAmounts) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BudgetAmounts) ProtoMessage() {}
+
+func (x *BudgetAmounts) ProtoReflect() protoreflect.Message {
+	mi := &file_lemo_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BudgetAmounts.ProtoReflect.Descriptor instead.
+func (*BudgetAmounts) Descriptor() ([]byte, []int) {
+	return file_lemo_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *BudgetAmounts) GetTokens() uint64 {
+	if x != nil {
+		return x.Tokens
+	}
+	return 0
+}
+
+func (x *BudgetAmounts) GetCostNanoUsd() uint64 {
+	if x != nil {
+		return x.CostNanoUsd
+	}
+	return 0
+}
+
+func (x *BudgetAmounts) GetTimeMs() uint64 {
+	if x != nil {
+		return x.TimeMs
+	}
+	return 0
+}
+
+// Price is a model's price per million tokens in nano-USD.
+type Price struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	InputNanoUsd       uint64                 `protobuf:"varint,1,opt,name=input_nano_usd,json=inputNanoUsd,proto3" json:"input_nano_usd,omitempty"`
+	OutputNanoUsd      uint64                 `protobuf:"varint,2,opt,name=output_nano_usd,json=outputNanoUsd,proto3" json:"output_nano_usd,omitempty"`
+	CachedInputNanoUsd uint64                 `protobuf:"varint,3,opt,name=cached_input_nano_usd,json=cachedInputNanoUsd,proto3" json:"cached_input_nano_usd,omitempty"`
+	// known is false when no price was found: cost is then not counted.
+	Known bool `protobuf:"varint,4,opt,name=known,proto3" json:"known,omitempty"`
+	// Where it came from: "provider" (published by the provider), "config"
+	// (the pricing table), "free" (a local model).
+	Source        string `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Price) Reset() {
+	*x = Price{}
+	mi := &file_lemo_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Price) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Price) ProtoMessage() {}
+
+func (x *Price) ProtoReflect() protoreflect.Message {
+	mi := &file_lemo_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Price.ProtoReflect.Descriptor instead.
+func (*Price) Descriptor() ([]byte, []int) {
+	return file_lemo_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *Price) GetInputNanoUsd() uint64 {
+	if x != nil {
+		return x.InputNanoUsd
+	}
+	return 0
+}
+
+func (x *Price) GetOutputNanoUsd() uint64 {
+	if x != nil {
+		return x.OutputNanoUsd
+	}
+	return 0
+}
+
+func (x *Price) GetCachedInputNanoUsd() uint64 {
+	if x != nil {
+		return x.CachedInputNanoUsd
+	}
+	return 0
+}
+
+func (x *Price) GetKnown() bool {
+	if x != nil {
+		return x.Known
+	}
+	return false
+}
+
+func (x *Price) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+// BudgetReservation is what a Cycle may spend: its estimated input and its
+// output cap, priced with price.
+type BudgetReservation struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	InputTokens   uint64                 `protobuf:"varint,1,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
+	OutputTokens  uint64                 `protobuf:"varint,2,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
+	CostNanoUsd   uint64                 `protobuf:"varint,3,opt,name=cost_nano_usd,json=costNanoUsd,proto3" json:"cost_nano_usd,omitempty"`
+	Price         *Price                 `protobuf:"bytes,4,opt,name=price,proto3" json:"price,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BudgetReservation) Reset() {
+	*x = BudgetReservation{}
+	mi := &file_lemo_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BudgetReservation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BudgetReservation) ProtoMessage() {}
+
+func (x *BudgetReservation) ProtoReflect() protoreflect.Message {
+	mi := &file_lemo_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BudgetReservation.ProtoReflect.Descriptor instead.
+func (*BudgetReservation) Descriptor() ([]byte, []int) {
+	return file_lemo_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *BudgetReservation) GetInputTokens() uint64 {
+	if x != nil {
+		return x.InputTokens
+	}
+	return 0
+}
+
+func (x *BudgetReservation) GetOutputTokens() uint64 {
+	if x != nil {
+		return x.OutputTokens
+	}
+	return 0
+}
+
+func (x *BudgetReservation) GetCostNanoUsd() uint64 {
+	if x != nil {
+		return x.CostNanoUsd
+	}
+	return 0
+}
+
+func (x *BudgetReservation) GetPrice() *Price {
+	if x != nil {
+		return x.Price
+	}
+	return nil
+}
+
+// BudgetRaised adds to a Task's limits (a dimension without a limit stays
+// without one).
+type BudgetRaised struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Add   *BudgetAmounts         `protobuf:"bytes,1,opt,name=add,proto3" json:"add,omitempty"`
+	// Who raised it (an owner name).
+	By            string `protobuf:"bytes,2,opt,name=by,proto3" json:"by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BudgetRaised) Reset() {
+	*x = BudgetRaised{}
+	mi := &file_lemo_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BudgetRaised) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BudgetRaised) ProtoMessage() {}
+
+func (x *BudgetRaised) ProtoReflect() protoreflect.Message {
+	mi := &file_lemo_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BudgetRaised.ProtoReflect.Descriptor instead.
+func (*BudgetRaised) Descriptor() ([]byte, []int) {
+	return file_lemo_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *BudgetRaised) GetAdd() *BudgetAmounts {
+	if x != nil {
+		return x.Add
+	}
+	return nil
+}
+
+func (x *BudgetRaised) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+// BudgetCharged charges spend that no Cycle reserved: a tool's own model
+// use (the delegate agent's runs).
+type BudgetCharged struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	CallId      string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Tokens      uint64                 `protobuf:"varint,2,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	CostNanoUsd uint64                 `protobuf:"varint,3,opt,name=cost_nano_usd,json=costNanoUsd,proto3" json:"cost_nano_usd,omitempty"`
+	// The tool reported no usage: the amounts are Lemo's estimate.
+	Estimated bool `protobuf:"varint,4,opt,name=estimated,proto3" json:"estimated,omitempty"`
+	// What spent it ("delegate pi").
+	Source        string `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BudgetCharged) Reset() {
+	*x = BudgetCharged{}
+	mi := &file_lemo_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BudgetCharged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BudgetCharged) ProtoMessage() {}
+
+func (x *BudgetCharged) ProtoReflect() protoreflect.Message {
+	mi := &file_lemo_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BudgetCharged.ProtoReflect.Descriptor instead.
+func (*BudgetCharged) Descriptor() ([]byte, []int) {
+	return file_lemo_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *BudgetCharged) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *BudgetCharged) GetTokens() uint64 {
+	if x != nil {
+		return x.Tokens
+	}
+	return 0
+}
+
+func (x *BudgetCharged) GetCostNanoUsd() uint64 {
+	if x != nil {
+		return x.CostNanoUsd
+	}
+	return 0
+}
+
+func (x *BudgetCharged) GetEstimated() bool {
+	if x != nil {
+		return x.Estimated
+	}
+	return false
+}
+
+func (x *BudgetCharged) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+// BudgetExceeded explains a budget pause.
+type BudgetExceeded struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "tokens", "cost" or "time".
+	Limit string `protobuf:"bytes,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The limit, what was spent (including open reservations), what is left
+	// and what the next step needed, in the limit's unit (tokens, nano-USD,
+	// milliseconds).
+	LimitAmount   uint64 `protobuf:"varint,2,opt,name=limit_amount,json=limitAmount,proto3" json:"limit_amount,omitempty"`
+	Spent         uint64 `protobuf:"varint,3,opt,name=spent,proto3" json:"spent,omitempty"`
+	Remaining     uint64 `protobuf:"varint,4,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	Needed        uint64 `protobuf:"varint,5,opt,name=needed,proto3" json:"needed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BudgetExceeded) Reset() {
+	*x = BudgetExceeded{}
+	mi := &file_lemo_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BudgetExceeded) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BudgetExceeded) ProtoMessage() {}
+
+func (x *BudgetExceeded) ProtoReflect() protoreflect.Message {
+	mi := &file_lemo_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BudgetExceeded.ProtoReflect.Descriptor instead.
+func (*BudgetExceeded) Descriptor() ([]byte, []int) {
+	return file_lemo_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *BudgetExceeded) GetLimit() string {
+	if x != nil {
+		return x.Limit
+	}
+	return ""
+}
+
+func (x *BudgetExceeded) GetLimitAmount() uint64 {
+	if x != nil {
+		return x.LimitAmount
+	}
+	return 0
+}
+
+func (x *BudgetExceeded) GetSpent() uint64 {
+	if x != nil {
+		return x.Spent
+	}
+	return 0
+}
+
+func (x *BudgetExceeded) GetRemaining() uint64 {
+	if x != nil {
+		return x.Remaining
+	}
+	return 0
+}
+
+func (x *BudgetExceeded) GetNeeded() uint64 {
+	if x != nil {
+		return x.Needed
+	}
+	return 0
+}
+
+// BudgetSummary is a Task's spend, folded from its events (see
+// api.FoldBudget).
+type BudgetSummary struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Limits *BudgetAmounts         `protobuf:"bytes,1,opt,name=limits,proto3" json:"limits,omitempty"`
+	// Spent, including the open reservation.
+	Spent *BudgetAmounts `protobuf:"bytes,2,opt,name=spent,proto3" json:"spent,omitempty"`
+	// The open Cycle's reservation (counted in spent until it is replaced by
+	// the Cycle's usage).
+	Open      *BudgetReservation `protobuf:"bytes,3,opt,name=open,proto3" json:"open,omitempty"`
+	OpenCycle uint32             `protobuf:"varint,4,opt,name=open_cycle,json=openCycle,proto3" json:"open_cycle,omitempty"`
+	// Charges that are Lemo's estimates (no usage was reported).
+	EstimatedCharges uint32 `protobuf:"varint,5,opt,name=estimated_charges,json=estimatedCharges,proto3" json:"estimated_charges,omitempty"`
+	// While the Task runs: when its current working period began (the time
+	// spent grows from there).
+	RunningSince *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=running_since,json=runningSince,proto3" json:"running_since,omitempty"`
+	// The price of the Task's current model.
+	Price         *Price `protobuf:"bytes,7,opt,name=price,proto3" json:"price,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BudgetSummary) Reset() {
+	*x = BudgetSummary{}
+	mi := &file_lemo_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BudgetSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BudgetSummary) ProtoMessage() {}
+
+func (x *BudgetSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_lemo_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BudgetSummary.ProtoReflect.Descriptor instead.
+func (*BudgetSummary) Descriptor() ([]byte, []int) {
+	return file_lemo_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *BudgetSummary) GetLimits() *BudgetAmounts {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *BudgetSummary) GetSpent() *BudgetAmounts {
+	if x != nil {
+		return x.Spent
+	}
+	return nil
+}
+
+func (x *BudgetSummary) GetOpen() *BudgetReservation {
+	if x != nil {
+		return x.Open
+	}
+	return nil
+}
+
+func (x *BudgetSummary) GetOpenCycle() uint32 {
+	if x != nil {
+		return x.OpenCycle
+	}
+	return 0
+}
+
+func (x *BudgetSummary) GetEstimatedCharges() uint32 {
+	if x != nil {
+		return x.EstimatedCharges
+	}
+	return 0
+}
+
+func (x *BudgetSummary) GetRunningSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RunningSince
+	}
+	return nil
+}
+
+func (x *BudgetSummary) GetPrice() *Price {
+	if x != nil {
+		return x.Price
+	}
+	return nil
+}
+
 var File_lemo_proto protoreflect.FileDescriptor
 
 const file_lemo_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"lemo.proto\x12\alemo.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa9\n" +
-	"\n" +
+	"lemo.proto\x12\alemo.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa8\v\n" +
 	"\x05Event\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12.\n" +
@@ -3205,8 +3851,10 @@ const file_lemo_proto_rawDesc = "" +
 	"\vchild_ended\x18) \x01(\v2\x13.lemo.v1.ChildEndedH\x00R\n" +
 	"childEnded\x129\n" +
 	"\fmessage_sent\x18* \x01(\v2\x14.lemo.v1.MessageSentH\x00R\vmessageSent\x12E\n" +
-	"\x10message_received\x18+ \x01(\v2\x18.lemo.v1.MessageReceivedH\x00R\x0fmessageReceivedB\x06\n" +
-	"\x04body\"\xe5\x02\n" +
+	"\x10message_received\x18+ \x01(\v2\x18.lemo.v1.MessageReceivedH\x00R\x0fmessageReceived\x12<\n" +
+	"\rbudget_raised\x18x \x01(\v2\x15.lemo.v1.BudgetRaisedH\x00R\fbudgetRaised\x12?\n" +
+	"\x0ebudget_charged\x18y \x01(\v2\x16.lemo.v1.BudgetChargedH\x00R\rbudgetChargedB\x06\n" +
+	"\x04body\"\xbb\x03\n" +
 	"\vTaskCreated\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x14\n" +
@@ -3218,7 +3866,9 @@ const file_lemo_proto_rawDesc = "" +
 	"\x0ftools_discovery\x18< \x01(\bR\x0etoolsDiscovery\x12\x1b\n" +
 	"\tparent_id\x18( \x01(\tR\bparentId\x12$\n" +
 	"\x0eparent_call_id\x18) \x01(\tR\fparentCallId\x12\x14\n" +
-	"\x05depth\x18* \x01(\rR\x05depth\"n\n" +
+	"\x05depth\x18* \x01(\rR\x05depth\x12.\n" +
+	"\x06budget\x18x \x01(\v2\x16.lemo.v1.BudgetAmountsR\x06budget\x12$\n" +
+	"\x05price\x18y \x01(\v2\x0e.lemo.v1.PriceR\x05price\"n\n" +
 	"\fChildSpawned\x12\x19\n" +
 	"\bchild_id\x18\x01 \x01(\tR\achildId\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x14\n" +
@@ -3255,14 +3905,16 @@ const file_lemo_proto_rawDesc = "" +
 	"\x04rule\x18\x02 \x01(\x0e2\x15.lemo.v1.ApprovalRuleR\x04rule\x12\x14\n" +
 	"\x05scope\x18\x03 \x01(\tR\x05scope\"!\n" +
 	"\vUserMessage\x12\x12\n" +
-	"\x04text\x18\x01 \x01(\tR\x04text\":\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\"x\n" +
 	"\fCycleStarted\x12\x14\n" +
 	"\x05cycle\x18\x01 \x01(\rR\x05cycle\x12\x14\n" +
-	"\x05model\x18\x02 \x01(\tR\x05model\"\x91\x01\n" +
+	"\x05model\x18\x02 \x01(\tR\x05model\x12<\n" +
+	"\vreservation\x18x \x01(\v2\x1a.lemo.v1.BudgetReservationR\vreservation\"\xc3\x01\n" +
 	"\x05Usage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\x04R\fpromptTokens\x12+\n" +
 	"\x11completion_tokens\x18\x02 \x01(\x04R\x10completionTokens\x126\n" +
-	"\x17estimated_prompt_tokens\x18\x03 \x01(\x04R\x15estimatedPromptTokens\"?\n" +
+	"\x17estimated_prompt_tokens\x18\x03 \x01(\x04R\x15estimatedPromptTokens\x120\n" +
+	"\x14cached_prompt_tokens\x18x \x01(\x04R\x12cachedPromptTokens\"?\n" +
 	"\vSectionSize\x12\x18\n" +
 	"\asection\x18\x01 \x01(\tR\asection\x12\x16\n" +
 	"\x06tokens\x18\x02 \x01(\x04R\x06tokens\"\x92\x01\n" +
@@ -3344,12 +3996,15 @@ const file_lemo_proto_rawDesc = "" +
 	"\x02by\x18\x04 \x01(\tR\x02by\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x124\n" +
 	"\n" +
-	"allow_rule\x18\x06 \x01(\v2\x15.lemo.v1.ToolApprovalR\tallowRule\"\xa3\x01\n" +
+	"allow_rule\x18\x06 \x01(\v2\x15.lemo.v1.ToolApprovalR\tallowRule\"\xb9\x02\n" +
 	"\rStatusChanged\x12+\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x13.lemo.v1.TaskStatusR\x06status\x127\n" +
 	"\fpause_reason\x18\x02 \x01(\x0e2\x14.lemo.v1.PauseReasonR\vpauseReason\x12\x16\n" +
 	"\x06detail\x18\x03 \x01(\tR\x06detail\x12\x14\n" +
-	"\x05model\x18\x04 \x01(\tR\x05model\"\x8c\x01\n" +
+	"\x05model\x18\x04 \x01(\tR\x05model\x12/\n" +
+	"\x06budget\x18x \x01(\v2\x17.lemo.v1.BudgetExceededR\x06budget\x12$\n" +
+	"\x05price\x18y \x01(\v2\x0e.lemo.v1.PriceR\x05price\x12=\n" +
+	"\fworked_until\x18z \x01(\v2\x1a.google.protobuf.TimestampR\vworkedUntil\"\x8c\x01\n" +
 	"\bOverflow\x12#\n" +
 	"\rneeded_tokens\x18\x01 \x01(\x04R\fneededTokens\x12)\n" +
 	"\x10available_tokens\x18\x02 \x01(\x04R\x0favailableTokens\x120\n" +
@@ -3363,7 +4018,7 @@ const file_lemo_proto_rawDesc = "" +
 	"\boverflow\x18\x06 \x01(\v2\x11.lemo.v1.OverflowR\boverflow\x12\x1a\n" +
 	"\bdecision\x18P \x01(\tR\bdecision\x12\x18\n" +
 	"\acrashes\x18Q \x01(\rR\acrashes\x12\x16\n" +
-	"\x06budget\x18R \x01(\rR\x06budget\"\xe0\x03\n" +
+	"\x06budget\x18R \x01(\rR\x06budget\"\x90\x04\n" +
 	"\bTaskMeta\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12+\n" +
@@ -3379,7 +4034,8 @@ const file_lemo_proto_rawDesc = "" +
 	"\x06cycles\x18\v \x01(\rR\x06cycles\x12\x1c\n" +
 	"\tworkspace\x18\f \x01(\tR\tworkspace\x12\x1b\n" +
 	"\tparent_id\x18( \x01(\tR\bparentId\x12\x14\n" +
-	"\x05depth\x18) \x01(\rR\x05depth\"\xe9\x01\n" +
+	"\x05depth\x18) \x01(\rR\x05depth\x12.\n" +
+	"\x06budget\x18x \x01(\v2\x16.lemo.v1.BudgetSummaryR\x06budget\"\xe9\x01\n" +
 	"\x05Delta\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05cycle\x18\x02 \x01(\rR\x05cycle\x12&\n" +
@@ -3388,7 +4044,46 @@ const file_lemo_proto_rawDesc = "" +
 	"\x04text\x18\x05 \x01(\tR\x04text\x12\x12\n" +
 	"\x04data\x18\x06 \x01(\fR\x04data\x12+\n" +
 	"\x05input\x18\a \x01(\v2\x15.lemo.v1.InputSummaryR\x05input\x12\x1b\n" +
-	"\tafter_seq\x18\b \x01(\x04R\bafterSeq*\xe3\x01\n" +
+	"\tafter_seq\x18\b \x01(\x04R\bafterSeq\"d\n" +
+	"\rBudgetAmounts\x12\x16\n" +
+	"\x06tokens\x18\x01 \x01(\x04R\x06tokens\x12\"\n" +
+	"\rcost_nano_usd\x18\x02 \x01(\x04R\vcostNanoUsd\x12\x17\n" +
+	"\atime_ms\x18\x03 \x01(\x04R\x06timeMs\"\xb6\x01\n" +
+	"\x05Price\x12$\n" +
+	"\x0einput_nano_usd\x18\x01 \x01(\x04R\finputNanoUsd\x12&\n" +
+	"\x0foutput_nano_usd\x18\x02 \x01(\x04R\routputNanoUsd\x121\n" +
+	"\x15cached_input_nano_usd\x18\x03 \x01(\x04R\x12cachedInputNanoUsd\x12\x14\n" +
+	"\x05known\x18\x04 \x01(\bR\x05known\x12\x16\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\"\xa5\x01\n" +
+	"\x11BudgetReservation\x12!\n" +
+	"\finput_tokens\x18\x01 \x01(\x04R\vinputTokens\x12#\n" +
+	"\routput_tokens\x18\x02 \x01(\x04R\foutputTokens\x12\"\n" +
+	"\rcost_nano_usd\x18\x03 \x01(\x04R\vcostNanoUsd\x12$\n" +
+	"\x05price\x18\x04 \x01(\v2\x0e.lemo.v1.PriceR\x05price\"H\n" +
+	"\fBudgetRaised\x12(\n" +
+	"\x03add\x18\x01 \x01(\v2\x16.lemo.v1.BudgetAmountsR\x03add\x12\x0e\n" +
+	"\x02by\x18\x02 \x01(\tR\x02by\"\x9a\x01\n" +
+	"\rBudgetCharged\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x16\n" +
+	"\x06tokens\x18\x02 \x01(\x04R\x06tokens\x12\"\n" +
+	"\rcost_nano_usd\x18\x03 \x01(\x04R\vcostNanoUsd\x12\x1c\n" +
+	"\testimated\x18\x04 \x01(\bR\testimated\x12\x16\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\"\x95\x01\n" +
+	"\x0eBudgetExceeded\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\tR\x05limit\x12!\n" +
+	"\flimit_amount\x18\x02 \x01(\x04R\vlimitAmount\x12\x14\n" +
+	"\x05spent\x18\x03 \x01(\x04R\x05spent\x12\x1c\n" +
+	"\tremaining\x18\x04 \x01(\x04R\tremaining\x12\x16\n" +
+	"\x06needed\x18\x05 \x01(\x04R\x06needed\"\xd0\x02\n" +
+	"\rBudgetSummary\x12.\n" +
+	"\x06limits\x18\x01 \x01(\v2\x16.lemo.v1.BudgetAmountsR\x06limits\x12,\n" +
+	"\x05spent\x18\x02 \x01(\v2\x16.lemo.v1.BudgetAmountsR\x05spent\x12.\n" +
+	"\x04open\x18\x03 \x01(\v2\x1a.lemo.v1.BudgetReservationR\x04open\x12\x1d\n" +
+	"\n" +
+	"open_cycle\x18\x04 \x01(\rR\topenCycle\x12+\n" +
+	"\x11estimated_charges\x18\x05 \x01(\rR\x10estimatedCharges\x12?\n" +
+	"\rrunning_since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\frunningSince\x12$\n" +
+	"\x05price\x18\a \x01(\v2\x0e.lemo.v1.PriceR\x05price*\xe3\x01\n" +
 	"\n" +
 	"TaskStatus\x12\x1b\n" +
 	"\x17TASK_STATUS_UNSPECIFIED\x10\x00\x12\x17\n" +
@@ -3398,14 +4093,15 @@ const file_lemo_proto_rawDesc = "" +
 	"\x12TASK_STATUS_PAUSED\x10\x04\x12\x18\n" +
 	"\x14TASK_STATUS_FINISHED\x10\x05\x12\x16\n" +
 	"\x12TASK_STATUS_FAILED\x10\x06\x12\x19\n" +
-	"\x15TASK_STATUS_CANCELLED\x10\a*\xb3\x01\n" +
+	"\x15TASK_STATUS_CANCELLED\x10\a*\xcc\x01\n" +
 	"\vPauseReason\x12\x1c\n" +
 	"\x18PAUSE_REASON_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11PAUSE_REASON_USER\x10\x01\x12\x1c\n" +
 	"\x18PAUSE_REASON_INTERRUPTED\x10\x02\x12\x1c\n" +
 	"\x18PAUSE_REASON_CYCLE_LIMIT\x10\x03\x12\x1a\n" +
 	"\x16PAUSE_REASON_DISK_FULL\x10\x04\x12\x17\n" +
-	"\x13PAUSE_REASON_PARENT\x10(*u\n" +
+	"\x13PAUSE_REASON_PARENT\x10(\x12\x17\n" +
+	"\x13PAUSE_REASON_BUDGET\x10x*u\n" +
 	"\fApprovalRule\x12\x1d\n" +
 	"\x19APPROVAL_RULE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11APPROVAL_RULE_ASK\x10\x01\x12\x16\n" +
@@ -3460,7 +4156,7 @@ func file_lemo_proto_rawDescGZIP() []byte {
 }
 
 var file_lemo_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_lemo_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_lemo_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_lemo_proto_goTypes = []any{
 	(TaskStatus)(0),               // 0: lemo.v1.TaskStatus
 	(PauseReason)(0),              // 1: lemo.v1.PauseReason
@@ -3500,10 +4196,17 @@ var file_lemo_proto_goTypes = []any{
 	(*Failure)(nil),               // 35: lemo.v1.Failure
 	(*TaskMeta)(nil),              // 36: lemo.v1.TaskMeta
 	(*Delta)(nil),                 // 37: lemo.v1.Delta
-	(*timestamppb.Timestamp)(nil), // 38: google.protobuf.Timestamp
+	(*BudgetAmounts)(nil),         // 38: lemo.v1.BudgetAmounts
+	(*Price)(nil),                 // 39: lemo.v1.Price
+	(*BudgetReservation)(nil),     // 40: lemo.v1.BudgetReservation
+	(*BudgetRaised)(nil),          // 41: lemo.v1.BudgetRaised
+	(*BudgetCharged)(nil),         // 42: lemo.v1.BudgetCharged
+	(*BudgetExceeded)(nil),        // 43: lemo.v1.BudgetExceeded
+	(*BudgetSummary)(nil),         // 44: lemo.v1.BudgetSummary
+	(*timestamppb.Timestamp)(nil), // 45: google.protobuf.Timestamp
 }
 var file_lemo_proto_depIdxs = []int32{
-	38, // 0: lemo.v1.Event.time:type_name -> google.protobuf.Timestamp
+	45, // 0: lemo.v1.Event.time:type_name -> google.protobuf.Timestamp
 	9,  // 1: lemo.v1.Event.task_created:type_name -> lemo.v1.TaskCreated
 	17, // 2: lemo.v1.Event.user_message:type_name -> lemo.v1.UserMessage
 	18, // 3: lemo.v1.Event.cycle_started:type_name -> lemo.v1.CycleStarted
@@ -3523,37 +4226,53 @@ var file_lemo_proto_depIdxs = []int32{
 	11, // 17: lemo.v1.Event.child_ended:type_name -> lemo.v1.ChildEnded
 	12, // 18: lemo.v1.Event.message_sent:type_name -> lemo.v1.MessageSent
 	13, // 19: lemo.v1.Event.message_received:type_name -> lemo.v1.MessageReceived
-	16, // 20: lemo.v1.TaskCreated.approvals:type_name -> lemo.v1.ToolApproval
-	0,  // 21: lemo.v1.ChildEnded.status:type_name -> lemo.v1.TaskStatus
-	19, // 22: lemo.v1.ChildEnded.usage:type_name -> lemo.v1.Usage
-	11, // 23: lemo.v1.InboxEntry.child_ended:type_name -> lemo.v1.ChildEnded
-	2,  // 24: lemo.v1.ToolApproval.rule:type_name -> lemo.v1.ApprovalRule
-	20, // 25: lemo.v1.InputSummary.sections:type_name -> lemo.v1.SectionSize
-	21, // 26: lemo.v1.InputSummary.excerpts:type_name -> lemo.v1.Excerpt
-	22, // 27: lemo.v1.InputSummary.recalled:type_name -> lemo.v1.RecallItem
-	3,  // 28: lemo.v1.CycleFinished.outcome:type_name -> lemo.v1.CycleOutcome
-	19, // 29: lemo.v1.CycleFinished.usage:type_name -> lemo.v1.Usage
-	23, // 30: lemo.v1.CycleFinished.input:type_name -> lemo.v1.InputSummary
-	4,  // 31: lemo.v1.ToolFailed.kind:type_name -> lemo.v1.ToolFailureKind
-	38, // 32: lemo.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
-	5,  // 33: lemo.v1.ApprovalResolved.outcome:type_name -> lemo.v1.ApprovalOutcome
-	16, // 34: lemo.v1.ApprovalResolved.allow_rule:type_name -> lemo.v1.ToolApproval
-	0,  // 35: lemo.v1.StatusChanged.status:type_name -> lemo.v1.TaskStatus
-	1,  // 36: lemo.v1.StatusChanged.pause_reason:type_name -> lemo.v1.PauseReason
-	20, // 37: lemo.v1.Overflow.sections:type_name -> lemo.v1.SectionSize
-	6,  // 38: lemo.v1.Failure.scope:type_name -> lemo.v1.FailureScope
-	34, // 39: lemo.v1.Failure.overflow:type_name -> lemo.v1.Overflow
-	0,  // 40: lemo.v1.TaskMeta.status:type_name -> lemo.v1.TaskStatus
-	1,  // 41: lemo.v1.TaskMeta.pause_reason:type_name -> lemo.v1.PauseReason
-	38, // 42: lemo.v1.TaskMeta.created:type_name -> google.protobuf.Timestamp
-	38, // 43: lemo.v1.TaskMeta.updated:type_name -> google.protobuf.Timestamp
-	7,  // 44: lemo.v1.Delta.kind:type_name -> lemo.v1.DeltaKind
-	23, // 45: lemo.v1.Delta.input:type_name -> lemo.v1.InputSummary
-	46, // [46:46] is the sub-list for method output_type
-	46, // [46:46] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	41, // 20: lemo.v1.Event.budget_raised:type_name -> lemo.v1.BudgetRaised
+	42, // 21: lemo.v1.Event.budget_charged:type_name -> lemo.v1.BudgetCharged
+	16, // 22: lemo.v1.TaskCreated.approvals:type_name -> lemo.v1.ToolApproval
+	38, // 23: lemo.v1.TaskCreated.budget:type_name -> lemo.v1.BudgetAmounts
+	39, // 24: lemo.v1.TaskCreated.price:type_name -> lemo.v1.Price
+	0,  // 25: lemo.v1.ChildEnded.status:type_name -> lemo.v1.TaskStatus
+	19, // 26: lemo.v1.ChildEnded.usage:type_name -> lemo.v1.Usage
+	11, // 27: lemo.v1.InboxEntry.child_ended:type_name -> lemo.v1.ChildEnded
+	2,  // 28: lemo.v1.ToolApproval.rule:type_name -> lemo.v1.ApprovalRule
+	40, // 29: lemo.v1.CycleStarted.reservation:type_name -> lemo.v1.BudgetReservation
+	20, // 30: lemo.v1.InputSummary.sections:type_name -> lemo.v1.SectionSize
+	21, // 31: lemo.v1.InputSummary.excerpts:type_name -> lemo.v1.Excerpt
+	22, // 32: lemo.v1.InputSummary.recalled:type_name -> lemo.v1.RecallItem
+	3,  // 33: lemo.v1.CycleFinished.outcome:type_name -> lemo.v1.CycleOutcome
+	19, // 34: lemo.v1.CycleFinished.usage:type_name -> lemo.v1.Usage
+	23, // 35: lemo.v1.CycleFinished.input:type_name -> lemo.v1.InputSummary
+	4,  // 36: lemo.v1.ToolFailed.kind:type_name -> lemo.v1.ToolFailureKind
+	45, // 37: lemo.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
+	5,  // 38: lemo.v1.ApprovalResolved.outcome:type_name -> lemo.v1.ApprovalOutcome
+	16, // 39: lemo.v1.ApprovalResolved.allow_rule:type_name -> lemo.v1.ToolApproval
+	0,  // 40: lemo.v1.StatusChanged.status:type_name -> lemo.v1.TaskStatus
+	1,  // 41: lemo.v1.StatusChanged.pause_reason:type_name -> lemo.v1.PauseReason
+	43, // 42: lemo.v1.StatusChanged.budget:type_name -> lemo.v1.BudgetExceeded
+	39, // 43: lemo.v1.StatusChanged.price:type_name -> lemo.v1.Price
+	45, // 44: lemo.v1.StatusChanged.worked_until:type_name -> google.protobuf.Timestamp
+	20, // 45: lemo.v1.Overflow.sections:type_name -> lemo.v1.SectionSize
+	6,  // 46: lemo.v1.Failure.scope:type_name -> lemo.v1.FailureScope
+	34, // 47: lemo.v1.Failure.overflow:type_name -> lemo.v1.Overflow
+	0,  // 48: lemo.v1.TaskMeta.status:type_name -> lemo.v1.TaskStatus
+	1,  // 49: lemo.v1.TaskMeta.pause_reason:type_name -> lemo.v1.PauseReason
+	45, // 50: lemo.v1.TaskMeta.created:type_name -> google.protobuf.Timestamp
+	45, // 51: lemo.v1.TaskMeta.updated:type_name -> google.protobuf.Timestamp
+	44, // 52: lemo.v1.TaskMeta.budget:type_name -> lemo.v1.BudgetSummary
+	7,  // 53: lemo.v1.Delta.kind:type_name -> lemo.v1.DeltaKind
+	23, // 54: lemo.v1.Delta.input:type_name -> lemo.v1.InputSummary
+	39, // 55: lemo.v1.BudgetReservation.price:type_name -> lemo.v1.Price
+	38, // 56: lemo.v1.BudgetRaised.add:type_name -> lemo.v1.BudgetAmounts
+	38, // 57: lemo.v1.BudgetSummary.limits:type_name -> lemo.v1.BudgetAmounts
+	38, // 58: lemo.v1.BudgetSummary.spent:type_name -> lemo.v1.BudgetAmounts
+	40, // 59: lemo.v1.BudgetSummary.open:type_name -> lemo.v1.BudgetReservation
+	45, // 60: lemo.v1.BudgetSummary.running_since:type_name -> google.protobuf.Timestamp
+	39, // 61: lemo.v1.BudgetSummary.price:type_name -> lemo.v1.Price
+	62, // [62:62] is the sub-list for method output_type
+	62, // [62:62] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	62, // [62:62] is the sub-list for extension extendee
+	0,  // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_lemo_proto_init() }
@@ -3581,6 +4300,8 @@ func file_lemo_proto_init() {
 		(*Event_ChildEnded)(nil),
 		(*Event_MessageSent)(nil),
 		(*Event_MessageReceived)(nil),
+		(*Event_BudgetRaised)(nil),
+		(*Event_BudgetCharged)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3588,7 +4309,7 @@ func file_lemo_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lemo_proto_rawDesc), len(file_lemo_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   30,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -15,6 +15,10 @@ func FoldMeta(meta *TaskMeta, ev *Event) *TaskMeta {
 	} else {
 		m = proto.Clone(meta).(*TaskMeta)
 	}
+	if m.Budget == nil {
+		m.Budget = &BudgetSummary{}
+	}
+	FoldBudget(m.Budget, ev)
 	m.LastSeq = ev.GetSeq()
 	m.Updated = ev.GetTime()
 	switch b := ev.Body.(type) {

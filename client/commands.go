@@ -24,6 +24,10 @@ type CreateTask struct {
 	// approval (ask) or never run (deny). They add to the tools' and the
 	// daemon's rules; deny wins over ask.
 	Approvals []*api.ToolApproval
+	// Budget is the Task's budget (tokens, cost in nano-USD, working time
+	// in milliseconds); a zero amount takes the daemon's default
+	// (budgets.*), nil: the defaults in every dimension.
+	Budget *api.BudgetAmounts
 }
 
 func taskMeta(resp *api.Response, err error) (*api.TaskMeta, error) {
@@ -45,7 +49,7 @@ func (c *Conn) CreateTask(ctx context.Context, in CreateTask) (*api.TaskMeta, er
 		return nil, err
 	}
 	return taskMeta(c.call(ctx, &api.Request{Command: &api.Request_CreateTask{CreateTask: &api.CreateTaskRequest{
-		Request: in.Request, Model: in.Model, Tools: in.Tools, ToolsRestricted: in.ToolsRestricted, Workspace: in.Workspace, Approvals: in.Approvals}}}))
+		Request: in.Request, Model: in.Model, Tools: in.Tools, ToolsRestricted: in.ToolsRestricted, Workspace: in.Workspace, Approvals: in.Approvals, Budget: in.Budget}}}))
 }
 
 // SendMessage sends a follow-up message; a finished Task is reopened.
@@ -68,6 +72,12 @@ func (c *Conn) Continue(ctx context.Context, taskID, model string) (*api.TaskMet
 		return nil, err
 	}
 	return taskMeta(c.call(ctx, &api.Request{Command: &api.Request_ContinueTask{ContinueTask: &api.ContinueRequest{TaskId: taskID, Model: model}}}))
+}
+
+// RaiseBudget adds to a Task's budget limits (its owner or an operator);
+// a Task paused for its budget goes on when continued.
+func (c *Conn) RaiseBudget(ctx context.Context, taskID string, add *api.BudgetAmounts) (*api.TaskMeta, error) {
+	return taskMeta(c.call(ctx, &api.Request{Command: &api.Request_RaiseBudget{RaiseBudget: &api.RaiseBudgetRequest{TaskId: taskID, Add: add}}}))
 }
 
 // Cancel cancels a Task.

@@ -26,7 +26,9 @@ type Config struct {
 	Remote     Remote     `yaml:"remote"`
 	Workspaces Workspaces `yaml:"workspaces"`
 	// MCP: tools from MCP servers (tools/mcp).
-	MCP MCP `yaml:"mcp"`
+	MCP     MCP     `yaml:"mcp"`
+	Budgets Budgets `yaml:"budgets"`
+	Pricing Pricing `yaml:"pricing"`
 }
 
 // Log configures logging.
@@ -176,5 +178,7 @@ func Default() *Config {
 		Tools: Tools{Shell: Shell{Enabled: true, Approval: "ask", Timeout: 2 * time.Minute}, Namespaces: "auto", Initial: DefaultInitialTools()},
 		Remote: Remote{MaxConnections: 256, ConnectionReserve: 32, AuthTimeout: 5 * time.Second,
 			MaxSessions: 1024, MaxSessionsPerToken: 128, MaxSubscriptions: 8192, MaxSubscriptionsPerToken: 1024},
+		Budgets: Budgets{OutputTokens: 4096, UnreportedToolTokens: 16384},
+		Pricing: Pricing{Free: []string{"ollama", "fake"}},
 	}
 }

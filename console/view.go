@@ -9,6 +9,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"lemo/api"
+	"lemo/client"
 )
 
 // styles are the console's looks, from one lipgloss renderer (the
@@ -283,6 +284,9 @@ func (m *Model) detailLine() string {
 		if t := m.tasks[r.taskID]; t != nil && t.meta != nil {
 			mt := t.meta
 			parts = append(parts, "task "+mt.GetTaskId(), mt.GetOwner(), mt.GetModel(), fmt.Sprintf("%d cycles", mt.GetCycles()))
+			if b := mt.GetBudget(); api.HasBudget(b.GetLimits()) {
+				parts = append(parts, "budget: "+client.SpendLine(b, m.budgetClock(mt)))
+			}
 			if d := mt.GetStatusDetail(); d != "" {
 				parts = append(parts, d)
 			}
@@ -338,6 +342,9 @@ func (m *Model) taskLines(w, body int) []string {
 		m.st.bold.Render(fmt.Sprintf("task %s · %s", mt.GetTaskId(), mt.GetTitle())),
 		fmt.Sprintf("%s · %s · owner %s · %d cycles · tokens in %d out %d · seq %d", m.statusText(mt), mt.GetModel(), mt.GetOwner(), mt.GetCycles(), in, out, mt.GetLastSeq()),
 	}
+	if b := mt.GetBudget(); api.HasBudget(b.GetLimits()) {
+		head = append(head, m.st.faint.Render(fit("budget: "+client.SpendLine(b, m.budgetClock(mt)), w)))
+	}
 	live, asks := m.liveLines(t, w), m.approvalLines(t)
 	rows := max(body-len(head)-len(live)-len(asks), 1)
 	lines := m.transcript(t, w)
@@ -369,6 +376,15 @@ func (m *Model) statusText(mt *api.TaskMeta) string {
 		return m.st.ok.Render(s)
 	}
 	return s
+}
+
+// budgetClock is the time a Task's working time is shown at: the daemon's
+// time of the last actor tree read, else the Task's last event.
+func (m *Model) budgetClock(mt *api.TaskMeta) time.Time {
+	if t := m.tree.GetTime(); t != nil && t.AsTime().After(mt.GetUpdated().AsTime()) {
+		return t.AsTime()
+	}
+	return mt.GetUpdated().AsTime()
 }
 
 // usage sums the tokens of the finished Cycles.

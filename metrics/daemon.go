@@ -36,6 +36,8 @@ type Daemon struct {
 	// MCP servers' tool calls (MCPCall).
 	mcpCalls, mcpFailures *prometheus.CounterVec
 	ackSeconds            *prometheus.HistogramVec
+	// Spend charged to Tasks' budgets (Spent).
+	tokens, cost *prometheus.CounterVec
 }
 
 // NewDaemon registers the daemon's families on r.
@@ -54,6 +56,8 @@ func NewDaemon(r *Registry) *Daemon {
 		mcpCalls:       r.NewCounter("lemo_mcp_calls_total", "Calls of MCP servers' tools by server and outcome (ok, tool_error, error, unknown, timeout, cancelled, invalid, unavailable).", "server", "outcome"),
 		mcpFailures:    r.NewCounter("lemo_mcp_failures_total", "Calls of MCP servers' tools that failed (every outcome but ok), by server.", "server"),
 		ackSeconds:     r.NewHistogram("lemo_append_ack_seconds", "Time from each append's submission to its durable acknowledgement.", appendBuckets),
+		tokens:         r.NewCounter("lemo_model_tokens_total", "Tokens charged to Tasks' budgets by provider and model; estimated=true where no usage was reported and the reservation (or a tool's estimate) stands.", "provider", "model", "estimated"),
+		cost:           r.NewCounter("lemo_model_cost_usd_total", "Cost in US dollars charged to Tasks' budgets by provider and model (models with a known price); estimated as for lemo_model_tokens_total.", "provider", "model", "estimated"),
 	}
 }
 
@@ -98,3 +102,15 @@ func (d *Daemon) MCPCall(server, outcome string) {
 
 // Ack records one acknowledged append (persistence.Options.OnAck).
 func (d *Daemon) Ack(wait time.Duration) { d.ackSeconds.WithLabelValues().Observe(wait.Seconds()) }
+
+// Spent implements actors.SpendObserver.
+func (d *Daemon) Spent(provider, model string, tokens, costNanoUSD uint64, estimated bool) {
+	e := "false"
+	if estimated {
+		e = "true"
+	}
+	d.tokens.WithLabelValues(provider, model, e).Add(float64(tokens))
+	if costNanoUSD > 0 {
+		d.cost.WithLabelValues(provider, model, e).Add(float64(costNanoUSD) / 1e9)
+	}
+}

@@ -287,3 +287,30 @@ func TestWithPprof(t *testing.T) {
 		}
 	}
 }
+
+// Spend counts tokens and dollars by provider, model and whether they are
+// estimates.
+func TestSpent(t *testing.T) {
+	r := NewRegistry()
+	d := NewDaemon(r)
+	d.Spent("openrouter", "openrouter/openai/gpt-4o", 1000, 3_250_000, false)
+	d.Spent("openrouter", "openrouter/openai/gpt-4o", 500, 1_000_000, false)
+	d.Spent("openrouter", "openrouter/openai/gpt-4o", 4196, 0, true)
+	var b strings.Builder
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	fams := parse(t, b.String())
+	labels := func(est string) map[string]string {
+		return map[string]string{"provider": "openrouter", "model": "openrouter/openai/gpt-4o", "estimated": est}
+	}
+	if n := sample(t, fams, "lemo_model_tokens_total", labels("false")).GetCounter().GetValue(); n != 1500 {
+		t.Errorf("tokens = %v, want 1500", n)
+	}
+	if n := sample(t, fams, "lemo_model_tokens_total", labels("true")).GetCounter().GetValue(); n != 4196 {
+		t.Errorf("estimated tokens = %v, want 4196", n)
+	}
+	if c := sample(t, fams, "lemo_model_cost_usd_total", labels("false")).GetCounter().GetValue(); c < 0.004249 || c > 0.004251 {
+		t.Errorf("cost = %v, want 0.00425", c)
+	}
+}

@@ -46,6 +46,16 @@ type ModelInfo struct {
 	// (thinking) before answering.
 	Tools     bool `json:"tools"`
 	Reasoning bool `json:"reasoning"`
+	// Price is the price the provider publishes for the model, nil when
+	// it publishes none.
+	Price *Price `json:"price,omitempty"`
+}
+
+// Price is a model's price in US dollars per million tokens.
+type Price struct {
+	Input       float64 `json:"input"`
+	Output      float64 `json:"output"`
+	CachedInput float64 `json:"cached_input"`
 }
 
 // Role is a message's author.
@@ -104,6 +114,9 @@ type Request struct {
 	// Think asks a reasoning-capable model to reason. Models without the
 	// capability ignore it.
 	Think bool
+	// MaxOutputTokens caps the answer (max_tokens, Ollama's num_predict);
+	// 0 sends no cap. A Task with a budget sends the output it reserved.
+	MaxOutputTokens int
 }
 
 // DeltaKind says what a Delta carries.
@@ -128,6 +141,9 @@ type Delta struct {
 type Usage struct {
 	PromptTokens     int
 	CompletionTokens int
+	// CachedPromptTokens are the prompt tokens read from the provider's
+	// cache (part of PromptTokens), when it reports them.
+	CachedPromptTokens int
 }
 
 // Response is a complete answer.

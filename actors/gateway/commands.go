@@ -30,7 +30,7 @@ func (g *Gateway) execute(ctx context.Context, caller actors.Caller, req *api.Re
 		if model == "" {
 			return errorResponse(invalid("no model given and the daemon has no default model (models.default): pass --model provider/model (lemo models lists them); without a model server, start the daemon with LEMO_FAKE_ENABLED=true and use the demo models (--model fake/echo)"))
 		}
-		meta, err := d.CreateTask(ctx, caller, actors.CreateTask{Request: m.GetRequest(), Model: model, Tools: m.GetTools(), ToolsRestricted: m.GetToolsRestricted(), Workspace: m.GetWorkspace(), Approvals: m.GetApprovals()})
+		meta, err := d.CreateTask(ctx, caller, actors.CreateTask{Request: m.GetRequest(), Model: model, Tools: m.GetTools(), ToolsRestricted: m.GetToolsRestricted(), Workspace: m.GetWorkspace(), Approvals: m.GetApprovals(), Budget: m.GetBudget()})
 		return taskResult(meta, err)
 	case *api.Request_SendMessage:
 		return taskResult(d.SendMessage(ctx, caller, c.SendMessage.GetTaskId(), c.SendMessage.GetText()))
@@ -99,9 +99,22 @@ func (g *Gateway) execute(ctx context.Context, caller actors.Caller, req *api.Re
 		return g.stopCall(ctx, caller, c.StopCall)
 	case *api.Request_ListDelegateSessions:
 		return g.delegateSessions(ctx, caller, c.ListDelegateSessions)
+	case *api.Request_RaiseBudget:
+		r, ok := d.(BudgetRaiser)
+		if !ok {
+			return errorResponse(&cmdError{code: api.ErrorCode_ERROR_CODE_UNAVAILABLE, msg: "this daemon does not raise budgets over the remote API"})
+		}
+		return taskResult(r.RaiseBudget(ctx, caller, c.RaiseBudget.GetTaskId(), c.RaiseBudget.GetAdd()))
 	}
 	return errorResponse(invalid("unknown command"))
 }
+
+// BudgetRaiser is a Backend that raises Tasks' budgets (*actors.Daemon).
+type BudgetRaiser interface {
+	RaiseBudget(ctx context.Context, c actors.Caller, taskID string, add *api.BudgetAmounts) (*api.TaskMeta, error)
+}
+
+var _ BudgetRaiser = (*actors.Daemon)(nil)
 
 // TaskFinder is a Backend that also finds a Task by the beginning or end
 // of its id; GetTask uses it when the Backend is one.

@@ -117,6 +117,7 @@ func TestOwnerScoping(t *testing.T) {
 		subscribe(2, id, 1),
 		{Command: &api.Request_Steer{Steer: &api.SteerRequest{TaskId: id, CallId: "c1", Input: []byte(`{}`)}}},
 		{Command: &api.Request_ResolveApproval{ResolveApproval: &api.ResolveApprovalRequest{ApprovalId: id + ".call-1-1"}}},
+		{Command: &api.Request_RaiseBudget{RaiseBudget: &api.RaiseBudgetRequest{TaskId: id, Add: &api.BudgetAmounts{Tokens: 1}}}},
 	}
 	for _, req := range foreign {
 		if got := errCode(b.call(req)); got != api.ErrorCode_ERROR_CODE_NOT_FOUND {

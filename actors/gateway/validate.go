@@ -216,6 +216,13 @@ func validate(r *api.Request) *cmdError {
 		if m.GetError() == "" && !json.Valid(m.GetOutput()) {
 			return invalid("service_result: output is not JSON")
 		}
+	case *api.Request_RaiseBudget:
+		if err := taskID(c.RaiseBudget.GetTaskId()); err != nil {
+			return err
+		}
+		if !api.HasBudget(c.RaiseBudget.GetAdd()) {
+			return invalid("raise_budget: nothing to add: set add.tokens, add.cost_nano_usd or add.time_ms above zero")
+		}
 	default:
 		return invalid("unknown command %T", c)
 	}

@@ -50,6 +50,9 @@ func TestValidate(t *testing.T) {
 		{"service result not JSON", &api.Request{Command: &api.Request_ServiceResult{ServiceResult: &api.ServiceResult{Call: 1, Output: []byte("nope")}}}, api.ErrorCode_ERROR_CODE_INVALID},
 		{"service error", &api.Request{Command: &api.Request_ServiceResult{ServiceResult: &api.ServiceResult{Call: 1, Error: "failed"}}}, 0},
 		{"hello without version", &api.Request{Command: &api.Request_Hello{Hello: &api.Hello{}}}, api.ErrorCode_ERROR_CODE_INVALID},
+		{"raise budget", &api.Request{Command: &api.Request_RaiseBudget{RaiseBudget: &api.RaiseBudgetRequest{TaskId: "T", Add: &api.BudgetAmounts{Tokens: 5}}}}, 0},
+		{"raise budget by nothing", &api.Request{Command: &api.Request_RaiseBudget{RaiseBudget: &api.RaiseBudgetRequest{TaskId: "T", Add: &api.BudgetAmounts{}}}}, api.ErrorCode_ERROR_CODE_INVALID},
+		{"raise budget of a bad task id", &api.Request{Command: &api.Request_RaiseBudget{RaiseBudget: &api.RaiseBudgetRequest{TaskId: "a/b", Add: &api.BudgetAmounts{Tokens: 5}}}}, api.ErrorCode_ERROR_CODE_INVALID},
 		// Control characters mean nothing in a request (a NUL would end
 		// up in the title); tab, line feed and carriage return do.
 		{"NUL in a request", create("fake/echo", "hi\x00there"), api.ErrorCode_ERROR_CODE_INVALID},

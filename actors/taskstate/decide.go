@@ -63,6 +63,9 @@ type CreateInput struct {
 	// Approvals are the Task's own approval rules (ask, deny); they only
 	// tighten what the tools and the daemon require.
 	Approvals []*api.ToolApproval
+	// Budget and Price: see TaskCreated (budget.go).
+	Budget *api.BudgetAmounts
+	Price  *api.Price
 }
 
 // titleMax bounds a Task's title, derived from its request.
@@ -71,7 +74,7 @@ const titleMax = 80
 // Create returns the events that create a Task: created, the request, running.
 func Create(in CreateInput) []proto.Message {
 	return []proto.Message{
-		&api.TaskCreated{Owner: in.Owner, Model: in.Model, Tools: in.Tools, ToolsRestricted: in.ToolsRestricted || in.Discovery, ToolsDiscovery: in.Discovery, Workspace: in.Workspace, Title: Title(in.Request), Approvals: in.Approvals},
+		&api.TaskCreated{Owner: in.Owner, Model: in.Model, Tools: in.Tools, ToolsRestricted: in.ToolsRestricted || in.Discovery, ToolsDiscovery: in.Discovery, Workspace: in.Workspace, Title: Title(in.Request), Approvals: in.Approvals, Budget: in.Budget, Price: in.Price},
 		&api.UserMessage{Text: in.Request},
 		&api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_RUNNING, Detail: "created"},
 	}
@@ -495,7 +498,8 @@ func (s *State) RecoverNoting(now time.Time, notes map[string]string) []proto.Me
 		}
 	}
 	if s.Running() {
-		out = append(out, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_PAUSED, PauseReason: api.PauseReason_PAUSE_REASON_INTERRUPTED, Detail: "interrupted: the daemon or the task stopped while it ran"})
+		out = append(out, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_PAUSED, PauseReason: api.PauseReason_PAUSE_REASON_INTERRUPTED, Detail: "interrupted: the daemon or the task stopped while it ran",
+			WorkedUntil: s.Budget.workedUntil()})
 	}
 	return out
 }
@@ -599,6 +603,9 @@ type NextOptions struct {
 	MaxParallelTools int
 	// Approval decides whether a call needs approval; nil: never.
 	Approval func(c *Call) ApprovalNeed
+	// Budget, when set, makes a Cycle's start carry its reservation, or
+	// turns it into a budget pause (Reserve); nil: no reservation.
+	Budget *ReserveOptions
 }
 
 // ApprovalID is the id of the approval request for a call: unique across
@@ -612,8 +619,18 @@ func SplitApprovalID(id string) (taskID string, ok bool) {
 }
 
 // Next returns the next step of a running Task. It must only be called when
-// no append is in flight.
+// no append is in flight. With o.Budget a Cycle's start is reserved for
+// (Reserve), so a step chained after an answer or a result (Chain) is
+// reserved for exactly as one reconcile takes.
 func (s *State) Next(o NextOptions) Step {
+	step := s.next(o)
+	if o.Budget != nil {
+		step = s.Reserve(step, *o.Budget)
+	}
+	return step
+}
+
+func (s *State) next(o NextOptions) Step {
 	if !s.Running() || s.CycleOpen {
 		return Step{Kind: StepWait}
 	}

@@ -101,6 +101,8 @@ type State struct {
 	Sent                 map[string]uint64
 	LastAnswer           string
 	Usage                Tokens
+	// Budget is the Task's spend and input estimate (budget.go).
+	Budget Ledger
 	// cycleSeq is the seq of the last CycleStarted.
 	cycleSeq uint64
 }
@@ -161,6 +163,7 @@ func (s *State) OpenCalls() []*Call {
 
 // Apply folds one event into the state. Events must be applied in seq order.
 func (s *State) Apply(ev *api.Event) {
+	s.Budget.apply(ev)
 	s.LastSeq = ev.GetSeq()
 	switch b := ev.Body.(type) {
 	case *api.Event_TaskCreated:
@@ -332,6 +335,9 @@ func (s *State) clone() *State {
 	c.Sent = make(map[string]uint64, len(s.Sent))
 	for id, seq := range s.Sent {
 		c.Sent[id] = seq
+	}
+	if s.Budget.Sum != nil {
+		c.Budget.Sum = proto.Clone(s.Budget.Sum).(*api.BudgetSummary)
 	}
 	return &c
 }

@@ -678,14 +678,14 @@ func TestChain(t *testing.T) {
 func TestCloneSharesNothingApplyChanges(t *testing.T) {
 	s := New()
 	s.TaskID = "P"
-	apply(s, Create(CreateInput{Owner: "alice", Model: "fake/m", Request: "r", Tools: []string{"tools.load"}, Discovery: true}))
+	apply(s, Create(CreateInput{Owner: "alice", Model: "fake/m", Request: "r", Tools: []string{"tools.load"}, Discovery: true, Budget: &api.BudgetAmounts{Tokens: 1000}}))
 	apply(s, []proto.Message{
 		&api.ChildSpawned{ChildId: "C", CallId: "c1"},
 		&api.MessageSent{To: "C", Text: "hi", CallId: "c2"},
 		&api.MessageReceived{From: "C", FromSeq: 3, Text: "yes"},
 		&api.ToolsLoaded{Tools: []string{"files.read"}, CallId: "c3"},
 	})
-	before := fmt.Sprintf("%+v %+v %v %v %v", *s.Children["C"], s.ChildOrder, s.Sent, s.Received, s.Loaded)
+	before := fmt.Sprintf("%+v %+v %v %v %v %v", *s.Children["C"], s.ChildOrder, s.Sent, s.Received, s.Loaded, s.Budget.Sum)
 	c := s.clone()
 	apply(c, []proto.Message{
 		&api.ChildEnded{ChildId: "C", Status: api.TaskStatus_TASK_STATUS_FINISHED},
@@ -693,8 +693,51 @@ func TestCloneSharesNothingApplyChanges(t *testing.T) {
 		&api.MessageSent{To: "D", Text: "go", CallId: "c5"},
 		&api.MessageReceived{From: "D", FromSeq: 2, Text: "ok"},
 		&api.ToolsLoaded{Tools: []string{"shell.run"}, CallId: "c6"},
+		&api.BudgetRaised{Add: &api.BudgetAmounts{Tokens: 500}},
+		&api.CycleStarted{Cycle: 1, Reservation: &api.BudgetReservation{InputTokens: 10, OutputTokens: 20}},
 	})
-	if after := fmt.Sprintf("%+v %+v %v %v %v", *s.Children["C"], s.ChildOrder, s.Sent, s.Received, s.Loaded); after != before || len(s.Children) != 1 {
+	if after := fmt.Sprintf("%+v %+v %v %v %v %v", *s.Children["C"], s.ChildOrder, s.Sent, s.Received, s.Loaded, s.Budget.Sum); after != before || len(s.Children) != 1 {
 		t.Fatalf("applying to the clone changed the state:\n%s\nwas\n%s", after, before)
+	}
+}
+
+// A Cycle chained after a result is reserved for as reconcile's would be:
+// it carries its reservation, or the Task pauses for its budget instead.
+func TestChainReserves(t *testing.T) {
+	withBudget := func(tokens uint64) *State {
+		s := New()
+		s.TaskID = "T1"
+		apply(s, Create(CreateInput{Owner: "alice", Model: "fake/m", Request: "do it", Budget: &api.BudgetAmounts{Tokens: tokens}}))
+		apply(s, append(cycleWithCalls(1, "c1"), &api.ToolExecutionStarted{CallId: "c1"}))
+		return s
+	}
+	reserve := &ReserveOptions{Now: now, Overhead: 100, OutputTokens: 50}
+	for _, tc := range []struct {
+		name   string
+		tokens uint64
+		want   StepKind
+	}{
+		{"the budget covers the next Cycle", 10_000, StepStartCycle},
+		{"it does not", 120, StepBudget},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := withBudget(tc.tokens)
+			all, steps := s.Chain(s.ToolDone(ToolOutcome{CallID: "c1", Retained: []byte(`1`)}), NextOptions{Now: now, Budget: reserve})
+			if len(steps) != 1 || steps[0].Kind != tc.want {
+				t.Fatalf("Chain steps = %+v, want one %v", steps, tc.want)
+			}
+			switch last := all[len(all)-1].(type) {
+			case *api.CycleStarted:
+				if last.GetReservation().GetOutputTokens() != 50 {
+					t.Fatalf("chained CycleStarted = %v, want its reservation", last)
+				}
+			case *api.StatusChanged:
+				if last.GetPauseReason() != api.PauseReason_PAUSE_REASON_BUDGET {
+					t.Fatalf("chained StatusChanged = %v, want a budget pause", last)
+				}
+			default:
+				t.Fatalf("chained %T, want a CycleStarted or a budget pause", last)
+			}
+		})
 	}
 }

@@ -3,7 +3,7 @@
 //	lemo serve [--config FILE] [--data DIR]   run the daemon (SIGHUP re-reads the configuration)
 //	lemo doctor [--config FILE] [--data DIR]  check what the daemon needs and say how to fix it
 //	lemo run "request" [--model M]            create a Task and stream it
-//	lemo tasks | attach | send | pause | continue | cancel | tools | models
+//	lemo tasks | attach | send | pause | continue | cancel | budget | tools | models
 //	lemo approvals | approve | deny | steer
 //	lemo console                              the live inspection console
 //	lemo version                              print version information
@@ -69,6 +69,7 @@ Usage:
   lemo attach <id> [--from SEQ]             show a Task's history and follow it
   lemo send <id> "message" [--no-follow]    send a follow-up message and follow the reply
   lemo pause|continue|cancel <id>           control a Task
+  lemo budget <id> --add-tokens N|--add-cost USD|--add-time D   raise a Task's budget
   lemo approvals                            list calls waiting for approval
   lemo approve|deny <approval id>           decide one (approve --always: also later calls of that kind)
   lemo steer <id> <call id> <json>          steer a running tool call
@@ -110,6 +111,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return attach(ctx, args[1:], stdout, stderr)
 	case "pause", "continue", "cancel":
 		return control(ctx, args[0], args[1:], stdout, stderr)
+	case "budget":
+		return raiseBudget(ctx, args[1:], stdout, stderr)
 	case "send":
 		return send(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "tools":

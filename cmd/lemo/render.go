@@ -19,6 +19,9 @@ type renderer struct {
 	streamed  map[uint32]bool   // cycles whose text was streamed
 	midLine   bool
 	reasoning bool
+	// spend is the Task's budget folded from the events shown (a Task
+	// with limits shows it at each status change).
+	spend spendFold
 }
 
 func newRenderer(w io.Writer, views *client.Views) *renderer {
@@ -63,6 +66,9 @@ func (r *renderer) delta(d *api.Delta) {
 }
 
 func (r *renderer) event(ev *api.Event) {
+	if line := r.spend.event(ev); line != "" {
+		defer r.line("  %s", line)
+	}
 	switch b := ev.GetBody().(type) {
 	case *api.Event_TaskCreated:
 		r.line("task %s (%s)", ev.GetTaskId(), b.TaskCreated.GetModel())

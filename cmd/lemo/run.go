@@ -36,12 +36,18 @@ func runTask(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	var rules approvalFlags
 	f.fs.Var(rules.of(api.ApprovalRule_APPROVAL_RULE_ASK), "ask", "calls of the tools PATTERN names (shell.run, files.*, *) need your approval; repeatable")
 	f.fs.Var(rules.of(api.ApprovalRule_APPROVAL_RULE_DENY), "deny", "calls of the tools PATTERN names never run (deny wins over ask); repeatable")
+	var budget budgetFlags
+	budget.add(f.fs, false)
 	pos, err := f.parse(args, 1, 1)
 	if err != nil {
 		return helpOK(err)
 	}
 	if _, err := chooseWorkspace(*workspace, *private, true, "/"); err != nil {
 		return usageError("%v", err) // before looking for the daemon
+	}
+	limits, err := budget.amounts()
+	if err != nil {
+		return err
 	}
 	c, err := f.connect(ctx)
 	if err != nil {
@@ -56,7 +62,7 @@ func runTask(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return usageError("%v", err)
 	}
-	in := client.CreateTask{Request: pos[0], Model: *model, Workspace: ws.path, Approvals: rules.list}
+	in := client.CreateTask{Request: pos[0], Model: *model, Workspace: ws.path, Approvals: rules.list, Budget: limits}
 	in.Tools, in.ToolsRestricted = parseTools(*toolList)
 	meta, err := c.CreateTask(ctx, in)
 	if err != nil && ws.implicit && errors.Is(err, client.ErrPermissionDenied) {

@@ -199,7 +199,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, hup 
 	if err := checkInitialTools(cfg, reg, log); err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	d, err := actors.Start(context.Background(), actors.Deps{Store: store, Providers: provs, Tools: reg, Memory: mem, Observer: o.daemon, Log: log, Live: lv}, actorOptions(cfg, dd, stopped))
+	d, err := actors.Start(context.Background(), actors.Deps{Store: store, Providers: provs, Tools: reg, Memory: mem, Observer: o.daemon, Log: log, Live: lv, Pricer: newPricer(cfg, provs)}, actorOptions(cfg, dd, stopped))
 	if err != nil {
 		return err
 	}
@@ -297,6 +297,7 @@ func actorOptions(cfg *config.Config, dd *persistence.DataDir, stopped []actors.
 		MaxDepth:           cfg.Tasks.MaxDepth,
 		MaxChildren:        cfg.Tasks.MaxChildren,
 		MaxRunningChildren: cfg.Tasks.MaxRunningChildren,
+		Budget:             budgetOptions(cfg),
 	}
 }
 

@@ -62,14 +62,16 @@ func listTasks(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		rows = treeOrder(all)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATUS\tMODEL\tCYCLES\tUPDATED\tOWNER\tTITLE")
+	fmt.Fprintln(tw, "ID\tSTATUS\tMODEL\tCYCLES\tTOKENS\tCOST\tTIME\tUPDATED\tOWNER\tTITLE")
+	now := time.Now()
 	for _, r := range rows {
 		m := r.meta
 		id := m.GetTaskId()
 		if r.depth > 0 {
 			id = strings.Repeat("  ", r.depth-1) + "└ " + id
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", id, statusWord(m.GetStatus()), m.GetModel(), m.GetCycles(),
+		tok, cost, working := spendColumns(m.GetBudget(), now)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", id, statusWord(m.GetStatus()), m.GetModel(), m.GetCycles(), tok, cost, working,
 			m.GetUpdated().AsTime().Local().Format(time.DateTime), m.GetOwner(), clip(m.GetTitle(), 50))
 	}
 	return tw.Flush()

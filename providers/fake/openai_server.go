@@ -11,18 +11,22 @@ import (
 )
 
 // OpenRouterModels is the fake OpenRouter catalogue (the rich /models
-// schema); ContextLength -1 encodes null.
+// schema); ContextLength -1 encodes null. Pricing is OpenRouter's
+// pricing object: US dollars per token as decimal strings (prompt,
+// completion, input_cache_read; "" leaves a field out, "-1" is a variable
+// price).
 var OpenRouterModels = []struct {
 	ID                  string
 	ContextLength       int
 	TopProviderContext  int
 	SupportedParameters []string
+	Pricing             [3]string
 }{
-	{"openai/gpt-4o", 128000, 128000, []string{"tools", "tool_choice", "max_tokens", "temperature"}},
-	{"anthropic/claude-sonnet-4.5", 1000000, 200000, []string{"tools", "tool_choice", "reasoning", "include_reasoning"}},
-	{"deepseek/deepseek-r1:free", 163840, 0, []string{"reasoning", "include_reasoning", "max_tokens"}},
-	{"meta-llama/llama-3.3-70b-instruct:free", 131072, 65536, []string{"tools", "tool_choice"}},
-	{"mystery/null-context", -1, 0, []string{"temperature"}},
+	{"openai/gpt-4o", 128000, 128000, []string{"tools", "tool_choice", "max_tokens", "temperature"}, [3]string{"0.0000025", "0.00001", "0.00000125"}},
+	{"anthropic/claude-sonnet-4.5", 1000000, 200000, []string{"tools", "tool_choice", "reasoning", "include_reasoning"}, [3]string{"0.000003", "0.000015", "0.0000003"}},
+	{"deepseek/deepseek-r1:free", 163840, 0, []string{"reasoning", "include_reasoning", "max_tokens"}, [3]string{"0", "0", ""}},
+	{"meta-llama/llama-3.3-70b-instruct:free", 131072, 65536, []string{"tools", "tool_choice"}, [3]string{"0", "0", ""}},
+	{"mystery/null-context", -1, 0, []string{"temperature"}, [3]string{"-1", "-1", ""}},
 }
 
 // NVIDIAModels is the fake NVIDIA catalogue: a duplicate id and non-chat
@@ -39,6 +43,16 @@ var ZenModels = []string{"glm-5", "kimi-k2.5", "big-pickle", "minimax-m2.5-free"
 // OpenAIModels is the fake plain OpenAI-compatible (vLLM-like) catalogue:
 // name → max_model_len (0: not reported).
 var OpenAIModels = map[string]int{"local-model": 32768, "other-model": 0}
+
+// openRouterPricing is a catalogue entry's pricing object, with the zero
+// fields OpenRouter sends beside the ones that matter here.
+func openRouterPricing(p [3]string) map[string]string {
+	out := map[string]string{"prompt": p[0], "completion": p[1], "request": "0", "image": "0", "web_search": "0", "internal_reasoning": "0"}
+	if p[2] != "" {
+		out["input_cache_read"] = p[2]
+	}
+	return out
+}
 
 func (s *Server) catalogue() []string {
 	switch s.flavor {
@@ -86,7 +100,7 @@ func (s *Server) openaiModels(w http.ResponseWriter, r *http.Request) {
 		var data []map[string]any
 		for _, m := range OpenRouterModels {
 			e := map[string]any{"id": m.ID, "canonical_slug": m.ID, "name": m.ID, "created": 1692901234,
-				"pricing":              map[string]string{"prompt": "0.00003", "completion": "0.00006"},
+				"pricing":              openRouterPricing(m.Pricing),
 				"supported_parameters": m.SupportedParameters, "per_request_limits": nil,
 				"links": map[string]string{"details": "/api/v1/models/" + m.ID + "/endpoints"}}
 			if m.ContextLength >= 0 {

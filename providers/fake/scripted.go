@@ -74,6 +74,9 @@ type Turn struct {
 	Reasoning string
 	ToolCalls []providers.ToolCall
 	Usage     providers.Usage
+	// NoUsage answers without any usage (a provider that reports none);
+	// otherwise unset usage fields are filled with estimates.
+	NoUsage bool
 	// Err fails the call: before any output, or after FailAfter text
 	// deltas when FailAfter > 0 (a mid-stream failure).
 	Err       error
@@ -195,10 +198,10 @@ func (m *ScriptedModel) Stream(ctx context.Context, req *providers.Request, emit
 		return nil, turn.Err
 	}
 	usage := turn.Usage
-	if usage.PromptTokens == 0 {
+	if usage.PromptTokens == 0 && !turn.NoUsage {
 		usage.PromptTokens = promptSize(req)
 	}
-	if usage.CompletionTokens == 0 {
+	if usage.CompletionTokens == 0 && !turn.NoUsage {
 		usage.CompletionTokens = (len(turn.Text) + len(turn.Reasoning) + 3) / 4
 	}
 	finish := "stop"

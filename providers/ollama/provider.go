@@ -353,6 +353,9 @@ func chatBody(chat *api.ChatRequest, req *providers.Request, cache *providers.To
 func buildChat(info providers.ModelInfo, req *providers.Request) (*api.ChatRequest, error) {
 	stream := true
 	chat := &api.ChatRequest{Model: info.Name, Stream: &stream, Options: map[string]any{"num_ctx": info.Window}, Messages: make([]api.Message, 0, len(req.Messages)+1)}
+	if req.MaxOutputTokens > 0 {
+		chat.Options["num_predict"] = req.MaxOutputTokens
+	}
 	if info.Reasoning {
 		chat.Think = &api.ThinkValue{Value: req.Think}
 	}

@@ -402,3 +402,19 @@ func TestAnswerSizeIsBounded(t *testing.T) {
 		t.Fatalf("Stream(endless) = %v, want errResponseTooLarge", err)
 	}
 }
+
+// A Task's budget caps the answer with num_predict; none without it.
+func TestBuildChatNumPredict(t *testing.T) {
+	for _, tc := range []struct {
+		max  int
+		want string
+	}{{300, `"options":{"num_ctx":4096,"num_predict":300}`}, {0, `"options":{"num_ctx":4096}`}} {
+		chat, err := buildChat(providers.ModelInfo{Name: "m", Window: 4096}, &providers.Request{MaxOutputTokens: tc.max})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := json.Marshal(chat); !strings.Contains(string(b), tc.want) {
+			t.Errorf("MaxOutputTokens %d: request %s lacks %s", tc.max, b, tc.want)
+		}
+	}
+}

@@ -46,6 +46,8 @@ type DiscoveredModel struct {
 	// exposed them (otherwise the static table or the defaults apply).
 	Tools, Reasoning bool
 	Known            bool
+	// Price is the price discovery published, nil when none.
+	Price *providers.Price
 }
 
 // Hooks customise the core for one vendor. Every field is optional.
@@ -320,7 +322,7 @@ func (p *Provider) discover(ctx context.Context) ([]providers.ModelInfo, error) 
 // info completes a discovered model with the static table and defaults.
 func (p *Provider) info(d DiscoveredModel) providers.ModelInfo {
 	mi := providers.ModelInfo{ID: p.opts.Name + "/" + d.Name, Provider: p.opts.Name, Name: d.Name,
-		Window: d.Window, Tools: d.Tools, Reasoning: d.Reasoning}
+		Window: d.Window, Tools: d.Tools, Reasoning: d.Reasoning, Price: d.Price}
 	k, known := p.opts.Known[d.Name]
 	if mi.Window == 0 && known {
 		mi.Window = k.Window

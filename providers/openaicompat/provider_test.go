@@ -435,3 +435,25 @@ func TestAnswerSizeIsBounded(t *testing.T) {
 		t.Fatalf("sse(endless stream) = %v, want ErrResponseTooLarge", err)
 	}
 }
+
+// A Task's budget caps the answer: max_tokens is sent when set and left
+// out otherwise; cached prompt tokens are read from the usage details.
+func TestMaxTokensAndCachedUsage(t *testing.T) {
+	b, _ := json.Marshal(buildRequest("m", &providers.Request{MaxOutputTokens: 512}, false))
+	if !bytes.Contains(b, []byte(`"max_tokens":512`)) {
+		t.Fatalf("request = %s, want max_tokens 512", b)
+	}
+	b, _ = json.Marshal(buildRequest("m", &providers.Request{}, false))
+	if bytes.Contains(b, []byte(`max_tokens`)) {
+		t.Fatalf("request = %s, want no max_tokens", b)
+	}
+	body := "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"},\"finish_reason\":\"stop\"}]}\n\n" +
+		"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":120,\"completion_tokens\":7,\"prompt_tokens_details\":{\"cached_tokens\":100}}}\n\ndata: [DONE]\n\n"
+	resp, _, err := stream(t, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := resp.Usage; u.PromptTokens != 120 || u.CompletionTokens != 7 || u.CachedPromptTokens != 100 {
+		t.Fatalf("usage = %+v, want 120 prompt (100 cached), 7 completion", u)
+	}
+}

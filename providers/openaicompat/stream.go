@@ -205,6 +205,9 @@ func (st *state) apply(c *chunk) error {
 	}
 	if c.Usage != nil {
 		st.usage = providers.Usage{PromptTokens: c.Usage.PromptTokens, CompletionTokens: c.Usage.CompletionTokens}
+		if d := c.Usage.PromptTokensDetails; d != nil {
+			st.usage.CachedPromptTokens = d.CachedTokens
+		}
 	}
 	for i := range c.Choices {
 		ch := &c.Choices[i]

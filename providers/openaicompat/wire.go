@@ -22,6 +22,8 @@ type ChatRequest struct {
 	// ChatTemplateKwargs is passed to the chat template by vLLM-style
 	// servers (NVIDIA NIM).
 	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs,omitempty"`
+	// MaxTokens caps the answer (Request.MaxOutputTokens); 0: not sent.
+	MaxTokens int `json:"max_tokens,omitempty"`
 }
 
 // StreamOptions asks for a usage chunk at the end of the stream.
@@ -74,7 +76,7 @@ var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
 // buildRequest turns a providers.Request into the wire body. echoDetails
 // passes reasoning_details from Message.ProviderMetadata back.
 func buildRequest(model string, req *providers.Request, echoDetails bool) *ChatRequest {
-	body := &ChatRequest{Model: model, Stream: true, Messages: make([]WireMessage, 0, len(req.Messages)+1)}
+	body := &ChatRequest{Model: model, Stream: true, MaxTokens: req.MaxOutputTokens, Messages: make([]WireMessage, 0, len(req.Messages)+1)}
 	if req.System != "" {
 		s := req.System
 		body.Messages = append(body.Messages, WireMessage{Role: "system", Content: &s})
@@ -158,6 +160,11 @@ type chunk struct {
 	Usage *struct {
 		PromptTokens     int `json:"prompt_tokens"`
 		CompletionTokens int `json:"completion_tokens"`
+		// PromptTokensDetails.CachedTokens: prompt tokens read from the
+		// provider's cache (OpenAI, OpenRouter).
+		PromptTokensDetails *struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
 	} `json:"usage"`
 	Error json.RawMessage `json:"error"`
 }

@@ -3,8 +3,10 @@ package openrouter
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -132,6 +134,11 @@ func DecodeModels(body []byte) ([]openaicompat.DiscoveredModel, error) {
 				ContextLength *int `json:"context_length"`
 			} `json:"top_provider"`
 			SupportedParameters []string `json:"supported_parameters"`
+			Pricing             *struct {
+				Prompt         string `json:"prompt"`
+				Completion     string `json:"completion"`
+				InputCacheRead string `json:"input_cache_read"`
+			} `json:"pricing"`
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(body, &list); err != nil {
@@ -148,7 +155,27 @@ func DecodeModels(body []byte) ([]openaicompat.DiscoveredModel, error) {
 		} else if m.ContextLength != nil && *m.ContextLength > 0 {
 			d.Window = *m.ContextLength
 		}
+		if m.Pricing != nil {
+			d.Price = price(m.Pricing.Prompt, m.Pricing.Completion, m.Pricing.InputCacheRead)
+		}
 		out = append(out, d)
 	}
 	return out, nil
+}
+
+// price reads OpenRouter's per-token prices (decimal strings in US
+// dollars) as dollars per million tokens; nil when the prompt or
+// completion price is missing or not a number ("-1" marks a variable
+// price, which is no price). A missing cache price is the input price.
+func price(prompt, completion, cacheRead string) *providers.Price {
+	in, err1 := strconv.ParseFloat(prompt, 64)
+	out, err2 := strconv.ParseFloat(completion, 64)
+	if err1 != nil || err2 != nil || in < 0 || out < 0 || math.IsNaN(in) || math.IsNaN(out) || math.IsInf(in, 0) || math.IsInf(out, 0) {
+		return nil
+	}
+	p := &providers.Price{Input: in * 1e6, Output: out * 1e6, CachedInput: in * 1e6}
+	if c, err := strconv.ParseFloat(cacheRead, 64); err == nil && c >= 0 && !math.IsInf(c, 0) {
+		p.CachedInput = c * 1e6
+	}
+	return p
 }

@@ -206,3 +206,45 @@ func TestAllowListedVariant(t *testing.T) {
 		t.Fatalf("Models() = %v, %v; want none (the variant is not listed)", ms, err)
 	}
 }
+
+// Discovery reads OpenRouter's published per-token prices as dollars per
+// million tokens; a free model costs 0; a variable price ("-1") is no
+// price.
+func TestDiscoveryPrices(t *testing.T) {
+	s := fake.StartServer(t, fake.Options{Flavor: fake.FlavorOpenRouter})
+	p := newProvider(t, Config{BaseURL: s.URL(), APIKey: "k"})
+	ms, err := p.Models(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]providers.ModelInfo{}
+	for _, m := range ms {
+		byName[m.Name] = m
+	}
+	near := func(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+	for _, tc := range []struct {
+		name            string
+		in, out, cached float64
+		none            bool
+	}{
+		{name: "openai/gpt-4o", in: 2.5, out: 10, cached: 1.25},
+		{name: "anthropic/claude-sonnet-4.5", in: 3, out: 15, cached: 0.3},
+		{name: "deepseek/deepseek-r1:free"},
+		{name: "mystery/null-context", none: true},
+	} {
+		pr := byName[tc.name].Price
+		switch {
+		case tc.none && pr != nil:
+			t.Errorf("%s: price %+v, want none (variable)", tc.name, *pr)
+		case tc.none:
+		case pr == nil:
+			t.Errorf("%s: no price, want %v/%v/%v", tc.name, tc.in, tc.out, tc.cached)
+		case !near(pr.Input, tc.in) || !near(pr.Output, tc.out) || !near(pr.CachedInput, tc.cached):
+			t.Errorf("%s: price %+v, want %v/%v/%v", tc.name, *pr, tc.in, tc.out, tc.cached)
+		}
+	}
+	m, err := p.Model(context.Background(), "openai/gpt-4o")
+	if err != nil || m.Info().Price == nil {
+		t.Fatalf("Model(openai/gpt-4o) = %v, %v; want its price", m, err)
+	}
+}

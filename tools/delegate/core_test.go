@@ -205,3 +205,25 @@ func TestResultIsBounded(t *testing.T) {
 	}
 	t.Logf("worst-case result: %d bytes", len(b))
 }
+
+// A run's result reports the agent's usage to the Task's budget.
+func TestRunSpent(t *testing.T) {
+	var rt RunTool
+	for _, tc := range []struct {
+		name   string
+		out    string
+		tokens int64
+		cost   float64
+		ok     bool
+	}{
+		{"total", `{"kind":"pi","summary":{"usage":{"input":100,"output":20,"cache_read":5,"cache_write":0,"total_tokens":125,"cost":0.002}}}`, 125, 0.002, true},
+		{"no total", `{"kind":"pi","summary":{"usage":{"input":100,"output":20,"cache_read":0,"cache_write":0,"total_tokens":0,"cost":0}}}`, 120, 0, true},
+		{"no usage", `{"kind":"pi","summary":{"usage":{"input":0,"output":0,"cache_read":0,"cache_write":0,"total_tokens":0,"cost":0}}}`, 0, 0, false},
+		{"not a result", `[1]`, 0, 0, false},
+	} {
+		s, ok := rt.Spent(json.RawMessage(tc.out))
+		if ok != tc.ok || s.Tokens != tc.tokens || s.CostUSD != tc.cost || (ok && s.Source != "delegate pi") {
+			t.Errorf("%s: Spent = %+v, %v; want %d tokens, $%v, %v", tc.name, s, ok, tc.tokens, tc.cost, tc.ok)
+		}
+	}
+}

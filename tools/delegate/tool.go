@@ -189,6 +189,27 @@ func (*RunTool) Untrusted() bool { return true }
 // the final answer).
 func (*RunTool) Retain(output, input json.RawMessage) json.RawMessage { return output }
 
+var _ tools.Spender = (*RunTool)(nil)
+
+// Spent reads the agent's usage from a run's result (pi reports it per
+// assistant message; the result sums it): its input, output and cache
+// tokens, and the cost the agent computed.
+func (*RunTool) Spent(output json.RawMessage) (tools.Spend, bool) {
+	var r Result
+	if json.Unmarshal(output, &r) != nil {
+		return tools.Spend{}, false
+	}
+	u := r.Summary.Usage
+	n := u.Total
+	if n <= 0 {
+		n = u.Input + u.Output + u.CacheRead + u.CacheWrite
+	}
+	if n <= 0 {
+		return tools.Spend{}, false
+	}
+	return tools.Spend{Tokens: n, CostUSD: max(u.Cost, 0), Source: "delegate " + r.Kind}, true
+}
+
 // Execute runs the agent until it finishes the prompt, the call is
 // cancelled, or the run times out.
 func (r *RunTool) Execute(ctx context.Context, call tools.Call, emit tools.Emit) (json.RawMessage, error) {

@@ -1,0 +1,366 @@
+package taskstate
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"lemo/api"
+	"lemo/prompt"
+)
+
+// Budgets. A Task's budget is state derived from its events, never a
+// counter held only in memory: the limits come from TaskCreated.budget and
+// BudgetRaised events, the spend from the reservation each CycleStarted
+// carries, the usage each CycleFinished reports, BudgetCharged events and
+// the times of status changes (api.FoldBudget is the one definition).
+//
+// The arithmetic is split so that a tree of Tasks can share one budget:
+// CheckBudget is a pure function of limits, spend and need, and a Task's
+// Ledger only supplies its own spend and its estimate of the next Cycle's
+// input. A tree whose remaining budget is its root's calls CheckBudget with
+// the root's limits and the tree's spend, in the one actor that owns that
+// arithmetic (so concurrent children are serialised), and records each
+// child's reservation in the child's CycleStarted as here.
+
+// StepBudget: the budget cannot cover the next Cycle (or the working time
+// ran out); the Task pauses with reason budget. Step.Bodies record it.
+const StepBudget StepKind = 100
+
+// Ledger is a Task's spend and the estimate of its next Cycle's input,
+// folded from its events by State.Apply.
+type Ledger struct {
+	// Sum is the spend (api.FoldBudget); never nil once an event was
+	// applied.
+	Sum *api.BudgetSummary
+	// last is the time of the last event applied (the working time of a
+	// Task recovered after a crash ends there).
+	last time.Time
+	// content is the estimated tokens of everything the conversation holds
+	// (messages, calls, results); startMark is its value when the last
+	// Cycle started, inputMark its value when the last Cycle that recorded
+	// an input summary started, lastInput that summary's estimate and
+	// lastWindow its context window.
+	content, startMark, inputMark uint64
+	lastInput, lastWindow         uint64
+	knownInput                    bool
+}
+
+func (l *Ledger) apply(ev *api.Event) {
+	if l.Sum == nil {
+		l.Sum = &api.BudgetSummary{}
+	}
+	api.FoldBudget(l.Sum, ev)
+	l.last = ev.GetTime().AsTime()
+	l.content += contentTokens(ev)
+	switch b := ev.Body.(type) {
+	case *api.Event_CycleStarted:
+		l.startMark = l.content
+	case *api.Event_CycleFinished:
+		if in := b.CycleFinished.GetInput(); in != nil && in.GetEstimatedTokens() > 0 {
+			l.lastInput, l.lastWindow, l.knownInput = in.GetEstimatedTokens(), in.GetWindowTokens(), true
+			l.inputMark = l.startMark
+		}
+	}
+}
+
+// contentTokens estimates what ev adds to the conversation the model sees
+// (prompt's UTF-8 estimate plus its per-message overhead).
+func contentTokens(ev *api.Event) uint64 {
+	n := 0
+	switch b := ev.Body.(type) {
+	case *api.Event_UserMessage:
+		n = prompt.MessageOverhead + prompt.Estimate(b.UserMessage.GetText())
+	case *api.Event_AssistantMessage:
+		n = prompt.MessageOverhead + prompt.Estimate(b.AssistantMessage.GetText()) + prompt.Estimate(b.AssistantMessage.GetReasoning())
+	case *api.Event_ToolCallRecorded:
+		n = 2 + prompt.Estimate(b.ToolCallRecorded.GetModelName()) + prompt.EstimateBytes(b.ToolCallRecorded.GetArguments())
+	case *api.Event_ToolResult:
+		n = prompt.MessageOverhead + prompt.EstimateBytes(b.ToolResult.GetRetainedOutput())
+	case *api.Event_ToolFailed:
+		n = prompt.MessageOverhead + prompt.Estimate(b.ToolFailed.GetMessage())
+	}
+	return uint64(n)
+}
+
+// EstimateInput estimates the input tokens of the Task's next Cycle: the
+// input the last Cycle assembled plus what the conversation gained since
+// that Cycle started, or, before any Cycle assembled one, overhead (the
+// instructions and tool definitions) plus the whole conversation. It is
+// capped at 70% of the last known context window (the ceiling a Cycle's
+// input never exceeds once the model answered). Recalled evidence of a
+// Task's first Cycle is not included; the Cycle's reported usage replaces
+// the estimate when it ends.
+func (l *Ledger) EstimateInput(overhead uint64) uint64 {
+	var est uint64
+	if l.knownInput {
+		est = l.lastInput + (l.content - l.inputMark)
+	} else {
+		est = overhead + l.content
+	}
+	if l.lastWindow > 0 {
+		est = min(est, uint64(prompt.Ceiling(int(l.lastWindow), true)))
+	}
+	return est
+}
+
+// CheckBudget returns the limit that need would cross given limits and
+// what is spent (including open reservations), nil when every limit set
+// covers it. A zero limit is no limit. Working time needs only to be left:
+// need.TimeMs is what the explanation names as needed. Tokens are checked
+// first, then cost, then time.
+func CheckBudget(limits, spent, need *api.BudgetAmounts) *api.BudgetExceeded {
+	check := func(name string, limit, spent, need uint64) *api.BudgetExceeded {
+		if limit == 0 {
+			return nil
+		}
+		left := uint64(0)
+		if limit > spent {
+			left = limit - spent
+		}
+		if need <= left && left > 0 {
+			return nil
+		}
+		return &api.BudgetExceeded{Limit: name, LimitAmount: limit, Spent: spent, Remaining: left, Needed: need}
+	}
+	if e := check("tokens", limits.GetTokens(), spent.GetTokens(), need.GetTokens()); e != nil {
+		return e
+	}
+	if e := check("cost", limits.GetCostNanoUsd(), spent.GetCostNanoUsd(), need.GetCostNanoUsd()); e != nil {
+		return e
+	}
+	return check("time", limits.GetTimeMs(), spent.GetTimeMs(), need.GetTimeMs())
+}
+
+// ReserveOptions are what a Cycle's reservation is computed from.
+type ReserveOptions struct {
+	Now time.Time
+	// Overhead is the estimated tokens of the instructions and tool
+	// definitions (used before any Cycle recorded its input).
+	Overhead uint64
+	// OutputTokens is the output cap reserved for every Cycle.
+	OutputTokens uint64
+}
+
+// Reservation is what the Task's next Cycle reserves: its estimated input
+// and the output cap, priced with the Task's current price.
+func (s *State) Reservation(o ReserveOptions) *api.BudgetReservation {
+	in := s.Budget.EstimateInput(o.Overhead)
+	p := s.Budget.Sum.GetPrice()
+	r := &api.BudgetReservation{InputTokens: in, OutputTokens: o.OutputTokens, CostNanoUsd: api.Cost(p, in, 0, o.OutputTokens)}
+	if p != nil {
+		r.Price = proto.Clone(p).(*api.Price)
+	}
+	return r
+}
+
+// Reserve turns a StepStartCycle into a Cycle that carries its reservation
+// in its CycleStarted (committed before the Cycle starts), or, when the
+// remaining budget cannot cover it, into StepBudget: the Cycle does not
+// start and the Task pauses with the explanation. Other steps pass
+// unchanged.
+func (s *State) Reserve(step Step, o ReserveOptions) Step {
+	if step.Kind != StepStartCycle {
+		return step
+	}
+	r := s.Reservation(o)
+	if ex := CheckBudget(s.Budget.Sum.GetLimits(), api.BudgetSpent(s.Budget.Sum, o.Now), Need(r)); ex != nil {
+		return s.BudgetPause(ex, r)
+	}
+	return WithReservation(step, r)
+}
+
+// Need is what a reservation needs of each limit: its tokens, its cost and
+// some working time left.
+func Need(r *api.BudgetReservation) *api.BudgetAmounts {
+	return &api.BudgetAmounts{Tokens: api.ReservedTokens(r), CostNanoUsd: r.GetCostNanoUsd(), TimeMs: 1}
+}
+
+// BudgetPause is the step that pauses the Task because ex refused the
+// reservation r (nil when no Cycle was asked for).
+func (s *State) BudgetPause(ex *api.BudgetExceeded, r *api.BudgetReservation) Step {
+	why := ""
+	if r != nil {
+		why = fmt.Sprintf("estimated input %d + output cap %d tokens", r.GetInputTokens(), r.GetOutputTokens())
+	}
+	return Step{Kind: StepBudget, Bodies: []proto.Message{s.budgetPause(ex, why)}}
+}
+
+// WithReservation returns the Cycle step with r on its CycleStarted; step
+// itself is not changed.
+func WithReservation(step Step, r *api.BudgetReservation) Step {
+	bodies := make([]proto.Message, len(step.Bodies))
+	for i, b := range step.Bodies {
+		if cs, ok := b.(*api.CycleStarted); ok && cs.GetCycle() == step.Cycle {
+			cs = proto.Clone(cs).(*api.CycleStarted)
+			cs.Reservation = r
+			b = cs
+		}
+		bodies[i] = b
+	}
+	step.Bodies = bodies
+	return step
+}
+
+// budgetPause is the status change that pauses the Task for ex.
+func (s *State) budgetPause(ex *api.BudgetExceeded, why string) *api.StatusChanged {
+	return &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_PAUSED, PauseReason: api.PauseReason_PAUSE_REASON_BUDGET, Detail: Explain(s.TaskID, ex, why), Budget: ex}
+}
+
+// Explain says why a budget paused a Task: which limit, spent, remaining,
+// needed, and how to go on.
+func Explain(taskID string, ex *api.BudgetExceeded, why string) string {
+	f, flag := func(v uint64) string { return fmt.Sprintf("%d tokens", v) }, "--add-tokens N"
+	what := "the token budget cannot cover the next model call"
+	switch ex.GetLimit() {
+	case "cost":
+		f, flag = api.FormatUSD, "--add-cost USD"
+		what = "the cost budget cannot cover the next model call"
+	case "time":
+		f, flag = func(v uint64) string { return (time.Duration(v) * time.Millisecond).String() }, "--add-time DURATION"
+		what = "the working-time budget ran out"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "paused: %s: limit %s, spent %s, remaining %s", what, f(ex.GetLimitAmount()), f(ex.GetSpent()), f(ex.GetRemaining()))
+	if ex.GetLimit() != "time" {
+		fmt.Fprintf(&b, ", needed %s", f(ex.GetNeeded()))
+	}
+	if why != "" {
+		fmt.Fprintf(&b, " (%s)", why)
+	}
+	fmt.Fprintf(&b, "; raise it with lemo budget %s %s, then lemo continue", taskID, flag)
+	return b.String()
+}
+
+// ChildBudget is the budget of a child Task: in each dimension where the
+// parent has a limit, what the spawn asked for (0: everything left) but at
+// most what the parent has left; where the parent has none, what it asked
+// for (0: none). A parent with nothing left in a limited dimension cannot
+// spawn (0 would mean no limit): the error says which. The tree's
+// remaining budget stays its root's: the child's reservations are also
+// checked against the root (CheckBudget with the root's limits and the
+// tree's spend).
+func ChildBudget(parentLimits, parentLeft, asked *api.BudgetAmounts) (*api.BudgetAmounts, error) {
+	var errs []string
+	dim := func(name string, limit, left, ask uint64) uint64 {
+		switch {
+		case limit == 0:
+			return ask
+		case left == 0:
+			errs = append(errs, "no "+name+" left")
+			return 0
+		case ask == 0 || ask > left:
+			return left
+		}
+		return ask
+	}
+	out := &api.BudgetAmounts{
+		Tokens:      dim("tokens", parentLimits.GetTokens(), parentLeft.GetTokens(), asked.GetTokens()),
+		CostNanoUsd: dim("cost", parentLimits.GetCostNanoUsd(), parentLeft.GetCostNanoUsd(), asked.GetCostNanoUsd()),
+		TimeMs:      dim("working time", parentLimits.GetTimeMs(), parentLeft.GetTimeMs(), asked.GetTimeMs()),
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%w: the parent task has %s for a child; raise its budget first", ErrInvalid, strings.Join(errs, ", "))
+	}
+	return out, nil
+}
+
+// RaiseWithin refuses a raise of a child's budget beyond what its
+// ancestors have left (left: the root's BudgetLeft, in each dimension the
+// root limits; limited says which).
+func RaiseWithin(add, left *api.BudgetAmounts, tokens, cost, working bool) error {
+	var errs []string
+	if tokens && add.GetTokens() > left.GetTokens() {
+		errs = append(errs, fmt.Sprintf("%d tokens asked, the tree has %d left", add.GetTokens(), left.GetTokens()))
+	}
+	if cost && add.GetCostNanoUsd() > left.GetCostNanoUsd() {
+		errs = append(errs, fmt.Sprintf("%s asked, the tree has %s left", api.FormatUSD(add.GetCostNanoUsd()), api.FormatUSD(left.GetCostNanoUsd())))
+	}
+	if working && add.GetTimeMs() > left.GetTimeMs() {
+		errs = append(errs, fmt.Sprintf("%s of working time asked, the tree has %s left", time.Duration(add.GetTimeMs())*time.Millisecond, time.Duration(left.GetTimeMs())*time.Millisecond))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: the raise exceeds what the task's ancestors have left: %s; raise the root task's budget first", ErrInvalid, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// RaiseBudget records a raise of the Task's limits by who. Only limits
+// that are set can be raised; the Task's status does not change (a paused
+// Task goes on when continued).
+func (s *State) RaiseBudget(add *api.BudgetAmounts, by string) ([]proto.Message, error) {
+	l := s.Budget.Sum.GetLimits()
+	var errs []string
+	if !api.HasBudget(add) {
+		errs = append(errs, "nothing to add: give --add-tokens, --add-cost or --add-time with an amount above zero")
+	}
+	if add.GetTokens() > 0 && l.GetTokens() == 0 {
+		errs = append(errs, "the task has no token limit to raise")
+	}
+	if add.GetCostNanoUsd() > 0 && l.GetCostNanoUsd() == 0 {
+		errs = append(errs, "the task has no cost limit to raise")
+	}
+	if add.GetTimeMs() > 0 && l.GetTimeMs() == 0 {
+		errs = append(errs, "the task has no working-time limit to raise")
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%w: raise budget of task %s: %s", ErrInvalid, s.TaskID, strings.Join(errs, "; "))
+	}
+	return []proto.Message{&api.BudgetRaised{Add: &api.BudgetAmounts{Tokens: add.GetTokens(), CostNanoUsd: add.GetCostNanoUsd(), TimeMs: add.GetTimeMs()}, By: by}}, nil
+}
+
+// TimeLeft is the working time the Task has left by now; ok is false when
+// it has no working-time limit or is not running (its clock stands).
+func (s *State) TimeLeft(now time.Time) (left time.Duration, ok bool) {
+	l := s.Budget.Sum.GetLimits().GetTimeMs()
+	if l == 0 || s.Budget.Sum.GetRunningSince() == nil {
+		return 0, false
+	}
+	spent := api.BudgetSpent(s.Budget.Sum, now).GetTimeMs()
+	if spent >= l {
+		return 0, true
+	}
+	return time.Duration(l-spent) * time.Millisecond, true
+}
+
+// TimeUp returns the events that pause a running Task whose working time
+// ran out: the model call in flight is cancelled, calls whose execution
+// started and that are still open are closed as stopped (the caller
+// stopped their tools and recorded what they reported first), and the
+// Task pauses with reason budget. nil when the Task is not running.
+func (s *State) TimeUp(now time.Time) []proto.Message {
+	if !s.Running() {
+		return nil
+	}
+	out := s.closeCycle("cancelled: the working-time budget ran out")
+	for _, c := range s.OpenCalls() {
+		if c.Started {
+			out = append(out, s.cancelRunApprovals(c.ID, "the call was stopped: the working-time budget ran out")...)
+			out = append(out, &api.ToolFailed{CallId: c.ID, Kind: api.ToolFailureKind_TOOL_FAILURE_KIND_CANCELLED,
+				Message: "stopped: the task's working-time budget ran out while the tool ran; it may have had partial effects"})
+		}
+	}
+	l := s.Budget.Sum.GetLimits().GetTimeMs()
+	spent := api.BudgetSpent(s.Budget.Sum, now).GetTimeMs()
+	ex := &api.BudgetExceeded{Limit: "time", LimitAmount: l, Spent: spent}
+	if l > spent {
+		ex.Remaining = l - spent
+	}
+	return append(out, s.budgetPause(ex, ""))
+}
+
+// KnowsInput reports whether a Cycle has recorded its input estimate, so
+// the next reservation needs no overhead estimate.
+func (l *Ledger) KnowsInput() bool { return l.knownInput }
+
+// workedUntil is the time of the last event applied, as the end of the
+// working time of a Task recovered after a crash; nil before any event.
+func (l *Ledger) workedUntil() *timestamppb.Timestamp {
+	if l.last.IsZero() {
+		return nil
+	}
+	return timestamppb.New(l.last)
+}

@@ -1,0 +1,307 @@
+package taskstate
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"lemo/api"
+)
+
+// priced is $1 per million input tokens, $2 per million output tokens.
+var priced = &api.Price{Known: true, Source: "config", InputNanoUsd: 1_000_000_000, OutputNanoUsd: 2_000_000_000, CachedInputNanoUsd: 500_000_000}
+
+// buildBudget returns a State created with budget and price, running.
+func buildBudget(t *testing.T, budget *api.BudgetAmounts, price *api.Price, bodies ...proto.Message) *State {
+	t.Helper()
+	s := New()
+	s.TaskID = "T1"
+	apply(s, Create(CreateInput{Owner: "alice", Model: "fake/m", Request: "do it", Budget: budget, Price: price}))
+	apply(s, bodies)
+	return s
+}
+
+func applyAt(s *State, at time.Time, bodies ...proto.Message) {
+	for _, ev := range s.Stamp(bodies, at) {
+		s.Apply(ev)
+	}
+}
+
+func TestCheckBudget(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		limits, used *api.BudgetAmounts
+		need         *api.BudgetAmounts
+		want         string // "" or the limit crossed
+		remaining    uint64
+	}{
+		{"no limits", nil, &api.BudgetAmounts{Tokens: 1 << 40}, &api.BudgetAmounts{Tokens: 10, TimeMs: 1}, "", 0},
+		{"tokens cover", &api.BudgetAmounts{Tokens: 100}, &api.BudgetAmounts{Tokens: 40}, &api.BudgetAmounts{Tokens: 60}, "", 0},
+		{"tokens short by one", &api.BudgetAmounts{Tokens: 100}, &api.BudgetAmounts{Tokens: 41}, &api.BudgetAmounts{Tokens: 60}, "tokens", 59},
+		{"overspent", &api.BudgetAmounts{Tokens: 100}, &api.BudgetAmounts{Tokens: 130}, &api.BudgetAmounts{Tokens: 1}, "tokens", 0},
+		{"cost short", &api.BudgetAmounts{Tokens: 1000, CostNanoUsd: 500}, &api.BudgetAmounts{Tokens: 1, CostNanoUsd: 200}, &api.BudgetAmounts{Tokens: 1, CostNanoUsd: 301}, "cost", 300},
+		{"tokens before cost", &api.BudgetAmounts{Tokens: 10, CostNanoUsd: 10}, &api.BudgetAmounts{Tokens: 10, CostNanoUsd: 10}, &api.BudgetAmounts{Tokens: 1, CostNanoUsd: 1}, "tokens", 0},
+		{"time left", &api.BudgetAmounts{TimeMs: 1000}, &api.BudgetAmounts{TimeMs: 999}, &api.BudgetAmounts{TimeMs: 1}, "", 0},
+		{"time used up", &api.BudgetAmounts{TimeMs: 1000}, &api.BudgetAmounts{TimeMs: 1000}, &api.BudgetAmounts{TimeMs: 1}, "time", 0},
+		{"zero need with nothing left", &api.BudgetAmounts{Tokens: 5}, &api.BudgetAmounts{Tokens: 5}, &api.BudgetAmounts{}, "tokens", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := CheckBudget(tc.limits, tc.used, tc.need)
+			if got.GetLimit() != tc.want {
+				t.Fatalf("CheckBudget = %v, want limit %q", got, tc.want)
+			}
+			if got != nil && got.GetRemaining() != tc.remaining {
+				t.Fatalf("remaining = %d, want %d", got.GetRemaining(), tc.remaining)
+			}
+		})
+	}
+}
+
+func TestReserveCarriesReservation(t *testing.T) {
+	s := buildBudget(t, &api.BudgetAmounts{Tokens: 10_000}, priced)
+	step := s.Next(NextOptions{})
+	if step.Kind != StepStartCycle {
+		t.Fatalf("Next = %v, want StepStartCycle", step.Kind)
+	}
+	got := s.Reserve(step, ReserveOptions{Now: now, Overhead: 300, OutputTokens: 1000})
+	if got.Kind != StepStartCycle || len(got.Bodies) != 1 {
+		t.Fatalf("Reserve = %v %v, want a Cycle start", got.Kind, kindsOf(got.Bodies))
+	}
+	r := got.Bodies[0].(*api.CycleStarted).GetReservation()
+	// Overhead plus the request ("do it": 2 tokens and 4 of message overhead).
+	if r.GetInputTokens() != 306 || r.GetOutputTokens() != 1000 {
+		t.Fatalf("reservation = %v, want input 306 and output 1000", r)
+	}
+	// 306 input at $1/M and 1000 output at $2/M: $0.000306 + $0.002.
+	if r.GetCostNanoUsd() != 2_306_000 || !r.GetPrice().GetKnown() {
+		t.Fatalf("reservation cost = %d (price %v), want 2306000", r.GetCostNanoUsd(), r.GetPrice())
+	}
+	if step.Bodies[0].(*api.CycleStarted).GetReservation() != nil {
+		t.Fatal("Reserve changed the step it was given")
+	}
+	// Other steps pass unchanged.
+	fin := Step{Kind: StepFinish}
+	if s.Reserve(fin, ReserveOptions{}).Kind != StepFinish {
+		t.Fatal("Reserve changed a finish step")
+	}
+}
+
+func TestReserveRefusesAndExplains(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		budget *api.BudgetAmounts
+		limit  string
+		want   []string
+	}{
+		{"tokens", &api.BudgetAmounts{Tokens: 1000}, "tokens", []string{"token budget", "limit 1000 tokens", "spent 0 tokens", "remaining 1000 tokens", "needed 1106 tokens", "lemo budget T1 --add-tokens N"}},
+		{"cost", &api.BudgetAmounts{CostNanoUsd: 2_000_000}, "cost", []string{"cost budget", "limit $0.002", "remaining $0.002", "needed $0.002106", "--add-cost USD"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := buildBudget(t, tc.budget, priced)
+			got := s.Reserve(s.Next(NextOptions{}), ReserveOptions{Now: now, Overhead: 100, OutputTokens: 1000})
+			if got.Kind != StepBudget || len(got.Bodies) != 1 {
+				t.Fatalf("Reserve = %v %v, want StepBudget", got.Kind, kindsOf(got.Bodies))
+			}
+			sc := got.Bodies[0].(*api.StatusChanged)
+			if sc.GetStatus() != api.TaskStatus_TASK_STATUS_PAUSED || sc.GetPauseReason() != api.PauseReason_PAUSE_REASON_BUDGET || sc.GetBudget().GetLimit() != tc.limit {
+				t.Fatalf("pause = %v, want paused for the %s budget", sc, tc.limit)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(sc.GetDetail(), w) {
+					t.Errorf("detail %q lacks %q", sc.GetDetail(), w)
+				}
+			}
+		})
+	}
+}
+
+func TestReconcile(t *testing.T) {
+	res := &api.BudgetReservation{InputTokens: 500, OutputTokens: 1000, CostNanoUsd: 2500, Price: priced}
+	start := &api.CycleStarted{Cycle: 1, Reservation: res}
+	for _, tc := range []struct {
+		name      string
+		bodies    []proto.Message
+		tokens    uint64
+		cost      uint64
+		estimated uint32
+	}{
+		{"open reservation counts as spent", []proto.Message{start}, 1500, 2500, 0},
+		{"usage replaces it", []proto.Message{start, &api.CycleFinished{Cycle: 1, Outcome: api.CycleOutcome_CYCLE_OUTCOME_COMPLETED, Usage: &api.Usage{PromptTokens: 400, CompletionTokens: 100}}}, 500, 600_000, 0},
+		{"cached prompt tokens at the cached price", []proto.Message{start, &api.CycleFinished{Cycle: 1, Outcome: api.CycleOutcome_CYCLE_OUTCOME_COMPLETED, Usage: &api.Usage{PromptTokens: 400, CompletionTokens: 100, CachedPromptTokens: 200}}}, 500, 500_000, 0},
+		{"no usage: the estimate stands", []proto.Message{start, &api.CycleFinished{Cycle: 1, Outcome: api.CycleOutcome_CYCLE_OUTCOME_COMPLETED}}, 1500, 2500, 1},
+		{"cancelled: the estimate stands", []proto.Message{start, &api.CycleFinished{Cycle: 1, Outcome: api.CycleOutcome_CYCLE_OUTCOME_CANCELLED}}, 1500, 2500, 1},
+		{"a delegate's charge", []proto.Message{&api.BudgetCharged{CallId: "c", Tokens: 70, CostNanoUsd: 9, Estimated: true}}, 70, 9, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := buildBudget(t, &api.BudgetAmounts{Tokens: 10_000}, priced, tc.bodies...)
+			sp := s.Budget.Sum.GetSpent()
+			if sp.GetTokens() != tc.tokens || sp.GetCostNanoUsd() != tc.cost || s.Budget.Sum.GetEstimatedCharges() != tc.estimated {
+				t.Fatalf("spent %d tokens, %d nano-USD, %d estimated; want %d, %d, %d", sp.GetTokens(), sp.GetCostNanoUsd(), s.Budget.Sum.GetEstimatedCharges(), tc.tokens, tc.cost, tc.estimated)
+			}
+		})
+	}
+}
+
+// After a crash (kill -9) during a Cycle, the open reservation counts as
+// spent, recovery closes the Cycle without usage and it stays spent: the
+// next reservation cannot take it again.
+func TestRecoveryFailsClosed(t *testing.T) {
+	res := &api.BudgetReservation{InputTokens: 500, OutputTokens: 1000}
+	s := buildBudget(t, &api.BudgetAmounts{Tokens: 2000}, nil, &api.CycleStarted{Cycle: 1, Reservation: res})
+	if got := s.Budget.Sum.GetSpent().GetTokens(); got != 1500 {
+		t.Fatalf("spent with an open reservation = %d, want 1500", got)
+	}
+	apply(s, s.Recover(now))
+	if s.Status != api.TaskStatus_TASK_STATUS_PAUSED || s.Budget.Sum.GetSpent().GetTokens() != 1500 || s.Budget.Sum.GetEstimatedCharges() != 1 {
+		t.Fatalf("after recovery: %v, spent %d, estimated %d; want paused, 1500, 1", s.Status, s.Budget.Sum.GetSpent().GetTokens(), s.Budget.Sum.GetEstimatedCharges())
+	}
+	c, err := s.Continue("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply(s, c)
+	got := s.Reserve(s.Next(NextOptions{}), ReserveOptions{Now: now, OutputTokens: 1000})
+	if got.Kind != StepBudget {
+		t.Fatalf("Reserve after recovery = %v, want StepBudget (500 left, 1000+ needed)", got.Kind)
+	}
+}
+
+func TestEstimateInput(t *testing.T) {
+	s := buildBudget(t, &api.BudgetAmounts{Tokens: 1 << 30}, nil)
+	first := s.Budget.EstimateInput(100)
+	if first != 106 {
+		t.Fatalf("first estimate = %d, want 106 (overhead 100 + request 6)", first)
+	}
+	// A Cycle that recorded its input: the next estimate starts from it
+	// and adds what came since that Cycle started.
+	applyAt(s, now, &api.CycleStarted{Cycle: 1}, &api.AssistantMessage{Cycle: 1, Text: strings.Repeat("a", 400)},
+		&api.CycleFinished{Cycle: 1, Outcome: api.CycleOutcome_CYCLE_OUTCOME_COMPLETED, Input: &api.InputSummary{EstimatedTokens: 900, WindowTokens: 100_000}})
+	if got := s.Budget.EstimateInput(100); got != 900+4+100 {
+		t.Fatalf("estimate after a Cycle = %d, want %d", got, 900+4+100)
+	}
+	// A cancelled Cycle recorded no input: the last known one still
+	// counts from its own start.
+	applyAt(s, now, &api.UserMessage{Text: strings.Repeat("b", 40)}, &api.CycleStarted{Cycle: 2}, &api.CycleFinished{Cycle: 2, Outcome: api.CycleOutcome_CYCLE_OUTCOME_CANCELLED})
+	if got := s.Budget.EstimateInput(100); got != 900+104+14 {
+		t.Fatalf("estimate after a cancelled Cycle = %d, want %d", got, 900+104+14)
+	}
+	// Capped at 70% of the window.
+	applyAt(s, now, &api.CycleStarted{Cycle: 3}, &api.CycleFinished{Cycle: 3, Outcome: api.CycleOutcome_CYCLE_OUTCOME_COMPLETED, Input: &api.InputSummary{EstimatedTokens: 5000, WindowTokens: 1000}})
+	if got := s.Budget.EstimateInput(100); got != 700 {
+		t.Fatalf("estimate = %d, want the ceiling 700", got)
+	}
+}
+
+func TestRaiseBudget(t *testing.T) {
+	s := buildBudget(t, &api.BudgetAmounts{Tokens: 100, TimeMs: 1000}, nil)
+	for _, tc := range []struct {
+		name string
+		add  *api.BudgetAmounts
+		want string
+	}{
+		{"nothing", &api.BudgetAmounts{}, "nothing to add"},
+		{"no cost limit", &api.BudgetAmounts{Tokens: 5, CostNanoUsd: 5}, "no cost limit"},
+	} {
+		if _, err := s.RaiseBudget(tc.add, "bob"); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: RaiseBudget = %v, want ErrInvalid saying %q", tc.name, err, tc.want)
+		}
+	}
+	b, err := s.RaiseBudget(&api.BudgetAmounts{Tokens: 50, TimeMs: 500}, "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply(s, b)
+	if l := s.Budget.Sum.GetLimits(); l.GetTokens() != 150 || l.GetTimeMs() != 1500 || l.GetCostNanoUsd() != 0 {
+		t.Fatalf("limits after raise = %v, want 150 tokens, 1500 ms, no cost", l)
+	}
+}
+
+func TestWorkingTime(t *testing.T) {
+	s := New()
+	s.TaskID = "T1"
+	t0 := now
+	applyAt(s, t0, Create(CreateInput{Owner: "a", Model: "fake/m", Request: "x", Budget: &api.BudgetAmounts{TimeMs: 10_000}})...) // running from t0
+	if left, ok := s.TimeLeft(t0.Add(4 * time.Second)); !ok || left != 6*time.Second {
+		t.Fatalf("TimeLeft after 4s = %v %v, want 6s", left, ok)
+	}
+	// Waiting for an approval stops the clock; running again restarts it.
+	applyAt(s, t0.Add(2*time.Second), &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_AWAITING_APPROVAL})
+	applyAt(s, t0.Add(100*time.Second), &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_RUNNING})
+	if left, _ := s.TimeLeft(t0.Add(101 * time.Second)); left != 7*time.Second {
+		t.Fatalf("TimeLeft = %v, want 7s (2s + 1s worked)", left)
+	}
+	// A crash: the last event was at +103s, recovery pauses at +5000s;
+	// only the time until the last event counts.
+	applyAt(s, t0.Add(103*time.Second), &api.CycleStarted{Cycle: 1})
+	applyAt(s, t0.Add(5000*time.Second), s.Recover(t0.Add(5000*time.Second))...)
+	if got := s.Budget.Sum.GetSpent().GetTimeMs(); got != 5000 {
+		t.Fatalf("worked = %d ms, want 5000 (2s + 3s)", got)
+	}
+	if _, ok := s.TimeLeft(t0.Add(6000 * time.Second)); ok {
+		t.Fatal("TimeLeft of a paused Task reports a running clock")
+	}
+}
+
+func TestTimeUp(t *testing.T) {
+	s := buildBudget(t, &api.BudgetAmounts{TimeMs: 1000}, nil, cycleWithCalls(1, "c1", "c2")...)
+	apply(s, []proto.Message{&api.ToolExecutionStarted{CallId: "c1"}})
+	got := s.TimeUp(now.Add(2 * time.Second))
+	if k := kindsOf(got); !eq(k, []string{"ToolFailed", "StatusChanged"}) {
+		t.Fatalf("TimeUp = %v, want the running call stopped and a pause", k)
+	}
+	if f := got[0].(*api.ToolFailed); f.GetCallId() != "c1" || f.GetKind() != api.ToolFailureKind_TOOL_FAILURE_KIND_CANCELLED || !strings.Contains(f.GetMessage(), "working-time budget") {
+		t.Fatalf("stopped call = %v", f)
+	}
+	sc := got[1].(*api.StatusChanged)
+	if sc.GetPauseReason() != api.PauseReason_PAUSE_REASON_BUDGET || sc.GetBudget().GetLimit() != "time" || sc.GetBudget().GetSpent() < 1000 {
+		t.Fatalf("pause = %v", sc)
+	}
+	apply(s, got)
+	if s.TimeUp(now) != nil {
+		t.Fatal("TimeUp of a paused Task returned events")
+	}
+}
+
+func TestChildBudget(t *testing.T) {
+	limits := &api.BudgetAmounts{Tokens: 1000, CostNanoUsd: 500}
+	for _, tc := range []struct {
+		name  string
+		left  *api.BudgetAmounts
+		asked *api.BudgetAmounts
+		want  *api.BudgetAmounts
+		err   string
+	}{
+		{"everything left", &api.BudgetAmounts{Tokens: 400, CostNanoUsd: 300}, nil, &api.BudgetAmounts{Tokens: 400, CostNanoUsd: 300}, ""},
+		{"asks for less", &api.BudgetAmounts{Tokens: 400, CostNanoUsd: 300}, &api.BudgetAmounts{Tokens: 100}, &api.BudgetAmounts{Tokens: 100, CostNanoUsd: 300}, ""},
+		{"asks for more: capped", &api.BudgetAmounts{Tokens: 400, CostNanoUsd: 300}, &api.BudgetAmounts{Tokens: 4000, CostNanoUsd: 1}, &api.BudgetAmounts{Tokens: 400, CostNanoUsd: 1}, ""},
+		{"a dimension the parent does not limit", &api.BudgetAmounts{Tokens: 400, CostNanoUsd: 300}, &api.BudgetAmounts{TimeMs: 60_000}, &api.BudgetAmounts{Tokens: 400, CostNanoUsd: 300, TimeMs: 60_000}, ""},
+		{"nothing left", &api.BudgetAmounts{Tokens: 0, CostNanoUsd: 300}, nil, nil, "no tokens left"},
+	} {
+		got, err := ChildBudget(limits, tc.left, tc.asked)
+		switch {
+		case tc.err != "":
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: ChildBudget = %v, %v; want an error saying %q", tc.name, got, err, tc.err)
+			}
+		case err != nil || !proto.Equal(got, tc.want):
+			t.Errorf("%s: ChildBudget = %v, %v; want %v", tc.name, got, err, tc.want)
+		}
+	}
+}
+
+func TestRaiseWithin(t *testing.T) {
+	left := &api.BudgetAmounts{Tokens: 500, CostNanoUsd: 1000}
+	if err := RaiseWithin(&api.BudgetAmounts{Tokens: 500}, left, true, true, false); err != nil {
+		t.Fatalf("a raise within what is left: %v", err)
+	}
+	if err := RaiseWithin(&api.BudgetAmounts{TimeMs: 1 << 30}, left, true, true, false); err != nil {
+		t.Fatalf("a raise of a dimension the tree does not limit: %v", err)
+	}
+	err := RaiseWithin(&api.BudgetAmounts{Tokens: 501, CostNanoUsd: 2000}, left, true, true, false)
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "501 tokens asked, the tree has 500 left") || !strings.Contains(err.Error(), "$0.000002 asked") {
+		t.Fatalf("RaiseWithin = %v", err)
+	}
+}
