@@ -156,3 +156,83 @@ func TestMCPServerStopsWithTheDaemon(t *testing.T) {
 		})
 	}
 }
+
+// A Task that starts with the default tools (tools.initial) finds an MCP
+// server's tool with tools.search, loads it with tools.load, calls it and
+// finishes; the load is in its history and the server's progress reaches
+// a client.
+func TestMCPToolFoundAndLoaded(t *testing.T) {
+	bin := mcpEverything(t)
+	data := filepath.Join(t.TempDir(), "data")
+	cfg := writeConfig(t, "mcp:\n  servers:\n    everything:\n      command: "+bin+"\n      args: [stdio]\n")
+	// The demo models, and the tools a Task starts with by default.
+	dm := launchDaemonEnv(t, lemoBin, data, []string{"LEMO_FAKE_ENABLED=true", "LEMO_OLLAMA_DISABLED=true"}, "--listen", "127.0.0.1:0", "--config", cfg)
+	dm.waitServing()
+	l, err := client.FindLocal(data)
+	if err != nil || l.TokenErr != nil {
+		t.Fatalf("FindLocal: %v %v\n%s", err, l.TokenErr, dm.logs())
+	}
+	d := &remoteDaemon{daemon: dm, addr: l.Address, token: l.Token}
+	c := d.connect(t, "")
+	ctx := context.Background()
+	const tool = "mcp.everything.trigger-long-running-operation"
+	sub, err := c.Subscribe(ctx, client.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	m, err := c.CreateTask(ctx, client.CreateTask{Request: `long running operation {"duration":0.3,"steps":3}`, Model: "fake/discover"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var states []string
+	deadline := time.After(60 * time.Second)
+	for finished := false; !finished; {
+		select {
+		case u, ok := <-sub.C:
+			if !ok {
+				t.Fatal("the subscription ended")
+			}
+			if dl := u.GetDelta(); dl != nil && dl.GetTaskId() == m.GetTaskId() && dl.GetKind() == api.DeltaKind_DELTA_KIND_TOOL_STATE {
+				states = append(states, string(dl.GetData()))
+			}
+			if ev := u.GetEvent(); ev != nil && ev.GetTaskId() == m.GetTaskId() {
+				switch ev.GetStatusChanged().GetStatus() {
+				case api.TaskStatus_TASK_STATUS_FINISHED:
+					finished = true
+				case api.TaskStatus_TASK_STATUS_FAILED, api.TaskStatus_TASK_STATUS_PAUSED:
+					t.Fatalf("the Task stopped: %v\n%s", ev, dm.logs())
+				}
+			}
+		case <-deadline:
+			t.Fatalf("the Task did not finish; progress seen: %v\n%s", states, dm.logs())
+		}
+	}
+	calls, answer := toolCalls(t, c, m.GetTaskId())
+	var names []string
+	for _, cl := range calls {
+		names = append(names, cl.tool)
+	}
+	if fmt.Sprint(names) != fmt.Sprint([]string{"tools.search", "tools.load", tool}) {
+		t.Fatalf("calls %v, want tools.search, tools.load and %s", names, tool)
+	}
+	if !strings.Contains(answer, "Long running operation completed") {
+		t.Errorf("the model was not shown the MCP tool's result:\n%s", answer)
+	}
+	if len(states) == 0 || !strings.Contains(states[0], `"total":3`) {
+		t.Errorf("progress states seen by the client: %v, want the server's notifications", states)
+	}
+	h, err := c.ReadHistory(ctx, m.GetTaskId(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded := false
+	for _, ev := range h {
+		if tl := ev.GetToolsLoaded(); tl != nil && len(tl.GetTools()) == 1 && tl.GetTools()[0] == tool {
+			loaded = true
+		}
+	}
+	if !loaded {
+		t.Errorf("the history does not record the load of %s", tool)
+	}
+}

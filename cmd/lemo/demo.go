@@ -35,6 +35,10 @@ import (
 //	             answers with its line count and first line
 //	fake/small   answers as fake/echo with a 4,096-token window: what a small
 //	             local model meets (every tool's schema does not fit; --tools none does)
+//	fake/discover finds a tool with tools.search (the request up to its first
+//	             "{" is the query), loads the first match with tools.load, calls
+//	             it with the rest of the request as its input JSON, then reports
+//	             the result: tool discovery as a model goes through it
 //
 // The tool-calling ones load a tool with tools_load first when the Task
 // does not offer it yet (a Task starts with tools.initial), as a model
@@ -52,6 +56,7 @@ func demoProvider() providers.Provider {
 		fake.NewScriptedModel("files", demoWindow, loadFirst(filesPlan)),
 		fake.NewScriptedModel("small", smallWindow, echoPlan),
 		fake.NewScriptedModel("summarise", demoWindow, loadFirst(summarisePlan)),
+		fake.NewScriptedModel("discover", demoWindow, discoverPlan),
 	)
 	return &demo{Scripted: scripted, stream: &streamModel{}}
 }
@@ -241,6 +246,41 @@ func summarisePlan(_ int, req *providers.Request) fake.Turn {
 	}
 	first, _, _ := strings.Cut(r.Content, "\n")
 	return fake.Turn{Text: fmt.Sprintf("%s: %d lines; it begins: %s", file, r.TotalLines, first)}
+}
+
+// discoverPlan searches, loads and calls a tool (see fake/discover).
+func discoverPlan(_ int, req *providers.Request) fake.Turn {
+	query, input, found := strings.Cut(lastUser(req), "{")
+	query, input = strings.TrimSpace(query), "{"+input
+	if !found {
+		input = "{}"
+	}
+	results := make(map[string]string) // by tool: its last result
+	for _, m := range conversation(req) {
+		if m.Role == providers.RoleTool {
+			results[m.ToolName] = m.Content
+		}
+	}
+	searched, ok := results["tools_search"]
+	if !ok {
+		return fake.Turn{ToolCalls: []providers.ToolCall{fake.ToolCall("d1", "tools_search", map[string]string{"query": query})}}
+	}
+	var sr struct {
+		Matches []struct {
+			Name string `json:"name"`
+		} `json:"matches"`
+	}
+	if err := json.Unmarshal([]byte(searched), &sr); err != nil || len(sr.Matches) == 0 {
+		return fake.Turn{Text: "no tool found for " + strconv.Quote(query) + ": " + searched}
+	}
+	name := sr.Matches[0].Name
+	if _, ok := results["tools_load"]; !ok {
+		return fake.Turn{ToolCalls: []providers.ToolCall{fake.ToolCall("d2", "tools_load", map[string][]string{"names": {name}})}}
+	}
+	if out, ok := results[tools.ModelName(name)]; ok {
+		return fake.Turn{Text: "result of " + name + ": " + out}
+	}
+	return fake.Turn{ToolCalls: []providers.ToolCall{{ID: "d3", Name: tools.ModelName(name), Arguments: json.RawMessage(input)}}}
 }
 
 // repeatPlan calls the tool named by the request's first word with the
