@@ -81,8 +81,11 @@ func runQuickstart(t *testing.T, page string, env []string) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
+			// exited is closed once the daemon's shell has exited (waitErr
+			// says how): both the wait for serving and the cleanup read it.
+			exited := make(chan struct{})
+			var waitErr error
+			go func() { waitErr = cmd.Wait(); close(exited) }()
 			t.Cleanup(func() {
 				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
 				select {
@@ -94,8 +97,8 @@ func runQuickstart(t *testing.T, page string, env []string) {
 			})
 			eventually(t, 30*time.Second, func() error {
 				select {
-				case err := <-exited:
-					t.Fatalf("%s: the daemon exited (%v):\n%s", page, err, out.String())
+				case <-exited:
+					t.Fatalf("%s: the daemon exited (%v):\n%s", page, waitErr, out.String())
 				default:
 				}
 				if !strings.Contains(out.String(), "lemo is serving") {
