@@ -27,9 +27,14 @@ func serveTree(t *testing.T, data string, script []fake.Scenario, extra ...strin
 	return serveTreeEnv(t, data, env)
 }
 
+// allTools offers a tree's Tasks every tool from the start: the scripted
+// models call the tree's tools without loading them (tools.load is
+// discovery's, tested on its own).
+const allTools = "LEMO_TOOLS_INITIAL=*"
+
 func serveTreeEnv(t *testing.T, data string, env []string) (*remoteDaemon, *client.Conn) {
 	t.Helper()
-	d := launchDaemonEnv(t, lemoBin, data, env, "--listen", "127.0.0.1:0")
+	d := launchDaemonEnv(t, lemoBin, data, append(env, allTools), "--listen", "127.0.0.1:0")
 	d.waitServing()
 	l, err := client.FindLocal(data)
 	if err != nil || l.TokenErr != nil {
@@ -278,7 +283,7 @@ func TestTreeLimitsAndForeignIDs(t *testing.T) {
 	}
 	cfg := writeConfig(t, "tasks:\n  max_depth: 2\n  max_children: 2\n")
 	f := fake.StartServer(t, fake.Options{Flavor: fake.FlavorOllama, Script: script})
-	d := launchDaemonEnv(t, lemoBin, data, []string{"LEMO_OLLAMA_BASE_URL=" + f.URL()}, "--listen", "127.0.0.1:0", "--config", cfg)
+	d := launchDaemonEnv(t, lemoBin, data, []string{"LEMO_OLLAMA_BASE_URL=" + f.URL(), allTools}, "--listen", "127.0.0.1:0", "--config", cfg)
 	d.waitServing()
 	l, err := client.FindLocal(data)
 	if err != nil {
@@ -352,7 +357,7 @@ func TestTreeCancelCascadesToProcesses(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	cfg := writeConfig(t, "tools:\n  shell:\n    approval: allow\n")
 	f := fake.StartServer(t, fake.Options{Flavor: fake.FlavorOllama, Script: script})
-	d := launchDaemonEnv(t, lemoBin, data, []string{"LEMO_OLLAMA_BASE_URL=" + f.URL()}, "--listen", "127.0.0.1:0", "--config", cfg)
+	d := launchDaemonEnv(t, lemoBin, data, []string{"LEMO_OLLAMA_BASE_URL=" + f.URL(), allTools}, "--listen", "127.0.0.1:0", "--config", cfg)
 	d.waitServing()
 	l, err := client.FindLocal(data)
 	if err != nil {
@@ -426,7 +431,7 @@ func TestTreeApprovalShowsPath(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	cfg := writeConfig(t, "tools:\n  shell:\n    approval: ask\n")
 	f := fake.StartServer(t, fake.Options{Flavor: fake.FlavorOllama, Script: script})
-	d := launchDaemonEnv(t, lemoBin, data, []string{"LEMO_OLLAMA_BASE_URL=" + f.URL()}, "--listen", "127.0.0.1:0", "--config", cfg)
+	d := launchDaemonEnv(t, lemoBin, data, []string{"LEMO_OLLAMA_BASE_URL=" + f.URL(), allTools}, "--listen", "127.0.0.1:0", "--config", cfg)
 	d.waitServing()
 	l, err := client.FindLocal(data)
 	if err != nil {

@@ -63,10 +63,16 @@ func TestReadmeExampleWorksInTheCheckout(t *testing.T) {
 	env := homeEnv(home, "LEMO_FAKE_ENABLED=true", "LEMO_OLLAMA_DISABLED=true", "LEMO_LOG_FORMAT=json")
 
 	// make run's serve command, as make prints it.
-	plan, code := shIn(t, root, env, `make -n run ARGS="--listen 127.0.0.1:0"`)
-	lines := strings.Split(strings.TrimSpace(plan), "\n")
-	serveLine := lines[len(lines)-1]
-	if code != 0 || !strings.Contains(serveLine, "./bin/lemo serve") {
+	// (Under make test this make is a sub-make: it would name the folders
+	// it enters and leaves around the commands.)
+	plan, code := shIn(t, root, env, `make --no-print-directory -n run ARGS="--listen 127.0.0.1:0"`)
+	serveLine := ""
+	for _, l := range strings.Split(strings.TrimSpace(plan), "\n") {
+		if strings.Contains(l, "./bin/lemo serve") {
+			serveLine = l
+		}
+	}
+	if code != 0 || serveLine == "" {
 		t.Fatalf("make -n run (exit %d) ends with no ./bin/lemo serve:\n%s", code, plan)
 	}
 	serve := exec.Command("sh", "-c", strings.Replace(serveLine, "./bin/lemo", lemoBin, 1))

@@ -40,9 +40,10 @@ import (
 //	             it with the rest of the request as its input JSON, then reports
 //	             the result: tool discovery as a model goes through it
 //
-// The tool-calling ones load a tool with tools_load first when the Task
-// does not offer it yet (a Task starts with tools.initial), as a model
-// does (loadFirst).
+// fake/system, fake/shell, fake/files and fake/summarise load a tool with
+// tools_load first when the Task does not offer it yet (a Task starts with
+// tools.initial), as a model does (loadFirst); fake/call and fake/repeat
+// call exactly what they are told, loaded or not.
 func demoProvider() providers.Provider {
 	// A window large enough that every built-in tool's schema fits the
 	// first Cycle's budget (35% of it).
@@ -51,8 +52,8 @@ func demoProvider() providers.Provider {
 		fake.NewScriptedModel("loop", demoWindow, loopPlan),
 		fake.NewScriptedModel("system", demoWindow, loadFirst(toolThenAnswer("system", func(req string) any { return json.RawMessage(req) }))),
 		fake.NewScriptedModel("shell", demoWindow, loadFirst(toolThenAnswer("shell_run", func(req string) any { return map[string]string{"command": req} }))),
-		fake.NewScriptedModel("call", demoWindow, loadFirst(callPlan)),
-		fake.NewScriptedModel("repeat", demoWindow, loadFirst(repeatPlan)),
+		fake.NewScriptedModel("call", demoWindow, callPlan),
+		fake.NewScriptedModel("repeat", demoWindow, repeatPlan),
 		fake.NewScriptedModel("files", demoWindow, loadFirst(filesPlan)),
 		fake.NewScriptedModel("small", smallWindow, echoPlan),
 		fake.NewScriptedModel("summarise", demoWindow, loadFirst(summarisePlan)),
