@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"lemo/internal/didyoumean"
 )
 
 // Problem is one configuration error, located by its field path
@@ -480,30 +482,9 @@ func envNames(keys []Key) []string {
 func closest(name string, candidates []string) string {
 	best, bestD := "", len(name)/3+1
 	for _, c := range candidates {
-		if d := editDistance(name, c); d < bestD {
+		if d := didyoumean.Distance(name, c); d < bestD {
 			best, bestD = c, d
 		}
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance of a and b (bytes).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

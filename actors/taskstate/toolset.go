@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"lemo/api"
+	"lemo/internal/didyoumean"
 )
 
 // The discovery tools: a Task whose tools are discovered always has them.
@@ -239,7 +240,7 @@ func CloseNames(name string, names []string, n int) []string {
 	limit := max(2, len(want)/3)
 	for _, c := range names {
 		got := norm(c)
-		d := editDistance(want, got)
+		d := didyoumean.Distance(want, got)
 		switch {
 		case got == want:
 			d = 0
@@ -261,25 +262,4 @@ func CloseNames(name string, names []string, n int) []string {
 		out = append(out, cs[i].name)
 	}
 	return out
-}
-
-// editDistance is the Levenshtein distance of a and b (bytes).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
