@@ -73,24 +73,7 @@ func TestMCPToolInATask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var states []string
-	deadline := time.After(60 * time.Second)
-	for finished := false; !finished; {
-		select {
-		case u, ok := <-sub.C:
-			if !ok {
-				t.Fatal("the subscription ended")
-			}
-			if dl := u.GetDelta(); dl != nil && dl.GetTaskId() == m.GetTaskId() && dl.GetKind() == api.DeltaKind_DELTA_KIND_TOOL_STATE {
-				states = append(states, string(dl.GetData()))
-			}
-			if ev := u.GetEvent(); ev != nil && ev.GetTaskId() == m.GetTaskId() && ev.GetStatusChanged().GetStatus() == api.TaskStatus_TASK_STATUS_FINISHED {
-				finished = true
-			}
-		case <-deadline:
-			t.Fatalf("the Task did not finish; progress seen: %v\n%s", states, d.logs())
-		}
-	}
+	states := followToolStates(t, sub, m.GetTaskId(), d.logs)
 	calls, answer := toolCalls(t, c, m.GetTaskId())
 	if len(calls) != 1 || calls[0].tool != tool || calls[0].result == nil {
 		t.Fatalf("calls %+v, want one result of %s", calls, tool)
@@ -185,29 +168,7 @@ func TestMCPToolFoundAndLoaded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var states []string
-	deadline := time.After(60 * time.Second)
-	for finished := false; !finished; {
-		select {
-		case u, ok := <-sub.C:
-			if !ok {
-				t.Fatal("the subscription ended")
-			}
-			if dl := u.GetDelta(); dl != nil && dl.GetTaskId() == m.GetTaskId() && dl.GetKind() == api.DeltaKind_DELTA_KIND_TOOL_STATE {
-				states = append(states, string(dl.GetData()))
-			}
-			if ev := u.GetEvent(); ev != nil && ev.GetTaskId() == m.GetTaskId() {
-				switch ev.GetStatusChanged().GetStatus() {
-				case api.TaskStatus_TASK_STATUS_FINISHED:
-					finished = true
-				case api.TaskStatus_TASK_STATUS_FAILED, api.TaskStatus_TASK_STATUS_PAUSED:
-					t.Fatalf("the Task stopped: %v\n%s", ev, dm.logs())
-				}
-			}
-		case <-deadline:
-			t.Fatalf("the Task did not finish; progress seen: %v\n%s", states, dm.logs())
-		}
-	}
+	states := followToolStates(t, sub, m.GetTaskId(), dm.logs)
 	calls, answer := toolCalls(t, c, m.GetTaskId())
 	var names []string
 	for _, cl := range calls {
@@ -234,5 +195,35 @@ func TestMCPToolFoundAndLoaded(t *testing.T) {
 	}
 	if !loaded {
 		t.Errorf("the history does not record the load of %s", tool)
+	}
+}
+
+// followToolStates follows Task id on sub until it finishes and returns the
+// tool states (live deltas) a client saw; the Task failing or pausing, or
+// not finishing within a minute, fails the test with the daemon's log.
+func followToolStates(t *testing.T, sub *client.Subscription, id string, logs func() string) []string {
+	t.Helper()
+	var states []string
+	deadline := time.After(60 * time.Second)
+	for {
+		select {
+		case u, ok := <-sub.C:
+			if !ok {
+				t.Fatal("the subscription ended")
+			}
+			if dl := u.GetDelta(); dl != nil && dl.GetTaskId() == id && dl.GetKind() == api.DeltaKind_DELTA_KIND_TOOL_STATE {
+				states = append(states, string(dl.GetData()))
+			}
+			if ev := u.GetEvent(); ev != nil && ev.GetTaskId() == id {
+				switch ev.GetStatusChanged().GetStatus() {
+				case api.TaskStatus_TASK_STATUS_FINISHED:
+					return states
+				case api.TaskStatus_TASK_STATUS_FAILED, api.TaskStatus_TASK_STATUS_PAUSED:
+					t.Fatalf("the Task stopped: %v\n%s", ev, logs())
+				}
+			}
+		case <-deadline:
+			t.Fatalf("the Task did not finish; progress seen: %v\n%s", states, logs())
+		}
 	}
 }
