@@ -364,3 +364,53 @@ func (l *Ledger) workedUntil() *timestamppb.Timestamp {
 	}
 	return timestamppb.New(l.last)
 }
+
+// Plus returns a + b in each dimension (saturating); nil counts as zero.
+func Plus(a, b *api.BudgetAmounts) *api.BudgetAmounts {
+	add := func(x, y uint64) uint64 {
+		if s := x + y; s >= x {
+			return s
+		}
+		return ^uint64(0)
+	}
+	return &api.BudgetAmounts{Tokens: add(a.GetTokens(), b.GetTokens()), CostNanoUsd: add(a.GetCostNanoUsd(), b.GetCostNanoUsd()), TimeMs: add(a.GetTimeMs(), b.GetTimeMs())}
+}
+
+// TreeSpent is what the descendants of root have spent by now (each one's
+// spend is derived from its own history: TaskMeta.budget), found among
+// metas by their parent links. It is what the Task root is charged for
+// its tree beyond its own spend; root itself is not counted.
+func TreeSpent(root string, metas []*api.TaskMeta, now time.Time) *api.BudgetAmounts {
+	kids := map[string][]*api.TaskMeta{}
+	for _, m := range metas {
+		if p := m.GetParentId(); p != "" {
+			kids[p] = append(kids[p], m)
+		}
+	}
+	out := &api.BudgetAmounts{}
+	seen := map[string]bool{root: true}
+	queue := []string{root}
+	for len(queue) > 0 {
+		id := queue[0]
+		queue = queue[1:]
+		for _, m := range kids[id] {
+			if seen[m.GetTaskId()] {
+				continue
+			}
+			seen[m.GetTaskId()] = true
+			out = Plus(out, api.BudgetSpent(m.GetBudget(), now))
+			queue = append(queue, m.GetTaskId())
+		}
+	}
+	return out
+}
+
+// TreeLeft is what the tree of a root with spend sum has left by now when
+// its descendants spent desc: the root's limits less both (the tree's
+// remaining budget is its root's); which limits are set as BudgetLeft.
+func TreeLeft(sum *api.BudgetSummary, desc *api.BudgetAmounts, now time.Time) (left *api.BudgetAmounts, tokens, cost, working bool) {
+	l := sum.GetLimits()
+	s := Plus(api.BudgetSpent(sum, now), desc)
+	left = &api.BudgetAmounts{Tokens: sat(l.GetTokens(), s.GetTokens()), CostNanoUsd: sat(l.GetCostNanoUsd(), s.GetCostNanoUsd()), TimeMs: sat(l.GetTimeMs(), s.GetTimeMs())}
+	return left, l.GetTokens() > 0, l.GetCostNanoUsd() > 0, l.GetTimeMs() > 0
+}

@@ -305,3 +305,84 @@ func TestRaiseWithin(t *testing.T) {
 		t.Fatalf("RaiseWithin = %v", err)
 	}
 }
+
+// budgeted is a root Task "P" with limits, its price, and spent tokens of
+// its own (one finished Cycle).
+func budgeted(t *testing.T, limits *api.BudgetAmounts, price *api.Price, spent uint64) *State {
+	t.Helper()
+	s := New()
+	s.TaskID = "P"
+	apply(s, Create(CreateInput{Owner: "alice", Model: "fake/m", Request: "r", Tools: []string{"tasks.spawn"}, ToolsRestricted: true, Budget: limits, Price: price}))
+	if spent > 0 {
+		apply(s, []proto.Message{&api.CycleStarted{Cycle: 1, Reservation: &api.BudgetReservation{InputTokens: 10, OutputTokens: 10}},
+			&api.CycleFinished{Cycle: 1, Usage: &api.Usage{PromptTokens: spent, CompletionTokens: 0}}})
+	}
+	return s
+}
+
+func TestSpawnBudget(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	priced := &api.Price{Known: true, InputNanoUsd: 1_000_000, OutputNanoUsd: 1_000_000}
+	for _, tc := range []struct {
+		name      string
+		s         *State
+		in        SpawnInput
+		want      *api.BudgetAmounts
+		wantPrice bool
+		err       string
+	}{
+		{name: "no limits: the child has none", s: budgeted(t, nil, nil, 0), in: SpawnInput{}, want: nil},
+		{name: "capped at the parent's remainder", s: budgeted(t, &api.BudgetAmounts{Tokens: 1000}, nil, 300), in: SpawnInput{}, want: &api.BudgetAmounts{Tokens: 700}},
+		{name: "descendants' spend is charged to the parent", s: budgeted(t, &api.BudgetAmounts{Tokens: 1000}, nil, 300),
+			in: SpawnInput{DescendantsSpent: &api.BudgetAmounts{Tokens: 600}}, want: &api.BudgetAmounts{Tokens: 100}},
+		{name: "asks for less", s: budgeted(t, &api.BudgetAmounts{Tokens: 1000}, nil, 300), in: SpawnInput{Budget: &api.BudgetAmounts{Tokens: 50}}, want: &api.BudgetAmounts{Tokens: 50}},
+		{name: "asks for more: capped", s: budgeted(t, &api.BudgetAmounts{Tokens: 1000}, nil, 300), in: SpawnInput{Budget: &api.BudgetAmounts{Tokens: 5000}}, want: &api.BudgetAmounts{Tokens: 700}},
+		{name: "nothing left: refused", s: budgeted(t, &api.BudgetAmounts{Tokens: 1000}, nil, 400),
+			in: SpawnInput{DescendantsSpent: &api.BudgetAmounts{Tokens: 600}}, err: "no tokens left"},
+		{name: "same model: the parent's price", s: budgeted(t, &api.BudgetAmounts{CostNanoUsd: 1_000_000}, priced, 0), in: SpawnInput{},
+			want: &api.BudgetAmounts{CostNanoUsd: 1_000_000}, wantPrice: true},
+		{name: "another model without a price and a cost limit: refused", s: budgeted(t, &api.BudgetAmounts{CostNanoUsd: 1_000_000}, priced, 0),
+			in: SpawnInput{Model: "fake/other"}, err: "no known price"},
+	} {
+		in := tc.in
+		in.CallID, in.Request, in.Now = "c", "work", now
+		sp, err := tc.s.Spawn("C", in, TreeLimits{})
+		if tc.err != "" {
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: Spawn = %v; want an error saying %q", tc.name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: Spawn: %v", tc.name, err)
+			continue
+		}
+		created := sp.Child[0].(*api.TaskCreated)
+		if !proto.Equal(created.GetBudget(), tc.want) {
+			t.Errorf("%s: child budget = %v; want %v", tc.name, created.GetBudget(), tc.want)
+		}
+		if tc.wantPrice != created.GetPrice().GetKnown() {
+			t.Errorf("%s: child price = %v", tc.name, created.GetPrice())
+		}
+	}
+}
+
+func TestTreeSpent(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	meta := func(id, parent string, tokens uint64) *api.TaskMeta {
+		return &api.TaskMeta{TaskId: id, ParentId: parent, Budget: &api.BudgetSummary{Spent: &api.BudgetAmounts{Tokens: tokens}}}
+	}
+	metas := []*api.TaskMeta{meta("R", "", 1), meta("A", "R", 10), meta("B", "R", 20), meta("A1", "A", 100), meta("X", "", 1000), meta("X1", "X", 10000)}
+	for _, tc := range []struct {
+		root string
+		want uint64
+	}{{"R", 130}, {"A", 100}, {"B", 0}, {"X", 10000}} {
+		if got := TreeSpent(tc.root, metas, now).GetTokens(); got != tc.want {
+			t.Errorf("TreeSpent(%s) = %d tokens; want %d", tc.root, got, tc.want)
+		}
+	}
+	left, tokens, cost, _ := TreeLeft(&api.BudgetSummary{Limits: &api.BudgetAmounts{Tokens: 200}, Spent: &api.BudgetAmounts{Tokens: 1}}, TreeSpent("R", metas, now), now)
+	if left.GetTokens() != 69 || !tokens || cost {
+		t.Errorf("TreeLeft = %v %v %v; want 69 tokens left", left, tokens, cost)
+	}
+}
