@@ -165,7 +165,8 @@ func (t *task) pricingKey() string {
 // reserveOptions are what the next Cycle's reservation is computed from
 // (taskstate.Reserve, through NextOptions.Budget).
 func (t *task) reserveOptions() *taskstate.ReserveOptions {
-	o := &taskstate.ReserveOptions{Now: t.env.now(), OutputTokens: t.env.opts.Budget.outputTokens()}
+	o := &taskstate.ReserveOptions{Now: t.env.now(), OutputTokens: t.env.opts.Budget.outputTokens(),
+		Tree: t.st.SharesTreeBudget(), Grant: t.tb.grant, GrantCycle: t.tb.grantCycle}
 	if !t.st.Budget.KnowsInput() {
 		o.Overhead = t.overhead()
 	}

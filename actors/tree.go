@@ -259,6 +259,8 @@ func (t *task) treeRequest(ctx actor.Context, m any) bool {
 		t.onSend(ctx, m)
 	case *inboxRead:
 		t.onInboxRead(ctx, m)
+	case *budgetRead:
+		t.onBudgetRead(ctx, m)
 	default:
 		return false
 	}
@@ -456,6 +458,14 @@ func (t *task) treeCommand(ctx actor.Context, c any, r chan reply) bool {
 			ctx.Send(ctx.Parent(), &childEnded{id: t.id})
 		}
 		t.persist(ctx, bodies, []chan reply{r}, nil)
+	case *cmdBudgetAsk:
+		t.onBudgetAsk(ctx, c)
+		replyTo(r, reply{meta: t.meta})
+	case *cmdBudgetAnswer:
+		t.onBudgetAnswer(ctx, c, r)
+	case *cmdBudgetDone:
+		t.tb.done(c)
+		replyTo(r, reply{meta: t.meta})
 	case *cmdCascade:
 		t.persist(ctx, t.st.FromParent(c.c), []chan reply{r}, func(ctx actor.Context) {
 			switch c.c {

@@ -135,9 +135,20 @@ func CheckBudget(limits, spent, need *api.BudgetAmounts) *api.BudgetExceeded {
 	return check("time", limits.GetTimeMs(), spent.GetTimeMs(), need.GetTimeMs())
 }
 
+// StepAskBudget: the Task's tree shares its root's budget and the next
+// Cycle has no grant yet; the shell asks the root (TreeGrant) with
+// Step.Reservation and nothing is recorded until it answers.
+const StepAskBudget StepKind = 101
+
 // ReserveOptions are what a Cycle's reservation is computed from.
 type ReserveOptions struct {
-	Now time.Time
+	// Tree: the Task's Cycles are also granted by its tree's root, which
+	// owns the tree's arithmetic; Grant is the root's grant for Cycle
+	// GrantCycle (nil: none yet).
+	Tree       bool
+	Grant      *api.BudgetReservation
+	GrantCycle uint32
+	Now        time.Time
 	// Overhead is the estimated tokens of the instructions and tool
 	// definitions (used before any Cycle recorded its input).
 	Overhead uint64
@@ -167,10 +178,47 @@ func (s *State) Reserve(step Step, o ReserveOptions) Step {
 		return step
 	}
 	r := s.Reservation(o)
+	if o.Tree && o.Grant != nil && o.GrantCycle == step.Cycle {
+		r = o.Grant
+	}
 	if ex := CheckBudget(s.Budget.Sum.GetLimits(), api.BudgetSpent(s.Budget.Sum, o.Now), Need(r)); ex != nil {
 		return s.BudgetPause(ex, r)
 	}
+	if o.Tree && r != o.Grant {
+		return Step{Kind: StepAskBudget, Cycle: step.Cycle, Reservation: r}
+	}
 	return WithReservation(step, r)
+}
+
+// SharesTreeBudget reports whether the Task's Cycles need its tree root's
+// grant: a child with a limit (its limits were capped by its parent's),
+// or a root with a limit and children.
+func (s *State) SharesTreeBudget() bool {
+	if !api.HasBudget(s.Budget.Sum.GetLimits()) {
+		return false
+	}
+	return s.ParentID != "" || len(s.Children) > 0
+}
+
+// TreeGrant is the root's answer to a Cycle of its tree that needs need:
+// nil (granted) when the root's limits cover it on top of the root's own
+// spend (sum), what its descendants recorded (desc) and the grants
+// given and not yet recorded (pending); else the limit it would cross.
+// One actor, the root's, calls it for the whole tree, one ask at a time,
+// so concurrent children never overspend the tree.
+func TreeGrant(sum *api.BudgetSummary, desc, pending, need *api.BudgetAmounts, now time.Time) *api.BudgetExceeded {
+	return CheckBudget(sum.GetLimits(), Plus(Plus(api.BudgetSpent(sum, now), desc), pending), need)
+}
+
+// TreeRefused is the pause of a Task whose Cycle its tree's root refused
+// (ex names the tree's limit); nil when the Task no longer waits for a
+// Cycle. The explanation names the root, whose budget to raise.
+func (s *State) TreeRefused(ex *api.BudgetExceeded, r *api.BudgetReservation, root string) []proto.Message {
+	if !s.Running() || s.CycleOpen {
+		return nil
+	}
+	why := fmt.Sprintf("the tree's budget is its root task %s's; estimated input %d + output cap %d tokens", root, r.GetInputTokens(), r.GetOutputTokens())
+	return []proto.Message{&api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_PAUSED, PauseReason: api.PauseReason_PAUSE_REASON_BUDGET, Detail: Explain(root, ex, why), Budget: ex}}
 }
 
 // Need is what a reservation needs of each limit: its tokens, its cost and

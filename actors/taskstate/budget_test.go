@@ -2,6 +2,7 @@ package taskstate
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -384,5 +385,69 @@ func TestTreeSpent(t *testing.T) {
 	left, tokens, cost, _ := TreeLeft(&api.BudgetSummary{Limits: &api.BudgetAmounts{Tokens: 200}, Spent: &api.BudgetAmounts{Tokens: 1}}, TreeSpent("R", metas, now), now)
 	if left.GetTokens() != 69 || !tokens || cost {
 		t.Errorf("TreeLeft = %v %v %v; want 69 tokens left", left, tokens, cost)
+	}
+}
+
+func TestReserveInTree(t *testing.T) {
+	s := buildBudget(t, &api.BudgetAmounts{Tokens: 10_000}, priced)
+	step := s.Next(NextOptions{})
+	o := ReserveOptions{Now: now, Overhead: 300, OutputTokens: 1000, Tree: true}
+	// Without a grant: ask the root, record nothing.
+	ask := s.Reserve(step, o)
+	if ask.Kind != StepAskBudget || len(ask.Bodies) != 0 || ask.Cycle != step.Cycle || api.ReservedTokens(ask.Reservation) != 1306 {
+		t.Fatalf("Reserve without a grant = %v %v %v, want StepAskBudget for 1306 tokens", ask.Kind, kindsOf(ask.Bodies), ask.Reservation)
+	}
+	// With the grant for this Cycle: the Cycle starts with the granted reservation.
+	o.Grant, o.GrantCycle = ask.Reservation, step.Cycle
+	got := s.Reserve(step, o)
+	if got.Kind != StepStartCycle || got.Bodies[0].(*api.CycleStarted).GetReservation() != ask.Reservation {
+		t.Fatalf("Reserve with the grant = %v %v", got.Kind, kindsOf(got.Bodies))
+	}
+	// A grant for another Cycle does not count.
+	o.GrantCycle = step.Cycle + 1
+	if k := s.Reserve(step, o).Kind; k != StepAskBudget {
+		t.Fatalf("Reserve with another Cycle's grant = %v, want StepAskBudget", k)
+	}
+	// Its own limits are checked before asking.
+	small := buildBudget(t, &api.BudgetAmounts{Tokens: 1000}, priced)
+	if k := small.Reserve(small.Next(NextOptions{}), ReserveOptions{Now: now, Overhead: 300, OutputTokens: 1000, Tree: true}).Kind; k != StepBudget {
+		t.Fatalf("Reserve over its own limit = %v, want StepBudget", k)
+	}
+}
+
+func TestTreeGrant(t *testing.T) {
+	sum := &api.BudgetSummary{Limits: &api.BudgetAmounts{Tokens: 5000}, Spent: &api.BudgetAmounts{Tokens: 1000}}
+	need := &api.BudgetAmounts{Tokens: 1000, TimeMs: 1}
+	for _, tc := range []struct {
+		name          string
+		sum           *api.BudgetSummary
+		desc, pending uint64
+		want          string // "" granted, else the remaining tokens named
+	}{
+		{"room left", sum, 1000, 1000, ""},
+		{"exactly enough", sum, 2000, 1000, ""},
+		{"descendants' spend counts", sum, 3001, 0, "999"},
+		{"pending grants count", sum, 0, 3500, "500"},
+		{"a root without limits grants all", &api.BudgetSummary{}, 1 << 40, 1 << 40, ""},
+	} {
+		ex := TreeGrant(tc.sum, &api.BudgetAmounts{Tokens: tc.desc}, &api.BudgetAmounts{Tokens: tc.pending}, need, now)
+		switch {
+		case tc.want == "" && ex != nil:
+			t.Errorf("%s: refused %v", tc.name, ex)
+		case tc.want != "" && (ex == nil || ex.GetLimit() != "tokens" || fmt.Sprint(ex.GetRemaining()) != tc.want):
+			t.Errorf("%s: TreeGrant = %v, want refused with %s tokens remaining", tc.name, ex, tc.want)
+		}
+	}
+}
+
+func TestTreeRefused(t *testing.T) {
+	s := buildBudget(t, &api.BudgetAmounts{Tokens: 10_000}, priced)
+	got := s.TreeRefused(&api.BudgetExceeded{Limit: "tokens", LimitAmount: 5000, Spent: 4500, Remaining: 500, Needed: 1306}, &api.BudgetReservation{InputTokens: 306, OutputTokens: 1000}, "ROOT")
+	if len(got) != 1 {
+		t.Fatalf("TreeRefused = %v", got)
+	}
+	sc := got[0].(*api.StatusChanged)
+	if sc.GetPauseReason() != api.PauseReason_PAUSE_REASON_BUDGET || !strings.Contains(sc.GetDetail(), "root task ROOT") || !strings.Contains(sc.GetDetail(), "lemo budget ROOT --add-tokens") {
+		t.Fatalf("pause = %v", sc)
 	}
 }
