@@ -168,6 +168,9 @@ func (t *task) onBudgetRead(ctx actor.Context, m *budgetRead) {
 func (t *task) onBudgetAnswer(ctx actor.Context, c *cmdBudgetAnswer, r chan reply) {
 	granted := c.ex == nil && c.err == ""
 	if c.cycle != t.tb.asked || !t.st.Running() || t.st.CycleOpen {
+		if c.cycle == t.tb.asked {
+			t.tb.asked = 0 // not waiting any more: a continue asks again
+		}
 		if granted {
 			t.tell(ctx, c.root, &cmdBudgetDone{from: t.id, cycle: c.cycle})
 		}
@@ -180,11 +183,8 @@ func (t *task) onBudgetAnswer(ctx actor.Context, c *cmdBudgetAnswer, r chan repl
 		replyTo(r, reply{meta: t.meta})
 		return
 	}
-	ex := c.ex
-	if ex == nil {
-		// The tree's spend could not be read: fail closed.
-		ex = &api.BudgetExceeded{Limit: "tokens"}
+	if c.err != "" {
 		t.env.log.Error().Str("task", t.id).Str("root", c.root).Str("err", c.err).Msg("the tree's budget could not be read: pausing")
 	}
-	t.persist(ctx, t.st.TreeRefused(ex, c.r, c.root), []chan reply{r}, nil)
+	t.persist(ctx, t.st.TreeRefused(c.ex, c.r, c.root, c.err), []chan reply{r}, nil)
 }

@@ -212,10 +212,16 @@ func TreeGrant(sum *api.BudgetSummary, desc, pending, need *api.BudgetAmounts, n
 
 // TreeRefused is the pause of a Task whose Cycle its tree's root refused
 // (ex names the tree's limit); nil when the Task no longer waits for a
-// Cycle. The explanation names the root, whose budget to raise.
-func (s *State) TreeRefused(ex *api.BudgetExceeded, r *api.BudgetReservation, root string) []proto.Message {
+// Cycle. The explanation names the root, whose budget to raise. With
+// unread (the root could not read the tree's spend) the Task pauses too
+// (fail closed), saying so.
+func (s *State) TreeRefused(ex *api.BudgetExceeded, r *api.BudgetReservation, root, unread string) []proto.Message {
 	if !s.Running() || s.CycleOpen {
 		return nil
+	}
+	if unread != "" {
+		return []proto.Message{&api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_PAUSED, PauseReason: api.PauseReason_PAUSE_REASON_BUDGET,
+			Detail: fmt.Sprintf("paused: the tree's budget (root task %s) could not be checked: %s; lemo continue %s tries again", root, unread, s.TaskID)}}
 	}
 	why := fmt.Sprintf("the tree's budget is its root task %s's; estimated input %d + output cap %d tokens", root, r.GetInputTokens(), r.GetOutputTokens())
 	return []proto.Message{&api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_PAUSED, PauseReason: api.PauseReason_PAUSE_REASON_BUDGET, Detail: Explain(root, ex, why), Budget: ex}}

@@ -442,12 +442,16 @@ func TestTreeGrant(t *testing.T) {
 
 func TestTreeRefused(t *testing.T) {
 	s := buildBudget(t, &api.BudgetAmounts{Tokens: 10_000}, priced)
-	got := s.TreeRefused(&api.BudgetExceeded{Limit: "tokens", LimitAmount: 5000, Spent: 4500, Remaining: 500, Needed: 1306}, &api.BudgetReservation{InputTokens: 306, OutputTokens: 1000}, "ROOT")
+	got := s.TreeRefused(&api.BudgetExceeded{Limit: "tokens", LimitAmount: 5000, Spent: 4500, Remaining: 500, Needed: 1306}, &api.BudgetReservation{InputTokens: 306, OutputTokens: 1000}, "ROOT", "")
 	if len(got) != 1 {
 		t.Fatalf("TreeRefused = %v", got)
 	}
 	sc := got[0].(*api.StatusChanged)
 	if sc.GetPauseReason() != api.PauseReason_PAUSE_REASON_BUDGET || !strings.Contains(sc.GetDetail(), "root task ROOT") || !strings.Contains(sc.GetDetail(), "lemo budget ROOT --add-tokens") {
 		t.Fatalf("pause = %v", sc)
+	}
+	got = s.TreeRefused(nil, nil, "ROOT", "disk error")
+	if sc := got[0].(*api.StatusChanged); sc.GetPauseReason() != api.PauseReason_PAUSE_REASON_BUDGET || !strings.Contains(sc.GetDetail(), "could not be checked: disk error") {
+		t.Fatalf("pause when the tree's spend could not be read = %v", sc)
 	}
 }
