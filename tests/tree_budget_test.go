@@ -146,7 +146,7 @@ func TestTreeBudgetSerialisedAcrossKill9(t *testing.T) {
 		if left < 0 || uint64(left) >= r {
 			t.Fatalf("iteration %d: the tree has %d tokens left, want less than one Cycle (%d) and not below zero", i, left, r)
 		}
-		t.Logf("iteration %d: killed after %d Cycles; %d Cycles in all, %d tokens left of %d", i, target, n, left, limit)
+		t.Logf("iteration %d: killed once %d or more Cycles had started; %d Cycles in all, %d tokens left of %d", i, target, n, left, limit)
 		d.stop()
 		_ = c.Close()
 	}
