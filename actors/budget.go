@@ -11,6 +11,7 @@ import (
 
 	"lemo/actors/taskstate"
 	"lemo/api"
+	"lemo/persistence"
 	"lemo/prompt"
 	"lemo/tools"
 )
@@ -116,6 +117,21 @@ func (d *Daemon) RaiseBudget(ctx context.Context, c Caller, taskID string, add *
 	if err := d.env.deps.Store.CheckSpace(); err != nil {
 		return nil, err
 	}
+	if err := validTaskID(taskID); err != nil {
+		return nil, err
+	}
+	// A child's raise stays within what its tree has left (its root's
+	// limits less the tree's spend). The check reads the store here; a
+	// child's Cycles are still each checked against its own limits.
+	if m, err := d.env.deps.Store.Meta(taskID); err == nil && m.GetParentId() != "" && (c.Operator || m.GetOwner() == c.Owner) {
+		left, tokens, cost, working, err := d.env.treeLeft(m)
+		if err != nil {
+			return nil, err
+		}
+		if err := taskstate.RaiseWithin(add, left, tokens, cost, working); err != nil {
+			return nil, fmt.Errorf("raise budget of task %s: %w", taskID, err)
+		}
+	}
 	return d.taskCmd(ctx, c, taskID, &cmdRaiseBudget{add: add, by: c.Owner})
 }
 
@@ -149,7 +165,8 @@ func (t *task) pricingKey() string {
 // reserveOptions are what the next Cycle's reservation is computed from
 // (taskstate.Reserve, through NextOptions.Budget).
 func (t *task) reserveOptions() *taskstate.ReserveOptions {
-	o := &taskstate.ReserveOptions{Now: t.env.now(), OutputTokens: t.env.opts.Budget.outputTokens()}
+	o := &taskstate.ReserveOptions{Now: t.env.now(), OutputTokens: t.env.opts.Budget.outputTokens(),
+		Tree: t.st.SharesTreeBudget(), Grant: t.tb.grant, GrantCycle: t.tb.grantCycle}
 	if !t.st.Budget.KnowsInput() {
 		o.Overhead = t.overhead()
 	}
@@ -331,4 +348,42 @@ func (o *BudgetOptions) recovered(reg *tools.Registry, s *taskstate.State, bodie
 // recoveryCharge is recovered over reg, for the recovery at startup.
 func (o BudgetOptions) recoveryCharge(reg *tools.Registry) func(*taskstate.State, []proto.Message) []proto.Message {
 	return func(s *taskstate.State, b []proto.Message) []proto.Message { return o.recovered(reg, s, b) }
+}
+
+// descendantsSpent is what the descendants of Task id (owned by owner, as
+// its whole tree is) have spent by now, derived from their recorded
+// histories (TaskMeta.budget): taskstate.TreeSpent over the owner's
+// Tasks. It reads the store: call it outside actors.
+func (e *env) descendantsSpent(owner, id string) (*api.BudgetAmounts, error) {
+	var metas []*api.TaskMeta
+	before := ""
+	for {
+		page, next, err := e.deps.Store.ListTasks(persistence.ListOptions{Owner: owner, Before: before, Limit: 500})
+		if err != nil {
+			return nil, fmt.Errorf("read the spend of task %s's tree: %w", id, err)
+		}
+		metas = append(metas, page...)
+		if next == "" {
+			return taskstate.TreeSpent(id, metas, e.now()), nil
+		}
+		before = next
+	}
+}
+
+// treeLeft is what the tree of the Task whose meta is m has left: its
+// root's limits less the spend of the root and all its descendants; the
+// root's meta and which limits it sets.
+func (e *env) treeLeft(m *api.TaskMeta) (left *api.BudgetAmounts, tokens, cost, working bool, err error) {
+	root := m
+	for root.GetParentId() != "" {
+		if root, err = e.deps.Store.Meta(root.GetParentId()); err != nil {
+			return nil, false, false, false, fmt.Errorf("read the ancestors of task %s: %w", m.GetTaskId(), err)
+		}
+	}
+	desc, err := e.descendantsSpent(root.GetOwner(), root.GetTaskId())
+	if err != nil {
+		return nil, false, false, false, err
+	}
+	left, tokens, cost, working = taskstate.TreeLeft(root.GetBudget(), desc, e.now())
+	return left, tokens, cost, working, nil
 }

@@ -119,6 +119,8 @@ type task struct {
 	timeTimer       *time.Timer
 	timeUp          bool
 	lastReservation *api.BudgetReservation
+	// The tree's budget (treebudget.go).
+	tb treeBudget
 }
 
 // liveResult is the model's view of a call's output and the call's whole
@@ -296,7 +298,7 @@ func (t *task) settle(ctx actor.Context) {
 // how long.
 func (t *task) passivation() (time.Duration, bool) {
 	return passivateAfter(idleState{
-		Busy:         t.busy() || len(t.queue) > 0 || t.st == nil,
+		Busy:         t.busy() || len(t.queue) > 0 || t.st == nil || t.tb.serving(),
 		Working:      t.st != nil && t.st.Running(),
 		Cycle:        t.cycle != nil,
 		Calls:        len(t.tools),
@@ -691,6 +693,10 @@ func (t *task) reconcile(ctx actor.Context) {
 	if step.Kind == taskstate.StepWait {
 		return
 	}
+	if step.Kind == taskstate.StepAskBudget {
+		t.askBudget(ctx, step)
+		return
+	}
 	t.persist(ctx, step.Bodies, nil, t.stepAction(step))
 }
 
@@ -715,7 +721,10 @@ func (t *task) stepAction(step taskstate.Step) func(ctx actor.Context) {
 		return func(ctx actor.Context) { t.armPendingApprovals(ctx) }
 	case taskstate.StepStartCycle:
 		n := step.Cycle
-		return func(ctx actor.Context) { t.startCycle(ctx, n) }
+		return func(ctx actor.Context) {
+			t.grantUsed(ctx, n)
+			t.startCycle(ctx, n)
+		}
 	case taskstate.StepFinish:
 		return func(actor.Context) { t.releaseLive(false) }
 	}

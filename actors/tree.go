@@ -119,6 +119,20 @@ func ask[T any](ctx context.Context, b *treeBridge, m any, ch chan T) (T, error)
 
 func (b *treeBridge) Spawn(ctx context.Context, in tools.SpawnRequest) (string, bool, error) {
 	id := persistence.NewTaskID(b.env.now())
+	// What the tree's other children spent is charged to this Task: the
+	// child's budget is capped at what is left once it is counted.
+	self, err := b.env.deps.Store.Meta(b.taskID)
+	if err != nil {
+		return "", false, err
+	}
+	desc, err := b.env.descendantsSpent(self.GetOwner(), b.taskID)
+	if err != nil {
+		return "", false, err
+	}
+	var price *api.Price
+	if in.Model != "" && b.env.deps.Pricer != nil {
+		price, _ = b.env.deps.Pricer.Price(ctx, in.Model) // none known: refused only under a cost limit
+	}
 	ws := ""
 	if in.FreshWorkspace {
 		if b.env.opts.WorkspaceRoot == "" {
@@ -140,7 +154,8 @@ func (b *treeBridge) Spawn(ctx context.Context, in tools.SpawnRequest) (string, 
 		}
 	}
 	m := &spawnReq{callID: b.callID, childID: id, reply: make(chan spawnReply, 1), in: taskstate.SpawnInput{
-		CallID: b.callID, Request: in.Request, Model: in.Model, Instructions: in.Instructions, Tools: in.Tools, Workspace: ws}}
+		CallID: b.callID, Request: in.Request, Model: in.Model, Instructions: in.Instructions, Tools: in.Tools, Workspace: ws,
+		Budget: &api.BudgetAmounts{Tokens: in.MaxTokens, CostNanoUsd: in.MaxCostNanoUSD, TimeMs: uint64(in.MaxTime.Milliseconds())}, DescendantsSpent: desc, Price: price}}
 	r, err := ask(ctx, b, m, m.reply)
 	if ws != "" && (err != nil || r.err != nil || r.id != id) {
 		_ = os.Remove(ws) // not this call's child: leave no empty folder
@@ -244,6 +259,8 @@ func (t *task) treeRequest(ctx actor.Context, m any) bool {
 		t.onSend(ctx, m)
 	case *inboxRead:
 		t.onInboxRead(ctx, m)
+	case *budgetRead:
+		t.onBudgetRead(ctx, m)
 	default:
 		return false
 	}
@@ -274,7 +291,7 @@ func (t *task) onSpawn(ctx actor.Context, m *spawnReq) {
 			r.reply <- spawnReply{id: id}
 			continue
 		}
-		r.in.Earlier = len(ok)
+		r.in.Earlier, r.in.Now = len(ok), t.env.now()
 		sp, err := t.st.Spawn(r.childID, r.in, taskstate.TreeLimits{MaxDepth: o.MaxDepth, MaxChildren: o.MaxChildren})
 		if err != nil {
 			if errors.Is(err, taskstate.ErrLimit) {
@@ -441,6 +458,14 @@ func (t *task) treeCommand(ctx actor.Context, c any, r chan reply) bool {
 			ctx.Send(ctx.Parent(), &childEnded{id: t.id})
 		}
 		t.persist(ctx, bodies, []chan reply{r}, nil)
+	case *cmdBudgetAsk:
+		t.onBudgetAsk(ctx, c)
+		replyTo(r, reply{meta: t.meta})
+	case *cmdBudgetAnswer:
+		t.onBudgetAnswer(ctx, c, r)
+	case *cmdBudgetDone:
+		t.tb.done(c)
+		replyTo(r, reply{meta: t.meta})
 	case *cmdCascade:
 		t.persist(ctx, t.st.FromParent(c.c), []chan reply{r}, func(ctx actor.Context) {
 			switch c.c {

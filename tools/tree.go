@@ -37,6 +37,11 @@ type SpawnRequest struct {
 	Request, Model, Instructions string
 	Tools                        []string
 	FreshWorkspace               bool
+	// Budget the child asks for (zero amounts: everything its parent has
+	// left in a dimension the parent limits); capped at the parent's
+	// remainder.
+	MaxTokens, MaxCostNanoUSD uint64
+	MaxTime                   time.Duration
 }
 
 // ChildEnd is how a child Task ended.

@@ -135,9 +135,20 @@ func CheckBudget(limits, spent, need *api.BudgetAmounts) *api.BudgetExceeded {
 	return check("time", limits.GetTimeMs(), spent.GetTimeMs(), need.GetTimeMs())
 }
 
+// StepAskBudget: the Task's tree shares its root's budget and the next
+// Cycle has no grant yet; the shell asks the root (TreeGrant) with
+// Step.Reservation and nothing is recorded until it answers.
+const StepAskBudget StepKind = 101
+
 // ReserveOptions are what a Cycle's reservation is computed from.
 type ReserveOptions struct {
-	Now time.Time
+	// Tree: the Task's Cycles are also granted by its tree's root, which
+	// owns the tree's arithmetic; Grant is the root's grant for Cycle
+	// GrantCycle (nil: none yet).
+	Tree       bool
+	Grant      *api.BudgetReservation
+	GrantCycle uint32
+	Now        time.Time
 	// Overhead is the estimated tokens of the instructions and tool
 	// definitions (used before any Cycle recorded its input).
 	Overhead uint64
@@ -167,10 +178,53 @@ func (s *State) Reserve(step Step, o ReserveOptions) Step {
 		return step
 	}
 	r := s.Reservation(o)
+	if o.Tree && o.Grant != nil && o.GrantCycle == step.Cycle {
+		r = o.Grant
+	}
 	if ex := CheckBudget(s.Budget.Sum.GetLimits(), api.BudgetSpent(s.Budget.Sum, o.Now), Need(r)); ex != nil {
 		return s.BudgetPause(ex, r)
 	}
+	if o.Tree && r != o.Grant {
+		return Step{Kind: StepAskBudget, Cycle: step.Cycle, Reservation: r}
+	}
 	return WithReservation(step, r)
+}
+
+// SharesTreeBudget reports whether the Task's Cycles need its tree root's
+// grant: a child with a limit (its limits were capped by its parent's),
+// or a root with a limit and children.
+func (s *State) SharesTreeBudget() bool {
+	if !api.HasBudget(s.Budget.Sum.GetLimits()) {
+		return false
+	}
+	return s.ParentID != "" || len(s.Children) > 0
+}
+
+// TreeGrant is the root's answer to a Cycle of its tree that needs need:
+// nil (granted) when the root's limits cover it on top of the root's own
+// spend (sum), what its descendants recorded (desc) and the grants
+// given and not yet recorded (pending); else the limit it would cross.
+// One actor, the root's, calls it for the whole tree, one ask at a time,
+// so concurrent children never overspend the tree.
+func TreeGrant(sum *api.BudgetSummary, desc, pending, need *api.BudgetAmounts, now time.Time) *api.BudgetExceeded {
+	return CheckBudget(sum.GetLimits(), Plus(Plus(api.BudgetSpent(sum, now), desc), pending), need)
+}
+
+// TreeRefused is the pause of a Task whose Cycle its tree's root refused
+// (ex names the tree's limit); nil when the Task no longer waits for a
+// Cycle. The explanation names the root, whose budget to raise. With
+// unread (the root could not read the tree's spend) the Task pauses too
+// (fail closed), saying so.
+func (s *State) TreeRefused(ex *api.BudgetExceeded, r *api.BudgetReservation, root, unread string) []proto.Message {
+	if !s.Running() || s.CycleOpen {
+		return nil
+	}
+	if unread != "" {
+		return []proto.Message{&api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_PAUSED, PauseReason: api.PauseReason_PAUSE_REASON_BUDGET,
+			Detail: fmt.Sprintf("paused: the tree's budget (root task %s) could not be checked: %s; lemo continue %s tries again", root, unread, s.TaskID)}}
+	}
+	why := fmt.Sprintf("the tree's budget is its root task %s's; estimated input %d + output cap %d tokens", root, r.GetInputTokens(), r.GetOutputTokens())
+	return []proto.Message{&api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_PAUSED, PauseReason: api.PauseReason_PAUSE_REASON_BUDGET, Detail: Explain(root, ex, why), Budget: ex}}
 }
 
 // Need is what a reservation needs of each limit: its tokens, its cost and
@@ -363,4 +417,54 @@ func (l *Ledger) workedUntil() *timestamppb.Timestamp {
 		return nil
 	}
 	return timestamppb.New(l.last)
+}
+
+// Plus returns a + b in each dimension (saturating); nil counts as zero.
+func Plus(a, b *api.BudgetAmounts) *api.BudgetAmounts {
+	add := func(x, y uint64) uint64 {
+		if s := x + y; s >= x {
+			return s
+		}
+		return ^uint64(0)
+	}
+	return &api.BudgetAmounts{Tokens: add(a.GetTokens(), b.GetTokens()), CostNanoUsd: add(a.GetCostNanoUsd(), b.GetCostNanoUsd()), TimeMs: add(a.GetTimeMs(), b.GetTimeMs())}
+}
+
+// TreeSpent is what the descendants of root have spent by now (each one's
+// spend is derived from its own history: TaskMeta.budget), found among
+// metas by their parent links. It is what the Task root is charged for
+// its tree beyond its own spend; root itself is not counted.
+func TreeSpent(root string, metas []*api.TaskMeta, now time.Time) *api.BudgetAmounts {
+	kids := map[string][]*api.TaskMeta{}
+	for _, m := range metas {
+		if p := m.GetParentId(); p != "" {
+			kids[p] = append(kids[p], m)
+		}
+	}
+	out := &api.BudgetAmounts{}
+	seen := map[string]bool{root: true}
+	queue := []string{root}
+	for len(queue) > 0 {
+		id := queue[0]
+		queue = queue[1:]
+		for _, m := range kids[id] {
+			if seen[m.GetTaskId()] {
+				continue
+			}
+			seen[m.GetTaskId()] = true
+			out = Plus(out, api.BudgetSpent(m.GetBudget(), now))
+			queue = append(queue, m.GetTaskId())
+		}
+	}
+	return out
+}
+
+// TreeLeft is what the tree of a root with spend sum has left by now when
+// its descendants spent desc: the root's limits less both (the tree's
+// remaining budget is its root's); which limits are set as BudgetLeft.
+func TreeLeft(sum *api.BudgetSummary, desc *api.BudgetAmounts, now time.Time) (left *api.BudgetAmounts, tokens, cost, working bool) {
+	l := sum.GetLimits()
+	s := Plus(api.BudgetSpent(sum, now), desc)
+	left = &api.BudgetAmounts{Tokens: sat(l.GetTokens(), s.GetTokens()), CostNanoUsd: sat(l.GetCostNanoUsd(), s.GetCostNanoUsd()), TimeMs: sat(l.GetTimeMs(), s.GetTimeMs())}
+	return left, l.GetTokens() > 0, l.GetCostNanoUsd() > 0, l.GetTimeMs() > 0
 }

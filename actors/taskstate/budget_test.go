@@ -2,6 +2,7 @@ package taskstate
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -303,5 +304,154 @@ func TestRaiseWithin(t *testing.T) {
 	err := RaiseWithin(&api.BudgetAmounts{Tokens: 501, CostNanoUsd: 2000}, left, true, true, false)
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "501 tokens asked, the tree has 500 left") || !strings.Contains(err.Error(), "$0.000002 asked") {
 		t.Fatalf("RaiseWithin = %v", err)
+	}
+}
+
+// budgeted is a root Task "P" with limits, its price, and spent tokens of
+// its own (one finished Cycle).
+func budgeted(t *testing.T, limits *api.BudgetAmounts, price *api.Price, spent uint64) *State {
+	t.Helper()
+	s := New()
+	s.TaskID = "P"
+	apply(s, Create(CreateInput{Owner: "alice", Model: "fake/m", Request: "r", Tools: []string{"tasks.spawn"}, ToolsRestricted: true, Budget: limits, Price: price}))
+	if spent > 0 {
+		apply(s, []proto.Message{&api.CycleStarted{Cycle: 1, Reservation: &api.BudgetReservation{InputTokens: 10, OutputTokens: 10}},
+			&api.CycleFinished{Cycle: 1, Usage: &api.Usage{PromptTokens: spent, CompletionTokens: 0}}})
+	}
+	return s
+}
+
+func TestSpawnBudget(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	priced := &api.Price{Known: true, InputNanoUsd: 1_000_000, OutputNanoUsd: 1_000_000}
+	for _, tc := range []struct {
+		name      string
+		s         *State
+		in        SpawnInput
+		want      *api.BudgetAmounts
+		wantPrice bool
+		err       string
+	}{
+		{name: "no limits: the child has none", s: budgeted(t, nil, nil, 0), in: SpawnInput{}, want: nil},
+		{name: "capped at the parent's remainder", s: budgeted(t, &api.BudgetAmounts{Tokens: 1000}, nil, 300), in: SpawnInput{}, want: &api.BudgetAmounts{Tokens: 700}},
+		{name: "descendants' spend is charged to the parent", s: budgeted(t, &api.BudgetAmounts{Tokens: 1000}, nil, 300),
+			in: SpawnInput{DescendantsSpent: &api.BudgetAmounts{Tokens: 600}}, want: &api.BudgetAmounts{Tokens: 100}},
+		{name: "asks for less", s: budgeted(t, &api.BudgetAmounts{Tokens: 1000}, nil, 300), in: SpawnInput{Budget: &api.BudgetAmounts{Tokens: 50}}, want: &api.BudgetAmounts{Tokens: 50}},
+		{name: "asks for more: capped", s: budgeted(t, &api.BudgetAmounts{Tokens: 1000}, nil, 300), in: SpawnInput{Budget: &api.BudgetAmounts{Tokens: 5000}}, want: &api.BudgetAmounts{Tokens: 700}},
+		{name: "nothing left: refused", s: budgeted(t, &api.BudgetAmounts{Tokens: 1000}, nil, 400),
+			in: SpawnInput{DescendantsSpent: &api.BudgetAmounts{Tokens: 600}}, err: "no tokens left"},
+		{name: "same model: the parent's price", s: budgeted(t, &api.BudgetAmounts{CostNanoUsd: 1_000_000}, priced, 0), in: SpawnInput{},
+			want: &api.BudgetAmounts{CostNanoUsd: 1_000_000}, wantPrice: true},
+		{name: "another model without a price and a cost limit: refused", s: budgeted(t, &api.BudgetAmounts{CostNanoUsd: 1_000_000}, priced, 0),
+			in: SpawnInput{Model: "fake/other"}, err: "no known price"},
+	} {
+		in := tc.in
+		in.CallID, in.Request, in.Now = "c", "work", now
+		sp, err := tc.s.Spawn("C", in, TreeLimits{})
+		if tc.err != "" {
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: Spawn = %v; want an error saying %q", tc.name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: Spawn: %v", tc.name, err)
+			continue
+		}
+		created := sp.Child[0].(*api.TaskCreated)
+		if !proto.Equal(created.GetBudget(), tc.want) {
+			t.Errorf("%s: child budget = %v; want %v", tc.name, created.GetBudget(), tc.want)
+		}
+		if tc.wantPrice != created.GetPrice().GetKnown() {
+			t.Errorf("%s: child price = %v", tc.name, created.GetPrice())
+		}
+	}
+}
+
+func TestTreeSpent(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	meta := func(id, parent string, tokens uint64) *api.TaskMeta {
+		return &api.TaskMeta{TaskId: id, ParentId: parent, Budget: &api.BudgetSummary{Spent: &api.BudgetAmounts{Tokens: tokens}}}
+	}
+	metas := []*api.TaskMeta{meta("R", "", 1), meta("A", "R", 10), meta("B", "R", 20), meta("A1", "A", 100), meta("X", "", 1000), meta("X1", "X", 10000)}
+	for _, tc := range []struct {
+		root string
+		want uint64
+	}{{"R", 130}, {"A", 100}, {"B", 0}, {"X", 10000}} {
+		if got := TreeSpent(tc.root, metas, now).GetTokens(); got != tc.want {
+			t.Errorf("TreeSpent(%s) = %d tokens; want %d", tc.root, got, tc.want)
+		}
+	}
+	left, tokens, cost, _ := TreeLeft(&api.BudgetSummary{Limits: &api.BudgetAmounts{Tokens: 200}, Spent: &api.BudgetAmounts{Tokens: 1}}, TreeSpent("R", metas, now), now)
+	if left.GetTokens() != 69 || !tokens || cost {
+		t.Errorf("TreeLeft = %v %v %v; want 69 tokens left", left, tokens, cost)
+	}
+}
+
+func TestReserveInTree(t *testing.T) {
+	s := buildBudget(t, &api.BudgetAmounts{Tokens: 10_000}, priced)
+	step := s.Next(NextOptions{})
+	o := ReserveOptions{Now: now, Overhead: 300, OutputTokens: 1000, Tree: true}
+	// Without a grant: ask the root, record nothing.
+	ask := s.Reserve(step, o)
+	if ask.Kind != StepAskBudget || len(ask.Bodies) != 0 || ask.Cycle != step.Cycle || api.ReservedTokens(ask.Reservation) != 1306 {
+		t.Fatalf("Reserve without a grant = %v %v %v, want StepAskBudget for 1306 tokens", ask.Kind, kindsOf(ask.Bodies), ask.Reservation)
+	}
+	// With the grant for this Cycle: the Cycle starts with the granted reservation.
+	o.Grant, o.GrantCycle = ask.Reservation, step.Cycle
+	got := s.Reserve(step, o)
+	if got.Kind != StepStartCycle || got.Bodies[0].(*api.CycleStarted).GetReservation() != ask.Reservation {
+		t.Fatalf("Reserve with the grant = %v %v", got.Kind, kindsOf(got.Bodies))
+	}
+	// A grant for another Cycle does not count.
+	o.GrantCycle = step.Cycle + 1
+	if k := s.Reserve(step, o).Kind; k != StepAskBudget {
+		t.Fatalf("Reserve with another Cycle's grant = %v, want StepAskBudget", k)
+	}
+	// Its own limits are checked before asking.
+	small := buildBudget(t, &api.BudgetAmounts{Tokens: 1000}, priced)
+	if k := small.Reserve(small.Next(NextOptions{}), ReserveOptions{Now: now, Overhead: 300, OutputTokens: 1000, Tree: true}).Kind; k != StepBudget {
+		t.Fatalf("Reserve over its own limit = %v, want StepBudget", k)
+	}
+}
+
+func TestTreeGrant(t *testing.T) {
+	sum := &api.BudgetSummary{Limits: &api.BudgetAmounts{Tokens: 5000}, Spent: &api.BudgetAmounts{Tokens: 1000}}
+	need := &api.BudgetAmounts{Tokens: 1000, TimeMs: 1}
+	for _, tc := range []struct {
+		name          string
+		sum           *api.BudgetSummary
+		desc, pending uint64
+		want          string // "" granted, else the remaining tokens named
+	}{
+		{"room left", sum, 1000, 1000, ""},
+		{"exactly enough", sum, 2000, 1000, ""},
+		{"descendants' spend counts", sum, 3001, 0, "999"},
+		{"pending grants count", sum, 0, 3500, "500"},
+		{"a root without limits grants all", &api.BudgetSummary{}, 1 << 40, 1 << 40, ""},
+	} {
+		ex := TreeGrant(tc.sum, &api.BudgetAmounts{Tokens: tc.desc}, &api.BudgetAmounts{Tokens: tc.pending}, need, now)
+		switch {
+		case tc.want == "" && ex != nil:
+			t.Errorf("%s: refused %v", tc.name, ex)
+		case tc.want != "" && (ex == nil || ex.GetLimit() != "tokens" || fmt.Sprint(ex.GetRemaining()) != tc.want):
+			t.Errorf("%s: TreeGrant = %v, want refused with %s tokens remaining", tc.name, ex, tc.want)
+		}
+	}
+}
+
+func TestTreeRefused(t *testing.T) {
+	s := buildBudget(t, &api.BudgetAmounts{Tokens: 10_000}, priced)
+	got := s.TreeRefused(&api.BudgetExceeded{Limit: "tokens", LimitAmount: 5000, Spent: 4500, Remaining: 500, Needed: 1306}, &api.BudgetReservation{InputTokens: 306, OutputTokens: 1000}, "ROOT", "")
+	if len(got) != 1 {
+		t.Fatalf("TreeRefused = %v", got)
+	}
+	sc := got[0].(*api.StatusChanged)
+	if sc.GetPauseReason() != api.PauseReason_PAUSE_REASON_BUDGET || !strings.Contains(sc.GetDetail(), "root task ROOT") || !strings.Contains(sc.GetDetail(), "lemo budget ROOT --add-tokens") {
+		t.Fatalf("pause = %v", sc)
+	}
+	got = s.TreeRefused(nil, nil, "ROOT", "disk error")
+	if sc := got[0].(*api.StatusChanged); sc.GetPauseReason() != api.PauseReason_PAUSE_REASON_BUDGET || !strings.Contains(sc.GetDetail(), "could not be checked: disk error") {
+		t.Fatalf("pause when the tree's spend could not be read = %v", sc)
 	}
 }

@@ -583,6 +583,8 @@ type Step struct {
 	// it that may start at once (in one record), in record order.
 	Calls  []*Call
 	Bodies []proto.Message
+	// Reservation is what a StepAskBudget asks the tree's root to grant.
+	Reservation *api.BudgetReservation
 }
 
 // ApprovalNeed says whether a call needs approval before it runs, or is

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -37,6 +38,17 @@ type SpawnInput struct {
 	// Earlier counts the children spawned in the same record before this
 	// one (spawns that arrive together commit together).
 	Earlier int
+	// Budget is what the call asked for (nil or zero amounts: everything
+	// the parent has left); ChildBudget caps it.
+	Budget *api.BudgetAmounts
+	// DescendantsSpent is what the parent's descendants have spent (read
+	// from the store: TreeSpent), charged to the parent; Now is the time
+	// the parent's working time is counted to.
+	DescendantsSpent *api.BudgetAmounts
+	Now              time.Time
+	// Price is the child's model's price when it is not the parent's
+	// model (the shell resolved it); the parent's model copies its price.
+	Price *api.Price
 }
 
 // Spawned is what a spawn records: the parent's ChildSpawned and the
@@ -103,7 +115,11 @@ func (s *State) Spawn(childID string, in SpawnInput, lim TreeLimits) (Spawned, e
 	if ws == "" {
 		ws = s.Workspace
 	}
-	create := Create(CreateInput{Owner: s.Owner, Model: model, Request: request, Workspace: ws, Tools: in0.Tools, ToolsRestricted: in0.ToolsRestricted, Discovery: in0.Discovery, Approvals: s.Rules})
+	budget, price, err := s.childBudget(model, in)
+	if err != nil {
+		return Spawned{}, err
+	}
+	create := Create(CreateInput{Owner: s.Owner, Model: model, Request: request, Workspace: ws, Tools: in0.Tools, ToolsRestricted: in0.ToolsRestricted, Discovery: in0.Discovery, Approvals: s.Rules, Budget: budget, Price: price})
 	tc := create[0].(*api.TaskCreated)
 	tc.ParentId, tc.ParentCallId, tc.Depth = s.TaskID, in.CallID, s.Depth+1
 	return Spawned{
@@ -114,6 +130,40 @@ func (s *State) Spawn(childID string, in SpawnInput, lim TreeLimits) (Spawned, e
 		// started rather than interrupted.
 		Child: create[:2],
 	}, nil
+}
+
+// childBudget is the budget and price of a child on model: ChildBudget
+// of what the parent has left once its own and its descendants' spend are
+// counted, priced with the parent's price on the parent's model. A cost
+// limit on a model without a known price is refused.
+func (s *State) childBudget(model string, in SpawnInput) (*api.BudgetAmounts, *api.Price, error) {
+	sum := s.Budget.Sum
+	left, _, _, _ := TreeLeft(sum, in.DescendantsSpent, in.Now)
+	b, err := ChildBudget(sum.GetLimits(), left, in.Budget)
+	if err != nil {
+		return nil, nil, err
+	}
+	price := in.Price
+	if model == s.Model {
+		price = sum.GetPrice()
+	}
+	if b.GetCostNanoUsd() > 0 && !price.GetKnown() {
+		return nil, nil, fmt.Errorf("%w: this task has a cost limit and model %s has no known price: spawn the child on your own model (%s) or on a priced one", ErrInvalid, model, s.Model)
+	}
+	if !api.HasBudget(b) {
+		b = nil
+	}
+	if price != nil {
+		price = proto.Clone(price).(*api.Price)
+	}
+	return b, price, nil
+}
+
+func sat(a, b uint64) uint64 {
+	if a > b {
+		return a - b
+	}
+	return 0
 }
 
 func contains(list []string, s string) bool {

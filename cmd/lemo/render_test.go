@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"lemo/api"
 	"lemo/client"
@@ -111,6 +112,19 @@ func TestTreeOrder(t *testing.T) {
 	want := []string{"X@0", "A@0", "B@1", "G@2", "C@1", "R@0"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("treeOrder = %v, want %v", got, want)
+	}
+}
+
+func TestBelowTokens(t *testing.T) {
+	m := func(id, parent string, tokens uint64) *api.TaskMeta {
+		return &api.TaskMeta{TaskId: id, ParentId: parent, Budget: &api.BudgetSummary{Spent: &api.BudgetAmounts{Tokens: tokens}}}
+	}
+	metas := []*api.TaskMeta{m("G", "B", 5), m("C", "A", 7), m("B", "A", 11), m("A", "", 100), m("R", "", 3)}
+	now := time.Now()
+	for id, want := range map[string]string{"A": " +23 below", "B": " +5 below", "G": "", "R": ""} {
+		if got := belowTokens(id, metas, now); got != want {
+			t.Errorf("belowTokens(%s) = %q, want %q", id, got, want)
+		}
 	}
 }
 

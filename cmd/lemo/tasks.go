@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"lemo/actors/taskstate"
 	"lemo/api"
 	"lemo/client"
 	"lemo/providers"
@@ -71,6 +72,9 @@ func listTasks(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			id = strings.Repeat("  ", r.depth-1) + "└ " + id
 		}
 		tok, cost, working := spendColumns(m.GetBudget(), now)
+		if *tree {
+			tok += belowTokens(m.GetTaskId(), all, now)
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", id, statusWord(m.GetStatus()), m.GetModel(), m.GetCycles(), tok, cost, working,
 			m.GetUpdated().AsTime().Local().Format(time.DateTime), m.GetOwner(), clip(m.GetTitle(), 50))
 	}
@@ -111,6 +115,15 @@ func treeOrder(metas []*api.TaskMeta) []treeRow {
 		}
 	}
 	return out
+}
+
+// belowTokens is what the listed descendants of Task id spent, charged to
+// it as their ancestor (" +N below"), or "" when they spent nothing.
+func belowTokens(id string, metas []*api.TaskMeta, now time.Time) string {
+	if n := taskstate.TreeSpent(id, metas, now).GetTokens(); n > 0 {
+		return fmt.Sprintf(" +%d below", n)
+	}
+	return ""
 }
 
 func clip(s string, n int) string {

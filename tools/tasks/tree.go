@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"lemo/api"
 	"lemo/tools"
 )
 
@@ -73,13 +74,16 @@ func (*Spawn) Description() string {
 }
 func (*Spawn) InputSchema() json.RawMessage {
 	return schema(obj{"type": "object", "additionalProperties": false, "required": []string{"request"}, "properties": obj{
-		"request":         obj{"type": "string", "minLength": 1, "maxLength": MaxMessageBytes, "description": "The child's task, in words."},
-		"model":           obj{"type": "string", "description": "provider/model for the child (default: yours)."},
-		"tools":           obj{"type": "array", "items": obj{"type": "string"}, "maxItems": 64, "description": "Tool names the child may use, a subset of yours (default: all of yours)."},
-		"instructions":    obj{"type": "string", "maxLength": MaxMessageBytes, "description": "Extra instructions for the child."},
-		"wait":            obj{"type": "boolean", "description": "Wait for the child to end and return its answer."},
-		"timeout":         timeoutSchema,
-		"fresh_workspace": obj{"type": "boolean", "description": "Give the child an empty workspace of its own."},
+		"request":          obj{"type": "string", "minLength": 1, "maxLength": MaxMessageBytes, "description": "The child's task, in words."},
+		"model":            obj{"type": "string", "description": "provider/model for the child (default: yours)."},
+		"tools":            obj{"type": "array", "items": obj{"type": "string"}, "maxItems": 64, "description": "Tool names the child may use, a subset of yours (default: all of yours)."},
+		"instructions":     obj{"type": "string", "maxLength": MaxMessageBytes, "description": "Extra instructions for the child."},
+		"wait":             obj{"type": "boolean", "description": "Wait for the child to end and return its answer."},
+		"timeout":          timeoutSchema,
+		"fresh_workspace":  obj{"type": "boolean", "description": "Give the child an empty workspace of its own."},
+		"max_tokens":       obj{"type": "integer", "minimum": 1, "description": "Token budget for the child (default and at most: what your budget has left)."},
+		"max_cost_usd":     obj{"type": "number", "exclusiveMinimum": 0, "description": "Cost budget for the child in US dollars, e.g. 0.25 (default and at most: what your budget has left)."},
+		"max_time_seconds": obj{"type": "number", "exclusiveMinimum": 0, "description": "Working-time budget for the child in seconds (default and at most: what your budget has left)."},
 	}})
 }
 func (*Spawn) ResultSchema() json.RawMessage {
@@ -87,13 +91,16 @@ func (*Spawn) ResultSchema() json.RawMessage {
 }
 
 type spawnInput struct {
-	Request      string   `json:"request"`
-	Model        string   `json:"model"`
-	Tools        []string `json:"tools"`
-	Instructions string   `json:"instructions"`
-	Wait         bool     `json:"wait"`
-	Timeout      *float64 `json:"timeout"`
-	Fresh        bool     `json:"fresh_workspace"`
+	Request      string      `json:"request"`
+	Model        string      `json:"model"`
+	Tools        []string    `json:"tools"`
+	Instructions string      `json:"instructions"`
+	Wait         bool        `json:"wait"`
+	Timeout      *float64    `json:"timeout"`
+	Fresh        bool        `json:"fresh_workspace"`
+	MaxTokens    uint64      `json:"max_tokens"`
+	MaxCost      json.Number `json:"max_cost_usd"`
+	MaxTime      float64     `json:"max_time_seconds"`
 }
 
 type childResult struct {
@@ -120,7 +127,16 @@ func (s *Spawn) Execute(ctx context.Context, call tools.Call, _ tools.Emit) (jso
 	if err := json.Unmarshal(call.Input, &in); err != nil {
 		return nil, fmt.Errorf("%s: input: %w", NameSpawn, err)
 	}
-	id, queued, err := call.Tree.Spawn(ctx, tools.SpawnRequest{Request: in.Request, Model: in.Model, Tools: in.Tools, Instructions: in.Instructions, FreshWorkspace: in.Fresh})
+	req := tools.SpawnRequest{Request: in.Request, Model: in.Model, Tools: in.Tools, Instructions: in.Instructions, FreshWorkspace: in.Fresh,
+		MaxTokens: in.MaxTokens, MaxTime: time.Duration(in.MaxTime * float64(time.Second))}
+	if in.MaxCost != "" {
+		c, err := api.ParseUSD(in.MaxCost.String())
+		if err != nil {
+			return nil, fmt.Errorf("%s: max_cost_usd: %w", NameSpawn, err)
+		}
+		req.MaxCostNanoUSD = c
+	}
+	id, queued, err := call.Tree.Spawn(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", NameSpawn, err)
 	}
