@@ -26,8 +26,8 @@ type childState struct {
 // under the spawning call whenever it changes.
 type treeProgress struct {
 	kids map[string]*childState
-	// untracked counts descendants left out past maxChildLines; told is
-	// whether that was said.
+	// untracked are the running descendants left out past maxChildLines
+	// (until they end); told is whether that was said.
 	untracked map[string]bool
 	told      bool
 }
@@ -43,6 +43,9 @@ func (p *treeProgress) event(te *api.TreeEvent) []string {
 	k := p.kids[id]
 	if k == nil {
 		if p.untracked[id] {
+			if terminal(ev.GetStatusChanged().GetStatus()) {
+				delete(p.untracked, id) // ended: nothing left to remember
+			}
 			return nil
 		}
 		if len(p.kids) >= maxChildLines {
