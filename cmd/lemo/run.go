@@ -503,7 +503,13 @@ func (p *prompter) detail(a *api.ApprovalRequested, limit int) bool {
 	if tool == "" {
 		tool = a.GetTool()
 	}
-	lines, more := approvalDetail(tool, c.GetArguments(), p.workspace, limit)
+	ws := p.workspace
+	if p.paths[a.GetApprovalId()] != "" {
+		// A descendant may work in a folder of its own (fresh_workspace),
+		// which the events forwarded do not name: say nothing wrong.
+		ws = ""
+	}
+	lines, more := approvalDetail(tool, c.GetArguments(), ws, limit)
 	for _, l := range lines {
 		fmt.Fprintln(p.out, l)
 	}

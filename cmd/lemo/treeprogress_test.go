@@ -124,7 +124,7 @@ func TestPrompterAsksBelow(t *testing.T) {
 	p.tree(treeEv(path, ask))
 	p.tree(treeEv(path, ask))
 	p.ask()
-	want := "  in /w\n  $ echo hi\napprove C.call-1 in task R/C? [y/N/a=always/s=skip] (a approves and allows this exact command for this task, n REASON denies with a reason) "
+	want := "  in the task's folder\n  $ echo hi\napprove C.call-1 in task R/C? [y/N/a=always/s=skip] (a approves and allows this exact command for this task, n REASON denies with a reason) "
 	if b.String() != want {
 		t.Fatalf("screen %q, want %q", b.String(), want)
 	}
