@@ -518,8 +518,13 @@ func TestTreeRunAsksForChildApproval(t *testing.T) {
 	if len(pending) != 1 {
 		t.Fatalf("child %s has pending approvals %v, want one", child, pending)
 	}
-	// The terminal wraps long lines: compare without the breaks.
-	flat := strings.ReplaceAll(screen, "\n", "")
+	// The terminal wraps long lines (compare without the breaks) and may
+	// have scrolled (read its history too).
+	all, err := term.run("capture-pane", "-p", "-S", "-", "-t", "e2e")
+	if err != nil {
+		t.Fatalf("capture-pane: %v\n%s", err, all)
+	}
+	flat := strings.ReplaceAll(all, "\n", "")
 	if want := "approve " + pending[0] + " in task " + root + "/" + child + "?"; !strings.Contains(flat, want) {
 		t.Fatalf("the prompt is not %q; screen:\n%s", want, screen)
 	}
