@@ -659,6 +659,39 @@ func (d *Daemon) PendingApprovals(ctx context.Context, c Caller) ([]*api.Event, 
 	return d.env.deps.Store.PendingApprovals(owner)
 }
 
+// PendingBelow returns the approval requests not yet answered of the
+// Tasks below taskID (its descendants), each labelled with its path from
+// the root, oldest Task first: what a subscription to taskID is told
+// before its live TreeEvents. Only Tasks the caller may see count (a
+// descendant has its root's owner; the check holds all the same).
+func (d *Daemon) PendingBelow(ctx context.Context, c Caller, taskID string) ([]*api.TreeEvent, error) {
+	if _, err := d.Task(ctx, c, taskID); err != nil {
+		return nil, err
+	}
+	evs, err := d.PendingApprovals(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	var out []*api.TreeEvent
+	paths := map[string][]string{} // Task id -> path, nil when not below
+	for _, ev := range evs {
+		id := ev.GetTaskId()
+		path, seen := paths[id]
+		if !seen {
+			if m, err := d.env.deps.Store.Meta(id); err == nil && c.CanSee(m.GetOwner()) && m.GetParentId() != "" {
+				if anc := readAncestry(d.env.deps.Store, m.GetParentId()); taskstate.IsBelow(taskID, anc) {
+					path = append(anc, id)
+				}
+			}
+			paths[id] = path
+		}
+		if path != nil {
+			out = append(out, &api.TreeEvent{Path: path, Event: ev})
+		}
+	}
+	return out, nil
+}
+
 // Steer sends steering input to a running tool call (one whose tool accepts
 // steering, such as the delegate). It returns once the call took the input
 // into account, or why it could not.

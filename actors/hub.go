@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"lemo/actors/taskstate"
 	"lemo/api"
 )
 
@@ -16,6 +17,9 @@ import (
 type Update struct {
 	Event *api.Event
 	Delta *api.Delta
+	// Tree is an event of a Task below the subscribed one (see
+	// api.TreeEvent); it carries none of the subscribed Task's seqs.
+	Tree *api.TreeEvent
 	// FellBehind ends the subscription: the subscriber did not keep up.
 	FellBehind bool
 	// LastSeq is, with FellBehind, the last seq delivered for the
@@ -46,6 +50,23 @@ func (s *subscriber) wants(taskID, owner string) bool {
 	return (s.taskID == "" || s.taskID == taskID) && s.caller.CanSee(owner)
 }
 
+// update is what s gets of ev, an event of an owner's Task with the given
+// ancestors: the event itself on a subscription to the Task (or to every
+// Task), a TreeEvent on one to an ancestor, else nothing. A descendant has
+// its root's owner; the owner check holds for it all the same.
+func (s *subscriber) update(ev *api.Event, owner string, ancestors []string) (Update, bool) {
+	if s.wants(ev.GetTaskId(), owner) {
+		return Update{Event: ev}, true
+	}
+	if len(ancestors) == 0 || !s.caller.CanSee(owner) {
+		return Update{}, false
+	}
+	if path := taskstate.Forward(s.taskID, ancestors, ev); path != nil {
+		return Update{Tree: &api.TreeEvent{Path: path, Event: ev}}, true
+	}
+	return Update{}, false
+}
+
 // offer queues u without blocking; a full queue drops the subscriber.
 func (s *subscriber) offer(u Update) bool {
 	select {
@@ -65,8 +86,11 @@ type hubSubscribe struct {
 type hubUnsubscribe struct{ sub *subscriber }
 
 type hubEvents struct {
-	owner  string
-	events []*api.Event
+	owner string
+	// ancestors of the events' Task, root first (nil for a root): their
+	// subscriptions get the events taskstate.ForwardedUp as TreeEvents.
+	ancestors []string
+	events    []*api.Event
 }
 
 type hubDelta struct {
@@ -93,7 +117,8 @@ func (h *hub) Receive(ctx actor.Context) {
 	case *hubEvents:
 		for s := range h.subs {
 			for _, ev := range m.events {
-				if s.wants(ev.GetTaskId(), m.owner) && !s.offer(Update{Event: ev}) {
+				u, ok := s.update(ev, m.owner, m.ancestors)
+				if ok && !s.offer(u) {
 					delete(h.subs, s)
 					break
 				}

@@ -70,9 +70,11 @@ type failureRecorded struct {
 	taskID string
 	owner  string
 	events []*api.Event
-	// parent is the Task's parent, told of its failure ("" for a root).
-	parent string
-	err    error
+	// parent is the Task's parent, told of its failure ("" for a root);
+	// ancestors, root first, are told of it as of any event of the Task.
+	parent    string
+	ancestors []string
+	err       error
 }
 
 func newManager(e *env) *manager {
@@ -240,7 +242,11 @@ func (m *manager) terminated(ctx actor.Context, id string) {
 		self, sys := ctx.Self(), ctx.ActorSystem()
 		m.env.goroutine(func() {
 			owner, parent, evs, err := markFailed(m.env.deps.Store, id, f, m.env.now())
-			sys.Root.Send(self, &failureRecorded{taskID: id, owner: owner, parent: parent, events: evs, err: err})
+			var anc []string
+			if err == nil && parent != "" {
+				anc = readAncestry(m.env.deps.Store, parent)
+			}
+			sys.Root.Send(self, &failureRecorded{taskID: id, owner: owner, parent: parent, ancestors: anc, events: evs, err: err})
 		})
 		return
 	}
@@ -283,7 +289,7 @@ func (m *manager) shutdownProgress() {
 // (d.TellParent): markFailed put the child's end in the parent's inbox
 // in the same commit, and the manager wakes the parent.
 func (m *manager) crashRecorded(ctx actor.Context, r *failureRecorded, d supervision.Decision) {
-	ctx.Send(m.env.hub, &hubEvents{owner: r.owner, events: r.events})
+	ctx.Send(m.env.hub, &hubEvents{owner: r.owner, ancestors: r.ancestors, events: r.events})
 }
 
 // startChild starts a spawned child and counts it among the running ones.

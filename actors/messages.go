@@ -93,7 +93,10 @@ type loaded struct {
 	incarnation uint64
 	state       *taskstate.State
 	meta        *api.TaskMeta // nil for a Task not created yet
-	err         error
+	// ancestors are the Task's ancestors from its root down to its
+	// parent (nil for a root), for labelling what it publishes.
+	ancestors []string
+	err       error
 }
 
 // appended carries an append's outcome from its goroutine.

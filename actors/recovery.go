@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -48,6 +49,24 @@ func loadActivation(st *persistence.Store, taskID string) (*taskstate.State, *ap
 		return nil, nil, fmt.Errorf("read the metadata of task %s: %w", taskID, err)
 	}
 	return s, meta, nil
+}
+
+// readAncestry returns the ids from the root of a tree down to parent
+// (nil when parent is ""), read from the Tasks' metadata; it stops at an
+// unreadable Task or after taskstate.MaxAncestry of them, so a damaged
+// link shortens the path rather than failing the Task.
+func readAncestry(st *persistence.Store, parent string) []string {
+	var rev []string
+	for cur := parent; cur != "" && len(rev) < taskstate.MaxAncestry; {
+		rev = append(rev, cur)
+		m, err := st.Meta(cur)
+		if err != nil {
+			break
+		}
+		cur = m.GetParentId()
+	}
+	slices.Reverse(rev)
+	return rev
 }
 
 // appendBodies stamps bodies after s's last seq and appends them, then

@@ -60,6 +60,10 @@ type task struct {
 	st      *taskstate.State
 	meta    *api.TaskMeta
 	loading bool
+	// ancestors: the Task's ancestors from the root down to its parent
+	// (nil for a root); the hub forwards some of its events to their
+	// subscriptions.
+	ancestors []string
 	// fresh: the actor was activated to create the Task, which has no
 	// history to load.
 	fresh    bool
@@ -366,7 +370,11 @@ func (t *task) load(ctx actor.Context) {
 	inc, self, sys, store, id := t.incarnation, ctx.Self(), ctx.ActorSystem(), t.env.deps.Store, t.id
 	t.env.goroutine(func() {
 		s, meta, err := loadActivation(store, id)
-		sys.Root.Send(self, &loaded{incarnation: inc, state: s, meta: meta, err: err})
+		var anc []string
+		if err == nil {
+			anc = readAncestry(store, s.ParentID)
+		}
+		sys.Root.Send(self, &loaded{incarnation: inc, state: s, meta: meta, ancestors: anc, err: err})
 	})
 }
 
@@ -378,6 +386,7 @@ func (t *task) onLoaded(ctx actor.Context, m *loaded) {
 		panic(err)
 	}
 	t.st = m.state
+	t.ancestors = m.ancestors
 	if !t.st.Exists() {
 		t.history = []*api.Event{} // a new Task: everything it records is kept
 	}
@@ -575,7 +584,7 @@ func (t *task) onAppended(ctx actor.Context, m *appended) {
 	t.keepHistory(inf.events)
 	t.meta = m.meta
 	t.env.inspector.setState(t.self.Id, taskstate.StatusName(t.st.Status), t.env.now())
-	ctx.Send(t.env.hub, &hubEvents{owner: t.st.Owner, events: inf.events})
+	ctx.Send(t.env.hub, &hubEvents{owner: t.st.Owner, ancestors: t.ancestors, events: inf.events})
 	for _, r := range inf.replies {
 		replyTo(r, reply{meta: m.meta})
 	}

@@ -2,8 +2,11 @@ package actors_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"lemo/actors"
 	"lemo/api"
@@ -204,5 +207,78 @@ func TestTreePauseContinueCascade(t *testing.T) {
 	h.waitStatus(id, api.TaskStatus_TASK_STATUS_RUNNING)
 	if st := lastStatus(h.history(kids[1])); st != api.TaskStatus_TASK_STATUS_PAUSED {
 		t.Fatalf("the child a person paused is %v after the parent's continue, want paused", st)
+	}
+}
+
+// A subscription to a root follows its child as TreeEvents labelled
+// root/child, apart from the root's own events: the child's progress and,
+// when the child keeps crashing and supervision records it failed (the
+// manager writes that record, not the child's actor), its failed status.
+func TestTreeRootSubscriptionSeesChildFail(t *testing.T) {
+	crashes := new(atomic.Int32)
+	var h *harness
+	plan := treePlan(func(last string, tool bool) fake.Turn {
+		switch {
+		case strings.Contains(last, "CHILD"):
+			return fake.Turn{ToolCalls: []providers.ToolCall{call("p", "test_crashy", "x")}}
+		case last == "PARENT":
+			return fake.Turn{ToolCalls: []providers.ToolCall{fake.ToolCall("c1", "tasks_spawn", map[string]any{"request": "CHILD x", "wait": true, "timeout": 60})}}
+		default:
+			return fake.Turn{Text: "parent saw: " + last}
+		}
+	})
+	h = newHarness(t, plan, append(tasks.NewTree(lazyStoreOf(&h)), crashyTool{crashes: crashes})...)
+	id := h.create("PARENT")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sub, err := h.d.Subscribe(ctx, actors.Operator, actors.SubscribeOptions{TaskID: id, FromSeq: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	var child string
+	h.waitFor(id, "a child", func(evs []*api.Event) bool {
+		for _, ev := range evs {
+			if cs := ev.GetChildSpawned(); cs != nil {
+				child = cs.GetChildId()
+			}
+		}
+		return child != ""
+	})
+	for i := 1; i <= 3; i++ {
+		h.waitFor(child, fmt.Sprintf("pause %d after a crash", i), interrupted(i))
+		if _, err := h.d.Continue(ctx, actors.Operator, child, ""); err != nil {
+			t.Fatalf("Continue %d: %v", i, err)
+		}
+	}
+	h.waitStatus(child, api.TaskStatus_TASK_STATUS_FAILED)
+	cycles := 0
+	for {
+		select {
+		case u, ok := <-sub.C:
+			if !ok {
+				t.Fatal("the subscription ended")
+			}
+			if u.Event != nil && u.Event.GetTaskId() != id {
+				t.Fatalf("the root's subscription got the child's event %v as its own", u.Event)
+			}
+			if u.Tree == nil {
+				continue
+			}
+			if got := strings.Join(u.Tree.GetPath(), "/"); got != id+"/"+child {
+				t.Fatalf("tree event path %s, want %s/%s", got, id, child)
+			}
+			if u.Tree.GetEvent().GetCycleStarted() != nil {
+				cycles++
+			}
+			if u.Tree.GetEvent().GetStatusChanged().GetStatus() == api.TaskStatus_TASK_STATUS_FAILED {
+				if cycles == 0 {
+					t.Fatal("the child's Cycles were not forwarded before its failure")
+				}
+				return
+			}
+		case <-ctx.Done():
+			t.Fatalf("the root's subscription never saw its child fail:\n%s", dump(h.history(child)))
+		}
 	}
 }

@@ -2122,6 +2122,7 @@ type Update struct {
 	//	*Update_CaughtUp
 	//	*Update_FellBehind
 	//	*Update_Ended
+	//	*Update_TreeEvent
 	Body          isUpdate_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2209,6 +2210,15 @@ func (x *Update) GetEnded() *Ended {
 	return nil
 }
 
+func (x *Update) GetTreeEvent() *TreeEvent {
+	if x != nil {
+		if x, ok := x.Body.(*Update_TreeEvent); ok {
+			return x.TreeEvent
+		}
+	}
+	return nil
+}
+
 type isUpdate_Body interface {
 	isUpdate_Body()
 }
@@ -2239,6 +2249,12 @@ type Update_Ended struct {
 	Ended *Ended `protobuf:"bytes,5,opt,name=ended,proto3,oneof"`
 }
 
+type Update_TreeEvent struct {
+	// An event of a descendant of the subscribed Task (approvals and
+	// progress), outside the subscribed Task's own seqs.
+	TreeEvent *TreeEvent `protobuf:"bytes,150,opt,name=tree_event,json=treeEvent,proto3,oneof"`
+}
+
 func (*Update_Event) isUpdate_Body() {}
 
 func (*Update_Delta) isUpdate_Body() {}
@@ -2249,6 +2265,67 @@ func (*Update_FellBehind) isUpdate_Body() {}
 
 func (*Update_Ended) isUpdate_Body() {}
 
+func (*Update_TreeEvent) isUpdate_Body() {}
+
+// TreeEvent is an event of a Task below the subscribed one, forwarded to
+// the subscriptions of its ancestors: approvals requested and resolved,
+// the calls they are for, and the progress of its Cycles and status. It
+// carries no seq of the subscribed Task: clients keep it apart from their
+// per-Task contiguous events. A (re)subscription to a Task first sends
+// the approvals still pending anywhere below it as TreeEvents.
+type TreeEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The Task ids from the root of the tree down to the event's Task.
+	Path          []string `protobuf:"bytes,1,rep,name=path,proto3" json:"path,omitempty"`
+	Event         *Event   `protobuf:"bytes,2,opt,name=event,proto3" json:"event,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TreeEvent) Reset() {
+	*x = TreeEvent{}
+	mi := &file_gateway_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TreeEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TreeEvent) ProtoMessage() {}
+
+func (x *TreeEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TreeEvent.ProtoReflect.Descriptor instead.
+func (*TreeEvent) Descriptor() ([]byte, []int) {
+	return file_gateway_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *TreeEvent) GetPath() []string {
+	if x != nil {
+		return x.Path
+	}
+	return nil
+}
+
+func (x *TreeEvent) GetEvent() *Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
 type CaughtUp struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2257,7 +2334,7 @@ type CaughtUp struct {
 
 func (x *CaughtUp) Reset() {
 	*x = CaughtUp{}
-	mi := &file_gateway_proto_msgTypes[27]
+	mi := &file_gateway_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2269,7 +2346,7 @@ func (x *CaughtUp) String() string {
 func (*CaughtUp) ProtoMessage() {}
 
 func (x *CaughtUp) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[27]
+	mi := &file_gateway_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2282,7 +2359,7 @@ func (x *CaughtUp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaughtUp.ProtoReflect.Descriptor instead.
 func (*CaughtUp) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{27}
+	return file_gateway_proto_rawDescGZIP(), []int{28}
 }
 
 type FellBehind struct {
@@ -2295,7 +2372,7 @@ type FellBehind struct {
 
 func (x *FellBehind) Reset() {
 	*x = FellBehind{}
-	mi := &file_gateway_proto_msgTypes[28]
+	mi := &file_gateway_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2307,7 +2384,7 @@ func (x *FellBehind) String() string {
 func (*FellBehind) ProtoMessage() {}
 
 func (x *FellBehind) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[28]
+	mi := &file_gateway_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2320,7 +2397,7 @@ func (x *FellBehind) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FellBehind.ProtoReflect.Descriptor instead.
 func (*FellBehind) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{28}
+	return file_gateway_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *FellBehind) GetLast() []*TaskSeq {
@@ -2339,7 +2416,7 @@ type Ended struct {
 
 func (x *Ended) Reset() {
 	*x = Ended{}
-	mi := &file_gateway_proto_msgTypes[29]
+	mi := &file_gateway_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2351,7 +2428,7 @@ func (x *Ended) String() string {
 func (*Ended) ProtoMessage() {}
 
 func (x *Ended) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[29]
+	mi := &file_gateway_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2364,7 +2441,7 @@ func (x *Ended) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ended.ProtoReflect.Descriptor instead.
 func (*Ended) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{29}
+	return file_gateway_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Ended) GetReason() string {
@@ -2382,7 +2459,7 @@ type ListApprovalsRequest struct {
 
 func (x *ListApprovalsRequest) Reset() {
 	*x = ListApprovalsRequest{}
-	mi := &file_gateway_proto_msgTypes[30]
+	mi := &file_gateway_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2394,7 +2471,7 @@ func (x *ListApprovalsRequest) String() string {
 func (*ListApprovalsRequest) ProtoMessage() {}
 
 func (x *ListApprovalsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[30]
+	mi := &file_gateway_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2407,7 +2484,7 @@ func (x *ListApprovalsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApprovalsRequest.ProtoReflect.Descriptor instead.
 func (*ListApprovalsRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{30}
+	return file_gateway_proto_rawDescGZIP(), []int{31}
 }
 
 type ApprovalList struct {
@@ -2420,7 +2497,7 @@ type ApprovalList struct {
 
 func (x *ApprovalList) Reset() {
 	*x = ApprovalList{}
-	mi := &file_gateway_proto_msgTypes[31]
+	mi := &file_gateway_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2432,7 +2509,7 @@ func (x *ApprovalList) String() string {
 func (*ApprovalList) ProtoMessage() {}
 
 func (x *ApprovalList) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[31]
+	mi := &file_gateway_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2445,7 +2522,7 @@ func (x *ApprovalList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalList.ProtoReflect.Descriptor instead.
 func (*ApprovalList) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{31}
+	return file_gateway_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ApprovalList) GetApprovals() []*Event {
@@ -2471,7 +2548,7 @@ type ResolveApprovalRequest struct {
 
 func (x *ResolveApprovalRequest) Reset() {
 	*x = ResolveApprovalRequest{}
-	mi := &file_gateway_proto_msgTypes[32]
+	mi := &file_gateway_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2483,7 +2560,7 @@ func (x *ResolveApprovalRequest) String() string {
 func (*ResolveApprovalRequest) ProtoMessage() {}
 
 func (x *ResolveApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[32]
+	mi := &file_gateway_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2496,7 +2573,7 @@ func (x *ResolveApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveApprovalRequest.ProtoReflect.Descriptor instead.
 func (*ResolveApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{32}
+	return file_gateway_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ResolveApprovalRequest) GetApprovalId() string {
@@ -2540,7 +2617,7 @@ type SteerRequest struct {
 
 func (x *SteerRequest) Reset() {
 	*x = SteerRequest{}
-	mi := &file_gateway_proto_msgTypes[33]
+	mi := &file_gateway_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2552,7 +2629,7 @@ func (x *SteerRequest) String() string {
 func (*SteerRequest) ProtoMessage() {}
 
 func (x *SteerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[33]
+	mi := &file_gateway_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2565,7 +2642,7 @@ func (x *SteerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SteerRequest.ProtoReflect.Descriptor instead.
 func (*SteerRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{33}
+	return file_gateway_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SteerRequest) GetTaskId() string {
@@ -2599,7 +2676,7 @@ type InspectRequest struct {
 
 func (x *InspectRequest) Reset() {
 	*x = InspectRequest{}
-	mi := &file_gateway_proto_msgTypes[34]
+	mi := &file_gateway_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2611,7 +2688,7 @@ func (x *InspectRequest) String() string {
 func (*InspectRequest) ProtoMessage() {}
 
 func (x *InspectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[34]
+	mi := &file_gateway_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2624,7 +2701,7 @@ func (x *InspectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectRequest.ProtoReflect.Descriptor instead.
 func (*InspectRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{34}
+	return file_gateway_proto_rawDescGZIP(), []int{35}
 }
 
 // ActorInfo describes one live actor of the daemon's internal tree.
@@ -2658,7 +2735,7 @@ type ActorInfo struct {
 
 func (x *ActorInfo) Reset() {
 	*x = ActorInfo{}
-	mi := &file_gateway_proto_msgTypes[35]
+	mi := &file_gateway_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2670,7 +2747,7 @@ func (x *ActorInfo) String() string {
 func (*ActorInfo) ProtoMessage() {}
 
 func (x *ActorInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[35]
+	mi := &file_gateway_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2683,7 +2760,7 @@ func (x *ActorInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorInfo.ProtoReflect.Descriptor instead.
 func (*ActorInfo) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{35}
+	return file_gateway_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ActorInfo) GetId() string {
@@ -2775,7 +2852,7 @@ type ActorTree struct {
 
 func (x *ActorTree) Reset() {
 	*x = ActorTree{}
-	mi := &file_gateway_proto_msgTypes[36]
+	mi := &file_gateway_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2787,7 +2864,7 @@ func (x *ActorTree) String() string {
 func (*ActorTree) ProtoMessage() {}
 
 func (x *ActorTree) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[36]
+	mi := &file_gateway_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2800,7 +2877,7 @@ func (x *ActorTree) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorTree.ProtoReflect.Descriptor instead.
 func (*ActorTree) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{36}
+	return file_gateway_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ActorTree) GetActors() []*ActorInfo {
@@ -2831,7 +2908,7 @@ type StopCallRequest struct {
 
 func (x *StopCallRequest) Reset() {
 	*x = StopCallRequest{}
-	mi := &file_gateway_proto_msgTypes[37]
+	mi := &file_gateway_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2843,7 +2920,7 @@ func (x *StopCallRequest) String() string {
 func (*StopCallRequest) ProtoMessage() {}
 
 func (x *StopCallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[37]
+	mi := &file_gateway_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2856,7 +2933,7 @@ func (x *StopCallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopCallRequest.ProtoReflect.Descriptor instead.
 func (*StopCallRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{37}
+	return file_gateway_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *StopCallRequest) GetTaskId() string {
@@ -2888,7 +2965,7 @@ type ServiceOperation struct {
 
 func (x *ServiceOperation) Reset() {
 	*x = ServiceOperation{}
-	mi := &file_gateway_proto_msgTypes[38]
+	mi := &file_gateway_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2900,7 +2977,7 @@ func (x *ServiceOperation) String() string {
 func (*ServiceOperation) ProtoMessage() {}
 
 func (x *ServiceOperation) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[38]
+	mi := &file_gateway_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2913,7 +2990,7 @@ func (x *ServiceOperation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceOperation.ProtoReflect.Descriptor instead.
 func (*ServiceOperation) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{38}
+	return file_gateway_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ServiceOperation) GetName() string {
@@ -2958,7 +3035,7 @@ type ServiceSpec struct {
 
 func (x *ServiceSpec) Reset() {
 	*x = ServiceSpec{}
-	mi := &file_gateway_proto_msgTypes[39]
+	mi := &file_gateway_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2970,7 +3047,7 @@ func (x *ServiceSpec) String() string {
 func (*ServiceSpec) ProtoMessage() {}
 
 func (x *ServiceSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[39]
+	mi := &file_gateway_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2983,7 +3060,7 @@ func (x *ServiceSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceSpec.ProtoReflect.Descriptor instead.
 func (*ServiceSpec) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{39}
+	return file_gateway_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ServiceSpec) GetName() string {
@@ -3016,7 +3093,7 @@ type RegisterServiceRequest struct {
 
 func (x *RegisterServiceRequest) Reset() {
 	*x = RegisterServiceRequest{}
-	mi := &file_gateway_proto_msgTypes[40]
+	mi := &file_gateway_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3028,7 +3105,7 @@ func (x *RegisterServiceRequest) String() string {
 func (*RegisterServiceRequest) ProtoMessage() {}
 
 func (x *RegisterServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[40]
+	mi := &file_gateway_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3041,7 +3118,7 @@ func (x *RegisterServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterServiceRequest.ProtoReflect.Descriptor instead.
 func (*RegisterServiceRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{40}
+	return file_gateway_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RegisterServiceRequest) GetService() *ServiceSpec {
@@ -3060,7 +3137,7 @@ type UnregisterServiceRequest struct {
 
 func (x *UnregisterServiceRequest) Reset() {
 	*x = UnregisterServiceRequest{}
-	mi := &file_gateway_proto_msgTypes[41]
+	mi := &file_gateway_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3072,7 +3149,7 @@ func (x *UnregisterServiceRequest) String() string {
 func (*UnregisterServiceRequest) ProtoMessage() {}
 
 func (x *UnregisterServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[41]
+	mi := &file_gateway_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3085,7 +3162,7 @@ func (x *UnregisterServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterServiceRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterServiceRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{41}
+	return file_gateway_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *UnregisterServiceRequest) GetName() string {
@@ -3115,7 +3192,7 @@ type ServiceCall struct {
 
 func (x *ServiceCall) Reset() {
 	*x = ServiceCall{}
-	mi := &file_gateway_proto_msgTypes[42]
+	mi := &file_gateway_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3127,7 +3204,7 @@ func (x *ServiceCall) String() string {
 func (*ServiceCall) ProtoMessage() {}
 
 func (x *ServiceCall) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[42]
+	mi := &file_gateway_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3140,7 +3217,7 @@ func (x *ServiceCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceCall.ProtoReflect.Descriptor instead.
 func (*ServiceCall) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{42}
+	return file_gateway_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ServiceCall) GetCall() uint64 {
@@ -3211,7 +3288,7 @@ type ServiceResult struct {
 
 func (x *ServiceResult) Reset() {
 	*x = ServiceResult{}
-	mi := &file_gateway_proto_msgTypes[43]
+	mi := &file_gateway_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3223,7 +3300,7 @@ func (x *ServiceResult) String() string {
 func (*ServiceResult) ProtoMessage() {}
 
 func (x *ServiceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[43]
+	mi := &file_gateway_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3236,7 +3313,7 @@ func (x *ServiceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceResult.ProtoReflect.Descriptor instead.
 func (*ServiceResult) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{43}
+	return file_gateway_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ServiceResult) GetCall() uint64 {
@@ -3270,7 +3347,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_gateway_proto_msgTypes[44]
+	mi := &file_gateway_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3282,7 +3359,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[44]
+	mi := &file_gateway_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3295,7 +3372,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{44}
+	return file_gateway_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Error) GetCode() ErrorCode {
@@ -3321,7 +3398,7 @@ type Done struct {
 
 func (x *Done) Reset() {
 	*x = Done{}
-	mi := &file_gateway_proto_msgTypes[45]
+	mi := &file_gateway_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3333,7 +3410,7 @@ func (x *Done) String() string {
 func (*Done) ProtoMessage() {}
 
 func (x *Done) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[45]
+	mi := &file_gateway_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3346,7 +3423,7 @@ func (x *Done) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Done.ProtoReflect.Descriptor instead.
 func (*Done) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{45}
+	return file_gateway_proto_rawDescGZIP(), []int{46}
 }
 
 // Response answers one Request.
@@ -3374,7 +3451,7 @@ type Response struct {
 
 func (x *Response) Reset() {
 	*x = Response{}
-	mi := &file_gateway_proto_msgTypes[46]
+	mi := &file_gateway_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3386,7 +3463,7 @@ func (x *Response) String() string {
 func (*Response) ProtoMessage() {}
 
 func (x *Response) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[46]
+	mi := &file_gateway_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3399,7 +3476,7 @@ func (x *Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Response.ProtoReflect.Descriptor instead.
 func (*Response) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{46}
+	return file_gateway_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Response) GetId() uint64 {
@@ -3610,7 +3687,7 @@ type ListDelegateSessionsRequest struct {
 
 func (x *ListDelegateSessionsRequest) Reset() {
 	*x = ListDelegateSessionsRequest{}
-	mi := &file_gateway_proto_msgTypes[47]
+	mi := &file_gateway_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3622,7 +3699,7 @@ func (x *ListDelegateSessionsRequest) String() string {
 func (*ListDelegateSessionsRequest) ProtoMessage() {}
 
 func (x *ListDelegateSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[47]
+	mi := &file_gateway_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3635,7 +3712,7 @@ func (x *ListDelegateSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDelegateSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListDelegateSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{47}
+	return file_gateway_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListDelegateSessionsRequest) GetTaskId() string {
@@ -3672,7 +3749,7 @@ type DelegateSession struct {
 
 func (x *DelegateSession) Reset() {
 	*x = DelegateSession{}
-	mi := &file_gateway_proto_msgTypes[48]
+	mi := &file_gateway_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3684,7 +3761,7 @@ func (x *DelegateSession) String() string {
 func (*DelegateSession) ProtoMessage() {}
 
 func (x *DelegateSession) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[48]
+	mi := &file_gateway_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3697,7 +3774,7 @@ func (x *DelegateSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DelegateSession.ProtoReflect.Descriptor instead.
 func (*DelegateSession) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{48}
+	return file_gateway_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *DelegateSession) GetSessionId() string {
@@ -3795,7 +3872,7 @@ type DelegateSessionList struct {
 
 func (x *DelegateSessionList) Reset() {
 	*x = DelegateSessionList{}
-	mi := &file_gateway_proto_msgTypes[49]
+	mi := &file_gateway_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3807,7 +3884,7 @@ func (x *DelegateSessionList) String() string {
 func (*DelegateSessionList) ProtoMessage() {}
 
 func (x *DelegateSessionList) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[49]
+	mi := &file_gateway_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3820,7 +3897,7 @@ func (x *DelegateSessionList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DelegateSessionList.ProtoReflect.Descriptor instead.
 func (*DelegateSessionList) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{49}
+	return file_gateway_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *DelegateSessionList) GetSessions() []*DelegateSession {
@@ -3852,7 +3929,7 @@ type ToClient struct {
 
 func (x *ToClient) Reset() {
 	*x = ToClient{}
-	mi := &file_gateway_proto_msgTypes[50]
+	mi := &file_gateway_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3864,7 +3941,7 @@ func (x *ToClient) String() string {
 func (*ToClient) ProtoMessage() {}
 
 func (x *ToClient) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[50]
+	mi := &file_gateway_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3877,7 +3954,7 @@ func (x *ToClient) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToClient.ProtoReflect.Descriptor instead.
 func (*ToClient) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{50}
+	return file_gateway_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ToClient) GetBody() isToClient_Body {
@@ -3950,7 +4027,7 @@ type Chunk struct {
 
 func (x *Chunk) Reset() {
 	*x = Chunk{}
-	mi := &file_gateway_proto_msgTypes[51]
+	mi := &file_gateway_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3962,7 +4039,7 @@ func (x *Chunk) String() string {
 func (*Chunk) ProtoMessage() {}
 
 func (x *Chunk) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[51]
+	mi := &file_gateway_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3975,7 +4052,7 @@ func (x *Chunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Chunk.ProtoReflect.Descriptor instead.
 func (*Chunk) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{51}
+	return file_gateway_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Chunk) GetId() uint64 {
@@ -4142,15 +4219,20 @@ const file_gateway_proto_rawDesc = "" +
 	"\x05count\x18\x02 \x01(\rR\x05count\"\\\n" +
 	"\vUpdateBatch\x12\"\n" +
 	"\fsubscription\x18\x01 \x01(\x04R\fsubscription\x12)\n" +
-	"\aupdates\x18\x02 \x03(\v2\x0f.lemo.v1.UpdateR\aupdates\"\xf2\x01\n" +
+	"\aupdates\x18\x02 \x03(\v2\x0f.lemo.v1.UpdateR\aupdates\"\xa8\x02\n" +
 	"\x06Update\x12&\n" +
 	"\x05event\x18\x01 \x01(\v2\x0e.lemo.v1.EventH\x00R\x05event\x12&\n" +
 	"\x05delta\x18\x02 \x01(\v2\x0e.lemo.v1.DeltaH\x00R\x05delta\x120\n" +
 	"\tcaught_up\x18\x03 \x01(\v2\x11.lemo.v1.CaughtUpH\x00R\bcaughtUp\x126\n" +
 	"\vfell_behind\x18\x04 \x01(\v2\x13.lemo.v1.FellBehindH\x00R\n" +
 	"fellBehind\x12&\n" +
-	"\x05ended\x18\x05 \x01(\v2\x0e.lemo.v1.EndedH\x00R\x05endedB\x06\n" +
-	"\x04body\"\n" +
+	"\x05ended\x18\x05 \x01(\v2\x0e.lemo.v1.EndedH\x00R\x05ended\x124\n" +
+	"\n" +
+	"tree_event\x18\x96\x01 \x01(\v2\x12.lemo.v1.TreeEventH\x00R\ttreeEventB\x06\n" +
+	"\x04body\"E\n" +
+	"\tTreeEvent\x12\x12\n" +
+	"\x04path\x18\x01 \x03(\tR\x04path\x12$\n" +
+	"\x05event\x18\x02 \x01(\v2\x0e.lemo.v1.EventR\x05event\"\n" +
 	"\n" +
 	"\bCaughtUp\"2\n" +
 	"\n" +
@@ -4301,7 +4383,7 @@ func file_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_gateway_proto_goTypes = []any{
 	(ErrorCode)(0),                      // 0: lemo.v1.ErrorCode
 	(*Request)(nil),                     // 1: lemo.v1.Request
@@ -4331,37 +4413,38 @@ var file_gateway_proto_goTypes = []any{
 	(*Ack)(nil),                         // 25: lemo.v1.Ack
 	(*UpdateBatch)(nil),                 // 26: lemo.v1.UpdateBatch
 	(*Update)(nil),                      // 27: lemo.v1.Update
-	(*CaughtUp)(nil),                    // 28: lemo.v1.CaughtUp
-	(*FellBehind)(nil),                  // 29: lemo.v1.FellBehind
-	(*Ended)(nil),                       // 30: lemo.v1.Ended
-	(*ListApprovalsRequest)(nil),        // 31: lemo.v1.ListApprovalsRequest
-	(*ApprovalList)(nil),                // 32: lemo.v1.ApprovalList
-	(*ResolveApprovalRequest)(nil),      // 33: lemo.v1.ResolveApprovalRequest
-	(*SteerRequest)(nil),                // 34: lemo.v1.SteerRequest
-	(*InspectRequest)(nil),              // 35: lemo.v1.InspectRequest
-	(*ActorInfo)(nil),                   // 36: lemo.v1.ActorInfo
-	(*ActorTree)(nil),                   // 37: lemo.v1.ActorTree
-	(*StopCallRequest)(nil),             // 38: lemo.v1.StopCallRequest
-	(*ServiceOperation)(nil),            // 39: lemo.v1.ServiceOperation
-	(*ServiceSpec)(nil),                 // 40: lemo.v1.ServiceSpec
-	(*RegisterServiceRequest)(nil),      // 41: lemo.v1.RegisterServiceRequest
-	(*UnregisterServiceRequest)(nil),    // 42: lemo.v1.UnregisterServiceRequest
-	(*ServiceCall)(nil),                 // 43: lemo.v1.ServiceCall
-	(*ServiceResult)(nil),               // 44: lemo.v1.ServiceResult
-	(*Error)(nil),                       // 45: lemo.v1.Error
-	(*Done)(nil),                        // 46: lemo.v1.Done
-	(*Response)(nil),                    // 47: lemo.v1.Response
-	(*ListDelegateSessionsRequest)(nil), // 48: lemo.v1.ListDelegateSessionsRequest
-	(*DelegateSession)(nil),             // 49: lemo.v1.DelegateSession
-	(*DelegateSessionList)(nil),         // 50: lemo.v1.DelegateSessionList
-	(*ToClient)(nil),                    // 51: lemo.v1.ToClient
-	(*Chunk)(nil),                       // 52: lemo.v1.Chunk
-	(*ToolApproval)(nil),                // 53: lemo.v1.ToolApproval
-	(*BudgetAmounts)(nil),               // 54: lemo.v1.BudgetAmounts
-	(*TaskMeta)(nil),                    // 55: lemo.v1.TaskMeta
-	(*Event)(nil),                       // 56: lemo.v1.Event
-	(*Delta)(nil),                       // 57: lemo.v1.Delta
-	(*timestamppb.Timestamp)(nil),       // 58: google.protobuf.Timestamp
+	(*TreeEvent)(nil),                   // 28: lemo.v1.TreeEvent
+	(*CaughtUp)(nil),                    // 29: lemo.v1.CaughtUp
+	(*FellBehind)(nil),                  // 30: lemo.v1.FellBehind
+	(*Ended)(nil),                       // 31: lemo.v1.Ended
+	(*ListApprovalsRequest)(nil),        // 32: lemo.v1.ListApprovalsRequest
+	(*ApprovalList)(nil),                // 33: lemo.v1.ApprovalList
+	(*ResolveApprovalRequest)(nil),      // 34: lemo.v1.ResolveApprovalRequest
+	(*SteerRequest)(nil),                // 35: lemo.v1.SteerRequest
+	(*InspectRequest)(nil),              // 36: lemo.v1.InspectRequest
+	(*ActorInfo)(nil),                   // 37: lemo.v1.ActorInfo
+	(*ActorTree)(nil),                   // 38: lemo.v1.ActorTree
+	(*StopCallRequest)(nil),             // 39: lemo.v1.StopCallRequest
+	(*ServiceOperation)(nil),            // 40: lemo.v1.ServiceOperation
+	(*ServiceSpec)(nil),                 // 41: lemo.v1.ServiceSpec
+	(*RegisterServiceRequest)(nil),      // 42: lemo.v1.RegisterServiceRequest
+	(*UnregisterServiceRequest)(nil),    // 43: lemo.v1.UnregisterServiceRequest
+	(*ServiceCall)(nil),                 // 44: lemo.v1.ServiceCall
+	(*ServiceResult)(nil),               // 45: lemo.v1.ServiceResult
+	(*Error)(nil),                       // 46: lemo.v1.Error
+	(*Done)(nil),                        // 47: lemo.v1.Done
+	(*Response)(nil),                    // 48: lemo.v1.Response
+	(*ListDelegateSessionsRequest)(nil), // 49: lemo.v1.ListDelegateSessionsRequest
+	(*DelegateSession)(nil),             // 50: lemo.v1.DelegateSession
+	(*DelegateSessionList)(nil),         // 51: lemo.v1.DelegateSessionList
+	(*ToClient)(nil),                    // 52: lemo.v1.ToClient
+	(*Chunk)(nil),                       // 53: lemo.v1.Chunk
+	(*ToolApproval)(nil),                // 54: lemo.v1.ToolApproval
+	(*BudgetAmounts)(nil),               // 55: lemo.v1.BudgetAmounts
+	(*TaskMeta)(nil),                    // 56: lemo.v1.TaskMeta
+	(*Event)(nil),                       // 57: lemo.v1.Event
+	(*Delta)(nil),                       // 58: lemo.v1.Delta
+	(*timestamppb.Timestamp)(nil),       // 59: google.protobuf.Timestamp
 }
 var file_gateway_proto_depIdxs = []int32{
 	2,  // 0: lemo.v1.Request.hello:type_name -> lemo.v1.Hello
@@ -4378,66 +4461,68 @@ var file_gateway_proto_depIdxs = []int32{
 	22, // 11: lemo.v1.Request.subscribe:type_name -> lemo.v1.SubscribeRequest
 	24, // 12: lemo.v1.Request.unsubscribe:type_name -> lemo.v1.UnsubscribeRequest
 	25, // 13: lemo.v1.Request.ack:type_name -> lemo.v1.Ack
-	31, // 14: lemo.v1.Request.list_approvals:type_name -> lemo.v1.ListApprovalsRequest
-	33, // 15: lemo.v1.Request.resolve_approval:type_name -> lemo.v1.ResolveApprovalRequest
-	34, // 16: lemo.v1.Request.steer:type_name -> lemo.v1.SteerRequest
-	41, // 17: lemo.v1.Request.register_service:type_name -> lemo.v1.RegisterServiceRequest
-	42, // 18: lemo.v1.Request.unregister_service:type_name -> lemo.v1.UnregisterServiceRequest
-	44, // 19: lemo.v1.Request.service_result:type_name -> lemo.v1.ServiceResult
+	32, // 14: lemo.v1.Request.list_approvals:type_name -> lemo.v1.ListApprovalsRequest
+	34, // 15: lemo.v1.Request.resolve_approval:type_name -> lemo.v1.ResolveApprovalRequest
+	35, // 16: lemo.v1.Request.steer:type_name -> lemo.v1.SteerRequest
+	42, // 17: lemo.v1.Request.register_service:type_name -> lemo.v1.RegisterServiceRequest
+	43, // 18: lemo.v1.Request.unregister_service:type_name -> lemo.v1.UnregisterServiceRequest
+	45, // 19: lemo.v1.Request.service_result:type_name -> lemo.v1.ServiceResult
 	4,  // 20: lemo.v1.Request.goodbye:type_name -> lemo.v1.Goodbye
-	35, // 21: lemo.v1.Request.inspect:type_name -> lemo.v1.InspectRequest
-	38, // 22: lemo.v1.Request.stop_call:type_name -> lemo.v1.StopCallRequest
-	48, // 23: lemo.v1.Request.list_delegate_sessions:type_name -> lemo.v1.ListDelegateSessionsRequest
+	36, // 21: lemo.v1.Request.inspect:type_name -> lemo.v1.InspectRequest
+	39, // 22: lemo.v1.Request.stop_call:type_name -> lemo.v1.StopCallRequest
+	49, // 23: lemo.v1.Request.list_delegate_sessions:type_name -> lemo.v1.ListDelegateSessionsRequest
 	7,  // 24: lemo.v1.Request.raise_budget:type_name -> lemo.v1.RaiseBudgetRequest
-	53, // 25: lemo.v1.CreateTaskRequest.approvals:type_name -> lemo.v1.ToolApproval
-	54, // 26: lemo.v1.CreateTaskRequest.budget:type_name -> lemo.v1.BudgetAmounts
-	54, // 27: lemo.v1.RaiseBudgetRequest.add:type_name -> lemo.v1.BudgetAmounts
-	55, // 28: lemo.v1.TaskPage.tasks:type_name -> lemo.v1.TaskMeta
-	56, // 29: lemo.v1.HistoryPage.events:type_name -> lemo.v1.Event
+	54, // 25: lemo.v1.CreateTaskRequest.approvals:type_name -> lemo.v1.ToolApproval
+	55, // 26: lemo.v1.CreateTaskRequest.budget:type_name -> lemo.v1.BudgetAmounts
+	55, // 27: lemo.v1.RaiseBudgetRequest.add:type_name -> lemo.v1.BudgetAmounts
+	56, // 28: lemo.v1.TaskPage.tasks:type_name -> lemo.v1.TaskMeta
+	57, // 29: lemo.v1.HistoryPage.events:type_name -> lemo.v1.Event
 	15, // 30: lemo.v1.ToolList.tools:type_name -> lemo.v1.ToolInfo
 	18, // 31: lemo.v1.ModelList.models:type_name -> lemo.v1.ModelInfo
 	19, // 32: lemo.v1.ModelList.failures:type_name -> lemo.v1.ProviderFailure
 	21, // 33: lemo.v1.SubscribeRequest.resume:type_name -> lemo.v1.TaskSeq
-	55, // 34: lemo.v1.Subscribed.task:type_name -> lemo.v1.TaskMeta
+	56, // 34: lemo.v1.Subscribed.task:type_name -> lemo.v1.TaskMeta
 	27, // 35: lemo.v1.UpdateBatch.updates:type_name -> lemo.v1.Update
-	56, // 36: lemo.v1.Update.event:type_name -> lemo.v1.Event
-	57, // 37: lemo.v1.Update.delta:type_name -> lemo.v1.Delta
-	28, // 38: lemo.v1.Update.caught_up:type_name -> lemo.v1.CaughtUp
-	29, // 39: lemo.v1.Update.fell_behind:type_name -> lemo.v1.FellBehind
-	30, // 40: lemo.v1.Update.ended:type_name -> lemo.v1.Ended
-	21, // 41: lemo.v1.FellBehind.last:type_name -> lemo.v1.TaskSeq
-	56, // 42: lemo.v1.ApprovalList.approvals:type_name -> lemo.v1.Event
-	58, // 43: lemo.v1.ActorInfo.state_since:type_name -> google.protobuf.Timestamp
-	58, // 44: lemo.v1.ActorInfo.started:type_name -> google.protobuf.Timestamp
-	36, // 45: lemo.v1.ActorTree.actors:type_name -> lemo.v1.ActorInfo
-	58, // 46: lemo.v1.ActorTree.time:type_name -> google.protobuf.Timestamp
-	39, // 47: lemo.v1.ServiceSpec.operations:type_name -> lemo.v1.ServiceOperation
-	40, // 48: lemo.v1.RegisterServiceRequest.service:type_name -> lemo.v1.ServiceSpec
-	58, // 49: lemo.v1.ServiceCall.deadline:type_name -> google.protobuf.Timestamp
-	0,  // 50: lemo.v1.Error.code:type_name -> lemo.v1.ErrorCode
-	45, // 51: lemo.v1.Response.error:type_name -> lemo.v1.Error
-	3,  // 52: lemo.v1.Response.welcome:type_name -> lemo.v1.Welcome
-	55, // 53: lemo.v1.Response.task:type_name -> lemo.v1.TaskMeta
-	11, // 54: lemo.v1.Response.tasks:type_name -> lemo.v1.TaskPage
-	13, // 55: lemo.v1.Response.history:type_name -> lemo.v1.HistoryPage
-	16, // 56: lemo.v1.Response.tools:type_name -> lemo.v1.ToolList
-	20, // 57: lemo.v1.Response.models:type_name -> lemo.v1.ModelList
-	23, // 58: lemo.v1.Response.subscribed:type_name -> lemo.v1.Subscribed
-	32, // 59: lemo.v1.Response.approvals:type_name -> lemo.v1.ApprovalList
-	46, // 60: lemo.v1.Response.done:type_name -> lemo.v1.Done
-	37, // 61: lemo.v1.Response.actors:type_name -> lemo.v1.ActorTree
-	50, // 62: lemo.v1.Response.delegate_sessions:type_name -> lemo.v1.DelegateSessionList
-	58, // 63: lemo.v1.DelegateSession.created:type_name -> google.protobuf.Timestamp
-	58, // 64: lemo.v1.DelegateSession.modified:type_name -> google.protobuf.Timestamp
-	49, // 65: lemo.v1.DelegateSessionList.sessions:type_name -> lemo.v1.DelegateSession
-	47, // 66: lemo.v1.ToClient.response:type_name -> lemo.v1.Response
-	26, // 67: lemo.v1.ToClient.updates:type_name -> lemo.v1.UpdateBatch
-	43, // 68: lemo.v1.ToClient.service_call:type_name -> lemo.v1.ServiceCall
-	69, // [69:69] is the sub-list for method output_type
-	69, // [69:69] is the sub-list for method input_type
-	69, // [69:69] is the sub-list for extension type_name
-	69, // [69:69] is the sub-list for extension extendee
-	0,  // [0:69] is the sub-list for field type_name
+	57, // 36: lemo.v1.Update.event:type_name -> lemo.v1.Event
+	58, // 37: lemo.v1.Update.delta:type_name -> lemo.v1.Delta
+	29, // 38: lemo.v1.Update.caught_up:type_name -> lemo.v1.CaughtUp
+	30, // 39: lemo.v1.Update.fell_behind:type_name -> lemo.v1.FellBehind
+	31, // 40: lemo.v1.Update.ended:type_name -> lemo.v1.Ended
+	28, // 41: lemo.v1.Update.tree_event:type_name -> lemo.v1.TreeEvent
+	57, // 42: lemo.v1.TreeEvent.event:type_name -> lemo.v1.Event
+	21, // 43: lemo.v1.FellBehind.last:type_name -> lemo.v1.TaskSeq
+	57, // 44: lemo.v1.ApprovalList.approvals:type_name -> lemo.v1.Event
+	59, // 45: lemo.v1.ActorInfo.state_since:type_name -> google.protobuf.Timestamp
+	59, // 46: lemo.v1.ActorInfo.started:type_name -> google.protobuf.Timestamp
+	37, // 47: lemo.v1.ActorTree.actors:type_name -> lemo.v1.ActorInfo
+	59, // 48: lemo.v1.ActorTree.time:type_name -> google.protobuf.Timestamp
+	40, // 49: lemo.v1.ServiceSpec.operations:type_name -> lemo.v1.ServiceOperation
+	41, // 50: lemo.v1.RegisterServiceRequest.service:type_name -> lemo.v1.ServiceSpec
+	59, // 51: lemo.v1.ServiceCall.deadline:type_name -> google.protobuf.Timestamp
+	0,  // 52: lemo.v1.Error.code:type_name -> lemo.v1.ErrorCode
+	46, // 53: lemo.v1.Response.error:type_name -> lemo.v1.Error
+	3,  // 54: lemo.v1.Response.welcome:type_name -> lemo.v1.Welcome
+	56, // 55: lemo.v1.Response.task:type_name -> lemo.v1.TaskMeta
+	11, // 56: lemo.v1.Response.tasks:type_name -> lemo.v1.TaskPage
+	13, // 57: lemo.v1.Response.history:type_name -> lemo.v1.HistoryPage
+	16, // 58: lemo.v1.Response.tools:type_name -> lemo.v1.ToolList
+	20, // 59: lemo.v1.Response.models:type_name -> lemo.v1.ModelList
+	23, // 60: lemo.v1.Response.subscribed:type_name -> lemo.v1.Subscribed
+	33, // 61: lemo.v1.Response.approvals:type_name -> lemo.v1.ApprovalList
+	47, // 62: lemo.v1.Response.done:type_name -> lemo.v1.Done
+	38, // 63: lemo.v1.Response.actors:type_name -> lemo.v1.ActorTree
+	51, // 64: lemo.v1.Response.delegate_sessions:type_name -> lemo.v1.DelegateSessionList
+	59, // 65: lemo.v1.DelegateSession.created:type_name -> google.protobuf.Timestamp
+	59, // 66: lemo.v1.DelegateSession.modified:type_name -> google.protobuf.Timestamp
+	50, // 67: lemo.v1.DelegateSessionList.sessions:type_name -> lemo.v1.DelegateSession
+	48, // 68: lemo.v1.ToClient.response:type_name -> lemo.v1.Response
+	26, // 69: lemo.v1.ToClient.updates:type_name -> lemo.v1.UpdateBatch
+	44, // 70: lemo.v1.ToClient.service_call:type_name -> lemo.v1.ServiceCall
+	71, // [71:71] is the sub-list for method output_type
+	71, // [71:71] is the sub-list for method input_type
+	71, // [71:71] is the sub-list for extension type_name
+	71, // [71:71] is the sub-list for extension extendee
+	0,  // [0:71] is the sub-list for field type_name
 }
 
 func init() { file_gateway_proto_init() }
@@ -4479,8 +4564,9 @@ func file_gateway_proto_init() {
 		(*Update_CaughtUp)(nil),
 		(*Update_FellBehind)(nil),
 		(*Update_Ended)(nil),
+		(*Update_TreeEvent)(nil),
 	}
-	file_gateway_proto_msgTypes[46].OneofWrappers = []any{
+	file_gateway_proto_msgTypes[47].OneofWrappers = []any{
 		(*Response_Error)(nil),
 		(*Response_Welcome)(nil),
 		(*Response_Task)(nil),
@@ -4494,7 +4580,7 @@ func file_gateway_proto_init() {
 		(*Response_Actors)(nil),
 		(*Response_DelegateSessions)(nil),
 	}
-	file_gateway_proto_msgTypes[50].OneofWrappers = []any{
+	file_gateway_proto_msgTypes[51].OneofWrappers = []any{
 		(*ToClient_Response)(nil),
 		(*ToClient_Updates)(nil),
 		(*ToClient_ServiceCall)(nil),
@@ -4505,7 +4591,7 @@ func file_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gateway_proto_rawDesc), len(file_gateway_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   52,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -469,3 +469,165 @@ func TestTreeApprovalShowsPath(t *testing.T) {
 		t.Fatalf("child's answer = %q", a)
 	}
 }
+
+// lemo run on a root asks, in a real terminal, for the approval its
+// child's shell call needs, labelled with the path root/child; "y" there
+// lets the child run the call and finish, then the root finishes and lemo
+// run exits 0. The child's progress shows as a line under the root's.
+func TestTreeRunAsksForChildApproval(t *testing.T) {
+	tmux := needTmux(t)
+	script := []fake.Scenario{
+		{Match: "PARENT-RUN", ToolCalls: []fake.Call{call("tasks_spawn", `{"request":"CHILD-RUN run it","wait":true,"timeout":120}`)}},
+		{Match: "CHILD-RUN", ToolCalls: []fake.Call{call("shell_run", `{"command":"echo approved-at-root"}`)}},
+		{AfterTool: true, Match: "approved-at-root", Text: []string{"child ran it"}},
+		{Match: "[inbox]", Text: []string{"parent done"}},
+		{AfterTool: true, Match: `"id"`, Text: []string{"parent done"}},
+	}
+	data := filepath.Join(t.TempDir(), "data")
+	cfg := writeConfig(t, "tools:\n  shell:\n    approval: ask\n")
+	f := fake.StartServer(t, fake.Options{Flavor: fake.FlavorOllama, Script: script})
+	d := launchDaemonEnv(t, lemoBin, data, []string{"LEMO_OLLAMA_BASE_URL=" + f.URL(), allTools}, "--listen", "127.0.0.1:0", "--config", cfg)
+	d.waitServing()
+	l, err := client.FindLocal(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := (&remoteDaemon{daemon: d, addr: l.Address, token: l.Token}).connect(t, "")
+	done := filepath.Join(t.TempDir(), "exit")
+	term := newTerminal(t, tmux, []string{"LEMO_DATA=" + data}, "sh", "-c",
+		fmt.Sprintf("%s run --model %s 'PARENT-RUN delegate'; echo $? > %s; sleep 600", lemoBin, treeModel, done))
+	screen := term.waitFor("? [y/N/a=always/s=skip]")
+	// The screen may have scrolled past lemo run's first line: the root
+	// is the one Task without a parent.
+	tasks, _, err := c.ListTasks(context.Background(), "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var root string
+	for _, m := range tasks {
+		if m.GetParentId() == "" {
+			root = m.GetTaskId()
+		}
+	}
+	sp, _ := children(treeHistory(t, c, root))
+	if len(sp) != 1 {
+		t.Fatalf("root %s spawned %d children, want 1; screen:\n%s", root, len(sp), screen)
+	}
+	child := sp[0].GetChildId()
+	pending := pendingFor(t, c, child)
+	if len(pending) != 1 {
+		t.Fatalf("child %s has pending approvals %v, want one", child, pending)
+	}
+	// The terminal wraps long lines (compare without the breaks) and may
+	// have scrolled (read its history too).
+	all, err := term.run("capture-pane", "-p", "-S", "-", "-t", "e2e")
+	if err != nil {
+		t.Fatalf("capture-pane: %v\n%s", err, all)
+	}
+	flat := strings.ReplaceAll(all, "\n", "")
+	if want := "approve " + pending[0] + " in task " + root + "/" + child + "?"; !strings.Contains(flat, want) {
+		t.Fatalf("the prompt is not %q; screen:\n%s", want, screen)
+	}
+	if want := "↳ " + root + "/" + child + ": running"; !strings.Contains(flat, want) {
+		t.Fatalf("no progress line %q for the child; screen:\n%s", want, screen)
+	}
+	term.keys("y", "Enter")
+	if code := waitExit(t, term, done); code != "0" {
+		t.Fatalf("lemo run exited with %s; screen:\n%s", code, term.screen())
+	}
+	waitTree(t, c, d, root, api.TaskStatus_TASK_STATUS_FINISHED)
+	if a := lastAnswer(treeHistory(t, c, child)); a != "child ran it" {
+		t.Fatalf("child's answer = %q", a)
+	}
+	for _, ev := range treeHistory(t, c, child) {
+		if r := ev.GetApprovalResolved(); r != nil && r.GetOutcome() != api.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED {
+			t.Fatalf("the child's approval was %v, want approved at the root's terminal", r)
+		}
+	}
+}
+
+// A client that subscribes to a root while its child waits for an approval
+// is told of it before CaughtUp (as a TreeEvent labelled root/child, apart
+// from the root's own seqs), and of its resolution elsewhere live.
+func TestTreeSubscriptionToldOfPendingBelow(t *testing.T) {
+	script := []fake.Scenario{
+		{Match: "PARENT-SUB", ToolCalls: []fake.Call{call("tasks_spawn", `{"request":"CHILD-SUB run it","wait":true,"timeout":120}`)}},
+		{Match: "CHILD-SUB", ToolCalls: []fake.Call{call("shell_run", `{"command":"echo approved-elsewhere"}`)}},
+		{AfterTool: true, Match: "approved-elsewhere", Text: []string{"child ran it"}},
+		{Match: "[inbox]", Text: []string{"parent done"}},
+		{AfterTool: true, Match: `"id"`, Text: []string{"parent done"}},
+	}
+	data := filepath.Join(t.TempDir(), "data")
+	cfg := writeConfig(t, "tools:\n  shell:\n    approval: ask\n")
+	f := fake.StartServer(t, fake.Options{Flavor: fake.FlavorOllama, Script: script})
+	d := launchDaemonEnv(t, lemoBin, data, []string{"LEMO_OLLAMA_BASE_URL=" + f.URL(), allTools}, "--listen", "127.0.0.1:0", "--config", cfg)
+	d.waitServing()
+	l, err := client.FindLocal(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := (&remoteDaemon{daemon: d, addr: l.Address, token: l.Token}).connect(t, "")
+	root, err := c.CreateTask(context.Background(), client.CreateTask{Request: "PARENT-SUB delegate", Model: treeModel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var child string
+	var pending []string
+	eventually(t, 30*time.Second, func() error {
+		sp, _ := children(treeHistory(t, c, root.GetTaskId()))
+		if len(sp) != 1 {
+			return fmt.Errorf("no child yet")
+		}
+		child = sp[0].GetChildId()
+		if pending = pendingFor(t, c, child); len(pending) != 1 {
+			return fmt.Errorf("the child has pending approvals %v", pending)
+		}
+		return nil
+	})
+	sub, err := c.Subscribe(context.Background(), client.SubscribeOptions{TaskID: root.GetTaskId(), FromSeq: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	next := func() *api.Update {
+		t.Helper()
+		select {
+		case u, ok := <-sub.C:
+			if !ok {
+				t.Fatal("the subscription ended")
+			}
+			return u
+		case <-time.After(30 * time.Second):
+			t.Fatal("no update within 30s")
+		}
+		return nil
+	}
+	told := false
+	for {
+		u := next()
+		if u.GetCaughtUp() != nil {
+			break
+		}
+		if te := u.GetTreeEvent(); te != nil {
+			want := []string{root.GetTaskId(), child}
+			if te.GetEvent().GetApprovalRequested().GetApprovalId() != pending[0] || strings.Join(te.GetPath(), "/") != strings.Join(want, "/") {
+				t.Fatalf("tree event %v, want the approval %s at %v", te, pending[0], want)
+			}
+			told = true
+		}
+		if ev := u.GetEvent(); ev != nil && ev.GetTaskId() != root.GetTaskId() {
+			t.Fatalf("the root's subscription got an event of %s as its own", ev.GetTaskId())
+		}
+	}
+	if !told {
+		t.Fatalf("the subscription to the root was not told of the approval %s pending below it", pending[0])
+	}
+	if _, err := c.Resolve(context.Background(), pending[0], true, ""); err != nil {
+		t.Fatal(err)
+	}
+	for resolved := false; !resolved; {
+		u := next()
+		resolved = u.GetTreeEvent().GetEvent().GetApprovalResolved().GetApprovalId() == pending[0]
+	}
+	waitTree(t, c, d, root.GetTaskId(), api.TaskStatus_TASK_STATUS_FINISHED)
+}

@@ -40,6 +40,7 @@ type Backend interface {
 	ListTasks(ctx context.Context, c actors.Caller, before string, limit int) ([]*api.TaskMeta, string, error)
 	History(ctx context.Context, c actors.Caller, taskID string, from uint64, limit int) ([]*api.Event, error)
 	Subscribe(ctx context.Context, c actors.Caller, o actors.SubscribeOptions) (*actors.Subscription, error)
+	PendingBelow(ctx context.Context, c actors.Caller, taskID string) ([]*api.TreeEvent, error)
 }
 
 var _ Backend = (*actors.Daemon)(nil)

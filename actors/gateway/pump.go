@@ -213,6 +213,8 @@ func (st *pumpState) receive(u actors.Update, ok bool) bool {
 		st.live(item{u: &api.Update{Body: &api.Update_Event{Event: u.Event}}, task: u.Event.GetTaskId(), seq: u.Event.GetSeq()})
 	case u.Delta != nil && !st.p.req.GetNoDeltas():
 		st.live(item{u: &api.Update{Body: &api.Update_Delta{Delta: u.Delta}}})
+	case u.Tree != nil:
+		st.live(item{u: &api.Update{Body: &api.Update_TreeEvent{TreeEvent: u.Tree}}})
 	}
 	return true
 }
@@ -245,6 +247,18 @@ func (st *pumpState) fill() error {
 	for !st.snapDone && len(st.out) < st.lim.CreditWindow {
 		if len(st.snap) == 0 {
 			st.snapDone = true
+			if task := st.p.req.GetTaskId(); task != "" {
+				// What waits below the Task, so a client that (re)subscribes
+				// can ask for it; live TreeEvents follow (an approval
+				// requested meanwhile may come twice: clients key on its id).
+				below, err := d.PendingBelow(st.ctx, st.caller, task)
+				if err != nil {
+					return err
+				}
+				for _, te := range below {
+					st.out = append(st.out, item{u: &api.Update{Body: &api.Update_TreeEvent{TreeEvent: te}}})
+				}
+			}
 			st.out = append(st.out, item{u: &api.Update{Body: &api.Update_CaughtUp{CaughtUp: &api.CaughtUp{}}}})
 			for _, it := range st.held {
 				st.queue(it)

@@ -52,7 +52,12 @@ func approvalDetail(tool string, args json.RawMessage, workspace string, limit i
 			body = append(body, "  (every occurrence)")
 		}
 	case tool == "shell.run" && m != nil:
-		lines = append(lines, "  in "+in(""))
+		if workspace == "" {
+			// A descendant's: its folder is not known here.
+			lines = append(lines, "  in the task's folder")
+		} else {
+			lines = append(lines, "  in "+in(""))
+		}
 		for _, l := range splitLines(str("command")) {
 			body = append(body, "  $ "+l)
 		}

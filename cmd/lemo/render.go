@@ -22,6 +22,10 @@ type renderer struct {
 	// spend is the Task's budget folded from the events shown (a Task
 	// with limits shows it at each status change).
 	spend spendFold
+	// below is the progress of the Tasks below the followed one; asks are
+	// the approvals of theirs shown and not yet resolved.
+	below treeProgress
+	asks  map[string]bool
 }
 
 func newRenderer(w io.Writer, views *client.Views) *renderer {
@@ -42,6 +46,34 @@ func (r *renderer) update(u *api.Update) {
 		r.delta(b.Delta)
 	case *api.Update_Event:
 		r.event(b.Event)
+	case *api.Update_TreeEvent:
+		r.tree(b.TreeEvent)
+	}
+}
+
+// tree shows a descendant's event: its approvals (once each, labelled
+// with its path) and its status line.
+func (r *renderer) tree(te *api.TreeEvent) {
+	path := strings.Join(te.GetPath(), "/")
+	switch b := te.GetEvent().GetBody().(type) {
+	case *api.Event_ApprovalRequested:
+		a := b.ApprovalRequested
+		if r.asks[a.GetApprovalId()] {
+			return // told again on a resubscription
+		}
+		if r.asks == nil {
+			r.asks = make(map[string]bool)
+		}
+		r.asks[a.GetApprovalId()] = true
+		r.line("? approval needed in task %s for %s: %s\n  approve: lemo approve %s   deny: lemo deny %s", path, a.GetTool(), a.GetReason(), a.GetApprovalId(), a.GetApprovalId())
+	case *api.Event_ApprovalResolved:
+		a := b.ApprovalResolved
+		delete(r.asks, a.GetApprovalId())
+		r.line("  approval %s in task %s: %s", a.GetApprovalId(), path, strings.ToLower(strings.TrimPrefix(a.GetOutcome().String(), "APPROVAL_OUTCOME_")))
+	default:
+		for _, l := range r.below.event(te) {
+			r.line("%s", l)
+		}
 	}
 }
 

@@ -317,6 +317,10 @@ func streamTask(ctx context.Context, c *client.Conn, stdout, stderr io.Writer, o
 				if answers != nil {
 					p.event(b.Event)
 				}
+			case *api.Update_TreeEvent:
+				if answers != nil {
+					p.tree(b.TreeEvent)
+				}
 			case *api.Update_CaughtUp:
 				caughtUp = true
 			}
@@ -376,15 +380,31 @@ type prompter struct {
 	// workspace is the Task's folder; calls are the tool and arguments of
 	// each call recorded, for the details shown with a prompt.
 	workspace string
-	calls     map[string]*api.ToolCallRecorded
+	// (keyed "<task id>.<call id>", as approval ids are).
+	calls map[string]*api.ToolCallRecorded
 	// detailed holds the approvals whose details were shown, and whether
 	// lines were left out (m shows them).
 	detailed map[string]bool
 	// pending are the approvals not yet decided; pending[0] is the one
 	// asked (or to be asked).
 	pending []*api.ApprovalRequested
+	// paths label the pending approvals of Tasks below the followed one
+	// with their Task's path from the root (by approval id).
+	paths map[string]string
 	// asked is the approval id the open prompt is for.
 	asked string
+}
+
+// tree takes note of a descendant's approvals, as event does of the
+// followed Task's, labelled with the descendant's path.
+func (p *prompter) tree(te *api.TreeEvent) {
+	if a := te.GetEvent().GetApprovalRequested(); a != nil {
+		if p.paths == nil {
+			p.paths = make(map[string]string)
+		}
+		p.paths[a.GetApprovalId()] = strings.Join(te.GetPath(), "/")
+	}
+	p.event(te.GetEvent())
 }
 
 // event takes note of approvals requested and decided, the calls they
@@ -397,9 +417,16 @@ func (p *prompter) event(ev *api.Event) {
 		if p.calls == nil {
 			p.calls = make(map[string]*api.ToolCallRecorded)
 		}
-		p.calls[c.GetCallId()] = c
+		p.calls[taskstate.ApprovalID(ev.GetTaskId(), c.GetCallId())] = c
 	}
-	if a := ev.GetApprovalRequested(); a != nil {
+	if r := ev.GetToolResult(); r != nil {
+		delete(p.calls, taskstate.ApprovalID(ev.GetTaskId(), r.GetCallId()))
+	}
+	if f := ev.GetToolFailed(); f != nil {
+		delete(p.calls, taskstate.ApprovalID(ev.GetTaskId(), f.GetCallId()))
+	}
+	if a := ev.GetApprovalRequested(); a != nil && !slices.ContainsFunc(p.pending, func(x *api.ApprovalRequested) bool { return x.GetApprovalId() == a.GetApprovalId() }) {
+		// (A resubscription tells again what is pending below.)
 		p.pending = append(p.pending, a)
 	}
 	if r := ev.GetApprovalResolved(); r != nil {
@@ -409,6 +436,7 @@ func (p *prompter) event(ev *api.Event) {
 
 func (p *prompter) drop(id string) {
 	p.pending = slices.DeleteFunc(p.pending, func(a *api.ApprovalRequested) bool { return a.GetApprovalId() == id })
+	delete(p.paths, id)
 	if p.asked == id {
 		// Decided elsewhere (or by the answer just given): the prompt
 		// is no longer for anything.
@@ -441,14 +469,18 @@ func (p *prompter) ask() {
 	if more {
 		hint = "m shows all, " + hint
 	}
-	p.out.prompt("approve %s? [%s] (%s) ", a.GetApprovalId(), keys, hint)
+	where := ""
+	if path := p.paths[a.GetApprovalId()]; path != "" {
+		where = " in task " + path
+	}
+	p.out.prompt("approve %s%s? [%s] (%s) ", a.GetApprovalId(), where, keys, hint)
 }
 
 // kind names what an "always" answer to a covers: the same command for
 // the shell, else every call of the tool.
 func (p *prompter) kind(a *api.ApprovalRequested) string {
 	tool := a.GetTool()
-	if c := p.calls[a.GetCallId()]; c != nil && c.GetTool() != "" {
+	if c := p.calls[callKey(a)]; c != nil && c.GetTool() != "" {
 		tool = c.GetTool()
 	}
 	if tool == "shell.run" {
@@ -463,7 +495,7 @@ func (p *prompter) kind(a *api.ApprovalRequested) string {
 // detail shows what the approval is for, at most limit lines (0: all);
 // it reports whether it left lines out.
 func (p *prompter) detail(a *api.ApprovalRequested, limit int) bool {
-	c := p.calls[a.GetCallId()]
+	c := p.calls[callKey(a)]
 	if c == nil {
 		return false
 	}
@@ -471,7 +503,13 @@ func (p *prompter) detail(a *api.ApprovalRequested, limit int) bool {
 	if tool == "" {
 		tool = a.GetTool()
 	}
-	lines, more := approvalDetail(tool, c.GetArguments(), p.workspace, limit)
+	ws := p.workspace
+	if p.paths[a.GetApprovalId()] != "" {
+		// A descendant may work in a folder of its own (fresh_workspace),
+		// which the events forwarded do not name: say nothing wrong.
+		ws = ""
+	}
+	lines, more := approvalDetail(tool, c.GetArguments(), ws, limit)
 	for _, l := range lines {
 		fmt.Fprintln(p.out, l)
 	}
@@ -530,6 +568,7 @@ func (p *prompter) answered(ctx context.Context, c *client.Conn, line string) {
 	}
 	// Ask the next one now; the decision's event removes nothing twice.
 	p.pending = slices.DeleteFunc(p.pending, func(a *api.ApprovalRequested) bool { return a.GetApprovalId() == id })
+	delete(p.paths, id)
 }
 
 // readAnswers delivers the lines read from in until it ends. The reading
@@ -577,3 +616,9 @@ func (n *interruptions) delivered() {
 
 // statusWord is a status as people read it.
 func statusWord(st api.TaskStatus) string { return taskstate.StatusName(st) }
+
+// callKey is the key of the call an approval is for in prompter.calls.
+func callKey(a *api.ApprovalRequested) string {
+	task, _ := taskstate.SplitApprovalID(a.GetApprovalId())
+	return taskstate.ApprovalID(task, a.GetCallId())
+}

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"lemo/actors/taskstate"
+	"lemo/api"
+)
+
+// maxChildLines bounds how many descendants a follower tracks at once;
+// beyond it a descendant's progress is counted, not shown (ended ones are
+// forgotten, so the bound is on descendants running at the same time).
+const maxChildLines = 64
+
+// childState is what a follower knows of one running descendant.
+type childState struct {
+	status api.TaskStatus
+	cycles uint32
+	tool   string
+	shown  string // the line last printed
+}
+
+// treeProgress folds the TreeEvents of a followed Task's descendants into
+// one status line per descendant (status, Cycles, current tool), printed
+// under the spawning call whenever it changes.
+type treeProgress struct {
+	kids map[string]*childState
+	// untracked are the running descendants left out past maxChildLines
+	// (until they end); told is whether that was said.
+	untracked map[string]bool
+	told      bool
+}
+
+// event returns the lines to print for te (none when nothing shown
+// changed).
+func (p *treeProgress) event(te *api.TreeEvent) []string {
+	ev := te.GetEvent()
+	id := ev.GetTaskId()
+	if p.kids == nil {
+		p.kids, p.untracked = make(map[string]*childState), make(map[string]bool)
+	}
+	k := p.kids[id]
+	if k == nil {
+		if p.untracked[id] {
+			if terminal(ev.GetStatusChanged().GetStatus()) {
+				delete(p.untracked, id) // ended: nothing left to remember
+			}
+			return nil
+		}
+		if len(p.kids) >= maxChildLines {
+			p.untracked[id] = true
+			if !p.told {
+				p.told = true
+				return []string{fmt.Sprintf("  ↳ more than %d tasks below run at once: the progress of the others is not shown (lemo tasks --tree lists them)", maxChildLines)}
+			}
+			return nil
+		}
+		k = &childState{status: api.TaskStatus_TASK_STATUS_RUNNING}
+		p.kids[id] = k
+	}
+	switch b := ev.GetBody().(type) {
+	case *api.Event_CycleStarted:
+		k.cycles = max(k.cycles, b.CycleStarted.GetCycle())
+		k.tool = ""
+	case *api.Event_ToolCallRecorded:
+		k.tool = firstNonEmpty(b.ToolCallRecorded.GetTool(), b.ToolCallRecorded.GetModelName())
+	case *api.Event_ToolResult, *api.Event_ToolFailed, *api.Event_CycleFinished:
+		k.tool = ""
+		return nil // the next call or status says more
+	case *api.Event_StatusChanged:
+		k.status = b.StatusChanged.GetStatus()
+		k.tool = ""
+	default:
+		return nil
+	}
+	line := childLine(te.GetPath(), k)
+	if terminal(k.status) {
+		delete(p.kids, id)
+	}
+	if line == k.shown {
+		return nil
+	}
+	k.shown = line
+	return []string{line}
+}
+
+// childLine is a descendant's status line, indented by its depth below
+// the root: "  ↳ root/child: running · cycle 2 · shell.run".
+func childLine(path []string, k *childState) string {
+	var b strings.Builder
+	b.WriteString(strings.Repeat("  ", max(len(path)-1, 1)))
+	b.WriteString("↳ ")
+	b.WriteString(strings.Join(path, "/"))
+	b.WriteString(": ")
+	b.WriteString(taskstate.StatusName(k.status))
+	if k.cycles > 0 {
+		fmt.Fprintf(&b, " · cycle %d", k.cycles)
+	}
+	if k.tool != "" {
+		b.WriteString(" · " + k.tool)
+	}
+	return b.String()
+}
