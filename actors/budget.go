@@ -355,6 +355,17 @@ func (o BudgetOptions) recoveryCharge(reg *tools.Registry) func(*taskstate.State
 // histories (TaskMeta.budget): taskstate.TreeSpent over the owner's
 // Tasks. It reads the store: call it outside actors.
 func (e *env) descendantsSpent(owner, id string) (*api.BudgetAmounts, error) {
+	metas, err := e.ownerMetas(owner, id)
+	if err != nil {
+		return nil, err
+	}
+	return taskstate.TreeSpent(id, metas, e.now()), nil
+}
+
+// ownerMetas reads the metadata of owner's Tasks (their links and recorded
+// spend), for the tree of Task id. It reads the store: call it outside
+// actors.
+func (e *env) ownerMetas(owner, id string) ([]*api.TaskMeta, error) {
 	var metas []*api.TaskMeta
 	before := ""
 	for {
@@ -364,7 +375,7 @@ func (e *env) descendantsSpent(owner, id string) (*api.BudgetAmounts, error) {
 		}
 		metas = append(metas, page...)
 		if next == "" {
-			return taskstate.TreeSpent(id, metas, e.now()), nil
+			return metas, nil
 		}
 		before = next
 	}

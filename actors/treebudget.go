@@ -26,13 +26,16 @@ type cmdBudgetAsk struct {
 	r     *api.BudgetReservation
 }
 
-// cmdBudgetAnswer is the root's answer: granted when ex and err are nil.
+// cmdBudgetAnswer is the root's answer: granted when ex and err are nil;
+// limitedBy names the Task whose limit refused (the root's or an
+// ancestor's between it and the asker).
 type cmdBudgetAnswer struct {
-	root  string
-	cycle uint32
-	r     *api.BudgetReservation
-	ex    *api.BudgetExceeded
-	err   string
+	root      string
+	cycle     uint32
+	r         *api.BudgetReservation
+	ex        *api.BudgetExceeded
+	err       string
+	limitedBy string
 }
 
 // cmdBudgetDone tells the root that the grant for from's Cycle is recorded
@@ -42,12 +45,15 @@ type cmdBudgetDone struct {
 	cycle uint32
 }
 
-// budgetRead carries the descendants' spend read for an ask.
+// budgetRead carries the descendants' spend read for an ask, the owner's
+// Tasks it was derived from and the grants pending (in all and by Task).
 type budgetRead struct {
-	ask     *cmdBudgetAsk
-	pending *api.BudgetAmounts
-	desc    *api.BudgetAmounts
-	err     error
+	ask       *cmdBudgetAsk
+	pending   *api.BudgetAmounts
+	pendingBy map[string]*api.BudgetAmounts
+	desc      *api.BudgetAmounts
+	metas     []*api.TaskMeta
+	err       error
 }
 
 type pendingGrant struct {
@@ -126,14 +132,19 @@ func (t *task) nextBudgetAsk(ctx actor.Context) {
 	t.tb.asks = t.tb.asks[1:]
 	delete(t.tb.pending, a.from)
 	pending := &api.BudgetAmounts{}
-	for _, p := range t.tb.pending {
+	pendingBy := make(map[string]*api.BudgetAmounts, len(t.tb.pending))
+	for task, p := range t.tb.pending {
 		pending = taskstate.Plus(pending, p.need)
+		pendingBy[task] = p.need
 	}
 	t.tb.reading = true
 	self, sys, e, owner, id := ctx.Self(), ctx.ActorSystem(), t.env, t.st.Owner, t.id
 	t.env.goroutine(func() {
-		desc, err := e.descendantsSpent(owner, id)
-		sys.Root.Send(self, &budgetRead{ask: a, pending: pending, desc: desc, err: err})
+		r := &budgetRead{ask: a, pending: pending, pendingBy: pendingBy}
+		if r.metas, r.err = e.ownerMetas(owner, id); r.err == nil {
+			r.desc = taskstate.TreeSpent(id, r.metas, e.now())
+		}
+		sys.Root.Send(self, r)
 	})
 }
 
@@ -146,7 +157,14 @@ func (t *task) onBudgetRead(ctx actor.Context, m *budgetRead) {
 	case m.err != nil:
 		ans.err = m.err.Error()
 	default:
-		ans.ex = taskstate.TreeGrant(t.st.Budget.Sum, m.desc, m.pending, taskstate.Need(a.r), t.env.now())
+		need := taskstate.Need(a.r)
+		if ans.ex = taskstate.TreeGrant(t.st.Budget.Sum, m.desc, m.pending, need, t.env.now()); ans.ex != nil {
+			ans.limitedBy = t.id
+		} else {
+			// Every limited ancestor between the asker and this root is
+			// charged the Cycle too.
+			ans.limitedBy, ans.ex = taskstate.PathGrant(m.metas, t.id, a.from, m.pendingBy, need, t.env.now())
+		}
 	}
 	if ans.ex == nil && ans.err == "" {
 		if t.tb.pending == nil {
@@ -186,5 +204,9 @@ func (t *task) onBudgetAnswer(ctx actor.Context, c *cmdBudgetAnswer, r chan repl
 	if c.err != "" {
 		t.env.log.Error().Str("task", t.id).Str("root", c.root).Str("err", c.err).Msg("the tree's budget could not be read: pausing")
 	}
-	t.persist(ctx, t.st.TreeRefused(c.ex, c.r, c.root, c.err), []chan reply{r}, nil)
+	by := c.limitedBy
+	if by == "" {
+		by = c.root
+	}
+	t.persist(ctx, t.st.TreeRefused(c.ex, c.r, by, c.err), []chan reply{r}, nil)
 }

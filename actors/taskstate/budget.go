@@ -211,8 +211,9 @@ func TreeGrant(sum *api.BudgetSummary, desc, pending, need *api.BudgetAmounts, n
 }
 
 // TreeRefused is the pause of a Task whose Cycle its tree's root refused
-// (ex names the tree's limit); nil when the Task no longer waits for a
-// Cycle. The explanation names the root, whose budget to raise. With
+// (ex names the limit: the root's, or an ancestor's between them); nil
+// when the Task no longer waits for a Cycle. The explanation names root,
+// the Task whose budget to raise. With
 // unread (the root could not read the tree's spend) the Task pauses too
 // (fail closed), saying so.
 func (s *State) TreeRefused(ex *api.BudgetExceeded, r *api.BudgetReservation, root, unread string) []proto.Message {
@@ -223,7 +224,7 @@ func (s *State) TreeRefused(ex *api.BudgetExceeded, r *api.BudgetReservation, ro
 		return []proto.Message{&api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_PAUSED, PauseReason: api.PauseReason_PAUSE_REASON_BUDGET,
 			Detail: fmt.Sprintf("paused: the tree's budget (root task %s) could not be checked: %s; lemo continue %s tries again", root, unread, s.TaskID)}}
 	}
-	why := fmt.Sprintf("the tree's budget is its root task %s's; estimated input %d + output cap %d tokens", root, r.GetInputTokens(), r.GetOutputTokens())
+	why := fmt.Sprintf("the budget of task %s covers this task's tree below it (what each task spends is charged to every ancestor); estimated input %d + output cap %d tokens", root, r.GetInputTokens(), r.GetOutputTokens())
 	return []proto.Message{&api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_PAUSED, PauseReason: api.PauseReason_PAUSE_REASON_BUDGET, Detail: Explain(root, ex, why), Budget: ex}}
 }
 
@@ -468,3 +469,54 @@ func TreeLeft(sum *api.BudgetSummary, desc *api.BudgetAmounts, now time.Time) (l
 	left = &api.BudgetAmounts{Tokens: sat(l.GetTokens(), s.GetTokens()), CostNanoUsd: sat(l.GetCostNanoUsd(), s.GetCostNanoUsd()), TimeMs: sat(l.GetTimeMs(), s.GetTimeMs())}
 	return left, l.GetTokens() > 0, l.GetCostNanoUsd() > 0, l.GetTimeMs() > 0
 }
+
+// PathGrant checks a Cycle that Task asker needs against the limits of the
+// asker and every ancestor between it and the tree's root (the root's are
+// TreeGrant's): what a child spends is charged to every ancestor, so each
+// limited Task on the path must cover its own spend, its descendants'
+// recorded spend, the root's pending grants to Tasks under it, and need
+// (for the asker without descendants this is its own Reserve's check). metas are the owner's Tasks (the tree's links
+// and each one's recorded spend), pending the grants not yet recorded by
+// Task. It returns the first Task (nearest the asker) whose limit refuses,
+// and how.
+func PathGrant(metas []*api.TaskMeta, root, asker string, pending map[string]*api.BudgetAmounts, need *api.BudgetAmounts, now time.Time) (string, *api.BudgetExceeded) {
+	byID := make(map[string]*api.TaskMeta, len(metas))
+	for _, m := range metas {
+		byID[m.GetTaskId()] = m
+	}
+	// under reports whether id is anc or one of its descendants.
+	under := func(id, anc string) bool {
+		for i := 0; id != "" && i <= maxTreeWalk; i++ {
+			if id == anc {
+				return true
+			}
+			id = byID[id].GetParentId()
+		}
+		return false
+	}
+	id := asker
+	for i := 0; i < maxTreeWalk; i, id = i+1, byID[id].GetParentId() {
+		m := byID[id]
+		if id == "" || id == root || m == nil {
+			return "", nil
+		}
+		sum := m.GetBudget()
+		if !api.HasBudget(sum.GetLimits()) {
+			continue
+		}
+		held := &api.BudgetAmounts{}
+		for task, p := range pending {
+			if under(task, id) {
+				held = Plus(held, p)
+			}
+		}
+		if ex := TreeGrant(sum, TreeSpent(id, metas, now), held, need, now); ex != nil {
+			return id, ex
+		}
+	}
+	return "", nil
+}
+
+// maxTreeWalk bounds a walk up a tree's links (deeper than any limit
+// allows; a loop in damaged links ends there).
+const maxTreeWalk = 64

@@ -447,11 +447,55 @@ func TestTreeRefused(t *testing.T) {
 		t.Fatalf("TreeRefused = %v", got)
 	}
 	sc := got[0].(*api.StatusChanged)
-	if sc.GetPauseReason() != api.PauseReason_PAUSE_REASON_BUDGET || !strings.Contains(sc.GetDetail(), "root task ROOT") || !strings.Contains(sc.GetDetail(), "lemo budget ROOT --add-tokens") {
+	if sc.GetPauseReason() != api.PauseReason_PAUSE_REASON_BUDGET || !strings.Contains(sc.GetDetail(), "the budget of task ROOT") || !strings.Contains(sc.GetDetail(), "lemo budget ROOT --add-tokens") {
 		t.Fatalf("pause = %v", sc)
 	}
 	got = s.TreeRefused(nil, nil, "ROOT", "disk error")
 	if sc := got[0].(*api.StatusChanged); sc.GetPauseReason() != api.PauseReason_PAUSE_REASON_BUDGET || !strings.Contains(sc.GetDetail(), "could not be checked: disk error") {
 		t.Fatalf("pause when the tree's spend could not be read = %v", sc)
+	}
+}
+
+// Every limited ancestor between a Task and its root is charged what the
+// Task and its siblings spend: a Cycle its own limits and the root's allow
+// is refused when a middle Task's subtree would exceed the middle's limit.
+func TestPathGrant(t *testing.T) {
+	meta := func(id, parent string, limit, spent uint64) *api.TaskMeta {
+		sum := &api.BudgetSummary{Spent: &api.BudgetAmounts{Tokens: spent}}
+		if limit > 0 {
+			sum.Limits = &api.BudgetAmounts{Tokens: limit}
+		}
+		return &api.TaskMeta{TaskId: id, ParentId: parent, Budget: sum}
+	}
+	// R (the root) → M (limit 10,000, spent 1,000) → C1, C2 (spent 3,000
+	// each); M → N (no limit) → G (spent 1,000).
+	metas := []*api.TaskMeta{
+		meta("R", "", 100_000, 0), meta("M", "R", 10_000, 1000),
+		meta("C1", "M", 0, 3000), meta("C2", "M", 0, 3000),
+		meta("N", "M", 0, 0), meta("G", "N", 0, 1000), meta("X", "R", 0, 50_000),
+	}
+	need := &api.BudgetAmounts{Tokens: 1500, TimeMs: 1}
+	for _, tc := range []struct {
+		name    string
+		asker   string
+		pending map[string]*api.BudgetAmounts
+		need    *api.BudgetAmounts
+		who     string // "" granted
+	}{
+		{"the middle Task has room: 8,000 of 10,000 spent", "C1", nil, need, ""},
+		{"the middle's subtree would pass its limit", "C1", nil, &api.BudgetAmounts{Tokens: 2001, TimeMs: 1}, "M"},
+		{"a grandchild is charged to the middle too", "G", nil, &api.BudgetAmounts{Tokens: 2001, TimeMs: 1}, "M"},
+		{"grants pending in the middle's subtree count", "C1", map[string]*api.BudgetAmounts{"C2": {Tokens: 1000}}, need, "M"},
+		{"grants pending elsewhere do not", "C1", map[string]*api.BudgetAmounts{"X": {Tokens: 1000}}, need, ""},
+		{"a child of the root has no middle", "X", nil, &api.BudgetAmounts{Tokens: 90_000, TimeMs: 1}, ""},
+		{"the middle's own Cycle is charged its subtree's spend", "M", nil, &api.BudgetAmounts{Tokens: 2001, TimeMs: 1}, "M"},
+		{"and its children's pending grants", "M", map[string]*api.BudgetAmounts{"G": {Tokens: 1000}}, need, "M"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			who, ex := PathGrant(metas, "R", tc.asker, tc.pending, tc.need, now)
+			if who != tc.who || (tc.who == "") != (ex == nil) {
+				t.Fatalf("PathGrant = %q, %v; want refused by %q", who, ex, tc.who)
+			}
+		})
 	}
 }
