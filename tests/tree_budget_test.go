@@ -194,3 +194,77 @@ func spentOf(t *testing.T, c *client.Conn, id string) uint64 {
 	}
 	return m.GetBudget().GetSpent().GetTokens()
 }
+
+// A middle Task's limit covers its whole subtree: a root without a budget
+// spawns M with room for two and a half Cycles; M spawns two children,
+// each capped at M's remainder, so each alone fits. Of the three Cycles
+// that then ask (M's next and each child's first), the tree grants at
+// most two, and the rest pause for the budget naming M.
+func TestTreeBudgetMiddleLimitCoversItsSubtree(t *testing.T) {
+	script := []fake.Scenario{
+		{Match: "PGROOT", Capture: `PGROOT (\d+)`, ToolCalls: []fake.Call{call("tasks_spawn", `{"request":"PGMID split the work","max_tokens":$1}`)}},
+		{Match: "PGMID", ToolCalls: []fake.Call{call("tasks_spawn", `{"request":"PGKID-1 take part one"}`), call("tasks_spawn", `{"request":"PGKID-2 take part two"}`)}},
+		{AfterTool: true, Match: "", Hold: true, Text: []string{"waiting"}},
+		{Match: "", Hold: true, Text: []string{"working"}},
+	}
+	f := fake.StartServer(t, fake.Options{Flavor: fake.FlavorOllama, Script: script})
+	data := filepath.Join(t.TempDir(), "data")
+	d, c := serveTreeEnv(t, data, []string{"LEMO_OLLAMA_BASE_URL=" + f.URL()})
+	ctx := context.Background()
+
+	// What a first Cycle reserves (R): a probe refused for a 1-token budget.
+	probe, err := c.CreateTask(ctx, client.CreateTask{Request: "PGPROBE take part one", Model: treeModel, Budget: &api.BudgetAmounts{Tokens: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitTree(t, c, d.daemon, probe.GetTaskId(), api.TaskStatus_TASK_STATUS_PAUSED)
+	r := uint64(0)
+	for _, ev := range treeHistory(t, c, probe.GetTaskId()) {
+		if sc := ev.GetStatusChanged(); sc.GetBudget() != nil {
+			r = sc.GetBudget().GetNeeded()
+		}
+	}
+	if r == 0 {
+		t.Fatal("the probe did not pause for its budget")
+	}
+	// M's spawning Cycle is charged the fake's 15 tokens; then room for
+	// two and a half Cycles of R.
+	limit := 15 + 2*r + r/2
+	root, err := c.CreateTask(ctx, client.CreateTask{Request: fmt.Sprintf("PGROOT %d", limit), Model: treeModel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mid := waitKids(t, c, d.daemon, root.GetTaskId(), 1)[0]
+	if got := treeHistory(t, c, mid)[0].GetTaskCreated().GetBudget().GetTokens(); got != limit {
+		t.Fatalf("M's token budget = %d, want the %d tasks.spawn asked for", got, limit)
+	}
+	kids := waitKids(t, c, d.daemon, mid, 2)
+	eventually(t, 60*time.Second, func() error {
+		for _, id := range append([]string{mid}, kids...) {
+			m, err := c.Task(ctx, id)
+			if err != nil {
+				return err
+			}
+			budgetPaused := m.GetStatus() == api.TaskStatus_TASK_STATUS_PAUSED && m.GetPauseReason() == api.PauseReason_PAUSE_REASON_BUDGET
+			held := m.GetStatus() == api.TaskStatus_TASK_STATUS_RUNNING && m.GetBudget().GetOpen() != nil && (id != mid || m.GetCycles() > 1)
+			if !budgetPaused && !held {
+				return fmt.Errorf("task %s is %v (%s), neither paused for the budget nor in a granted Cycle", id, m.GetStatus(), m.GetStatusDetail())
+			}
+		}
+		return nil
+	})
+	granted, paused := treeCycles(t, c, mid, kids), 0
+	for _, id := range append([]string{mid}, kids...) {
+		for _, ev := range treeHistory(t, c, id) {
+			if sc := ev.GetStatusChanged(); sc.GetPauseReason() == api.PauseReason_PAUSE_REASON_BUDGET {
+				paused++
+				if !strings.Contains(sc.GetDetail(), "lemo budget "+mid) {
+					t.Errorf("task %s paused without naming M (%s) as the budget to raise: %s", id, mid, sc.GetDetail())
+				}
+			}
+		}
+	}
+	if granted < 1 || granted > 2 || paused == 0 {
+		t.Fatalf("%d Cycles granted under M and %d paused for the budget; M's limit covers two\n%s", granted, paused, dumpTree(c, root.GetTaskId(), ""))
+	}
+}
