@@ -285,6 +285,11 @@ func TestDiskFullUnderServe(t *testing.T) {
 		}
 		<-sampled
 	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("lemo serve's log:\n%s", d.logs())
+		}
+	})
 	lowest := freeMiB(t, mnt)
 	t.Logf("after start: %d MiB free of 128", lowest)
 	create := func(model, request string) string {
