@@ -286,6 +286,13 @@ func TestLateDecisionIsATimeout(t *testing.T) {
 	), extraTools()...)
 	id := h.create("late")
 	h.waitStatus(id, api.TaskStatus_TASK_STATUS_AWAITING_APPROVAL)
+	// The status is published before the Task arms the approval's timer
+	// in the same message; a command through its mailbox (a decision on
+	// no approval) returns once that is done, so the clock moves on only
+	// after the timer was armed for the real deadline.
+	if _, err := h.d.ResolveApproval(context.Background(), actors.Operator, id+".call-9-9", true, ""); !errors.Is(err, taskstate.ErrNotFound) {
+		t.Fatalf("a decision on no approval: %v, want not found", err)
+	}
 	h.skew.Store(int64(2 * time.Hour))
 	_, err := h.d.ResolveApproval(context.Background(), actors.Operator, id+".call-1-1", true, "")
 	if !errors.Is(err, taskstate.ErrExpired) {
