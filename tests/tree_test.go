@@ -32,9 +32,11 @@ func serveTree(t *testing.T, data string, script []fake.Scenario, extra ...strin
 // discovery's, tested on its own).
 const allTools = "LEMO_TOOLS_INITIAL=*"
 
-func serveTreeEnv(t *testing.T, data string, env []string) (*remoteDaemon, *client.Conn) {
+// serveTreeEnv starts lemo serve on data with env (and every tool
+// offered) and args, and connects to it.
+func serveTreeEnv(t *testing.T, data string, env []string, args ...string) (*remoteDaemon, *client.Conn) {
 	t.Helper()
-	d := launchDaemonEnv(t, lemoBin, data, append(env, allTools), "--listen", "127.0.0.1:0")
+	d := launchDaemonEnv(t, lemoBin, data, append(env, allTools), append([]string{"--listen", "127.0.0.1:0"}, args...)...)
 	d.waitServing()
 	l, err := client.FindLocal(data)
 	if err != nil || l.TokenErr != nil {
@@ -283,13 +285,8 @@ func TestTreeLimitsAndForeignIDs(t *testing.T) {
 	}
 	cfg := writeConfig(t, "tasks:\n  max_depth: 2\n  max_children: 2\n")
 	f := fake.StartServer(t, fake.Options{Flavor: fake.FlavorOllama, Script: script})
-	d := launchDaemonEnv(t, lemoBin, data, []string{"LEMO_OLLAMA_BASE_URL=" + f.URL(), allTools}, "--listen", "127.0.0.1:0", "--config", cfg)
-	d.waitServing()
-	l, err := client.FindLocal(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := (&remoteDaemon{daemon: d, addr: l.Address, token: l.Token}).connect(t, "")
+	rd, c := serveTreeEnv(t, data, []string{"LEMO_OLLAMA_BASE_URL=" + f.URL()}, "--config", cfg)
+	d := rd.daemon
 	ctx := context.Background()
 
 	// Depth: the root (0) spawns a child (1), which spawns one at 2, which
@@ -357,13 +354,8 @@ func TestTreeCancelCascadesToProcesses(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	cfg := writeConfig(t, "tools:\n  shell:\n    approval: allow\n")
 	f := fake.StartServer(t, fake.Options{Flavor: fake.FlavorOllama, Script: script})
-	d := launchDaemonEnv(t, lemoBin, data, []string{"LEMO_OLLAMA_BASE_URL=" + f.URL(), allTools}, "--listen", "127.0.0.1:0", "--config", cfg)
-	d.waitServing()
-	l, err := client.FindLocal(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := (&remoteDaemon{daemon: d, addr: l.Address, token: l.Token}).connect(t, "")
+	rd, c := serveTreeEnv(t, data, []string{"LEMO_OLLAMA_BASE_URL=" + f.URL()}, "--config", cfg)
+	d := rd.daemon
 	tag, err := isolation.RunTag(data)
 	if err != nil {
 		t.Fatal(err)
@@ -431,13 +423,8 @@ func TestTreeApprovalShowsPath(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	cfg := writeConfig(t, "tools:\n  shell:\n    approval: ask\n")
 	f := fake.StartServer(t, fake.Options{Flavor: fake.FlavorOllama, Script: script})
-	d := launchDaemonEnv(t, lemoBin, data, []string{"LEMO_OLLAMA_BASE_URL=" + f.URL(), allTools}, "--listen", "127.0.0.1:0", "--config", cfg)
-	d.waitServing()
-	l, err := client.FindLocal(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := (&remoteDaemon{daemon: d, addr: l.Address, token: l.Token}).connect(t, "")
+	rd, c := serveTreeEnv(t, data, []string{"LEMO_OLLAMA_BASE_URL=" + f.URL()}, "--config", cfg)
+	d := rd.daemon
 	root, err := c.CreateTask(context.Background(), client.CreateTask{Request: "PARENT-APPR delegate", Model: treeModel})
 	if err != nil {
 		t.Fatal(err)
@@ -486,13 +473,8 @@ func TestTreeRunAsksForChildApproval(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	cfg := writeConfig(t, "tools:\n  shell:\n    approval: ask\n")
 	f := fake.StartServer(t, fake.Options{Flavor: fake.FlavorOllama, Script: script})
-	d := launchDaemonEnv(t, lemoBin, data, []string{"LEMO_OLLAMA_BASE_URL=" + f.URL(), allTools}, "--listen", "127.0.0.1:0", "--config", cfg)
-	d.waitServing()
-	l, err := client.FindLocal(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := (&remoteDaemon{daemon: d, addr: l.Address, token: l.Token}).connect(t, "")
+	rd, c := serveTreeEnv(t, data, []string{"LEMO_OLLAMA_BASE_URL=" + f.URL()}, "--config", cfg)
+	d := rd.daemon
 	done := filepath.Join(t.TempDir(), "exit")
 	term := newTerminal(t, tmux, []string{"LEMO_DATA=" + data}, "sh", "-c",
 		fmt.Sprintf("%s run --model %s 'PARENT-RUN delegate'; echo $? > %s; sleep 600", lemoBin, treeModel, done))
@@ -560,13 +542,8 @@ func TestTreeSubscriptionToldOfPendingBelow(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	cfg := writeConfig(t, "tools:\n  shell:\n    approval: ask\n")
 	f := fake.StartServer(t, fake.Options{Flavor: fake.FlavorOllama, Script: script})
-	d := launchDaemonEnv(t, lemoBin, data, []string{"LEMO_OLLAMA_BASE_URL=" + f.URL(), allTools}, "--listen", "127.0.0.1:0", "--config", cfg)
-	d.waitServing()
-	l, err := client.FindLocal(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := (&remoteDaemon{daemon: d, addr: l.Address, token: l.Token}).connect(t, "")
+	rd, c := serveTreeEnv(t, data, []string{"LEMO_OLLAMA_BASE_URL=" + f.URL()}, "--config", cfg)
+	d := rd.daemon
 	root, err := c.CreateTask(context.Background(), client.CreateTask{Request: "PARENT-SUB delegate", Model: treeModel})
 	if err != nil {
 		t.Fatal(err)
