@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // envHardenHelper makes the test binary open a descriptor without
@@ -42,7 +43,22 @@ func runHardenHelper(mode string) {
 		fmt.Println(err)
 		os.Exit(2)
 	}
-	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", child.Process.Pid))
+	// Until the child has executed the shell it is a copy of this process
+	// with every descriptor, close-on-exec ones too (Go's own exec pipe
+	// among them): list them once its command line is the shell's.
+	pid := child.Process.Pid
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		cl, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if strings.Contains(string(cl), "read _") {
+			break
+		}
+		if time.Now().After(deadline) {
+			fmt.Println("the child did not execute the shell")
+			os.Exit(2)
+		}
+		time.Sleep(time.Millisecond) // polling /proc
+	}
+	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	stdin.Close()
 	_ = child.Wait()
 	if err != nil {
