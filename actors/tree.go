@@ -120,14 +120,18 @@ func ask[T any](ctx context.Context, b *treeBridge, m any, ch chan T) (T, error)
 func (b *treeBridge) Spawn(ctx context.Context, in tools.SpawnRequest) (string, bool, error) {
 	id := persistence.NewTaskID(b.env.now())
 	// What the tree's other children spent is charged to this Task: the
-	// child's budget is capped at what is left once it is counted.
+	// child's budget is capped at what is left once it is counted. Only a
+	// Task with limits caps its children (taskstate.ChildBudget), so only
+	// then is the owner's Task list read.
 	self, err := b.env.deps.Store.Meta(b.taskID)
 	if err != nil {
 		return "", false, err
 	}
-	desc, err := b.env.descendantsSpent(self.GetOwner(), b.taskID)
-	if err != nil {
-		return "", false, err
+	desc := &api.BudgetAmounts{}
+	if api.HasBudget(self.GetBudget().GetLimits()) {
+		if desc, err = b.env.descendantsSpent(self.GetOwner(), b.taskID); err != nil {
+			return "", false, err
+		}
 	}
 	var price *api.Price
 	if in.Model != "" && b.env.deps.Pricer != nil {
