@@ -2,18 +2,18 @@ package config
 
 import (
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"sort"
-	"strings"
 	"time"
+
+	"lemo/tools/mcp/mcpspec"
 )
 
 // MCP configures the tools that come from MCP servers: each tool of a
 // server named here becomes the tool mcp.<server>.<tool>. A server is a
 // command Lemo starts (stdio) or a URL (streamable HTTP). The keys are
-// file-only (no variables). The tools/mcp package checks them again when
-// the daemon builds its tools.
+// file-only (no variables). The rules are mcpspec's, which the tools/mcp
+// package applies again to what it is given.
 type MCP struct {
 	Servers map[string]MCPServer `yaml:"servers"`
 }
@@ -66,69 +66,11 @@ func (m *MCP) Problems() []error {
 		if !mcpServerName.MatchString(name) {
 			ps = append(ps, Problem{Where: at, What: fmt.Sprintf("%q: a server's name is 1 to 32 characters of a-z, 0-9, '_' and '-' (its tools are mcp.<server>.<tool>)", name)})
 		}
-		switch {
-		case s.Command == "" && s.URL == "":
-			add("command", "set command (a stdio server Lemo starts) or url (a streamable HTTP server)")
-		case s.Command != "" && s.URL != "":
-			add("url", "set command or url, not both")
-		}
-		if s.URL != "" {
-			if !strings.HasPrefix(s.URL, "http://") && !strings.HasPrefix(s.URL, "https://") {
-				add("url", "want an http:// or https:// URL")
-			}
-			if len(s.Args) > 0 || len(s.Env) > 0 || s.Cwd != "" {
-				add("url", "args, env and cwd are for a command; a url server takes headers")
-			}
-		}
-		if s.Command != "" && len(s.Headers) > 0 {
-			add("headers", "headers are for a url server")
-		}
-		if strings.Contains(s.Command, "/") && !filepath.IsAbs(s.Command) {
-			add("command", "%q: want an absolute path or a name on PATH", s.Command)
-		}
-		if s.Cwd != "" && !filepath.IsAbs(s.Cwd) {
-			add("cwd", "%q: want an absolute path", s.Cwd)
-		}
-		for i, e := range s.Env {
-			n, _, _ := strings.Cut(e, "=")
-			switch {
-			case n == "" || strings.ContainsAny(n, " \t\n\x00"):
-				add(fmt.Sprintf("env[%d]", i), "%q: want NAME (passes the daemon's variable) or NAME=value", e)
-			case strings.HasPrefix(strings.ToUpper(n), "LEMO_"):
-				add(fmt.Sprintf("env[%d]", i), "%q: LEMO_* variables are never passed to a server", n)
-			}
-		}
-		for k := range s.Headers {
-			if k == "" || strings.ContainsAny(k, " :\t\r\n") {
-				add("headers", "%q: not a header name", k)
-			}
-		}
-		for i, t := range s.Tools {
-			if t == "" {
-				add(fmt.Sprintf("tools[%d]", i), "empty: want a tool name as the server lists it")
-			}
-		}
-		if !oneOf(s.Retain, "", "excerpt", "full", "none") {
-			add("retain", "%q: want excerpt, full or none", s.Retain)
-		}
-		if !oneOf(s.Approval, "", "annotations", "ask", "allow") {
-			add("approval", "%q: want annotations, ask or allow", s.Approval)
-		}
-		if s.Timeout < 0 {
-			add("timeout", "must not be negative (0 takes the default)")
-		}
-		if s.StartTimeout < 0 {
-			add("start_timeout", "must not be negative (0 takes the default)")
-		}
-		if s.RetainBytes != 0 && s.RetainBytes < 1024 {
-			add("retain_bytes", "%d: want at least 1024 (0 takes the default)", s.RetainBytes)
-		}
-		if s.MaxOutputBytes != 0 && s.MaxOutputBytes < 1024 {
-			add("max_output_bytes", "%d: want at least 1024 (0 takes the default)", s.MaxOutputBytes)
-		}
-		if s.MaxMessageBytes != 0 && s.MaxMessageBytes < 64<<10 {
-			add("max_message_bytes", "%d: want at least 65536 (0 takes the default)", s.MaxMessageBytes)
-		}
+		mcpspec.Server{
+			Command: s.Command, URL: s.URL, Cwd: s.Cwd, Args: s.Args, Env: s.Env, Tools: s.Tools, Headers: s.Headers,
+			Retain: s.Retain, Approval: s.Approval, Timeout: s.Timeout, StartTimeout: s.StartTimeout,
+			RetainBytes: s.RetainBytes, MaxOutputBytes: s.MaxOutputBytes, MaxMessageBytes: s.MaxMessageBytes,
+		}.Problems(add)
 	}
 	return ps
 }

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +15,7 @@ import (
 
 	"lemo/tools"
 	"lemo/tools/isolation"
+	"lemo/tools/mcp/mcpspec"
 )
 
 // ServerConfig is one configured MCP server: a command Lemo starts (stdio)
@@ -75,67 +74,11 @@ func (c *ServerConfig) Check(prefix string) []error {
 	if !ValidServerName(c.Name) {
 		errs = append(errs, fmt.Errorf("%s: the server's name %q: want 1 to 32 characters of a-z, 0-9, '_' and '-' (it becomes part of its tools' names, mcp.<server>.<tool>)", prefix, c.Name))
 	}
-	switch {
-	case c.Command == "" && c.URL == "":
-		add("command", "set command (a stdio server Lemo starts) or url (a streamable HTTP server)")
-	case c.Command != "" && c.URL != "":
-		add("url", "set command or url, not both")
-	}
-	if c.URL != "" {
-		if !strings.HasPrefix(c.URL, "http://") && !strings.HasPrefix(c.URL, "https://") {
-			add("url", "%q: want an http:// or https:// URL", redactURL(c.URL))
-		}
-		if len(c.Args) > 0 || len(c.Env) > 0 || c.Dir != "" {
-			add("url", "args, env and cwd are for a command; a url server takes headers")
-		}
-	}
-	if c.Command != "" && len(c.Headers) > 0 {
-		add("headers", "headers are for a url server")
-	}
-	if strings.Contains(c.Command, "/") && !filepath.IsAbs(c.Command) {
-		add("command", "%q: want an absolute path or a name on PATH", c.Command)
-	}
-	if c.Dir != "" && !filepath.IsAbs(c.Dir) {
-		add("cwd", "%q: want an absolute path", c.Dir)
-	}
-	for i, e := range c.Env {
-		name, _, _ := strings.Cut(e, "=")
-		switch {
-		case name == "" || strings.ContainsAny(name, " \t\n\x00"):
-			add(fmt.Sprintf("env[%d]", i), "%q: want NAME (passes the daemon's variable) or NAME=value", e)
-		case strings.HasPrefix(strings.ToUpper(name), "LEMO_"):
-			add(fmt.Sprintf("env[%d]", i), "%q: LEMO_* variables are never passed to a server", name)
-		}
-	}
-	for k := range c.Headers {
-		if k == "" || strings.ContainsAny(k, " :\t\r\n") {
-			add("headers", "%q: not a header name", k)
-		}
-	}
-	for i, n := range c.Tools {
-		if n == "" {
-			add(fmt.Sprintf("tools[%d]", i), "empty: want a tool name as the server lists it")
-		}
-	}
-	if c.Retain != "" && c.Retain != RetainExcerpt && c.Retain != RetainFull && c.Retain != RetainNone {
-		add("retain", "%q: want excerpt, full or none", c.Retain)
-	}
-	if c.Approval != "" && c.Approval != ApprovalAnnotations && c.Approval != ApprovalAsk && c.Approval != ApprovalAllow {
-		add("approval", "%q: want annotations, ask or allow", c.Approval)
-	}
-	for key, d := range map[string]time.Duration{"timeout": c.CallTimeout, "start_timeout": c.StartTimeout} {
-		if d < 0 {
-			add(key, "must not be negative (0 takes the default)")
-		}
-	}
-	for key, n := range map[string]int{"retain_bytes": c.RetainBytes, "max_output_bytes": c.MaxOutputBytes} {
-		if n != 0 && n < 1024 {
-			add(key, "%d: want at least 1024 (0 takes the default)", n)
-		}
-	}
-	if c.MaxMessageBytes != 0 && c.MaxMessageBytes < 64<<10 {
-		add("max_message_bytes", "%d: want at least 65536 (0 takes the default)", c.MaxMessageBytes)
-	}
+	mcpspec.Server{
+		Command: c.Command, URL: c.URL, Cwd: c.Dir, Args: c.Args, Env: c.Env, Tools: c.Tools, Headers: c.Headers,
+		Retain: c.Retain, Approval: c.Approval, Timeout: c.CallTimeout, StartTimeout: c.StartTimeout,
+		RetainBytes: c.RetainBytes, MaxOutputBytes: c.MaxOutputBytes, MaxMessageBytes: c.MaxMessageBytes,
+	}.Problems(add)
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return errs
 }
