@@ -119,6 +119,31 @@ func waitStatus(t testing.TB, c *client.Conn, id string, st api.TaskStatus) *api
 	}
 }
 
+// A hello that meets the node's failed link to the daemon's address (a
+// daemon restarted on the address of one that died, within protoactor's
+// redial pause) is sent again once a new link is made: the Conn gets its
+// welcome instead of waiting out its timeout. The failed link is made here
+// by a message sent over a link the daemon refuses; each round uses a new
+// daemon, until a hello was sent again.
+func TestHelloRetriedAfterAFailedLink(t *testing.T) {
+	for round := 1; ; round++ {
+		d := startDaemon(t, t.TempDir(), freePort(t))
+		testNode(t).Poke(d.addr)
+		c := d.connect(t, aliceToken)
+		if _, _, err := c.ListTasks(context.Background(), "", 1); err != nil {
+			t.Fatalf("round %d: the session does not work: %v", round, err)
+		}
+		if c.ResentHellos() > 0 {
+			t.Logf("round %d: %d hellos sent again", round, c.ResentHellos())
+			return
+		}
+		if round == 5 {
+			t.Fatal("in 5 rounds no hello met the link that was down")
+		}
+		d.kill()
+	}
+}
+
 // Follow survives a daemon killed mid-stream and restarted on the same
 // address: it reconnects and resumes, delivering every event once and in
 // order; the Conn's Service is registered again.

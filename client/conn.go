@@ -43,6 +43,10 @@ type Conn struct {
 	nextID  atomic.Uint64
 
 	reconnect sync.Mutex // serialises opening sessions
+	// linkDown is told when the node's link to the daemon's address goes
+	// down (see hello); resentHellos counts the hellos sent again.
+	linkDown     chan struct{}
+	resentHellos atomic.Int64
 
 	mu       sync.Mutex
 	session  *actor.PID
@@ -89,7 +93,7 @@ func (n *Node) Connect(ctx context.Context, o Options) (*Conn, error) {
 	if o.Name == "" {
 		o.Name = "lemo-client"
 	}
-	c := &Conn{n: n, o: o, gateway: actor.NewPID(o.Addr, "gateway"),
+	c := &Conn{n: n, o: o, gateway: actor.NewPID(o.Addr, "gateway"), linkDown: make(chan struct{}, 1),
 		pending: make(map[uint64]chan *api.Response), subs: make(map[uint64]*Subscription), services: make(map[string]*service)}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	// Tell "not running" and "wrong token" apart before anything else.
@@ -147,16 +151,9 @@ func (c *Conn) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	id := c.nextID.Add(1)
-	ch := c.await(id)
-	req := &api.Request{Id: id, Command: &api.Request_Hello{Hello: &api.Hello{ProtocolVersion: api.ProtocolVersion, Client: c.o.Name, CallbackSecret: c.n.secret}}}
-	c.n.system.Root.RequestWithCustomSender(c.gateway, req, c.recv)
-	var resp *api.Response
-	select {
-	case resp = <-ch:
-	case <-ctx.Done():
-		c.forget(id)
-		return fmt.Errorf("%w: no welcome from the daemon at %s: it could not reach this client at %s (clients behind NAT or a firewall are not supported)", ErrTimeout, c.o.Addr, c.n.Addr())
+	resp, err := c.hello(ctx)
+	if err != nil {
+		return err
 	}
 	if e := resp.GetError(); e != nil {
 		return fromAPI(e)
@@ -184,6 +181,43 @@ func (c *Conn) open(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// hello sends the hello and waits for its answer. protoactor loses a
+// message silently when the node's link to the daemon's address is down:
+// after a daemon there died, the link is kept for a redial pause of about
+// 2 s, and a daemon restarted on the same address within it would never
+// see the hello. The node is told when a link goes down; a hello sent
+// before that is sent again (the link is made anew), unless the probe finds
+// nothing at the address any more.
+func (c *Conn) hello(ctx context.Context) (*api.Response, error) {
+	for {
+		select { // a link that went down before this hello
+		case <-c.linkDown:
+		default:
+		}
+		id := c.nextID.Add(1)
+		ch := c.await(id)
+		req := &api.Request{Id: id, Command: &api.Request_Hello{Hello: &api.Hello{ProtocolVersion: api.ProtocolVersion, Client: c.o.Name, CallbackSecret: c.n.secret}}}
+		c.n.system.Root.RequestWithCustomSender(c.gateway, req, c.recv)
+		select {
+		case resp := <-ch:
+			return resp, nil
+		case <-c.linkDown:
+			c.forget(id)
+			c.resentHellos.Add(1)
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err := c.n.probe(pctx, c.o.Addr, c.o.Token)
+			cancel()
+			if err != nil {
+				return nil, err
+			}
+			continue
+		case <-ctx.Done():
+			c.forget(id)
+		}
+		return nil, fmt.Errorf("%w: no welcome from the daemon at %s: it could not reach this client at %s (clients behind NAT or a firewall are not supported)", ErrTimeout, c.o.Addr, c.n.Addr())
+	}
 }
 
 func (c *Conn) current() *actor.PID {

@@ -146,7 +146,27 @@ func NewNode(o NodeOptions) (*Node, error) {
 		n.system.Shutdown()
 		return nil, err
 	}
+	n.system.EventStream.Subscribe(func(evt any) {
+		if e, ok := evt.(*remote.EndpointTerminatedEvent); ok {
+			n.linkDown(e.Address)
+		}
+	})
 	return n, nil
+}
+
+// linkDown tells the Conns to the daemon at addr that the node's link to it
+// went down (protoactor made it anew for the next message sent there).
+func (n *Node) linkDown(addr string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for c := range n.conns {
+		if c.o.Addr == addr {
+			select {
+			case c.linkDown <- struct{}{}:
+			default:
+			}
+		}
+	}
 }
 
 func startRemote(r *remote.Remote) (err error) {
