@@ -114,7 +114,7 @@ func (m *Memory) build(owner string, docs []*pdoc) error {
 	inverted := make(map[string][]uint32) // term -> documents, in order
 	tfs := make(map[string][]uint32)      // term -> frequencies, parallel
 	for i, d := range docs {
-		task, _, _, _ := persistence.ParseRef([]byte(d.ref))
+		task, _, _, _, _, _ := parseRef([]byte(d.ref))
 		row := docRow{ref: d.ref, source: d.source, hash: d.hash, textBytes: d.textBytes, untrusted: d.untrusted}
 		if err := w.addDoc(d.kind, d.norm, d.time, &row); err != nil {
 			return err

@@ -32,7 +32,7 @@ const textCacheBytes = 8 << 20
 
 // formatValue is the memory format this code reads and writes (see
 // olderFormats for those it re-indexes).
-const formatValue = "lemo-memory-2"
+const formatValue = "lemo-memory-3"
 
 // Options tune the memory; zero values take the documented defaults.
 type Options struct {
@@ -363,7 +363,8 @@ func (m *Memory) Postings(owner string, events []*api.Event) []persistence.KV {
 
 // IndexEvents returns the index records of events of one Task of owner:
 // a pending document for each indexable event (user and assistant
-// messages, retained tool results, tool failures and failures) and the
+// messages, retained tool results, tool failures and failures; one for
+// each passage of a long one, see passage.go) and the
 // Task's index watermark (the last seq of events). It is a pure function.
 // Writers use Postings, which also tells the memory about the documents;
 // records of IndexEvents committed otherwise are found by the next
@@ -389,14 +390,15 @@ func IndexEvents(owner string, events []*api.Event) []persistence.KV {
 			if !ok {
 				continue
 			}
-			d := analyze(docInfo{
+			for _, d := range analyzeRecord(docInfo{
 				ref:       string(persistence.EventRef(task, ev.GetSeq())),
 				kind:      kind,
 				untrusted: untrusted,
 				time:      ev.GetTime().AsTime().UnixMilli(),
 				source:    source,
-			}, text, json)
-			kvs = append(kvs, persistence.KV{Key: persistence.PendingKey(owner, []byte(d.ref)), Value: d.encode()})
+			}, text, json) {
+				kvs = append(kvs, persistence.KV{Key: persistence.PendingKey(owner, []byte(d.ref)), Value: d.encode()})
+			}
 		}
 	}
 	last := events[len(events)-1].GetSeq()

@@ -226,7 +226,7 @@ var jsonNoise = func() map[string]bool {
 // ownTerms counts, for each term, the Task's indexed records that the
 // recall query is made of (its request, latest user message and latest
 // answer: see RecallText) that contain it, and the number of those
-// records. Only these are counted: they are where the query's words come
+// records (as the index counts them: each passage of a long one). Only these are counted: they are where the query's words come
 // from, and reading the whole history on every Cycle would cost as much as
 // the history is long (the Task's other records are excluded from the
 // results all the same).
@@ -256,18 +256,24 @@ func ownTerms(history []*api.Event) (map[string]int, int) {
 		if !ok {
 			continue
 		}
-		docs++
-		clear(seen)
-		n := 0
-		tk.each(text, json, func(t []byte) bool {
-			if !seen[string(t)] {
-				s := string(t)
-				seen[s] = true
-				own[s]++
-			}
-			n++
-			return n < maxDocTokens
-		})
+		spans := passageSpans(text)
+		if spans == nil {
+			spans = [][2]int{{0, len(text)}}
+		}
+		for _, sp := range spans {
+			docs++
+			clear(seen)
+			n := 0
+			tk.each(text[sp[0]:sp[1]], json, func(t []byte) bool {
+				if !seen[string(t)] {
+					s := string(t)
+					seen[s] = true
+					own[s]++
+				}
+				n++
+				return n < maxDocTokens
+			})
+		}
 	}
 	return own, docs
 }

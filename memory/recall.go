@@ -162,7 +162,11 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 		var texts []string
 		for _, c := range first {
 			if len(texts) < secondHopSources && states(c.Kind) {
-				texts = append(texts, c.text)
+				if c.PassageTo > 0 {
+					texts = append(texts, c.text[c.PassageFrom:c.PassageTo]) // what matched
+				} else {
+					texts = append(texts, c.text)
+				}
 			}
 		}
 		// Each entity is looked up on its own: a record that links it to
@@ -280,6 +284,12 @@ func (r *recaller) add(h *Hit) (*candidate, error) {
 		return nil, nil
 	}
 	c := &candidate{Hit: *h, text: text}
+	if h.PassageTo > len(text) || h.PassageFrom >= h.PassageTo {
+		c.PassageFrom, c.PassageTo = 0, 0
+	} else if h.PassageTo > 0 {
+		// What the record says is measured on the passage that matched.
+		c.terms = termSet(text[h.PassageFrom:h.PassageTo], h.Kind == KindToolResult)
+	}
 	r.byHash[h.hash] = c
 	r.all = append(r.all, c)
 	return c, nil
@@ -387,6 +397,9 @@ func (m *Memory) fit(ranked []*candidate, query map[string]bool) []prompt.Eviden
 		}
 		e := prompt.Evidence{TaskID: c.TaskID, Seq: c.Seq, Kind: c.Kind.String(), Time: c.Time, Source: source,
 			Text: c.text, Score: math.Round(c.rank*1000) / 1000, Untrusted: c.Untrusted}
+		if c.PassageTo > 0 {
+			e.Text = passageEvidence(&c.Hit, c.text)
+		}
 		t := prompt.EvidenceTokens(&e)
 		if t > maxItemTokens {
 			keep := maxItemTokens - (t - prompt.Estimate(c.text))
@@ -404,6 +417,21 @@ func (m *Memory) fit(ranked []*candidate, query map[string]bool) []prompt.Eviden
 		out = append(out, e)
 	}
 	return out
+}
+
+// passageEvidence shows the passage of a long record that matched (the
+// record is indexed as passages: passage.go), labelled with where it lies
+// and the record's handle.
+func passageEvidence(h *Hit, text string) string {
+	l := fmt.Sprintf("[… excerpt: bytes %d-%d of this record's %d, the passage that matches", h.PassageFrom, h.PassageTo, len(text))
+	if h.Seq > 0 {
+		l += "; the whole record: " + prompt.Handle(h.TaskID, h.Seq)
+	}
+	l += "]\n" + text[h.PassageFrom:h.PassageTo]
+	if h.PassageTo < len(text) {
+		l += "\n[…]"
+	}
+	return l
 }
 
 // passageExcerpt returns the passage of a long record that holds the most

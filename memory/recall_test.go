@@ -152,8 +152,9 @@ func TestRecallSkipsSupersededFacts(t *testing.T) {
 func TestRecallBudget(t *testing.T) {
 	e := newEnv(t, Options{})
 	a := e.task("o", t0)
-	// 12 long matching records, each over the per-item bound.
-	for i := 0; i < 12; i++ {
+	// 40 long matching records, each over the per-item bound (recalled as
+	// the passages that match), more than the budget holds.
+	for i := 0; i < 40; i++ {
 		text := fmt.Sprintf("incident %d: the ingest pipeline stalled. ", i) + strings.Repeat(fmt.Sprintf("log line %d of the stall with details; ", i), 400)
 		e.add("o", a, t0.Add(time.Duration(i)*time.Minute), result(fmt.Sprintf("c%d", i), fmt.Sprintf("%q", text)))
 	}

@@ -14,8 +14,10 @@ import (
 // from what it holds (history and facts) when it is opened.
 var olderFormats = map[string]bool{
 	// lemo-memory-1 folded plurals only; lemo-memory-2 stems with Snowball
-	// English.
+	// English and indexes every record whole.
 	"lemo-memory-1": true,
+	// lemo-memory-3 indexes long records as passages (passage.go).
+	"lemo-memory-2": true,
 }
 
 // dropIndex deletes every index record (segments, pending documents,

@@ -81,7 +81,12 @@ type Hit struct {
 	Untrusted bool
 	// SupersededBy names a fact that supersedes this one.
 	SupersededBy string
-	// Text is the record's text, cut to Query.TextBytes.
+	// PassageFrom and PassageTo are the byte range of the passage that
+	// matched, for a long record indexed as passages (passage.go); both 0
+	// for a record indexed whole.
+	PassageFrom, PassageTo int
+	// Text is the record's text (for a passage match, the passage's), cut
+	// to Query.TextBytes.
 	Text      string
 	Truncated bool
 
@@ -605,7 +610,7 @@ func scorePendLayer(l *pendLayer, qts []qterm, f *filter, kNorm *[256]float64, t
 				continue
 			}
 			if f.task != "" || f.excludeTask != "" {
-				task, _, _, _ := persistence.ParseRef([]byte(p.ref))
+				task, _, _, _, _, _ := parseRef([]byte(p.ref))
 				if (f.task != "" && task != f.task) || (f.excludeTask != "" && task == f.excludeTask) {
 					continue
 				}
@@ -646,12 +651,13 @@ func (m *Memory) hits(v *persistence.Snapshot, owner string, res *searchResult) 
 			}
 			info = r
 		}
-		task, seq, fact, ok := persistence.ParseRef([]byte(info.ref))
+		task, seq, fact, from, to, ok := parseRef([]byte(info.ref))
 		if !ok {
 			return nil, fmt.Errorf("%w: ref %q", errCorrupt, info.ref)
 		}
 		h := Hit{TaskID: task, Seq: seq, FactID: fact, Kind: kind, Time: time.UnixMilli(c.time).UTC(), Source: info.source,
-			Score: c.score, Matched: bits.OnesCount32(c.matched), QueryTerms: res.terms, TextBytes: int(info.textBytes), Untrusted: info.untrusted, hash: info.hash}
+			Score: c.score, Matched: bits.OnesCount32(c.matched), QueryTerms: res.terms, TextBytes: int(info.textBytes), Untrusted: info.untrusted, hash: info.hash,
+			PassageFrom: from, PassageTo: to}
 		if res.perfect > 0 {
 			h.Relevance = min(c.score/res.perfect, 1)
 		}
@@ -688,6 +694,27 @@ func (m *Memory) hits(v *persistence.Snapshot, owner string, res *searchResult) 
 	return sorted, nil
 }
 
+// bestPassages keeps the first hit of each record (hits are best first:
+// a record indexed as passages ranks by its best one), at most limit.
+func bestPassages(hits []Hit, limit int) []Hit {
+	seen := make(map[string]bool, len(hits))
+	out := hits[:0]
+	for _, h := range hits {
+		if len(out) == limit {
+			break
+		}
+		if h.PassageTo > 0 {
+			key := h.TaskID + "/" + strconv.FormatUint(h.Seq, 10)
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
 func supersededBy(v *persistence.Snapshot, owner, fact string) (string, error) {
 	by := ""
 	prefix := persistence.SupersededPrefix(owner, fact)
@@ -713,13 +740,15 @@ func (m *Memory) Search(ctx context.Context, q Query) ([]Hit, error) {
 	q.Limit = min(q.Limit, MaxSearchLimit)
 	var out []Hit
 	err := m.view(func(v *persistence.Snapshot) error {
-		res, err := m.search(v, &q, q.Limit, maxQueryTerms)
+		// Passages of one record count once (its best): ask for more.
+		res, err := m.search(v, &q, min(3*q.Limit, 3*MaxSearchLimit), maxQueryTerms)
 		if err != nil {
 			return err
 		}
 		if out, err = m.hits(v, q.Owner, res); err != nil {
 			return err
 		}
+		out = bestPassages(out, q.Limit)
 		if q.TextBytes <= 0 {
 			return nil
 		}
@@ -735,8 +764,11 @@ func (m *Memory) Search(ctx context.Context, q Query) ([]Hit, error) {
 			if err != nil {
 				return err
 			}
+			if h := &out[i]; h.PassageTo > 0 && h.PassageTo <= len(text) {
+				text = text[h.PassageFrom:h.PassageTo]
+			}
 			out[i].Text = excerpt.Head(text, q.TextBytes)
-			out[i].Truncated = len(out[i].Text) < len(text)
+			out[i].Truncated = len(out[i].Text) < len(text) || out[i].PassageTo > 0
 		}
 		return nil
 	})
