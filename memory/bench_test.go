@@ -79,6 +79,11 @@ func (g *wordGen) text(n int) string {
 // record returns the i-th record of a corpus.
 func (g *wordGen) record(i int) proto.Message {
 	text := g.text(20 + g.r.Intn(61))
+	if i%50 == 8 {
+		// One record in 50 is a long document (about 4 KB: a file read, a
+		// catalog), indexed as passages.
+		text = g.text(600)
+	}
 	switch i % 10 {
 	case 0, 1, 2:
 		return &api.UserMessage{Text: text}
@@ -556,6 +561,18 @@ func BenchmarkPostings(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		_ = IndexEvents("o", evs[i%10:i%10+1])
+	}
+}
+
+// BenchmarkPostingsLongRecord is the same for a long tool result (about
+// 4 KB, indexed as passages).
+func BenchmarkPostingsLongRecord(b *testing.B) {
+	g := newWordGen(3)
+	ev := api.NewEvent("T", 9, timestamppb.Now(), g.record(8))
+	b.SetBytes(int64(len(ev.GetToolResult().GetRetainedOutput())))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		_ = IndexEvents("o", []*api.Event{ev})
 	}
 }
 

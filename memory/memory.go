@@ -68,6 +68,23 @@ type Options struct {
 	// pending documents the tracker missed (default 5m; see pending.go).
 	ReconcileInterval time.Duration
 
+	// Embedder, when set, turns on semantic recall: records get vectors in
+	// the background and recall fuses the nearest ones with the lexical
+	// results (embed.go). EmbedModel names the model (when it changes,
+	// every record is embedded again).
+	Embedder   Embedder
+	EmbedModel string
+	// EmbedBatch bounds the texts of one embedding call (default 16, at
+	// most 256).
+	EmbedBatch int
+	// EmbedTimeout bounds one embedding call (default 10s); a recall's
+	// query embedding gets the same bound.
+	EmbedTimeout time.Duration
+	// MinSimilarity is the least cosine similarity a record found by its
+	// vector needs to be recalled (default 0.5; not calibrated: see
+	// docs/memory.md).
+	MinSimilarity float64
+
 	// manual disables the background indexer (tests build with Flush).
 	manual bool
 }
@@ -100,6 +117,16 @@ func (o *Options) defaults() {
 	if o.ReconcileInterval <= 0 {
 		o.ReconcileInterval = 5 * time.Minute
 	}
+	if o.EmbedBatch <= 0 {
+		o.EmbedBatch = defaultEmbedBatch
+	}
+	o.EmbedBatch = min(o.EmbedBatch, maxEmbedBatch)
+	if o.EmbedTimeout <= 0 {
+		o.EmbedTimeout = defaultEmbedTimeout
+	}
+	if o.MinSimilarity <= 0 {
+		o.MinSimilarity = defaultMinSimilar
+	}
 }
 
 // Memory is the daemon's memory over its store: the search index, facts
@@ -117,6 +144,8 @@ type Memory struct {
 	recallsComputed atomic.Int64
 
 	track *tracker
+	// emb is semantic recall's state; nil when it is off.
+	emb *embedState
 
 	mu        sync.Mutex
 	segs      map[string]*segment // live segments by owner/seg, with their columns
@@ -201,6 +230,15 @@ func Open(ctx context.Context, store *persistence.Store, opt Options) (*Memory, 
 		}
 	}
 	go m.run()
+	if opt.Embedder != nil {
+		m.emb = &embedState{emb: opt.Embedder, model: opt.EmbedModel, vecs: newVecIndex(), dirty: make(map[string]dirtyTask),
+			kick: make(chan struct{}, 1), done: make(chan struct{})}
+		if err := m.startEmbedder(); err != nil {
+			m.emb = nil
+			_ = m.Close()
+			return nil, err
+		}
+	}
 	return m, nil
 }
 
@@ -268,6 +306,9 @@ func (m *Memory) Close() error {
 		close(m.stop)
 		m.cancel()
 		<-m.done
+		if m.emb != nil {
+			<-m.emb.done
+		}
 	})
 	return nil
 }
@@ -357,6 +398,9 @@ func (m *Memory) Postings(owner string, events []*api.Event) []persistence.KV {
 		}
 		m.recalls.added(owner, events[0].GetTaskId(), len(kvs)-1)
 		m.signal()
+		if m.emb != nil {
+			m.emb.markDirty(owner, events[0].GetTaskId(), events[len(events)-1].GetSeq(), m.opt.Now())
+		}
 	}
 	return kvs
 }

@@ -327,3 +327,32 @@ const secondHopNear = 3
 
 // maxSecondHopTerms bounds the words the second hop chooses from.
 const maxSecondHopTerms = 1024
+
+// fuse is reciprocal rank fusion (Cormack, Clarke and Büttcher, 2009) of
+// the lexical candidates and those found by their vectors, each list best
+// first and naming records by content hash: a record's fused relevance is
+// the sum over the lists that hold it of 1/(rrfK + rank), divided by that
+// of a record first in both, so it lies in (0, 1] like the lexical
+// relevance it replaces (rank.go's weights apply to it as they do to
+// that). Rank fusion needs no common scale between BM25 scores and cosine
+// similarities, which have none.
+func fuse(lexical, semantic []uint64) map[uint64]float64 {
+	out := make(map[uint64]float64, len(lexical)+len(semantic))
+	for _, list := range [][]uint64{lexical, semantic} {
+		seen := make(map[uint64]bool, len(list))
+		rank := 0
+		for _, h := range list {
+			if seen[h] {
+				continue // a record's passages: its best counts
+			}
+			seen[h] = true
+			rank++
+			out[h] += 1 / float64(rrfK+rank)
+		}
+	}
+	perfect := 2 / float64(rrfK+1)
+	for h, v := range out {
+		out[h] = v / perfect
+	}
+	return out
+}

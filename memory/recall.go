@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"lemo/api"
@@ -129,6 +130,7 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 	gen := m.recalls.generation(q.Owner)
 	m.recallsComputed.Add(1)
 	own, ownDocs := ownTerms(q.History)
+	qvec := m.embedQuery(ctx, text) // nil: lexical recall alone
 	var out []prompt.Evidence
 	err := m.view(func(v *persistence.Snapshot) error {
 		r := recaller{m: m, v: v, ctx: ctx, owner: q.Owner, conv: conv, byHash: make(map[uint64]*candidate)}
@@ -147,6 +149,15 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 		first, err := r.take(res, 1, 2, m.opt.MinRelevance, 0)
 		if err != nil {
 			return err
+		}
+		if qvec != nil {
+			near, err := m.emb.vecs.search(v, q.Owner, qvec, recallCandidates, m.opt.MinSimilarity, q.TaskID)
+			if err != nil {
+				return err
+			}
+			if first, err = r.fuseNear(first, near); err != nil {
+				return err
+			}
 		}
 		if len(first) == 0 {
 			return nil
@@ -265,6 +276,42 @@ func (r *recaller) take(res *searchResult, hop, minMatched int, minRel float64, 
 		}
 	}
 	return out, nil
+}
+
+// fuseNear adds the records found by their vectors to the first hop's
+// candidates and gives every candidate its fused relevance (fuse).
+func (r *recaller) fuseNear(first []*candidate, near []vecHit) ([]*candidate, error) {
+	lexical := make([]uint64, len(first))
+	for i, c := range first {
+		lexical[i] = c.hash
+	}
+	var semantic []uint64
+	for _, n := range near {
+		semantic = append(semantic, n.meta.hash)
+		if r.byHash[n.meta.hash] != nil {
+			continue
+		}
+		task, seq, _, from, to, ok := parseRef([]byte(n.ref))
+		if !ok {
+			return nil, fmt.Errorf("%w: ref %q", errCorrupt, n.ref)
+		}
+		h := Hit{TaskID: task, Seq: seq, Kind: n.meta.kind, Time: time.UnixMilli(n.meta.time).UTC(), Source: n.meta.source,
+			TextBytes: int(n.meta.textBytes), Untrusted: n.meta.untrusted, hash: n.meta.hash, PassageFrom: from, PassageTo: to}
+		c, err := r.add(&h)
+		if err != nil {
+			return nil, err
+		}
+		if c != nil {
+			c.hop = 1
+			first = append(first, c)
+		}
+	}
+	rel := fuse(lexical, semantic)
+	for _, c := range first {
+		c.Relevance = rel[c.hash]
+	}
+	sort.SliceStable(first, func(i, j int) bool { return first[i].Relevance > first[j].Relevance })
+	return first, nil
 }
 
 // add reads a hit's text and makes it a candidate, unless its content is

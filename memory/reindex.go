@@ -51,7 +51,7 @@ func (m *Memory) dropIndex() (facts int, err error) {
 			}
 		}
 	}
-	for _, p := range [][]byte{persistence.IndexPrefix(), persistence.WatermarkPrefix(), persistence.UnindexedPrefix(), persistence.MarkersKey()} {
+	for _, p := range [][]byte{persistence.IndexPrefix(), persistence.WatermarkPrefix(), persistence.UnindexedPrefix(), persistence.MarkersKey(), persistence.EmbedWatermarkPrefix()} {
 		if err := del(p); err != nil {
 			return 0, fmt.Errorf("delete the old index: %w", err)
 		}

@@ -13,7 +13,11 @@ import "encoding/binary"
 //	                                             c  column block (kind, length, time of each document)
 //	                                             d  document table block (ref, source, hash, size)
 //	                                             x  overflow chunk of one large posting list
+//	i/<owner>/q/<ref>                          embedding of a record (semantic recall): its sign code and metadata
+//	i/<owner>/v/<ref>                          embedding of a record: the vector itself
 //	j/format                                   memory format marker
+//	j/embedmodel                               the model the embeddings were made with
+//	j/e/<task>                                 embedding watermark: last seq of the Task whose records have vectors
 //	j/w/<task>                                 index watermark: last seq of the Task that was indexed
 //	j/u/<task>                                 the Task has events its watermark does not cover (see UnindexedKey)
 //	j/markers                                  every append since this key exists left j/u markers
@@ -207,3 +211,36 @@ func ParseRef(ref []byte) (task string, seq uint64, fact string, ok bool) {
 	}
 	return "", 0, "", false
 }
+
+// Families of embedding records (semantic recall).
+const (
+	vectorCodes byte = 'q'
+	vectorData  byte = 'v'
+)
+
+// VectorCodePrefix is the prefix of an owner's embedding codes.
+func VectorCodePrefix(owner string) []byte { return indexFamily(owner, vectorCodes) }
+
+// VectorCodeKey is the key of a record's embedding code and metadata.
+func VectorCodeKey(owner string, ref []byte) []byte { return append(VectorCodePrefix(owner), ref...) }
+
+// VectorKey is the key of a record's embedding vector.
+func VectorKey(owner string, ref []byte) []byte {
+	return append(indexFamily(owner, vectorData), ref...)
+}
+
+// VectorPrefix is the prefix of an owner's embedding vectors.
+func VectorPrefix(owner string) []byte { return indexFamily(owner, vectorData) }
+
+// EmbedModelKey is the key of the name of the model the embeddings were
+// made with.
+func EmbedModelKey() []byte {
+	return []byte{prefixIndexMeta, '/', 'e', 'm', 'b', 'e', 'd', 'm', 'o', 'd', 'e', 'l'}
+}
+
+// EmbedWatermarkPrefix is the prefix of every embedding watermark.
+func EmbedWatermarkPrefix() []byte { return []byte{prefixIndexMeta, '/', 'e', '/'} }
+
+// EmbedWatermarkKey is the key of a Task's embedding watermark (a
+// WatermarkValue).
+func EmbedWatermarkKey(task string) []byte { return append(EmbedWatermarkPrefix(), task...) }

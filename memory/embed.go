@@ -1,0 +1,535 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"lemo/api"
+	"lemo/persistence"
+)
+
+// Semantic recall (optional: Options.Embedder). A background embedder
+// gives every indexed record of an event (each passage of a long one) a
+// vector, and Recall fuses the records nearest to its query's vector with
+// the lexical results (fuse, rank.go's weights apply to the fused
+// relevance). Facts are not embedded: their recording call's result and the
+// request that led to them are, and the lexical index holds the facts.
+//
+// The embedder's cursor is durable: each Task's embedding watermark
+// (persistence.EmbedWatermarkKey, the last seq whose records have vectors)
+// is committed with the vectors of a batch, so after a restart the
+// embedder resumes where it stopped (catch-up compares it with the index
+// watermark of every Task). Batches are bounded (Options.EmbedBatch
+// texts). A provider that fails is retried on the next interval, with its
+// error logged and counted (EmbeddingStatus); it never fails a Cycle:
+// Recall then uses the lexical index alone and says so in the log.
+
+// Embedder turns texts into vectors (one per text, in order, all of the
+// same dimensions). The daemon binds it to the provider and model of
+// memory.embeddings.model.
+type Embedder interface {
+	Embed(ctx context.Context, texts []string) ([][]float32, error)
+}
+
+// EmbedderFunc adapts a function to Embedder.
+type EmbedderFunc func(ctx context.Context, texts []string) ([][]float32, error)
+
+// Embed calls f.
+func (f EmbedderFunc) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	return f(ctx, texts)
+}
+
+// Defaults of semantic recall.
+const (
+	defaultEmbedBatch   = 16
+	maxEmbedBatch       = 256
+	defaultMinSimilar   = 0.5
+	defaultEmbedTimeout = 10 * time.Second
+	// embedTextBytes bounds the text of one record sent to be embedded
+	// (passages are at most passageBytes + passageOverlap).
+	embedTextBytes = 2 << 10
+	// rrfK is reciprocal rank fusion's constant (Cormack et al., 2009).
+	rrfK = 60
+)
+
+// EmbeddingStatus reports the embedder's progress and health.
+type EmbeddingStatus struct {
+	// Vectors is the number of records with a vector.
+	Vectors int
+	// Behind is the number of Tasks with records not embedded yet.
+	Behind int
+	// Failures counts failed embedding calls (batches and queries);
+	// LastError is the latest one's message.
+	Failures  int64
+	LastError string
+	// LexicalOnly counts recalls that used the lexical index alone
+	// because the query could not be embedded.
+	LexicalOnly int64
+}
+
+// dirtyTask is a Task with records to embed: those up to seq (0: all its
+// index holds), appended since marked (an append is marked before it
+// commits; until then the index watermark is below seq).
+type dirtyTask struct {
+	owner  string
+	seq    uint64
+	marked time.Time
+}
+
+// pendingCommit is how long the embedder waits for an append it was told
+// of to commit; an append that failed is forgotten then (a later one, or
+// the next start's catch-up, finds the Task's records).
+const pendingCommit = time.Minute
+
+// embedState is the embedder's state in the Memory.
+type embedState struct {
+	emb   Embedder
+	model string
+	vecs  *vecIndex
+
+	mu sync.Mutex
+	// dirty: the Tasks with records to embed.
+	dirty   map[string]dirtyTask
+	lastErr string
+
+	failures    atomic.Int64
+	lexicalOnly atomic.Int64
+	kick        chan struct{}
+	done        chan struct{}
+}
+
+// EmbeddingStatus returns the embedder's progress; ok is false when
+// semantic recall is off.
+func (m *Memory) EmbeddingStatus() (EmbeddingStatus, bool) {
+	e := m.emb
+	if e == nil {
+		return EmbeddingStatus{}, false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return EmbeddingStatus{Vectors: e.vecs.len(), Behind: len(e.dirty), Failures: e.failures.Load(), LastError: e.lastErr,
+		LexicalOnly: e.lexicalOnly.Load()}, true
+}
+
+func (e *embedState) fail(err error) {
+	e.failures.Add(1)
+	e.mu.Lock()
+	e.lastErr = err.Error()
+	e.mu.Unlock()
+}
+
+// markDirty notes that task (of owner) has records to embed, up to seq.
+func (e *embedState) markDirty(owner, task string, seq uint64, now time.Time) {
+	e.mu.Lock()
+	if d, ok := e.dirty[task]; !ok || seq == 0 || (d.seq != 0 && d.seq < seq) {
+		e.dirty[task] = dirtyTask{owner: owner, seq: seq, marked: now}
+	}
+	e.mu.Unlock()
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+}
+
+// startEmbedder checks the embedding model against the store's, loads the
+// codes and finds the Tasks behind, then embeds in the background until
+// Close.
+func (m *Memory) startEmbedder() error {
+	e := m.emb
+	var have []byte
+	err := m.store.View(func(v *persistence.Snapshot) error {
+		var err error
+		have, err = v.GetCopy(persistence.EmbedModelKey())
+		return err
+	})
+	if err != nil && !errors.Is(err, persistence.ErrNotFound) {
+		return fmt.Errorf("memory: read the embedding model: %w", err)
+	}
+	if err == nil && string(have) != e.model {
+		m.log.Info().Str("was", string(have)).Str("model", e.model).Msg("memory: the embedding model changed: embedding every record again")
+		if err := m.dropVectors(); err != nil {
+			return fmt.Errorf("memory: drop the vectors of %q: %w", have, err)
+		}
+	}
+	if err != nil || string(have) != e.model {
+		if err := m.store.UpdateIndex([]persistence.KV{{Key: persistence.EmbedModelKey(), Value: []byte(e.model)}}); err != nil {
+			return fmt.Errorf("memory: write the embedding model: %w", err)
+		}
+	}
+	go m.runEmbedder()
+	return nil
+}
+
+// dropVectors deletes every vector, code and embedding watermark.
+func (m *Memory) dropVectors() error {
+	owners, err := m.indexOwners()
+	if err != nil {
+		return err
+	}
+	var prefixes [][]byte
+	for _, o := range owners {
+		prefixes = append(prefixes, persistence.VectorCodePrefix(o), persistence.VectorPrefix(o))
+	}
+	prefixes = append(prefixes, persistence.EmbedWatermarkPrefix())
+	for _, p := range prefixes {
+		if err := m.deletePrefix(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *Memory) deletePrefix(prefix []byte) error {
+	for {
+		var batch []persistence.KV
+		err := m.store.View(func(v *persistence.Snapshot) error {
+			return v.Scan(prefix, persistence.ScanOptions{KeysOnly: true}, func(k, _ []byte) error {
+				batch = append(batch, persistence.KV{Key: append([]byte(nil), k...), Delete: true})
+				if len(batch) == reindexBatch {
+					return errBatchFull
+				}
+				return nil
+			})
+		})
+		if err != nil && !errors.Is(err, errBatchFull) {
+			return err
+		}
+		if len(batch) == 0 {
+			return nil
+		}
+		if err := m.store.UpdateIndex(batch); err != nil {
+			return err
+		}
+	}
+}
+
+// loadVectors reads every owner's codes into memory and marks the Tasks
+// whose index watermark is beyond their embedding watermark.
+func (m *Memory) loadVectors() error {
+	e := m.emb
+	owners, err := m.indexOwners()
+	if err != nil {
+		return err
+	}
+	return m.store.View(func(v *persistence.Snapshot) error {
+		for _, o := range owners {
+			pre := persistence.VectorCodePrefix(o)
+			err := v.Scan(pre, persistence.ScanOptions{}, func(k, val []byte) error {
+				dims, meta, code, err := decodeCode(val)
+				if err != nil {
+					return err
+				}
+				return e.vecs.add(o, string(k[len(pre):]), dims, meta, code)
+			})
+			if err != nil {
+				return err
+			}
+		}
+		pre := persistence.WatermarkPrefix()
+		return v.Scan(pre, persistence.ScanOptions{}, func(k, val []byte) error {
+			task := string(k[len(pre):])
+			var done uint64
+			err := v.Get(persistence.EmbedWatermarkKey(task), func(b []byte) error {
+				done = persistence.ParseWatermark(b)
+				return nil
+			})
+			if err != nil && !errors.Is(err, persistence.ErrNotFound) {
+				return err
+			}
+			if done >= persistence.ParseWatermark(val) {
+				return nil
+			}
+			meta, err := v.Meta(task)
+			if errors.Is(err, persistence.ErrNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			e.mu.Lock()
+			e.dirty[task] = dirtyTask{owner: meta.GetOwner()}
+			e.mu.Unlock()
+			return nil
+		})
+	})
+}
+
+// runEmbedder embeds the records of dirty Tasks, batch by batch, until
+// Close; after a failure it waits for the next interval.
+func (m *Memory) runEmbedder() {
+	e := m.emb
+	defer close(e.done)
+	if err := m.waitLoaded(m.ctx); err != nil {
+		return
+	}
+	if err := m.loadVectors(); err != nil {
+		e.fail(err)
+		m.log.Error().Err(err).Msg("memory: cannot load the embeddings; semantic recall is off until a restart")
+		return
+	}
+	m.log.Info().Int("vectors", e.vecs.len()).Int("tasks_behind", len(e.dirty)).Msg("memory: semantic recall on")
+	tick := time.NewTicker(m.opt.IndexInterval)
+	defer tick.Stop()
+	for {
+		waiting, err := m.embedDirty(m.ctx)
+		if err != nil && m.ctx.Err() == nil {
+			e.fail(err)
+			m.log.Warn().Err(err).Msg("memory: embedding failed; recall uses the lexical index for the records without vectors; retrying later")
+		}
+		var soon <-chan time.Time
+		if waiting && err == nil {
+			soon = time.After(commitPoll) // an append about to commit
+		}
+		select {
+		case <-m.stop:
+			return
+		case <-e.kick:
+		case <-tick.C:
+		case <-soon:
+		}
+	}
+}
+
+// commitPoll is how soon the embedder looks again at a Task whose append
+// it was told of before the append committed.
+const commitPoll = 20 * time.Millisecond
+
+// embedDirty embeds the records of every dirty Task; waiting says some
+// were told of before their append committed.
+func (m *Memory) embedDirty(ctx context.Context) (waiting bool, err error) {
+	e := m.emb
+	e.mu.Lock()
+	tasks := make([]string, 0, len(e.dirty))
+	for t := range e.dirty {
+		tasks = append(tasks, t)
+	}
+	e.mu.Unlock()
+	sort.Strings(tasks)
+	for _, task := range tasks {
+		if err := ctx.Err(); err != nil {
+			return waiting, err
+		}
+		e.mu.Lock()
+		d := e.dirty[task]
+		delete(e.dirty, task) // a record appended from now marks it again
+		e.mu.Unlock()
+		reached, err := m.embedTask(ctx, d.owner, task)
+		if err != nil {
+			e.markDirty(d.owner, task, d.seq, d.marked)
+			return waiting, fmt.Errorf("task %s: %w", task, err)
+		}
+		if reached < d.seq && m.opt.Now().Sub(d.marked) < pendingCommit {
+			e.mu.Lock()
+			if _, ok := e.dirty[task]; !ok {
+				e.dirty[task] = d // not committed yet
+			}
+			e.mu.Unlock()
+			waiting = true
+		}
+	}
+	return waiting, nil
+}
+
+// embedDoc is one record (or passage) to embed.
+type embedDoc struct {
+	ref  []byte
+	text string
+	meta vecMeta
+}
+
+// embedTask embeds the Task's records beyond its embedding watermark, up
+// to its index watermark, in batches of Options.EmbedBatch texts, each
+// committed with the watermark it reaches. It returns the index
+// watermark it reached.
+func (m *Memory) embedTask(ctx context.Context, owner, task string) (uint64, error) {
+	var from, to uint64
+	err := m.store.View(func(v *persistence.Snapshot) error {
+		for _, x := range []struct {
+			key []byte
+			dst *uint64
+		}{{persistence.EmbedWatermarkKey(task), &from}, {persistence.WatermarkKey(task), &to}} {
+			err := v.Get(x.key, func(b []byte) error { *x.dst = persistence.ParseWatermark(b); return nil })
+			if err != nil && !errors.Is(err, persistence.ErrNotFound) {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil || from >= to {
+		return to, err
+	}
+	var docs []embedDoc
+	var last uint64
+	flush := func(upTo uint64) error {
+		if err := m.embedCommit(ctx, owner, task, docs, upTo); err != nil {
+			return err
+		}
+		docs = docs[:0]
+		return nil
+	}
+	tools := make(map[string]string)
+	err = m.store.View(func(v *persistence.Snapshot) error {
+		return v.Events(task, from+1, to, func(ev *api.Event) error {
+			if c := ev.GetToolCallRecorded(); c != nil {
+				tools[c.GetCallId()] = c.GetTool()
+			}
+			kind, text, _, source, untrusted, ok := recordText(ev, tools)
+			last = ev.GetSeq()
+			if !ok || owner == "" {
+				return nil
+			}
+			base := persistence.EventRef(task, ev.GetSeq())
+			meta := vecMeta{kind: kind, untrusted: untrusted, time: ev.GetTime().AsTime().UnixMilli(), hash: contentHash(text),
+				textBytes: uint32(len(text)), source: source}
+			spans := passageSpans(text)
+			if spans == nil {
+				docs = append(docs, embedDoc{ref: base, text: text, meta: meta})
+			}
+			for _, s := range spans {
+				docs = append(docs, embedDoc{ref: passageRef(base, s[0], s[1]), text: text[s[0]:s[1]], meta: meta})
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return 0, err
+	}
+	// Batches: the watermark a batch commits is the seq of the last
+	// record it holds; the final one reaches the index watermark.
+	batch := m.opt.EmbedBatch
+	all := docs
+	for len(all) > 0 {
+		n := min(batch, len(all))
+		docs = all[:n]
+		upTo := last
+		if n < len(all) {
+			_, seq, _, _, _, _ := parseRef(all[n].ref)
+			upTo = seq - 1
+		}
+		if err := flush(upTo); err != nil {
+			return 0, err
+		}
+		all = all[n:]
+	}
+	return to, flush(to)
+}
+
+// embedCommit embeds docs and commits their vectors, codes and the Task's
+// embedding watermark upTo in one commit, then adds the codes to memory.
+func (m *Memory) embedCommit(ctx context.Context, owner, task string, docs []embedDoc, upTo uint64) error {
+	e := m.emb
+	kvs := make([]persistence.KV, 0, 2*len(docs)+1)
+	type added struct {
+		ref  string
+		dims int
+		meta vecMeta
+		code []uint64
+	}
+	var adds []added
+	if len(docs) > 0 {
+		texts := make([]string, len(docs))
+		for i, d := range docs {
+			texts[i] = d.text
+			if len(texts[i]) > embedTextBytes {
+				texts[i] = cutRunes(texts[i], embedTextBytes)
+			}
+		}
+		cctx, cancel := context.WithTimeout(ctx, m.opt.EmbedTimeout)
+		vecs, err := e.emb.Embed(cctx, texts)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("embed %d records: %w", len(texts), err)
+		}
+		if len(vecs) != len(texts) {
+			return fmt.Errorf("embed %d records: the provider returned %d vectors", len(texts), len(vecs))
+		}
+		for i, raw := range vecs {
+			if len(raw) == 0 || len(raw) > MaxEmbeddingDims {
+				return fmt.Errorf("embed: a vector of %d dimensions (accepted: 1 to %d)", len(raw), MaxEmbeddingDims)
+			}
+			u := unit(raw)
+			if u == nil {
+				continue // a zero vector says nothing: the record stays lexical
+			}
+			code := signCode(u)
+			ref := docs[i].ref
+			kvs = append(kvs,
+				persistence.KV{Key: persistence.VectorKey(owner, ref), Value: encodeVector(u)},
+				persistence.KV{Key: persistence.VectorCodeKey(owner, ref), Value: encodeCode(len(u), &docs[i].meta, code)})
+			adds = append(adds, added{string(ref), len(u), docs[i].meta, code})
+		}
+		if d := e.vecs.dimsOr(len(vecs[0])); len(vecs[0]) != d {
+			return fmt.Errorf("%w: the provider returned %d, the stored vectors have %d (was memory.embeddings.model changed without a restart?)", ErrEmbeddingDims, len(vecs[0]), d)
+		}
+	}
+	kvs = append(kvs, persistence.KV{Key: persistence.EmbedWatermarkKey(task), Value: persistence.WatermarkValue(upTo)})
+	if err := m.store.UpdateIndex(kvs); err != nil {
+		return err
+	}
+	for _, a := range adds {
+		if err := e.vecs.add(owner, a.ref, a.dims, a.meta, a.code); err != nil {
+			return err
+		}
+	}
+	// Recall results cached for the owner's Tasks did not see these.
+	m.recalls.added(owner, "", len(adds))
+	return nil
+}
+
+// dimsOr returns the index's dimensions, or d when it holds none yet.
+func (x *vecIndex) dimsOr(d int) int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if x.dims == 0 {
+		return d
+	}
+	return x.dims
+}
+
+// cutRunes cuts s to at most n bytes on a rune boundary.
+func cutRunes(s string, n int) string {
+	if n >= len(s) {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}
+
+// embedQuery returns the unit vector of a recall's query, or nil (with
+// the failure logged and counted) when it cannot be had: recall then uses
+// the lexical index alone.
+func (m *Memory) embedQuery(ctx context.Context, text string) []float32 {
+	e := m.emb
+	if e == nil || e.vecs.len() == 0 {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, m.opt.EmbedTimeout)
+	defer cancel()
+	vecs, err := e.emb.Embed(cctx, []string{cutRunes(text, embedTextBytes)})
+	if err == nil && (len(vecs) != 1 || len(vecs[0]) != e.vecs.dimsOr(len(vecs[0]))) {
+		err = fmt.Errorf("%w: the query's vector does not match the stored ones", ErrEmbeddingDims)
+	}
+	var u []float32
+	if err == nil {
+		if u = unit(vecs[0]); u == nil {
+			err = errors.New("the query's vector is zero")
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // the Cycle was cancelled: not the provider's failure
+		}
+		e.fail(err)
+		e.lexicalOnly.Add(1)
+		m.log.Warn().Err(err).Msg("memory: could not embed the recall query; this recall uses the lexical index alone")
+		return nil
+	}
+	return u
+}

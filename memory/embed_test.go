@@ -1,0 +1,230 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"math"
+	"math/rand"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"lemo/persistence"
+)
+
+func TestFuse(t *testing.T) {
+	p := 2.0 / (rrfK + 1)
+	tests := []struct {
+		name              string
+		lexical, semantic []uint64
+		want              map[uint64]float64
+	}{
+		{"both empty", nil, nil, map[uint64]float64{}},
+		{"lexical only", []uint64{1, 2}, nil, map[uint64]float64{1: 1 / (rrfK + 1.0) / p, 2: 1 / (rrfK + 2.0) / p}},
+		{"first in both is 1", []uint64{1, 2}, []uint64{1, 3}, map[uint64]float64{1: 1, 2: 1 / (rrfK + 2.0) / p, 3: 1 / (rrfK + 2.0) / p}},
+		{"found by both beats first in one", []uint64{5, 7}, []uint64{6, 7}, map[uint64]float64{5: 0.5, 6: 0.5, 7: 2 / (rrfK + 2.0) / p}},
+		{"a record's passages count once", []uint64{1, 1, 2}, nil, map[uint64]float64{1: 1 / (rrfK + 1.0) / p, 2: 1 / (rrfK + 2.0) / p}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := fuse(tt.lexical, tt.semantic)
+			if len(got) != len(tt.want) {
+				t.Fatalf("fuse = %v, want %v", got, tt.want)
+			}
+			for h, w := range tt.want {
+				if math.Abs(got[h]-w) > 1e-12 {
+					t.Fatalf("fuse[%d] = %v, want %v (all: %v)", h, got[h], w, got)
+				}
+			}
+		})
+	}
+}
+
+// The vector index finds what a brute-force cosine over the same vectors
+// finds, skips the excluded Task and honours the similarity floor.
+func TestVectorIndexSearch(t *testing.T) {
+	e := newEnv(t, Options{})
+	rng := rand.New(rand.NewSource(1))
+	const dims, n = 96, 2000
+	vecs := make([][]float32, n)
+	x := newVecIndex()
+	var kvs []persistence.KV
+	for i := range vecs {
+		v := make([]float32, dims)
+		for j := range v {
+			v[j] = float32(rng.NormFloat64())
+		}
+		vecs[i] = unit(v)
+		task := "T1"
+		if i%2 == 1 {
+			task = "T2"
+		}
+		ref := persistence.EventRef(task, uint64(i+1))
+		meta := vecMeta{kind: KindAssistantMessage, hash: uint64(i)}
+		kvs = append(kvs, persistence.KV{Key: persistence.VectorKey("o", ref), Value: encodeVector(vecs[i])})
+		if err := x.add("o", string(ref), dims, meta, signCode(vecs[i])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.st.UpdateIndex(kvs); err != nil {
+		t.Fatal(err)
+	}
+	// A query near record 10 (of T1).
+	q := make([]float32, dims)
+	for j := range q {
+		q[j] = vecs[10][j] + 0.3*float32(rng.NormFloat64())/float32(math.Sqrt(dims))
+	}
+	q = unit(q)
+	err := e.st.View(func(v *persistence.Snapshot) error {
+		hits, err := x.search(v, "o", q, 5, -1, "")
+		if err != nil {
+			return err
+		}
+		if len(hits) != 5 || hits[0].meta.hash != 10 {
+			t.Fatalf("search = %+v, want record 10 first of 5", hits)
+		}
+		best := -2.0
+		for i := range vecs {
+			best = max(best, dot(q, vecs[i]))
+		}
+		if math.Abs(hits[0].similarity-best) > 1e-6 {
+			t.Fatalf("similarity %v, brute force %v", hits[0].similarity, best)
+		}
+		hits, err = x.search(v, "o", q, 5, -1, "T1")
+		if err != nil {
+			return err
+		}
+		for _, h := range hits {
+			if strings.HasPrefix(h.ref, "T1/") {
+				t.Fatalf("excluded Task's record found: %q", h.ref)
+			}
+		}
+		if hits, err = x.search(v, "o", q, 5, 0.99, ""); err != nil || len(hits) != 0 {
+			t.Fatalf("with floor 0.99: %+v %v", hits, err)
+		}
+		_, err = x.search(v, "o", q[:10], 5, 0, "")
+		if !errors.Is(err, ErrEmbeddingDims) {
+			t.Fatalf("query of other dimensions: %v, want ErrEmbeddingDims", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// synonyms is the fake embedding model's knowledge: words that mean the
+// same thing get the same dimension.
+var synonyms = map[string]string{"lorri": "truck", "lorry": "truck", "lorries": "truck", "trucks": "truck", "canteen": "cafeteria"}
+
+// fakeEmbedder embeds a text as the normalised bag of its (synonym-folded)
+// terms hashed into 64 dimensions; fail makes it fail.
+type fakeEmbedder struct {
+	calls, texts atomic.Int64
+	fail         atomic.Bool
+}
+
+func (f *fakeEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	f.calls.Add(1)
+	if f.fail.Load() {
+		return nil, errors.New("fake: embeddings unavailable")
+	}
+	f.texts.Add(int64(len(texts)))
+	out := make([][]float32, len(texts))
+	for i, text := range texts {
+		v := make([]float32, 64)
+		for _, w := range strings.Fields(strings.ToLower(text)) {
+			w = strings.Trim(w, ".,?!\"")
+			if s, ok := synonyms[w]; ok {
+				w = s
+			}
+			if len(w) < 4 {
+				continue
+			}
+			h := fnv.New32a()
+			h.Write([]byte(w))
+			v[h.Sum32()%64]++
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Semantic recall: records get vectors in the background; after a restart
+// the embedder resumes from its durable watermark (embedding only what is
+// new); recall fuses what the vectors find with the lexical results (a
+// paraphrase no word of which the evidence holds); a failing provider
+// leaves recall lexical, counted and logged, and the records are embedded
+// once it recovers.
+func TestSemanticRecallCatchesUpAndFuses(t *testing.T) {
+	fe := &fakeEmbedder{}
+	// The fake model's similarities are low (bags of few words).
+	e := newEnv(t, Options{Embedder: fe, EmbedModel: "fake/bag", EmbedBatch: 2, MinSimilarity: 0.15})
+	a := e.task("o", t0)
+	e.add("o", a, t0.Add(time.Minute), user("How many trucks leave the north depot daily?"),
+		assistant("Eleven trucks leave the north depot every day, the first at 05:10."))
+	status := func() EmbeddingStatus { s, _ := e.mem.EmbeddingStatus(); return s }
+	eventually(t, "two records embedded", func() bool { return status().Vectors == 2 && status().Behind == 0 })
+	e.restart()
+	e.loaded()
+	eventually(t, "the vectors loaded again", func() bool { return status().Vectors == 2 })
+	before := fe.texts.Load()
+	// Written while the memory ran without its embedder: found by the
+	// catch-up of the next start.
+	e.close()
+	e.opt.Embedder = nil
+	e.open()
+	b := e.task("o", t0.Add(time.Hour))
+	e.add("o", b, t0.Add(time.Hour), assistant("The canteen closes at 14:00 on Fridays."))
+	e.close()
+	e.opt.Embedder = fe
+	e.open()
+	eventually(t, "caught up after the restart", func() bool { return status().Vectors == 3 && status().Behind == 0 })
+	if got := fe.texts.Load() - before; got != 1 {
+		t.Fatalf("the catch-up embedded %d texts, want 1 (the durable watermark keeps the rest)", got)
+	}
+
+	c := e.task("o", t0.Add(2*time.Hour))
+	q := "How many lorries go out from the northern yard?"
+	ev := e.recall("o", c, history(c, user(q)))
+	if !strings.Contains(strings.Join(describe(ev), "\n"), "assistant_message: Eleven trucks") {
+		t.Fatalf("recalled %q, want the answer about trucks", describe(ev))
+	}
+	// The lexical index alone does not find the answer: no word is shared.
+	if lex := e.search(Query{Owner: "o", Text: q, ExcludeTask: c, Kinds: []Kind{KindAssistantMessage}}); len(lex) != 0 {
+		t.Fatalf("the lexical index found %+v; the test needs a paraphrase", lex)
+	}
+
+	// The provider fails: recall is lexical, and says so.
+	fe.fail.Store(true)
+	d := e.task("o", t0.Add(3*time.Hour))
+	e.add("o", d, t0.Add(3*time.Hour), assistant("The canteen opens at 07:30."))
+	ev = e.recall("o", d, history(d, user("When does the cafeteria close on Fridays?")))
+	if len(ev) != 0 {
+		t.Fatalf("with the provider failing recalled %q, want the lexical result (nothing)", describe(ev))
+	}
+	eventually(t, "the failures counted", func() bool { s := status(); return s.LexicalOnly >= 1 && s.Failures >= 2 && s.Behind == 1 })
+	if s := status(); !strings.Contains(s.LastError, "embeddings unavailable") {
+		t.Fatalf("last error %q", s.LastError)
+	}
+	fe.fail.Store(false)
+	e.mem.emb.kick <- struct{}{}
+	eventually(t, "embedded after the provider recovered", func() bool { s := status(); return s.Vectors == 4 && s.Behind == 0 })
+	ev = e.recall("o", d, history(d, user("When does the cafeteria close on Fridays?")))
+	if len(ev) == 0 || !strings.Contains(ev[0].Text, "14:00") {
+		t.Fatalf("recalled %q, want the canteen's closing time", describe(ev))
+	}
+}
