@@ -3,6 +3,7 @@ package providers
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 )
 
 // Provider is a model vendor.
@@ -157,4 +158,49 @@ type Response struct {
 	FinishReason string
 	// ProviderMetadata: see Message.ProviderMetadata.
 	ProviderMetadata json.RawMessage
+}
+
+// Embedder is implemented by providers that turn texts into vectors
+// (Ollama's /api/embed, OpenAI-compatible /embeddings). Memory's optional
+// semantic recall uses it (memory.embeddings.model).
+type Embedder interface {
+	// Embed returns one vector per text, in order, made by the model
+	// called model (the id without the provider prefix). All vectors of
+	// one model have the same dimensions. Failures are *Error values
+	// classified like chat failures; cancelling ctx returns one of class
+	// ClassCancelled.
+	Embed(ctx context.Context, model string, texts []string) ([][]float32, error)
+}
+
+// Bounds of an embedding call.
+const (
+	// MaxEmbedTexts bounds the texts of one Embed call.
+	MaxEmbedTexts = 256
+	// MaxEmbedResponseBytes bounds an embedding response.
+	MaxEmbedResponseBytes = 64 << 20
+)
+
+// CheckEmbedRequest validates an Embed call's arguments.
+func CheckEmbedRequest(provider, model string, texts []string) error {
+	switch {
+	case model == "":
+		return &Error{Provider: provider, Class: ClassBadRequest, Message: "embed: no model named"}
+	case len(texts) == 0 || len(texts) > MaxEmbedTexts:
+		return &Error{Provider: provider, Class: ClassBadRequest, Message: fmt.Sprintf("embed: %d texts (accepted: 1 to %d)", len(texts), MaxEmbedTexts)}
+	}
+	return nil
+}
+
+// CheckEmbeddings checks a provider's answer to an Embed call of n texts:
+// n vectors of one non-zero dimension.
+func CheckEmbeddings(provider string, vecs [][]float32, n int) error {
+	if len(vecs) != n {
+		return &Error{Provider: provider, Class: ClassTransient, Message: fmt.Sprintf("embed: %d vectors for %d texts", len(vecs), n)}
+	}
+	for i, v := range vecs {
+		if len(v) == 0 || len(v) != len(vecs[0]) {
+			return &Error{Provider: provider, Class: ClassTransient, Message: fmt.Sprintf("embed: vector %d has %d dimensions, vector 0 %d", i, len(v), len(vecs[0]))}
+		}
+	}
+	return nil
 }

@@ -88,7 +88,7 @@ func (s *Server) serveOllama(w http.ResponseWriter, r *http.Request, body []byte
 	case "/api/ps":
 		writeJSON(w, map[string]any{"models": []map[string]any{{"name": "qwen3:8b", "model": "qwen3:8b", "context_length": 8192}}})
 	case "/api/embed":
-		writeJSON(w, map[string]any{"model": "nomic-embed-text:latest", "embeddings": [][]float32{{0.1, 0.2}}, "prompt_eval_count": 2})
+		s.ollamaEmbed(w, body)
 	case "/":
 		_, _ = io.WriteString(w, "Ollama is running")
 	default:

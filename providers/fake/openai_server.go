@@ -90,6 +90,8 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, body []byte
 		s.openaiModels(w, r)
 	case path == "/chat/completions" && r.Method == http.MethodPost:
 		s.openaiChat(w, r, body)
+	case path == "/embeddings" && r.Method == http.MethodPost:
+		s.openaiEmbed(w, body)
 	default:
 		s.writeFlavorError(w, Scenario{Status: http.StatusNotFound, Body: "404 page not found", ContentType: "text/plain"}, "")
 	}

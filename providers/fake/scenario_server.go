@@ -3,7 +3,8 @@
 // A Server speaks one Flavor: ollama (native NDJSON API: /api/tags,
 // /api/show, /api/chat, /api/embed, /api/ps, /api/version) or an
 // OpenAI-compatible one (openrouter under /api/v1, nvidia and openai under
-// /v1, zen under /zen/v1: GET /models, POST /chat/completions), each with
+// /v1, zen under /zen/v1: GET /models, POST /chat/completions, POST
+// /embeddings), each with
 // its catalogue, error envelopes and stream quirks (notes/providers.md §7).
 //
 // Lifecycle:

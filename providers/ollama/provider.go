@@ -391,3 +391,30 @@ func buildChat(info providers.ModelInfo, req *providers.Request) (*api.ChatReque
 	}
 	return chat, nil
 }
+
+var _ providers.Embedder = (*Provider)(nil)
+
+// Embed returns the vectors of texts made by the model called model
+// (POST /api/embed, one request for all texts; the server truncates a
+// text longer than the model's context).
+func (p *Provider) Embed(ctx context.Context, model string, texts []string) ([][]float32, error) {
+	if err := providers.CheckEmbedRequest(p.cfg.Name, model, texts); err != nil {
+		return nil, err
+	}
+	ctx, c := withCapture(ctx)
+	c.max = providers.MaxEmbedResponseBytes
+	truncate := true
+	resp, err := p.client.Embed(ctx, &api.EmbedRequest{Model: model, Input: texts, Truncate: &truncate})
+	if err != nil {
+		e := p.classify(ctx, err, c)
+		if e.Status == http.StatusNotFound {
+			e.Class = providers.ClassModelNotFound
+		}
+		e.Message = fmt.Sprintf("embedding with %q: %s", model, e.Message)
+		return nil, e
+	}
+	if err := providers.CheckEmbeddings(p.cfg.Name, resp.Embeddings, len(texts)); err != nil {
+		return nil, err
+	}
+	return resp.Embeddings, nil
+}

@@ -43,7 +43,11 @@ func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
 		c.mu.Lock()
 		c.header = resp.Header.Clone()
 		c.mu.Unlock()
-		resp.Body = &boundedBody{rc: resp.Body, max: maxDiscoveryBytes}
+		limit := int64(maxDiscoveryBytes)
+		if c.max > 0 {
+			limit = c.max
+		}
+		resp.Body = &boundedBody{rc: resp.Body, max: limit}
 	}
 	return resp, nil
 }
@@ -55,6 +59,8 @@ type captureKey struct{}
 type capture struct {
 	mu     sync.Mutex
 	header http.Header
+	// max bounds the answer (0: maxDiscoveryBytes).
+	max int64
 }
 
 func withCapture(ctx context.Context) (context.Context, *capture) {
