@@ -34,6 +34,8 @@ type daemon struct {
 	mem   *memory.Memory
 	d     *actors.Daemon
 	model *fake.ScriptedModel
+	// memOpt are the memory's options (IndexInterval 20ms unless set).
+	memOpt memory.Options
 }
 
 // plan answers by the Task's request: "Remember …" records the fact,
@@ -79,7 +81,11 @@ func (d *daemon) start() {
 	if d.st, err = persistence.Open(d.dd, persistence.Options{Log: zerolog.Nop(), MemTableSize: 8 << 20, BlockCacheSize: 4 << 20}); err != nil {
 		d.t.Fatal(err)
 	}
-	if d.mem, err = memory.Open(context.Background(), d.st, memory.Options{IndexInterval: 20 * time.Millisecond}); err != nil {
+	opt := d.memOpt
+	if opt.IndexInterval == 0 {
+		opt.IndexInterval = 20 * time.Millisecond
+	}
+	if d.mem, err = memory.Open(context.Background(), d.st, opt); err != nil {
 		d.t.Fatal(err)
 	}
 	reg := tools.NewRegistry()

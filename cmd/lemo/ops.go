@@ -9,6 +9,7 @@ import (
 	"lemo/actors/live"
 	"lemo/actors/taskstate"
 	"lemo/api"
+	"lemo/memory"
 	"lemo/metrics"
 	"lemo/persistence"
 )
@@ -30,6 +31,7 @@ type ops struct {
 	store  atomic.Pointer[persistence.Store]
 	gw     atomic.Pointer[gateway.Gateway]
 	live   atomic.Pointer[live.Accountant]
+	mem    atomic.Pointer[memory.Memory]
 	// floor is the free-space floor in force, in bytes (a reload changes
 	// it).
 	floor atomic.Int64
@@ -94,7 +96,35 @@ func newOps() *ops {
 	o.reg.NewGaugeFunc("lemo_live_evicted", "Live results evicted under memory pressure since the start.", "", o.liveGauge(func(u live.Usage) map[string]float64 {
 		return map[string]float64{"": float64(u.Evicted)}
 	}))
+	o.reg.NewGaugeFunc("lemo_memory_embedding_vectors", "Records with an embedding (semantic recall, memory.embeddings.model); absent when it is off.", "", o.embedGauge(func(s memory.EmbeddingStatus) float64 {
+		return float64(s.Vectors)
+	}))
+	o.reg.NewGaugeFunc("lemo_memory_embedding_tasks_behind", "Tasks with records the embedder has not embedded yet.", "", o.embedGauge(func(s memory.EmbeddingStatus) float64 {
+		return float64(s.Behind)
+	}))
+	o.reg.NewCounterFunc("lemo_memory_embedding_failures_total", "Embedding calls that failed since start (records are retried; the log has each error).", "", o.embedGauge(func(s memory.EmbeddingStatus) float64 {
+		return float64(s.Failures)
+	}))
+	o.reg.NewCounterFunc("lemo_memory_recall_lexical_only_total", "Recalls that used the lexical index alone because their query could not be embedded.", "", o.embedGauge(func(s memory.EmbeddingStatus) float64 {
+		return float64(s.LexicalOnly)
+	}))
 	return o
+}
+
+// embedGauge reads f of the memory's embedding status while semantic
+// recall is on; nothing otherwise.
+func (o *ops) embedGauge(f func(memory.EmbeddingStatus) float64) func() map[string]float64 {
+	return func() map[string]float64 {
+		m := o.mem.Load()
+		if m == nil {
+			return nil
+		}
+		s, ok := m.EmbeddingStatus()
+		if !ok {
+			return nil
+		}
+		return map[string]float64{"": f(s)}
+	}
 }
 
 // connGauge reads f of the remote API's connection counts (zeros before

@@ -160,15 +160,20 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, hup 
 	}
 	defer store.Close()
 	o.store.Store(store)
-	mem, err := memory.Open(context.Background(), store, memory.Options{Log: log.With().Str("component", "memory").Logger()})
-	if err != nil {
-		return err
-	}
-	defer mem.Close()
 	provs, err := buildProviders(cfg, log)
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
+	memOpt, err := memoryOptions(cfg, provs, log.With().Str("component", "memory").Logger())
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	mem, err := memory.Open(context.Background(), store, memOpt)
+	if err != nil {
+		return err
+	}
+	defer mem.Close()
+	o.mem.Store(mem)
 	svcs := services.New(services.Options{})
 	procs := toolProcs{runTag: runTag, namespaces: toolNamespaces(cfg, log), data: dd.Path()}
 	reg, err := buildTools(cfg, log, svcs, procs)

@@ -1,9 +1,17 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/rs/zerolog"
+
 	"lemo/actors/live"
+	"lemo/config"
 	"lemo/memory"
 	"lemo/persistence"
+	"lemo/providers"
 	"lemo/tools"
 	"lemo/tools/memorytool"
 	"lemo/tools/tasks"
@@ -28,4 +36,31 @@ func liveText(lv *live.Accountant) func(task, callID string) (tasks.LiveText, bo
 		}
 		return r, true
 	}
+}
+
+// memoryOptions are the memory's options of cfg: semantic recall through
+// the provider of memory.embeddings.model when it is set.
+func memoryOptions(cfg *config.Config, provs *providers.Registry, log zerolog.Logger) (memory.Options, error) {
+	opt := memory.Options{Log: log}
+	e := cfg.Memory.Embeddings
+	if e.Model == "" {
+		return opt, nil
+	}
+	prov, name, err := providers.SplitModelID(e.Model)
+	if err != nil {
+		return opt, fmt.Errorf("memory.embeddings.model: %w", err)
+	}
+	p, ok := provs.Provider(prov)
+	if !ok {
+		return opt, fmt.Errorf("memory.embeddings.model %q: no provider %q is configured (configured: %s)", e.Model, prov, strings.Join(provs.Names(), ", "))
+	}
+	emb, ok := p.(providers.Embedder)
+	if !ok {
+		return opt, fmt.Errorf("memory.embeddings.model %q: provider %q has no embeddings (Ollama and OpenAI-compatible providers do)", e.Model, prov)
+	}
+	opt.Embedder = memory.EmbedderFunc(func(ctx context.Context, texts []string) ([][]float32, error) {
+		return emb.Embed(ctx, name, texts)
+	})
+	opt.EmbedModel, opt.EmbedBatch, opt.EmbedTimeout, opt.MinSimilarity = e.Model, e.Batch, e.Timeout, e.MinSimilarity
+	return opt, nil
 }

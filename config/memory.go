@@ -1,0 +1,39 @@
+package config
+
+import (
+	"strings"
+	"time"
+)
+
+// Memory configures the memory's recall.
+type Memory struct {
+	Embeddings Embeddings `yaml:"embeddings"`
+}
+
+// Embeddings configures the optional semantic recall: records get vectors
+// from an embedding model in the background, and recall fuses the records
+// nearest to its query with the lexical results.
+type Embeddings struct {
+	Model         string        `yaml:"model" env:"LEMO_MEMORY_EMBEDDINGS_MODEL" help:"provider/model that embeds records for semantic recall (Ollama /api/embed or OpenAI-compatible /embeddings, for example ollama/nomic-embed-text); empty: lexical recall only"`
+	Batch         int           `yaml:"batch" env:"LEMO_MEMORY_EMBEDDINGS_BATCH" help:"records embedded per provider call, 1 to 256"`
+	Timeout       time.Duration `yaml:"timeout" env:"LEMO_MEMORY_EMBEDDINGS_TIMEOUT" help:"longest one embedding call may take; a recall whose query is not embedded in time uses the lexical index alone"`
+	MinSimilarity float64       `yaml:"min_similarity" env:"LEMO_MEMORY_EMBEDDINGS_MIN_SIMILARITY" help:"least cosine similarity (over 0, at most 1) a record found by its vector needs to be recalled; depends on the model (not calibrated on a real one yet)"`
+}
+
+// validate reports the problems of the embeddings' settings.
+func (e *Embeddings) validate(add func(where, format string, args ...any)) {
+	if e.Model != "" {
+		if i := strings.IndexByte(e.Model, '/'); i <= 0 || i == len(e.Model)-1 {
+			add("memory.embeddings.model", "%q: want provider/model, for example ollama/nomic-embed-text", e.Model)
+		}
+	}
+	if e.Batch < 1 || e.Batch > 256 {
+		add("memory.embeddings.batch", "%d: want 1 to 256", e.Batch)
+	}
+	if e.Timeout <= 0 {
+		add("memory.embeddings.timeout", "%s: want a positive duration", e.Timeout)
+	}
+	if e.MinSimilarity <= 0 || e.MinSimilarity > 1 {
+		add("memory.embeddings.min_similarity", "%g: want more than 0, at most 1", e.MinSimilarity)
+	}
+}
