@@ -132,3 +132,23 @@ func analyzeRecord(info docInfo, text string, json bool) []*pdoc {
 	}
 	return out
 }
+
+// passageWiden is how many times more candidates recall's first hop looks
+// at when passages of a few records took most of its places (fewRecords).
+const passageWiden = 4
+
+// fewRecords tells whether the candidates of a search are passages of
+// fewer than half as many records: passages of one record share its time
+// and kind (two records sharing both to the millisecond are counted as
+// one, which only makes the search look further).
+func fewRecords(cands []scored) bool {
+	type rec struct {
+		time int64
+		kind Kind
+	}
+	seen := make(map[rec]bool, len(cands))
+	for _, c := range cands {
+		seen[rec{c.time, c.kind}] = true
+	}
+	return 2*len(seen) < len(cands)
+}

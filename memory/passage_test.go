@@ -188,3 +188,25 @@ func TestOpenReindexesWholeRecordsAsPassages(t *testing.T) {
 		t.Fatalf("after the re-index: %+v, want the catalog's passage", h)
 	}
 }
+
+// The passages of one long record that matches well do not take every
+// place of recall's first hop: a short record that answers is still found.
+func TestPassagesOfOneRecordLeaveRoomForOthers(t *testing.T) {
+	e := newEnv(t, Options{})
+	a := e.task("o", t0)
+	var b strings.Builder
+	for i := 0; b.Len() < 100_000; i++ {
+		fmt.Fprintf(&b, "ingest pipeline stall on shard %d, ingest pipeline stall logged again\n", i)
+	}
+	e.add("o", a, t0, result("c1", fmt.Sprintf("%q", b.String())))
+	c := e.task("o", t0.Add(time.Hour))
+	e.add("o", c, t0.Add(time.Hour), assistant("Fixed: the ingest pipeline stall ended once the shard coordinator restarted."))
+	for i := 0; i < 30; i++ { // records of ordinary length
+		e.add("o", c, t0.Add(2*time.Hour), assistant(fmt.Sprintf("Note %d: the warehouse dashboards were reviewed and nothing else happened today at all.", i)))
+	}
+	q := e.task("o", t0.Add(3*time.Hour))
+	ev := e.recall("o", q, history(q, user("Why did the ingest pipeline stall on the shard?")))
+	if !strings.Contains(strings.Join(describe(ev), "\n"), "shard coordinator restarted") {
+		t.Fatalf("recalled %q, want the short answer too", describe(ev))
+	}
+}

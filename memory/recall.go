@@ -73,6 +73,11 @@ type RecallQuery struct {
 const (
 	// recallCandidates is how many records each hop considers.
 	recallCandidates = 48
+	// vectorCandidates is how many records the vector search adds to the
+	// first hop (their fused rank falls fast: the 16th of one list alone
+	// weighs 0.80 of the first's; more would cost reads and ranking work
+	// for records the budget rarely has room for).
+	vectorCandidates = 16
 	// episodeSources is how many of the best first-hop records bring
 	// their episode (see expandEpisode).
 	episodeSources = 8
@@ -142,16 +147,25 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 		if err != nil {
 			return err
 		}
-		res, err := m.searchWith(v, &sq, searchOpts{k: recallCandidates, maxTerms: recallQueryTerms, own: own, ownDocs: ownDocs, evidenceBar: true, segs: segs, pend: pend})
+		so := searchOpts{k: recallCandidates, maxTerms: recallQueryTerms, own: own, ownDocs: ownDocs, evidenceBar: true, segs: segs, pend: pend}
+		res, err := m.searchWith(v, &sq, so)
 		if err != nil {
 			return err
+		}
+		if len(res.cands) == so.k && fewRecords(res.cands) {
+			// Passages of a few long records took most places: look
+			// further, so other records keep theirs.
+			so.k *= passageWiden
+			if res, err = m.searchWith(v, &sq, so); err != nil {
+				return err
+			}
 		}
 		first, err := r.take(res, 1, 2, m.opt.MinRelevance, 0)
 		if err != nil {
 			return err
 		}
 		if qvec != nil {
-			near, err := m.emb.vecs.search(v, q.Owner, qvec, recallCandidates, m.opt.MinSimilarity, q.TaskID)
+			near, err := m.emb.vecs.search(v, q.Owner, qvec, vectorCandidates, m.opt.MinSimilarity, q.TaskID)
 			if err != nil {
 				return err
 			}
