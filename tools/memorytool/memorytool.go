@@ -177,6 +177,7 @@ func (*Search) ResultSchema() json.RawMessage {
 		"score": obj{"type": "number"}, "relevance": obj{"type": "number"},
 		"text": obj{"type": "string"}, "text_bytes": obj{"type": "integer"}, "truncated": obj{"type": "boolean"},
 		"untrusted": obj{"type": "boolean"}, "superseded_by": obj{"type": "string"}, "read": obj{"type": "string"},
+		"passage": obj{"type": "string"},
 	}}
 	return schema(obj{"type": "object", "required": []string{"results"}, "properties": obj{
 		"results": obj{"type": "array", "items": hit},
@@ -210,6 +211,9 @@ type hit struct {
 	SupersededBy string  `json:"superseded_by,omitempty"`
 	// Read is the call that returns the record whole, when it is cut.
 	Read string `json:"read,omitempty"`
+	// Passage is where the text lies in a long record whose matching
+	// passage it is ("bytes A-B").
+	Passage string `json:"passage,omitempty"`
 }
 
 type searchOutput struct {
@@ -253,6 +257,9 @@ func (s *Search) Execute(ctx context.Context, call tools.Call, _ tools.Emit) (js
 		r := hit{Task: h.TaskID, Seq: h.Seq, Fact: h.FactID, Kind: h.Kind.String(), Time: h.Time.UTC().Format(time.RFC3339),
 			Source: h.Source, Score: round(h.Score), Relevance: round(h.Relevance), Text: h.Text, TextBytes: h.TextBytes,
 			Truncated: h.Truncated, Untrusted: h.Untrusted, SupersededBy: h.SupersededBy}
+		if h.PassageTo > 0 {
+			r.Passage = fmt.Sprintf("bytes %d-%d", h.PassageFrom, h.PassageTo)
+		}
 		if r.Untrusted {
 			r.Text = untrustedMark + r.Text
 		}
