@@ -206,8 +206,8 @@ clean: ## Remove build outputs (not the data folder)
 # The recall evaluation (docs/memory.md): testdata/recall's Tasks fed through
 # an in-process daemon, its questions scored beside plain BM25.
 .PHONY: eval-recall
-eval-recall: deps ## Print the recall evaluation table (EVAL=v lists every question's recall)
-	@LEMO_EVAL_RECALL=$${EVAL:-1} $(GO) test ./memory -run '^TestRecallEvaluation$$' -count=1 -v | grep -v -E '^(=== |--- |PASS|ok )|eval_test.go'
+eval-recall: deps ## Print the recall evaluation table (EVAL=v lists every question's recall; EMBED=<ollama model> [OLLAMA=<url>] adds semantic recall)
+	@LEMO_EVAL_RECALL=$${EVAL:-1} LEMO_EVAL_EMBED_MODEL=$(EMBED) LEMO_EVAL_OLLAMA=$(OLLAMA) $(GO) test ./memory -run '^TestRecallEvaluation$$' -count=1 -v -timeout 30m | grep -v -E '^(=== |--- |PASS|ok )|eval_test.go'
 
 # The cost of an agent step (issue 18): T = 1 and T = 50 Tasks of 20 model
 # calls against a real lemo serve, a fake model server and the clients in

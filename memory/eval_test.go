@@ -25,6 +25,8 @@ import (
 	"lemo/persistence"
 	"lemo/providers"
 	"lemo/providers/fake"
+	"lemo/providers/fake/tiny"
+	"lemo/providers/ollama"
 	"lemo/tools"
 	"lemo/tools/files"
 	"lemo/tools/memorytool"
@@ -391,11 +393,30 @@ func runRecallEval(t *testing.T, tasks []*evalTask, qs []*evalQuestion, opt memo
 		}
 	}
 	run.records = len(run.texts)
+	// With semantic recall on, each question is asked once the embedder
+	// has embedded every record before it.
+	caughtUp := func() {
+		if _, on := mem.EmbeddingStatus(); !on {
+			return
+		}
+		deadline := time.Now().Add(5 * time.Minute)
+		for {
+			s, _ := mem.EmbeddingStatus()
+			if s.Behind == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the embedder did not catch up: %+v", s)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 
 	evidence := regexp.MustCompile(`<evidence task="([^"]+)"(?: seq="(\d+)")? kind="([^"]+)" time="[^"]*" source="([^"]*)"`)
 	factSrc := regexp.MustCompile(`^fact (\S+)`)
 	clock.day.Store(int64(len(tasks) + 1))
 	for _, q := range qs {
+		caughtUp()
 		start := len(model.Requests())
 		_, _ = runTask(q.text)
 		var req *providers.Request
@@ -624,6 +645,33 @@ func TestRecallEvaluation(t *testing.T) {
 		}
 		opt.MinRelevance = f
 	}
+	// LEMO_EVAL_EMBED_MODEL turns on semantic recall with that Ollama
+	// embedding model, at LEMO_EVAL_OLLAMA (a base URL), or in the
+	// tiny-ollama kit for tiny-embed (a plumbing check: its vectors carry
+	// no meaning).
+	embedModel := os.Getenv("LEMO_EVAL_EMBED_MODEL")
+	if embedModel != "" {
+		base := os.Getenv("LEMO_EVAL_OLLAMA")
+		if base == "" {
+			if embedModel != "tiny-embed" {
+				t.Fatal("LEMO_EVAL_EMBED_MODEL other than tiny-embed needs LEMO_EVAL_OLLAMA, the Ollama server's base URL")
+			}
+			base = tiny.Start(t, tiny.Options{}).URL
+		}
+		prov, err := ollama.New(ollama.Config{BaseURL: base})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opt.Embedder = memory.EmbedderFunc(func(ctx context.Context, texts []string) ([][]float32, error) {
+			return prov.Embed(ctx, embedModel, texts)
+		})
+		opt.EmbedModel = "ollama/" + embedModel
+		if v := os.Getenv("LEMO_EVAL_MIN_SIMILARITY"); v != "" {
+			if opt.MinSimilarity, err = strconv.ParseFloat(v, 64); err != nil {
+				t.Fatalf("LEMO_EVAL_MIN_SIMILARITY: %v", err)
+			}
+		}
+	}
 	run := runRecallEval(t, tasks, qs, opt)
 	lemo := evalTable(qs, run.recalled)
 	base := evalTable(qs, bm25Baseline(run.texts, qs))
@@ -639,8 +687,8 @@ func TestRecallEvaluation(t *testing.T) {
 	} else {
 		t.Log("\n" + table)
 	}
-	if opt.MinRelevance != 0 {
-		return // a calibration run
+	if opt.MinRelevance != 0 || opt.Embedder != nil {
+		return // a calibration run, or one with semantic recall
 	}
 	// The regression guard: the figures recall reached (docs/memory.md);
 	// the issue's targets (recall@5 0.90, paraphrase 0.80, complete@5
