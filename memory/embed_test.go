@@ -228,3 +228,36 @@ func TestSemanticRecallCatchesUpAndFuses(t *testing.T) {
 		t.Fatalf("recalled %q, want the canteen's closing time", describe(ev))
 	}
 }
+
+// When the vectors find nothing near enough, recall is the lexical recall,
+// in the same order with the same scores.
+func TestSemanticRecallWithNothingNearIsLexical(t *testing.T) {
+	fill := func(e *env) string {
+		a := e.task("o", t0)
+		e.add("o", a, t0.Add(time.Minute), user("Which port does the billing gateway use?"),
+			assistant("The billing gateway listens on port 8443 on host bg-01."))
+		b := e.task("o", t0.Add(time.Hour))
+		e.add("o", b, t0.Add(time.Hour), assistant("The billing gateway moved to port 9443 after the upgrade."),
+			assistant("Gateway logs rotate daily."))
+		return e.task("o", t0.Add(2*time.Hour))
+	}
+	lex := newEnv(t, Options{})
+	q := fill(lex)
+	want := lex.recall("o", q, history(q, user("What port is the billing gateway on?")))
+	if len(want) < 2 {
+		t.Fatalf("lexical recall %q: the test needs more", describe(want))
+	}
+	fe := &fakeEmbedder{}
+	sem := newEnv(t, Options{Embedder: fe, EmbedModel: "fake/bag", MinSimilarity: 0.9999})
+	q = fill(sem)
+	eventually(t, "records embedded", func() bool { s, _ := sem.mem.EmbeddingStatus(); return s.Vectors == 4 && s.Behind == 0 })
+	got := sem.recall("o", q, history(q, user("What port is the billing gateway on?")))
+	if len(got) != len(want) {
+		t.Fatalf("with vectors finding nothing: %q, want %q", describe(got), describe(want))
+	}
+	for i := range got {
+		if got[i].Text != want[i].Text || got[i].Score != want[i].Score {
+			t.Fatalf("item %d: %q (%v), want %q (%v)", i, got[i].Text, got[i].Score, want[i].Text, want[i].Score)
+		}
+	}
+}

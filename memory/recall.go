@@ -169,8 +169,11 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 			if err != nil {
 				return err
 			}
-			if first, err = r.fuseNear(first, near); err != nil {
-				return err
+			// Nothing near enough: the lexical ranking stands as it is.
+			if len(near) > 0 {
+				if first, err = r.fuseNear(first, near); err != nil {
+					return err
+				}
 			}
 		}
 		if len(first) == 0 {
