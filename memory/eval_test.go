@@ -188,6 +188,8 @@ type evalRun struct {
 	recallMs []float64
 	texts    map[string]string // item id -> indexed text
 	records  int               // indexed records in the owner's memory
+	// embedding is the embedder's status at the end (semantic recall on).
+	embedding *memory.EmbeddingStatus
 }
 
 const evalOwner = "harbourline"
@@ -450,6 +452,9 @@ func runRecallEval(t *testing.T, tasks []*evalTask, qs []*evalQuestion, opt memo
 			}
 		}
 	}
+	if s, on := mem.EmbeddingStatus(); on {
+		run.embedding = &s
+	}
 	return run
 }
 
@@ -679,6 +684,10 @@ func TestRecallEvaluation(t *testing.T) {
 	if os.Getenv("LEMO_EVAL_RECALL") != "" {
 		fmt.Printf("Recall evaluation: %d Tasks, %d memory items, %d questions (%s)\nLemo's recall (plain BM25 over the same texts in parentheses):\n\n%s\n",
 			len(tasks), run.records, len(qs), time.Since(start).Round(time.Millisecond), table)
+		if e := run.embedding; e != nil {
+			fmt.Printf("Semantic recall with %s: %d records embedded, %d Tasks behind, %d failed calls, %d recalls lexical only\n",
+				opt.EmbedModel, e.Vectors, e.Behind, e.Failures, e.LexicalOnly)
+		}
 		if os.Getenv("LEMO_EVAL_RECALL") == "v" {
 			for i, q := range qs {
 				fmt.Printf("%-10s %-70.70s %v\n", q.kind, q.text, run.recalled[i])
