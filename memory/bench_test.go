@@ -100,17 +100,20 @@ func (g *wordGen) record(i int) proto.Message {
 // benchCorpus is a store and memory holding n records, shared by the
 // benchmarks of one process.
 type benchCorpus struct {
-	dir      string
-	dd       *persistence.DataDir
-	st       *persistence.Store
-	mem      *Memory
-	gen      *wordGen
-	records  int
-	rawBytes int64 // encoded events
-	rawText  int64 // indexed text
-	build    time.Duration
-	flush    time.Duration
-	sstBytes int64 // on disk after the build, without the index (separate store)
+	dir     string
+	dd      *persistence.DataDir
+	st      *persistence.Store
+	mem     *Memory
+	gen     *wordGen
+	records int
+	// embedDims and embedRate: the vectors the corpus has (embedCorpus).
+	embedDims int
+	embedRate float64
+	rawBytes  int64 // encoded events
+	rawText   int64 // indexed text
+	build     time.Duration
+	flush     time.Duration
+	sstBytes  int64 // on disk after the build, without the index (separate store)
 	// samples are texts of records of the corpus, for queries that match.
 	samples []string
 	// keep: the corpus is kept for later runs.
@@ -556,7 +559,7 @@ func BenchmarkPostings(b *testing.B) {
 	g := newWordGen(3)
 	evs := make([]*api.Event, 10)
 	for i := range evs {
-		evs[i] = api.NewEvent("T", uint64(i+1), timestamppb.Now(), g.record(i))
+		evs[i] = api.NewEvent("T", uint64(i+1), timestamppb.Now(), g.record(i+10)) // short ones (see record)
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

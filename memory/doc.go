@@ -34,9 +34,12 @@
 // stored never changes whether or how it matches.
 //
 // Ranking is Okapi BM25 with exact corpus statistics, ties broken by
-// recency (see search.go). Terms are Snowball English stems (tokenize.go);
-// the memory format names the tokenizer, and Open indexes a store of an
-// older format again from its history and facts (reindex.go).
+// recency (see search.go). Terms are Snowball English stems (tokenize.go).
+// An event's record over 1,536 bytes is indexed as overlapping passages of
+// about 1 KB (passage.go), each a document naming its record and byte
+// range: a long record ranks by its best passage and is shown as it. The
+// memory format names how documents are made, and Open indexes a store of
+// an older format again from its history and facts (reindex.go).
 //
 // Recall (recall.go, rank.go; measured in docs/memory.md) queries with the
 // Task's request and latest focus (its 16 most specific terms). The Task's
@@ -57,11 +60,19 @@
 // explicitly are not recalled. The same content is recalled once, nothing
 // already in the conversation is, and the items fit Options.RecallTokens
 // (at most 8,000) as the prompt renders them: the token budget is the cap,
-// and nothing is recalled when nothing is relevant. A record over 2,500
-// tokens is recalled as its passage that holds the most query terms (else
-// its head and tail), labelled with where it lies and its tasks.read_block
-// handle. Facts keep their source (where they came from), searchable and
-// shown with their provenance.
+// and nothing is recalled when nothing is relevant. A long record is
+// recalled as the passage that matched, labelled with where it lies and its
+// tasks.read_block handle. Facts keep their source (where they came from),
+// searchable and shown with their provenance.
+//
+// Semantic recall (optional, Options.Embedder; embed.go, vectors.go): a
+// background embedder gives each indexed event record (each passage) a
+// vector kept in Badger beside the lexical index, with a durable per-Task
+// watermark, so it resumes after a restart; recall embeds its query, finds
+// the nearest records (sign codes in memory, exact cosine of a shortlist)
+// and fuses them with the lexical first hop by reciprocal rank fusion. A
+// failing provider leaves recall lexical (logged, counted in
+// EmbeddingStatus); it never fails a Cycle.
 //
 // Recall only reads: scores depend on nothing but the indexed records and
 // the query, so recalling an item never raises its score, and recalled
@@ -75,7 +86,8 @@
 // Lifecycle:
 //  1. Open(ctx, store, Options{...}) after the store and before the daemon
 //     starts: it checks the memory format, cleans up interrupted index
-//     builds, catches the index up with history and starts the indexer.
+//     builds, catches the index up with history and starts the indexer
+//     (and, with an Embedder, the embedder).
 //  2. Pass the Memory as actors.Deps.Memory; the Task actor calls Postings,
 //     the Cycle calls Recall, tool calls record facts through RecordFact.
 //  3. Tools use Search and RecordFact (tools/memorytool).

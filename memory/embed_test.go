@@ -261,3 +261,15 @@ func TestSemanticRecallWithNothingNearIsLexical(t *testing.T) {
 		}
 	}
 }
+
+func TestDotBytes(t *testing.T) {
+	for _, n := range []int{0, 1, 2, 3, 7, 384} {
+		a, b := make([]float32, n), make([]float32, n)
+		for i := range a {
+			a[i], b[i] = float32(i)+0.5, float32(n-i)*0.25
+		}
+		if got, want := dotBytes(a, encodeVector(b)), dot(a, b); math.Abs(got-want) > 1e-3*math.Max(1, math.Abs(want)) {
+			t.Fatalf("n=%d: dotBytes = %v, dot = %v", n, got, want)
+		}
+	}
+}

@@ -91,6 +91,20 @@ func dot(a, b []float32) float64 {
 	return float64(s0 + s1 + s2 + s3)
 }
 
+// dotBytes is dot(a, decodeVector(b)) without decoding b into a slice.
+func dotBytes(a []float32, b []byte) float64 {
+	var s0, s1 float32
+	i := 0
+	for ; i+2 <= len(a) && 4*i+8 <= len(b); i += 2 {
+		s0 += a[i] * math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		s1 += a[i+1] * math.Float32frombits(binary.LittleEndian.Uint32(b[4*i+4:]))
+	}
+	for ; i < len(a) && 4*i+4 <= len(b); i++ {
+		s0 += a[i] * math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return float64(s0 + s1)
+}
+
 func encodeVector(v []float32) []byte {
 	b := make([]byte, 0, 4*len(v))
 	for _, x := range v {
@@ -284,11 +298,11 @@ func (x *vecIndex) search(v *persistence.Snapshot, owner string, q []float32, k 
 	for _, it := range h {
 		var sim float64
 		err := v.Get(persistence.VectorKey(owner, []byte(refs[it.i])), func(b []byte) error {
-			vec, err := decodeVector(b, dims)
-			if err == nil {
-				sim = dot(q, vec)
+			if len(b) != 4*dims {
+				return fmt.Errorf("%w: vector of %d bytes, want %d dimensions", errCorrupt, len(b), dims)
 			}
-			return err
+			sim = dotBytes(q, b)
+			return nil
 		})
 		if errors.Is(err, persistence.ErrNotFound) {
 			continue // committed after this snapshot
