@@ -99,8 +99,11 @@ type embedState struct {
 
 	failures    atomic.Int64
 	lexicalOnly atomic.Int64
-	kick        chan struct{}
-	done        chan struct{}
+	// queryFailing: the latest query could not be embedded (the log says
+	// so once per outage, the counter every time).
+	queryFailing atomic.Bool
+	kick         chan struct{}
+	done         chan struct{}
 }
 
 // EmbeddingStatus returns the embedder's progress; ok is false when
@@ -275,15 +278,32 @@ func (m *Memory) runEmbedder() {
 	m.log.Info().Int("vectors", e.vecs.len()).Int("tasks_behind", len(e.dirty)).Msg("memory: semantic recall on")
 	tick := time.NewTicker(m.opt.IndexInterval)
 	defer tick.Stop()
+	failures := 0
+	var retry time.Time // after a failure, no call before this
 	for {
-		waiting, err := m.embedDirty(m.ctx)
-		if err != nil && m.ctx.Err() == nil {
+		var waiting bool
+		var err error
+		if time.Now().After(retry) {
+			waiting, err = m.embedDirty(m.ctx)
+		}
+		switch {
+		case err != nil && m.ctx.Err() == nil:
 			e.fail(err)
-			m.log.Warn().Err(err).Msg("memory: embedding failed; recall uses the lexical index for the records without vectors; retrying later")
+			failures++
+			wait := embedBackoff(failures)
+			retry = time.Now().Add(wait)
+			m.log.Warn().Err(err).Int("failures", failures).Dur("retry_in", wait).
+				Msg("memory: embedding failed; recall uses the lexical index for the records without vectors")
+		case err == nil && !retry.IsZero() && time.Now().After(retry):
+			m.log.Info().Int("failures", failures).Msg("memory: embedding works again")
+			failures, retry = 0, time.Time{}
 		}
 		var soon <-chan time.Time
-		if waiting && err == nil {
+		switch {
+		case waiting && err == nil:
 			soon = time.After(commitPoll) // an append about to commit
+		case !retry.IsZero():
+			soon = time.After(time.Until(retry) + time.Millisecond)
 		}
 		select {
 		case <-m.stop:
@@ -294,6 +314,19 @@ func (m *Memory) runEmbedder() {
 		}
 	}
 }
+
+// embedBackoff is how long the embedder waits after its nth failure in a
+// row: a second, doubled with each failure, at most maxEmbedBackoff.
+func embedBackoff(n int) time.Duration {
+	d := time.Second
+	for i := 1; i < n && d < maxEmbedBackoff; i++ {
+		d *= 2
+	}
+	return min(d, maxEmbedBackoff)
+}
+
+// maxEmbedBackoff bounds the wait between embedding attempts.
+const maxEmbedBackoff = 5 * time.Minute
 
 // commitPoll is how soon the embedder looks again at a Task whose append
 // it was told of before the append committed.
@@ -363,23 +396,45 @@ func (m *Memory) embedTask(ctx context.Context, owner, task string) (uint64, err
 	if err != nil || from >= to {
 		return to, err
 	}
-	var docs []embedDoc
-	var last uint64
-	flush := func(upTo uint64) error {
-		if err := m.embedCommit(ctx, owner, task, docs, upTo); err != nil {
-			return err
-		}
-		docs = docs[:0]
-		return nil
-	}
+	// Windows of embedWindow events bound what one pass holds in memory.
 	tools := make(map[string]string)
-	err = m.store.View(func(v *persistence.Snapshot) error {
-		return v.Events(task, from+1, to, func(ev *api.Event) error {
+	for cur := from; cur < to; {
+		end := min(cur+embedWindow, to)
+		docs, err := m.embedDocs(owner, task, cur+1, end, tools)
+		if err != nil {
+			return 0, err
+		}
+		// Batches: a batch commits the watermark just below the record
+		// that follows it; the last one reaches the window's end.
+		batch := m.opt.EmbedBatch
+		for len(docs) > batch {
+			_, seq, _, _, _, _ := parseRef(docs[batch].ref)
+			if err := m.embedCommit(ctx, owner, task, docs[:batch], seq-1); err != nil {
+				return 0, err
+			}
+			docs = docs[batch:]
+		}
+		if err := m.embedCommit(ctx, owner, task, docs, end); err != nil {
+			return 0, err
+		}
+		cur = end
+	}
+	return to, nil
+}
+
+// embedWindow is how many events embedTask reads at a time.
+const embedWindow = 256
+
+// embedDocs returns the records (passages of long ones) of the Task's
+// events from..to to embed; tools gathers the names of the calls seen.
+func (m *Memory) embedDocs(owner, task string, from, to uint64, tools map[string]string) ([]embedDoc, error) {
+	var docs []embedDoc
+	err := m.store.View(func(v *persistence.Snapshot) error {
+		return v.Events(task, from, to, func(ev *api.Event) error {
 			if c := ev.GetToolCallRecorded(); c != nil {
 				tools[c.GetCallId()] = c.GetTool()
 			}
 			kind, text, _, source, untrusted, ok := recordText(ev, tools)
-			last = ev.GetSeq()
 			if !ok || owner == "" {
 				return nil
 			}
@@ -396,27 +451,7 @@ func (m *Memory) embedTask(ctx context.Context, owner, task string) (uint64, err
 			return nil
 		})
 	})
-	if err != nil {
-		return 0, err
-	}
-	// Batches: the watermark a batch commits is the seq of the last
-	// record it holds; the final one reaches the index watermark.
-	batch := m.opt.EmbedBatch
-	all := docs
-	for len(all) > 0 {
-		n := min(batch, len(all))
-		docs = all[:n]
-		upTo := last
-		if n < len(all) {
-			_, seq, _, _, _, _ := parseRef(all[n].ref)
-			upTo = seq - 1
-		}
-		if err := flush(upTo); err != nil {
-			return 0, err
-		}
-		all = all[n:]
-	}
-	return to, flush(to)
+	return docs, err
 }
 
 // embedCommit embeds docs and commits their vectors, codes and the Task's
@@ -527,9 +562,15 @@ func (m *Memory) embedQuery(ctx context.Context, text string) []float32 {
 			return nil // the Cycle was cancelled: not the provider's failure
 		}
 		e.fail(err)
-		e.lexicalOnly.Add(1)
-		m.log.Warn().Err(err).Msg("memory: could not embed the recall query; this recall uses the lexical index alone")
+		n := e.lexicalOnly.Add(1)
+		if !e.queryFailing.Swap(true) {
+			m.log.Warn().Err(err).Int64("lexical_only", n).
+				Msg("memory: could not embed the recall query; recall uses the lexical index alone until it can (counted in lemo_memory_recall_lexical_only_total)")
+		}
 		return nil
+	}
+	if e.queryFailing.Swap(false) {
+		m.log.Info().Msg("memory: recall queries are embedded again")
 	}
 	return u
 }

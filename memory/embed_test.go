@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"math"
 	"math/rand"
@@ -221,7 +222,10 @@ func TestSemanticRecallCatchesUpAndFuses(t *testing.T) {
 		t.Fatalf("last error %q", s.LastError)
 	}
 	fe.fail.Store(false)
-	e.mem.emb.kick <- struct{}{}
+	select {
+	case e.mem.emb.kick <- struct{}{}:
+	default:
+	}
 	eventually(t, "embedded after the provider recovered", func() bool { s := status(); return s.Vectors == 4 && s.Behind == 0 })
 	ev = e.recall("o", d, history(d, user("When does the cafeteria close on Fridays?")))
 	if len(ev) == 0 || !strings.Contains(ev[0].Text, "14:00") {
@@ -270,6 +274,46 @@ func TestDotBytes(t *testing.T) {
 		}
 		if got, want := dotBytes(a, encodeVector(b)), dot(a, b); math.Abs(got-want) > 1e-3*math.Max(1, math.Abs(want)) {
 			t.Fatalf("n=%d: dotBytes = %v, dot = %v", n, got, want)
+		}
+	}
+}
+
+// The embedder reads a long Task in windows and embeds in batches of at
+// most EmbedBatch texts, each committed with the watermark it reaches.
+func TestEmbedderBatchesALongTask(t *testing.T) {
+	var maxTexts atomic.Int64
+	fe := &fakeEmbedder{}
+	emb := EmbedderFunc(func(ctx context.Context, texts []string) ([][]float32, error) {
+		if n := int64(len(texts)); n > maxTexts.Load() {
+			maxTexts.Store(n)
+		}
+		return fe.Embed(ctx, texts)
+	})
+	e := newEnv(t, Options{Embedder: emb, EmbedModel: "fake/bag", EmbedBatch: 16})
+	a := e.task("o", t0)
+	for i := 0; i < 300; i++ {
+		e.add("o", a, t0.Add(time.Duration(i)*time.Minute), assistant(fmt.Sprintf("Shift note %d: dock %d swept.", i, i)))
+	}
+	eventually(t, "300 records embedded", func() bool { s, _ := e.mem.EmbeddingStatus(); return s.Vectors == 300 && s.Behind == 0 })
+	if n := maxTexts.Load(); n > 16 {
+		t.Fatalf("a call embedded %d texts, over the batch of 16", n)
+	}
+	var wm uint64
+	_ = e.st.View(func(v *persistence.Snapshot) error {
+		return v.Get(persistence.EmbedWatermarkKey(a), func(b []byte) error { wm = persistence.ParseWatermark(b); return nil })
+	})
+	if wm != 301 {
+		t.Fatalf("embedding watermark %d, want 301", wm)
+	}
+}
+
+func TestEmbedBackoff(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		want time.Duration
+	}{{1, time.Second}, {2, 2 * time.Second}, {4, 8 * time.Second}, {9, 256 * time.Second}, {10, maxEmbedBackoff}, {50, maxEmbedBackoff}} {
+		if got := embedBackoff(c.n); got != c.want {
+			t.Errorf("embedBackoff(%d) = %v, want %v", c.n, got, c.want)
 		}
 	}
 }
