@@ -71,21 +71,27 @@ func (p *Provider) Embed(ctx context.Context, model string, texts []string) ([][
 	if len(raw) > providers.MaxEmbedResponseBytes {
 		return nil, &providers.Error{Provider: p.opts.Name, Class: providers.ClassTransient, Message: fmt.Sprintf("the embeddings exceed %d bytes", providers.MaxEmbedResponseBytes)}
 	}
+	return decodeEmbeddings(p.opts.Name, raw, len(texts))
+}
+
+// decodeEmbeddings decodes an answer to n texts: one vector per text, of
+// one dimension, placed by its index.
+func decodeEmbeddings(provider string, raw []byte, n int) ([][]float32, error) {
 	var out embedResponse
 	if err := json.Unmarshal(raw, &out); err != nil {
-		return nil, &providers.Error{Provider: p.opts.Name, Class: providers.ClassTransient, Message: "decoding the embeddings failed", Err: err}
+		return nil, &providers.Error{Provider: provider, Class: providers.ClassTransient, Message: "decoding the embeddings failed", Err: err}
 	}
-	vecs := make([][]float32, len(texts))
+	if len(out.Data) != n {
+		return nil, &providers.Error{Provider: provider, Class: providers.ClassTransient, Message: fmt.Sprintf("embed: %d vectors for %d texts", len(out.Data), n)}
+	}
+	vecs := make([][]float32, n)
 	for _, d := range out.Data {
-		if d.Index < 0 || d.Index >= len(texts) || vecs[d.Index] != nil {
-			return nil, &providers.Error{Provider: p.opts.Name, Class: providers.ClassTransient, Message: fmt.Sprintf("embed: an item of index %d for %d texts", d.Index, len(texts))}
+		if d.Index < 0 || d.Index >= n || vecs[d.Index] != nil {
+			return nil, &providers.Error{Provider: provider, Class: providers.ClassTransient, Message: fmt.Sprintf("embed: an item of index %d for %d texts", d.Index, n)}
 		}
 		vecs[d.Index] = d.Embedding
 	}
-	if len(out.Data) != len(texts) {
-		return nil, &providers.Error{Provider: p.opts.Name, Class: providers.ClassTransient, Message: fmt.Sprintf("embed: %d vectors for %d texts", len(out.Data), len(texts))}
-	}
-	if err := providers.CheckEmbeddings(p.opts.Name, vecs, len(texts)); err != nil {
+	if err := providers.CheckEmbeddings(provider, vecs, n); err != nil {
 		return nil, err
 	}
 	return vecs, nil

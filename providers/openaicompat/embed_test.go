@@ -81,3 +81,32 @@ func TestEmbedAnswers(t *testing.T) {
 		})
 	}
 }
+
+// FuzzDecodeEmbeddings: any answer decodes to n vectors of one non-zero
+// dimension or to an error, never a panic.
+func FuzzDecodeEmbeddings(f *testing.F) {
+	f.Add([]byte(`{"data":[{"index":1,"embedding":[3,4]},{"index":0,"embedding":[1,2]}]}`), 2)
+	f.Add([]byte(`{"data":[{"index":0,"embedding":[]}]}`), 1)
+	f.Add([]byte(`{"data":null}`), 0)
+	f.Add([]byte(`{"data":[{"index":-1}]}`), 1)
+	f.Fuzz(func(t *testing.T, raw []byte, n int) {
+		if n < 0 || n > 64 {
+			return
+		}
+		vecs, err := decodeEmbeddings("p", raw, n)
+		if err != nil {
+			if providers.ClassOf(err) != providers.ClassTransient {
+				t.Fatalf("error %v is not transient", err)
+			}
+			return
+		}
+		if len(vecs) != n {
+			t.Fatalf("%d vectors for %d texts", len(vecs), n)
+		}
+		for _, v := range vecs {
+			if len(v) == 0 || len(v) != len(vecs[0]) {
+				t.Fatalf("vectors %v", vecs)
+			}
+		}
+	})
+}
