@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -13,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"lemo/actors/live"
+	"lemo/memory"
 	"lemo/persistence"
 )
 
@@ -85,6 +88,27 @@ func TestOpsGaugesAndReadiness(t *testing.T) {
 	}
 	if got["lemo_ready"] != 1 {
 		t.Errorf("/metrics: lemo_ready = %v, want 1:\n%s", got["lemo_ready"], body)
+	}
+	// Semantic recall's metrics exist while it is on.
+	embeddings := []string{"lemo_memory_embedding_vectors", "lemo_memory_embedding_tasks_behind", "lemo_memory_embedding_failures_total", "lemo_memory_recall_lexical_only_total"}
+	for _, k := range embeddings {
+		if _, ok := got[k]; ok {
+			t.Errorf("/metrics: %s present without semantic recall", k)
+		}
+	}
+	mem, err := memory.Open(context.Background(), st, memory.Options{Log: zerolog.Nop(), EmbedModel: "fake/e",
+		Embedder: memory.EmbedderFunc(func(context.Context, []string) ([][]float32, error) { return nil, errors.New("down") })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	o.mem.Store(mem)
+	_, body = get(t, base+"/metrics")
+	got = samples(t, body)
+	for _, k := range embeddings {
+		if v, ok := got[k]; !ok || v != 0 {
+			t.Errorf("/metrics: %s = %v (present %v), want 0:\n%s", k, v, ok, body)
+		}
 	}
 }
 
