@@ -16,7 +16,8 @@ type Memory struct {
 type Embeddings struct {
 	Model         string        `yaml:"model" env:"LEMO_MEMORY_EMBEDDINGS_MODEL" help:"provider/model that embeds records for semantic recall (Ollama /api/embed or OpenAI-compatible /embeddings, for example ollama/nomic-embed-text); empty: lexical recall only"`
 	Batch         int           `yaml:"batch" env:"LEMO_MEMORY_EMBEDDINGS_BATCH" help:"records embedded per provider call, 1 to 256"`
-	Timeout       time.Duration `yaml:"timeout" env:"LEMO_MEMORY_EMBEDDINGS_TIMEOUT" help:"longest one embedding call may take; a recall whose query is not embedded in time uses the lexical index alone"`
+	Timeout       time.Duration `yaml:"timeout" env:"LEMO_MEMORY_EMBEDDINGS_TIMEOUT" help:"longest one call of the background embedder may take (it retries later)"`
+	QueryTimeout  time.Duration `yaml:"query_timeout" env:"LEMO_MEMORY_EMBEDDINGS_QUERY_TIMEOUT" help:"longest a Cycle waits for its recall query's embedding; after a failure recall uses the lexical index alone, without calling, for a backoff of 1s doubling to 5m"`
 	MinSimilarity float64       `yaml:"min_similarity" env:"LEMO_MEMORY_EMBEDDINGS_MIN_SIMILARITY" help:"least cosine similarity (over 0, at most 1) a record found by its vector needs to be recalled; depends on the model (not calibrated on a real one yet)"`
 }
 
@@ -32,6 +33,9 @@ func (e *Embeddings) validate(add func(where, format string, args ...any)) {
 	}
 	if e.Timeout <= 0 {
 		add("memory.embeddings.timeout", "%s: want a positive duration", e.Timeout)
+	}
+	if e.QueryTimeout <= 0 {
+		add("memory.embeddings.query_timeout", "%s: want a positive duration", e.QueryTimeout)
 	}
 	if e.MinSimilarity <= 0 || e.MinSimilarity > 1 {
 		add("memory.embeddings.min_similarity", "%g: want more than 0, at most 1", e.MinSimilarity)

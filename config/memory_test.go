@@ -19,6 +19,7 @@ func TestEmbeddingsValidation(t *testing.T) {
 		{"batch 0", func(e *Embeddings) { e.Batch = 0 }, "memory.embeddings.batch: 0: want 1 to 256"},
 		{"batch 257", func(e *Embeddings) { e.Batch = 257 }, "memory.embeddings.batch"},
 		{"no timeout", func(e *Embeddings) { e.Timeout = 0 }, "memory.embeddings.timeout"},
+		{"no query timeout", func(e *Embeddings) { e.QueryTimeout = -1 }, "memory.embeddings.query_timeout"},
 		{"similarity over 1", func(e *Embeddings) { e.MinSimilarity = 1.5 }, "memory.embeddings.min_similarity: 1.5: want more than 0, at most 1"},
 		{"similarity 0", func(e *Embeddings) { e.MinSimilarity = 0 }, "memory.embeddings.min_similarity"},
 	}

@@ -50,6 +50,7 @@ const (
 	maxEmbedBatch       = 256
 	defaultMinSimilar   = 0.5
 	defaultEmbedTimeout = 10 * time.Second
+	defaultQueryTimeout = 2 * time.Second
 	// embedTextBytes bounds the text of one record sent to be embedded
 	// (passages are at most passageBytes + passageOverlap).
 	embedTextBytes = 2 << 10
@@ -96,6 +97,10 @@ type embedState struct {
 	// dirty: the Tasks with records to embed.
 	dirty   map[string]dirtyTask
 	lastErr string
+	// queryFailures counts the recall queries that failed in a row; none
+	// is sent to the provider before queryRetry.
+	queryFailures int
+	queryRetry    time.Time
 
 	failures    atomic.Int64
 	lexicalOnly atomic.Int64
@@ -129,7 +134,9 @@ func (e *embedState) fail(err error) {
 // markDirty notes that task (of owner) has records to embed, up to seq.
 func (e *embedState) markDirty(owner, task string, seq uint64, now time.Time) {
 	e.mu.Lock()
-	if d, ok := e.dirty[task]; !ok || seq == 0 || (d.seq != 0 && d.seq < seq) {
+	// The latest append's seq wins (0, from a scan, is what the index
+	// held then: any later mark covers it).
+	if d, ok := e.dirty[task]; !ok || seq > d.seq {
 		e.dirty[task] = dirtyTask{owner: owner, seq: seq, marked: now}
 	}
 	e.mu.Unlock()
@@ -255,7 +262,9 @@ func (m *Memory) loadVectors() error {
 				return err
 			}
 			e.mu.Lock()
-			e.dirty[task] = dirtyTask{owner: meta.GetOwner()}
+			if _, ok := e.dirty[task]; !ok { // an append since marked it with its seq
+				e.dirty[task] = dirtyTask{owner: meta.GetOwner()}
+			}
 			e.mu.Unlock()
 			return nil
 		})
@@ -545,7 +554,17 @@ func (m *Memory) embedQuery(ctx context.Context, text string) []float32 {
 	if e == nil || e.vecs.len() == 0 {
 		return nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, m.opt.EmbedTimeout)
+	now := m.opt.Now()
+	e.mu.Lock()
+	skip := now.Before(e.queryRetry)
+	e.mu.Unlock()
+	if skip {
+		// The provider failed the last query: Cycles do not wait for it
+		// again before the backoff ends.
+		e.lexicalOnly.Add(1)
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, m.opt.EmbedQueryTimeout)
 	defer cancel()
 	vecs, err := e.emb.Embed(cctx, []string{cutRunes(text, embedTextBytes)})
 	if err == nil && (len(vecs) != 1 || len(vecs[0]) != e.vecs.dimsOr(len(vecs[0]))) {
@@ -563,6 +582,10 @@ func (m *Memory) embedQuery(ctx context.Context, text string) []float32 {
 		}
 		e.fail(err)
 		n := e.lexicalOnly.Add(1)
+		e.mu.Lock()
+		e.queryFailures++
+		e.queryRetry = now.Add(embedBackoff(e.queryFailures))
+		e.mu.Unlock()
 		if !e.queryFailing.Swap(true) {
 			m.log.Warn().Err(err).Int64("lexical_only", n).
 				Msg("memory: could not embed the recall query; recall uses the lexical index alone until it can (counted in lemo_memory_recall_lexical_only_total)")
@@ -570,6 +593,9 @@ func (m *Memory) embedQuery(ctx context.Context, text string) []float32 {
 		return nil
 	}
 	if e.queryFailing.Swap(false) {
+		e.mu.Lock()
+		e.queryFailures, e.queryRetry = 0, time.Time{}
+		e.mu.Unlock()
 		m.log.Info().Msg("memory: recall queries are embedded again")
 	}
 	return u

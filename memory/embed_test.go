@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -125,10 +126,14 @@ var synonyms = map[string]string{"lorri": "truck", "lorry": "truck", "lorries": 
 type fakeEmbedder struct {
 	calls, texts atomic.Int64
 	fail         atomic.Bool
+	asked        sync.Map // every text it was asked to embed
 }
 
 func (f *fakeEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	f.calls.Add(1)
+	for _, t := range texts {
+		f.asked.Store(t, true)
+	}
 	if f.fail.Load() {
 		return nil, errors.New("fake: embeddings unavailable")
 	}
@@ -172,8 +177,10 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // once it recovers.
 func TestSemanticRecallCatchesUpAndFuses(t *testing.T) {
 	fe := &fakeEmbedder{}
+	var skew atomic.Int64 // the clock's advance
+	clock := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	// The fake model's similarities are low (bags of few words).
-	e := newEnv(t, Options{Embedder: fe, EmbedModel: "fake/bag", EmbedBatch: 2, MinSimilarity: 0.15})
+	e := newEnv(t, Options{Embedder: fe, EmbedModel: "fake/bag", EmbedBatch: 2, MinSimilarity: 0.15, Now: clock})
 	a := e.task("o", t0)
 	e.add("o", a, t0.Add(time.Minute), user("How many trucks leave the north depot daily?"),
 		assistant("Eleven trucks leave the north depot every day, the first at 05:10."))
@@ -221,7 +228,16 @@ func TestSemanticRecallCatchesUpAndFuses(t *testing.T) {
 	if s := status(); !strings.Contains(s.LastError, "embeddings unavailable") {
 		t.Fatalf("last error %q", s.LastError)
 	}
+	// Within the backoff recall does not wait for the provider again.
+	lexical := status().LexicalOnly
+	e.recall("o", d, history(d, user("When does the cafeteria open?")))
+	asked := false
+	fe.asked.Range(func(k, _ any) bool { asked = asked || strings.Contains(k.(string), "cafeteria open"); return true })
+	if asked || status().LexicalOnly != lexical+1 {
+		t.Fatalf("a recall within the backoff called the provider (%v) or was not counted", asked)
+	}
 	fe.fail.Store(false)
+	skew.Store(int64(2 * time.Second)) // past the query's backoff
 	select {
 	case e.mem.emb.kick <- struct{}{}:
 	default:
@@ -314,6 +330,23 @@ func TestEmbedBackoff(t *testing.T) {
 	}{{1, time.Second}, {2, 2 * time.Second}, {4, 8 * time.Second}, {9, 256 * time.Second}, {10, maxEmbedBackoff}, {50, maxEmbedBackoff}} {
 		if got := embedBackoff(c.n); got != c.want {
 			t.Errorf("embedBackoff(%d) = %v, want %v", c.n, got, c.want)
+		}
+	}
+}
+
+// A Task's mark keeps the latest append's seq: a scan's mark (0: what the
+// index holds) never hides an append that has not committed yet.
+func TestMarkDirtyKeepsTheLatestSeq(t *testing.T) {
+	for _, c := range []struct {
+		marks []uint64
+		want  uint64
+	}{{[]uint64{3}, 3}, {[]uint64{3, 0}, 3}, {[]uint64{0, 5}, 5}, {[]uint64{5, 3}, 5}, {[]uint64{0, 0}, 0}} {
+		e := &embedState{dirty: make(map[string]dirtyTask), kick: make(chan struct{}, 1)}
+		for _, s := range c.marks {
+			e.markDirty("o", "T", s, t0)
+		}
+		if got := e.dirty["T"].seq; got != c.want {
+			t.Errorf("marks %v: seq %d, want %d", c.marks, got, c.want)
 		}
 	}
 }

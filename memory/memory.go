@@ -77,9 +77,13 @@ type Options struct {
 	// EmbedBatch bounds the texts of one embedding call (default 16, at
 	// most 256).
 	EmbedBatch int
-	// EmbedTimeout bounds one embedding call (default 10s); a recall's
-	// query embedding gets the same bound.
+	// EmbedTimeout bounds one embedding call of the embedder (default
+	// 10s).
 	EmbedTimeout time.Duration
+	// EmbedQueryTimeout bounds embedding a recall's query, which a Cycle
+	// waits for (default 2s); after a failure, recalls use the lexical
+	// index alone for a backoff (1s doubling to 5m) without calling.
+	EmbedQueryTimeout time.Duration
 	// MinSimilarity is the least cosine similarity a record found by its
 	// vector needs to be recalled (default 0.5; not calibrated: see
 	// docs/memory.md).
@@ -123,6 +127,9 @@ func (o *Options) defaults() {
 	o.EmbedBatch = min(o.EmbedBatch, maxEmbedBatch)
 	if o.EmbedTimeout <= 0 {
 		o.EmbedTimeout = defaultEmbedTimeout
+	}
+	if o.EmbedQueryTimeout <= 0 {
+		o.EmbedQueryTimeout = defaultQueryTimeout
 	}
 	if o.MinSimilarity <= 0 {
 		o.MinSimilarity = defaultMinSimilar

@@ -61,6 +61,7 @@ func memoryOptions(cfg *config.Config, provs *providers.Registry, log zerolog.Lo
 	opt.Embedder = memory.EmbedderFunc(func(ctx context.Context, texts []string) ([][]float32, error) {
 		return emb.Embed(ctx, name, texts)
 	})
-	opt.EmbedModel, opt.EmbedBatch, opt.EmbedTimeout, opt.MinSimilarity = e.Model, e.Batch, e.Timeout, e.MinSimilarity
+	opt.EmbedModel, opt.EmbedBatch, opt.MinSimilarity = e.Model, e.Batch, e.MinSimilarity
+	opt.EmbedTimeout, opt.EmbedQueryTimeout = e.Timeout, e.QueryTimeout
 	return opt, nil
 }
