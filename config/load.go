@@ -423,6 +423,12 @@ func set(f reflect.Value, value string) error {
 			return fmt.Errorf("%q is not a whole number", value)
 		}
 		f.SetInt(int64(n))
+	case float64:
+		x, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			return fmt.Errorf("%q is not a number", value)
+		}
+		f.SetFloat(x)
 	case []string:
 		var out []string
 		for _, p := range strings.Split(value, ",") {

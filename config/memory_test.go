@@ -40,10 +40,14 @@ func TestEmbeddingsValidation(t *testing.T) {
 		})
 	}
 	c := Default()
-	if errs := c.ApplyEnv([]string{"LEMO_MEMORY_EMBEDDINGS_MODEL=openai/text-embedding-3-small", "LEMO_MEMORY_EMBEDDINGS_TIMEOUT=3s"}); len(errs) != 0 {
+	if errs := c.ApplyEnv([]string{"LEMO_MEMORY_EMBEDDINGS_MODEL=openai/text-embedding-3-small", "LEMO_MEMORY_EMBEDDINGS_TIMEOUT=3s",
+		"LEMO_MEMORY_EMBEDDINGS_MIN_SIMILARITY=0.35"}); len(errs) != 0 {
 		t.Fatal(errs)
 	}
-	if e := c.Memory.Embeddings; e.Model != "openai/text-embedding-3-small" || e.Timeout != 3*time.Second {
+	if e := c.Memory.Embeddings; e.Model != "openai/text-embedding-3-small" || e.Timeout != 3*time.Second || e.MinSimilarity != 0.35 {
 		t.Fatalf("from the environment: %+v", e)
+	}
+	if errs := c.ApplyEnv([]string{"LEMO_MEMORY_EMBEDDINGS_MIN_SIMILARITY=high"}); len(errs) != 1 || !strings.Contains(errs[0].Error(), `"high" is not a number`) {
+		t.Fatalf("a similarity that is not a number: %v", errs)
 	}
 }
