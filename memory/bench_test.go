@@ -579,6 +579,19 @@ func BenchmarkPostingsLongRecord(b *testing.B) {
 	}
 }
 
+// BenchmarkPostings256KB is the same for the largest retained tool
+// output (256 KB: about 330 passages).
+func BenchmarkPostings256KB(b *testing.B) {
+	g := newWordGen(3)
+	out, _ := json.Marshal(map[string]string{"output": g.text(40000)[:256<<10-16]})
+	ev := api.NewEvent("T", 9, timestamppb.Now(), &api.ToolResult{CallId: "c", Retained: true, RetainedOutput: out, OutputBytes: uint64(len(out))})
+	b.SetBytes(int64(len(out)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		_ = IndexEvents("o", []*api.Event{ev})
+	}
+}
+
 // BenchmarkAppend64TasksIndexed is persistence's BenchmarkAppend64Tasks as
 // the daemon appends: each event (a user message of 30 words) carries its
 // index postings (Postings), committed in the same transaction, and the

@@ -29,13 +29,18 @@ const (
 	// passageCut is how far back from a window's edge a cut looks for a
 	// line break or a space.
 	passageCut = 128
+	// maxPassages bounds the passages of one record (about 390 KB of it,
+	// more than the largest retained tool output; the rest of a longer
+	// text is not indexed, as a whole record's tokens beyond maxDocTokens
+	// are not).
+	maxPassages = 512
 )
 
 // passageSpans returns the byte ranges of text's passages, in order, or
 // nil when text is short enough to be indexed whole. Each range starts
 // where the previous one's last passageOverlap bytes start (about), ends
 // at a line break or a space when one is near, and the last one ends the
-// text. It is a pure function of text.
+// text (or the maxPassages-th its window). It is a pure function of text.
 func passageSpans(text string) [][2]int {
 	if len(text) <= passageMinBytes {
 		return nil
@@ -51,6 +56,9 @@ func passageSpans(text string) [][2]int {
 		}
 		to = cutAt(text, to)
 		out = append(out, [2]int{from, to})
+		if len(out) == maxPassages {
+			return out
+		}
 		next := cutAt(text, to-passageOverlap)
 		if next <= from {
 			next = to - passageOverlap
@@ -122,10 +130,11 @@ func analyzeRecord(info docInfo, text string, json bool) []*pdoc {
 	hash := contentHash(text)
 	base := []byte(info.ref)
 	out := make([]*pdoc, 0, len(spans))
+	var sc analyzeScratch
 	for _, s := range spans {
 		pi := info
 		pi.ref = string(passageRef(base, s[0], s[1]))
-		d := analyze(pi, text[s[0]:s[1]], json)
+		d := analyzeWith(pi, text[s[0]:s[1]], json, &sc)
 		d.textBytes = uint32(len(text))
 		d.hash = hash
 		out = append(out, d)

@@ -31,6 +31,7 @@ func TestPassageSpans(t *testing.T) {
 		{"lines", lines(10_000), 13},
 		{"no spaces", strings.Repeat("x", 5000), 6},
 		{"json escapes", strings.Repeat(`entry one\nentry two\n`, 300), 9},
+		{"bounded", lines(1 << 20), maxPassages},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -41,7 +42,7 @@ func TestPassageSpans(t *testing.T) {
 			if len(spans) == 0 {
 				return
 			}
-			if spans[0][0] != 0 || spans[len(spans)-1][1] != len(tt.text) {
+			if spans[0][0] != 0 || (spans[len(spans)-1][1] != len(tt.text) && len(spans) < maxPassages) {
 				t.Fatalf("spans %v do not cover the text of %d bytes", spans, len(tt.text))
 			}
 			for i, s := range spans {

@@ -80,8 +80,25 @@ func contentHash(text string) uint64 { return xxhash.Sum64String(strings.TrimSpa
 
 // analyze tokenizes text into a pending document.
 func analyze(info docInfo, text string, json bool) *pdoc {
-	var tk tokenizer
-	counts := make(map[string]uint32)
+	return analyzeWith(info, text, json, nil)
+}
+
+// analyzeScratch is what analyzing reuses between the passages of a
+// record.
+type analyzeScratch struct {
+	tk     tokenizer
+	counts map[string]uint32
+}
+
+func analyzeWith(info docInfo, text string, json bool, sc *analyzeScratch) *pdoc {
+	if sc == nil {
+		sc = &analyzeScratch{}
+	}
+	if sc.counts == nil {
+		sc.counts = make(map[string]uint32)
+	}
+	tk, counts := &sc.tk, sc.counts
+	clear(counts)
 	n := 0
 	tk.each(text, json, func(t []byte) bool {
 		counts[string(t)]++
