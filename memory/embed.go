@@ -92,6 +92,9 @@ type embedState struct {
 	emb   Embedder
 	model string
 	vecs  *vecIndex
+	// dropModel is the model the stored vectors were made with when it is
+	// not model: the embedder drops them first.
+	dropModel string
 
 	mu sync.Mutex
 	// dirty: the Tasks with records to embed.
@@ -160,19 +163,36 @@ func (m *Memory) startEmbedder() error {
 	if err != nil && !errors.Is(err, persistence.ErrNotFound) {
 		return fmt.Errorf("memory: read the embedding model: %w", err)
 	}
-	if err == nil && string(have) != e.model {
-		m.log.Info().Str("was", string(have)).Str("model", e.model).Msg("memory: the embedding model changed: embedding every record again")
-		if err := m.dropVectors(); err != nil {
-			return fmt.Errorf("memory: drop the vectors of %q: %w", have, err)
-		}
-	}
-	if err != nil || string(have) != e.model {
-		if err := m.store.UpdateIndex([]persistence.KV{{Key: persistence.EmbedModelKey(), Value: []byte(e.model)}}); err != nil {
-			return fmt.Errorf("memory: write the embedding model: %w", err)
+	switch {
+	case err == nil && string(have) != e.model:
+		// The embedder drops the old vectors first (in the background: a
+		// large store takes a while), then records the new model.
+		e.dropModel = string(have)
+	case err != nil:
+		if err := m.setEmbedModel(); err != nil {
+			return err
 		}
 	}
 	go m.runEmbedder()
 	return nil
+}
+
+func (m *Memory) setEmbedModel() error {
+	if err := m.store.UpdateIndex([]persistence.KV{{Key: persistence.EmbedModelKey(), Value: []byte(m.emb.model)}}); err != nil {
+		return fmt.Errorf("memory: write the embedding model: %w", err)
+	}
+	return nil
+}
+
+// changeModel drops the vectors of the model the store's were made with
+// and records the new one (a crash in between drops them again).
+func (m *Memory) changeModel() error {
+	e := m.emb
+	m.log.Info().Str("was", e.dropModel).Str("model", e.model).Msg("memory: the embedding model changed: embedding every record again")
+	if err := m.dropVectors(); err != nil {
+		return fmt.Errorf("memory: drop the vectors of %q: %w", e.dropModel, err)
+	}
+	return m.setEmbedModel()
 }
 
 // dropVectors deletes every vector, code and embedding watermark.
@@ -278,6 +298,13 @@ func (m *Memory) runEmbedder() {
 	defer close(e.done)
 	if err := m.waitLoaded(m.ctx); err != nil {
 		return
+	}
+	if e.dropModel != "" {
+		if err := m.changeModel(); err != nil {
+			e.fail(err)
+			m.log.Error().Err(err).Msg("memory: semantic recall is off until a restart")
+			return
+		}
 	}
 	if err := m.loadVectors(); err != nil {
 		e.fail(err)

@@ -350,3 +350,27 @@ func TestMarkDirtyKeepsTheLatestSeq(t *testing.T) {
 		}
 	}
 }
+
+// Another embedding model makes the stored vectors meaningless: they are
+// dropped and every record is embedded again.
+func TestChangedEmbeddingModelEmbedsAgain(t *testing.T) {
+	fe := &fakeEmbedder{}
+	e := newEnv(t, Options{Embedder: fe, EmbedModel: "fake/a"})
+	a := e.task("o", t0)
+	e.add("o", a, t0, user("alpha bravo charlie"), assistant("delta echo foxtrot"))
+	status := func() EmbeddingStatus { s, _ := e.mem.EmbeddingStatus(); return s }
+	eventually(t, "embedded with model a", func() bool { return status().Vectors == 2 && status().Behind == 0 })
+	e.close()
+	e.opt.EmbedModel = "fake/b"
+	before := fe.texts.Load()
+	e.open()
+	eventually(t, "embedded again with model b", func() bool { return status().Vectors == 2 && status().Behind == 0 && fe.texts.Load()-before == 2 })
+	var model []byte
+	_ = e.st.View(func(v *persistence.Snapshot) error {
+		model, _ = v.GetCopy(persistence.EmbedModelKey())
+		return nil
+	})
+	if string(model) != "fake/b" {
+		t.Fatalf("stored model %q, want fake/b", model)
+	}
+}
