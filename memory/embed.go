@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -17,8 +18,9 @@ import (
 // gives every indexed record of an event (each passage of a long one) a
 // vector, and Recall fuses the records nearest to its query's vector with
 // the lexical results (fuse, rank.go's weights apply to the fused
-// relevance). Facts are not embedded: their recording call's result and the
-// request that led to them are, and the lexical index holds the facts.
+// relevance). Facts are embedded too, each on its own (they are not
+// events): a fact recorded while the embedder runs is queued, and at start
+// the facts without a vector (no code) are found.
 //
 // The embedder's cursor is durable: each Task's embedding watermark
 // (persistence.EmbedWatermarkKey, the last seq whose records have vectors)
@@ -62,7 +64,8 @@ const (
 type EmbeddingStatus struct {
 	// Vectors is the number of records with a vector.
 	Vectors int
-	// Behind is the number of Tasks with records not embedded yet.
+	// Behind is the number of Tasks with records not embedded yet, and
+	// of facts not embedded yet.
 	Behind int
 	// Failures counts failed embedding calls (batches and queries);
 	// LastError is the latest one's message.
@@ -82,6 +85,31 @@ type dirtyTask struct {
 	marked time.Time
 }
 
+// dirtyFact is a fact to embed (facts are not events: each is embedded on
+// its own, its code's presence says it was).
+type dirtyFact struct {
+	owner string
+	doc   embedDoc
+}
+
+// factDoc is what a fact's vector is made from and says.
+func factDoc(f *Fact) embedDoc {
+	text := f.indexText()
+	return embedDoc{ref: persistence.FactRef(f.Task, f.ID), text: text,
+		meta: vecMeta{kind: KindFact, time: f.Time.UnixMilli(), hash: contentHash(text), textBytes: uint32(len(text)), source: f.source()}}
+}
+
+// markFact notes a fact to embed.
+func (e *embedState) markFact(owner string, d embedDoc) {
+	e.mu.Lock()
+	e.facts[string(d.ref)] = dirtyFact{owner: owner, doc: d}
+	e.mu.Unlock()
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+}
+
 // pendingCommit is how long the embedder waits for an append it was told
 // of to commit; an append that failed is forgotten then (a later one, or
 // the next start's catch-up, finds the Task's records).
@@ -97,8 +125,10 @@ type embedState struct {
 	dropModel string
 
 	mu sync.Mutex
-	// dirty: the Tasks with records to embed.
+	// dirty: the Tasks with records to embed; facts: the facts to embed,
+	// by ref.
 	dirty   map[string]dirtyTask
+	facts   map[string]dirtyFact
 	lastErr string
 	// queryFailures counts the recall queries that failed in a row; none
 	// is sent to the provider before queryRetry.
@@ -123,7 +153,7 @@ func (m *Memory) EmbeddingStatus() (EmbeddingStatus, bool) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return EmbeddingStatus{Vectors: e.vecs.len(), Behind: len(e.dirty), Failures: e.failures.Load(), LastError: e.lastErr,
+	return EmbeddingStatus{Vectors: e.vecs.len(), Behind: len(e.dirty) + len(e.facts), Failures: e.failures.Load(), LastError: e.lastErr,
 		LexicalOnly: e.lexicalOnly.Load()}, true
 }
 
@@ -255,6 +285,26 @@ func (m *Memory) loadVectors() error {
 					return err
 				}
 				return e.vecs.add(o, string(k[len(pre):]), dims, meta, code)
+			})
+			if err != nil {
+				return err
+			}
+		}
+		for _, o := range owners {
+			err := v.Scan(persistence.FactPrefix(o), persistence.ScanOptions{}, func(_, val []byte) error {
+				var f Fact
+				if err := json.Unmarshal(val, &f); err != nil {
+					return fmt.Errorf("%w: fact: %v", errCorrupt, err)
+				}
+				d := factDoc(&f)
+				has, err := v.Has(persistence.VectorCodeKey(o, d.ref))
+				if err != nil || has {
+					return err
+				}
+				e.mu.Lock()
+				e.facts[string(d.ref)] = dirtyFact{owner: o, doc: d}
+				e.mu.Unlock()
+				return nil
 			})
 			if err != nil {
 				return err
@@ -401,7 +451,50 @@ func (m *Memory) embedDirty(ctx context.Context) (waiting bool, err error) {
 			waiting = true
 		}
 	}
-	return waiting, nil
+	return waiting, m.embedFacts(ctx)
+}
+
+// embedFacts embeds the facts recorded since the last pass (or found
+// without a vector at start), a batch of one owner's at a time.
+func (m *Memory) embedFacts(ctx context.Context) error {
+	e := m.emb
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		e.mu.Lock()
+		var owner string
+		var batch []dirtyFact
+		for _, f := range e.facts {
+			if owner == "" {
+				owner = f.owner
+			}
+			if f.owner == owner && len(batch) < m.opt.EmbedBatch {
+				batch = append(batch, f)
+			}
+		}
+		for _, f := range batch {
+			delete(e.facts, string(f.doc.ref))
+		}
+		e.mu.Unlock()
+		if len(batch) == 0 {
+			return nil
+		}
+		docs := make([]embedDoc, len(batch))
+		for i, f := range batch {
+			docs[i] = f.doc
+		}
+		if err := m.embedCommit(ctx, owner, docs); err != nil {
+			e.mu.Lock()
+			for _, f := range batch {
+				if _, ok := e.facts[string(f.doc.ref)]; !ok {
+					e.facts[string(f.doc.ref)] = f
+				}
+			}
+			e.mu.Unlock()
+			return fmt.Errorf("facts of %s: %w", owner, err)
+		}
+	}
 }
 
 // embedDoc is one record (or passage) to embed.
@@ -445,12 +538,12 @@ func (m *Memory) embedTask(ctx context.Context, owner, task string) (uint64, err
 		batch := m.opt.EmbedBatch
 		for len(docs) > batch {
 			_, seq, _, _, _, _ := parseRef(docs[batch].ref)
-			if err := m.embedCommit(ctx, owner, task, docs[:batch], seq-1); err != nil {
+			if err := m.embedCommit(ctx, owner, docs[:batch], embedMark(task, seq-1)); err != nil {
 				return 0, err
 			}
 			docs = docs[batch:]
 		}
-		if err := m.embedCommit(ctx, owner, task, docs, end); err != nil {
+		if err := m.embedCommit(ctx, owner, docs, embedMark(task, end)); err != nil {
 			return 0, err
 		}
 		cur = end
@@ -490,11 +583,17 @@ func (m *Memory) embedDocs(owner, task string, from, to uint64, tools map[string
 	return docs, err
 }
 
-// embedCommit embeds docs and commits their vectors, codes and the Task's
-// embedding watermark upTo in one commit, then adds the codes to memory.
-func (m *Memory) embedCommit(ctx context.Context, owner, task string, docs []embedDoc, upTo uint64) error {
+// embedMark is the record of a Task's embedding watermark.
+func embedMark(task string, upTo uint64) persistence.KV {
+	return persistence.KV{Key: persistence.EmbedWatermarkKey(task), Value: persistence.WatermarkValue(upTo)}
+}
+
+// embedCommit embeds docs and commits their vectors and codes with extra
+// (a Task's embedding watermark) in one commit, then adds the codes to
+// memory.
+func (m *Memory) embedCommit(ctx context.Context, owner string, docs []embedDoc, extra ...persistence.KV) error {
 	e := m.emb
-	kvs := make([]persistence.KV, 0, 2*len(docs)+1)
+	kvs := make([]persistence.KV, 0, 2*len(docs)+len(extra))
 	type added struct {
 		ref  string
 		dims int
@@ -538,7 +637,10 @@ func (m *Memory) embedCommit(ctx context.Context, owner, task string, docs []emb
 			return fmt.Errorf("%w: the provider returned %d, the stored vectors have %d (was memory.embeddings.model changed without a restart?)", ErrEmbeddingDims, len(vecs[0]), d)
 		}
 	}
-	kvs = append(kvs, persistence.KV{Key: persistence.EmbedWatermarkKey(task), Value: persistence.WatermarkValue(upTo)})
+	kvs = append(kvs, extra...)
+	if len(kvs) == 0 {
+		return nil
+	}
 	if err := m.store.UpdateIndex(kvs); err != nil {
 		return err
 	}

@@ -374,3 +374,35 @@ func TestChangedEmbeddingModelEmbedsAgain(t *testing.T) {
 		t.Fatalf("stored model %q, want fake/b", model)
 	}
 }
+
+// Facts get vectors too (a fact recorded while the memory ran without its
+// embedder is found at the next start); a fact is recalled through its
+// vector, and a fact superseded explicitly is not.
+func TestSemanticRecallOfFacts(t *testing.T) {
+	fe := &fakeEmbedder{}
+	e := newEnv(t, Options{})
+	a := e.task("o", t0)
+	old, err := e.mem.RecordFact(context.Background(), "o", a, "c1", FactInput{Content: "The canteen closes at 13:00 on Fridays."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.close()
+	e.opt.Embedder, e.opt.EmbedModel, e.opt.MinSimilarity = fe, "fake/bag", 0.15
+	e.open()
+	status := func() EmbeddingStatus { s, _ := e.mem.EmbeddingStatus(); return s }
+	eventually(t, "the fact found at start embedded", func() bool { return status().Vectors == 1 && status().Behind == 0 })
+	q := e.task("o", t0.Add(time.Hour))
+	ev := e.recall("o", q, history(q, user("When does the cafeteria shut?")))
+	if len(ev) != 1 || ev[0].Kind != "fact" || !strings.Contains(ev[0].Text, "13:00") {
+		t.Fatalf("recalled %q, want the fact through its vector", describe(ev))
+	}
+	if _, err := e.mem.RecordFact(context.Background(), "o", a, "c2", FactInput{Content: "The canteen closes at 14:00 on Fridays now.", Supersedes: old}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the new fact embedded", func() bool { return status().Vectors == 2 && status().Behind == 0 })
+	q = e.task("o", t0.Add(2*time.Hour))
+	ev = e.recall("o", q, history(q, user("When does the cafeteria shut?")))
+	if len(ev) != 1 || !strings.Contains(ev[0].Text, "14:00") {
+		t.Fatalf("recalled %q, want only the fact that supersedes the old one", describe(ev))
+	}
+}

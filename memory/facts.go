@@ -134,6 +134,9 @@ func (m *Memory) RecordFact(ctx context.Context, owner, taskID, callID string, i
 	m.track.add(owner, string(extra[1].Key), d, now)
 	m.recalls.added(owner, taskID, 1)
 	m.signal()
+	if m.emb != nil {
+		m.emb.markFact(owner, factDoc(f))
+	}
 	return f.ID, nil
 }
 

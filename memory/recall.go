@@ -304,15 +304,24 @@ func (r *recaller) fuseNear(first []*candidate, near []vecHit) ([]*candidate, er
 	}
 	var semantic []uint64
 	for _, n := range near {
+		task, seq, fact, from, to, ok := parseRef([]byte(n.ref))
+		if !ok {
+			return nil, fmt.Errorf("%w: ref %q", errCorrupt, n.ref)
+		}
+		if fact != "" {
+			// A fact superseded explicitly is not recalled.
+			if by, err := supersededBy(r.v, r.owner, fact); err != nil || by != "" {
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
+		}
 		semantic = append(semantic, n.meta.hash)
 		if r.byHash[n.meta.hash] != nil {
 			continue
 		}
-		task, seq, _, from, to, ok := parseRef([]byte(n.ref))
-		if !ok {
-			return nil, fmt.Errorf("%w: ref %q", errCorrupt, n.ref)
-		}
-		h := Hit{TaskID: task, Seq: seq, Kind: n.meta.kind, Time: time.UnixMilli(n.meta.time).UTC(), Source: n.meta.source,
+		h := Hit{TaskID: task, Seq: seq, FactID: fact, Kind: n.meta.kind, Time: time.UnixMilli(n.meta.time).UTC(), Source: n.meta.source,
 			TextBytes: int(n.meta.textBytes), Untrusted: n.meta.untrusted, hash: n.meta.hash, PassageFrom: from, PassageTo: to}
 		c, err := r.add(&h)
 		if err != nil {
