@@ -66,9 +66,9 @@
 // searchable and shown with their provenance.
 //
 // Semantic recall (optional, Options.Embedder; embed.go, vectors.go): a
-// background embedder gives each indexed event record (each passage) a
-// vector kept in Badger beside the lexical index, with a durable per-Task
-// watermark, so it resumes after a restart; recall embeds its query, finds
+// background embedder gives each indexed event record (each passage) and
+// each fact a vector kept in Badger beside the lexical index, with a
+// durable per-Task watermark, so it resumes after a restart; recall embeds its query, finds
 // the nearest records (sign codes in memory, exact cosine of a shortlist)
 // and fuses them with the lexical first hop by reciprocal rank fusion. A
 // failing provider leaves recall lexical (logged, counted in
