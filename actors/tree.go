@@ -319,7 +319,7 @@ func (t *task) onSpawn(ctx actor.Context, m *spawnReq) {
 		// children; each call learns which.
 		for i, r := range ok {
 			r, id := r, ids[i]
-			ctx.Send(ctx.Parent(), &childStart{id: id, reply: func(queued bool) { r.reply <- spawnReply{id: id, queued: queued} }})
+			ctx.Send(t.env.tasks, &childStart{id: id, reply: func(queued bool) { r.reply <- spawnReply{id: id, queued: queued} }})
 		}
 	}, func(err error) {
 		for _, r := range ok {
@@ -459,7 +459,7 @@ func (t *task) treeCommand(ctx actor.Context, c any, r chan reply) bool {
 		bodies := t.st.Start("spawned by task " + t.st.ParentID)
 		if bodies == nil && !t.st.Running() {
 			// Cancelled while it was queued: its place frees at once.
-			ctx.Send(ctx.Parent(), &childEnded{id: t.id})
+			ctx.Send(t.env.tasks, &childEnded{id: t.id})
 		}
 		t.persist(ctx, bodies, []chan reply{r}, nil)
 	case *cmdBudgetAsk:
@@ -497,7 +497,7 @@ func (t *task) cascade(ctx actor.Context, c taskstate.Cascade) {
 // tell sends a tree command to another Task through the manager (which
 // activates a dormant one).
 func (t *task) tell(ctx actor.Context, id string, cmd any) {
-	ctx.Send(ctx.Parent(), &taskCommand{taskID: id, caller: Operator, cmd: cmd})
+	ctx.Send(t.env.tasks, &taskCommand{taskID: id, caller: Operator, cmd: cmd})
 }
 
 // stopWork stops the Task's model call and cancels its running tools.
