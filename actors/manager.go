@@ -5,6 +5,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"lemo/actors/taskstate"
 	"lemo/api"
 	"lemo/supervision"
 )
@@ -48,23 +49,9 @@ type manager struct {
 	// not answered it yet.
 	stopping *shutdown
 	waiting  map[string]bool
-	// Child Tasks started by spawns that have not ended (running), and
-	// the spawned ones waiting for a place among them (queued, in spawn
-	// order): at most MaxRunningChildren run at once daemon-wide.
-	running map[string]bool
-	queued  []string
+	// admission decides which child Tasks run (admission.go).
+	admission *taskstate.Admission
 }
-
-// childStart asks the manager to start a spawned child now or when a
-// place among the running children frees; reply learns which (nil: no
-// one asks).
-type childStart struct {
-	id    string
-	reply func(queued bool)
-}
-
-// childEnded tells the manager that a child Task ended: its place frees.
-type childEnded struct{ id string }
 
 type failureRecorded struct {
 	taskID string
@@ -78,7 +65,7 @@ type failureRecorded struct {
 }
 
 func newManager(e *env) *manager {
-	m := &manager{env: e, children: make(map[string]*child), running: make(map[string]bool)}
+	m := &manager{env: e, children: make(map[string]*child), admission: e.admission}
 	// Strategy.Level stays nil: the manager supervises the actors of root
 	// Tasks (a child Task's actor is supervised by its parent's, with the
 	// same budget: task.superviseKid).
@@ -156,24 +143,9 @@ func (m *manager) Receive(ctx actor.Context) {
 			}
 		}
 	case *childStart:
-		queued := len(m.running) >= m.env.opts.MaxRunningChildren
-		if queued {
-			m.queued = append(m.queued, msg.id)
-		} else {
-			m.startChild(ctx, msg.id)
-		}
-		if msg.reply != nil {
-			msg.reply(queued)
-		}
+		m.onChildStart(ctx, msg)
 	case *childEnded:
-		if m.running[msg.id] {
-			delete(m.running, msg.id)
-			for len(m.queued) > 0 && len(m.running) < m.env.opts.MaxRunningChildren {
-				id := m.queued[0]
-				m.queued = m.queued[1:]
-				m.startChild(ctx, id)
-			}
-		}
+		m.startChildren(ctx, m.admission.Ended(msg.id))
 	case *shutdown:
 		m.shutdown(ctx, msg)
 	case *taskShutdownDone:
@@ -288,10 +260,4 @@ func (m *manager) shutdownProgress() {
 // in the same commit, and the manager wakes the parent.
 func (m *manager) crashRecorded(ctx actor.Context, r *failureRecorded, d supervision.Decision) {
 	ctx.Send(m.env.hub, &hubEvents{owner: r.owner, ancestors: r.ancestors, events: r.events})
-}
-
-// startChild starts a spawned child and counts it among the running ones.
-func (m *manager) startChild(ctx actor.Context, id string) {
-	m.running[id] = true
-	m.route(ctx, &taskCommand{taskID: id, caller: Operator, cmd: &cmdStart{}})
 }

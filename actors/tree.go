@@ -314,12 +314,13 @@ func (t *task) onSpawn(ctx actor.Context, m *spawnReq) {
 	if len(ok) == 0 {
 		return
 	}
+	now := t.env.now()
 	t.persistTree(ctx, parent, &treeExtra{also: also}, func(ctx actor.Context) {
 		// The manager starts each now, or queues it behind the running
 		// children; each call learns which.
 		for i, r := range ok {
 			r, id := r, ids[i]
-			ctx.Send(t.env.tasks, &childStart{id: id, reply: func(queued bool) { r.reply <- spawnReply{id: id, queued: queued} }})
+			ctx.Send(t.env.tasks, &childStart{id: id, parent: t.id, created: now, reply: func(queued bool) { r.reply <- spawnReply{id: id, queued: queued} }})
 		}
 	}, func(err error) {
 		for _, r := range ok {
@@ -462,6 +463,8 @@ func (t *task) treeCommand(ctx actor.Context, c any, r chan reply) bool {
 			ctx.Send(t.env.tasks, &childEnded{id: t.id})
 		}
 		t.persist(ctx, bodies, []chan reply{r}, nil)
+	case *cmdQueued:
+		t.persist(ctx, t.st.Queue(c.holding, c.limit), []chan reply{r}, nil)
 	case *cmdBudgetAsk:
 		t.onBudgetAsk(ctx, c)
 		replyTo(r, reply{meta: t.meta})
@@ -477,6 +480,8 @@ func (t *task) treeCommand(ctx actor.Context, c any, r chan reply) bool {
 				t.stopWork(ctx)
 			case taskstate.CascadePause:
 				t.stopCycle(ctx)
+			case taskstate.CascadeContinue:
+				t.askPlace(ctx)
 			}
 			t.cascade(ctx, c.c)
 		})
