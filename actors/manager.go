@@ -127,7 +127,7 @@ func (m *manager) Receive(ctx actor.Context) {
 		if msg.err != nil {
 			m.env.log.Error().Err(msg.err).Str("task", msg.taskID).Msg("could not record the failure of a crashed task")
 		}
-		if c := m.children[msg.taskID]; c != nil && msg.err == nil {
+		if c := m.children[msg.taskID]; c != nil && msg.err == nil && c.slot.stopped.Load() != nil {
 			m.crashRecorded(ctx, msg, c.slot.stopped.Load().decision)
 		}
 		if msg.parent != "" {
