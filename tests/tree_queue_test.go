@@ -126,4 +126,18 @@ func TestTreeQueueAcrossKill9(t *testing.T) {
 	if most != 2 {
 		t.Fatalf("at most %d children ran at once, want 2 (the limit)\n%s", most, dumpTree(c, root.GetTaskId(), ""))
 	}
+	// A child that waited says so in its history, as lemo attach shows it.
+	queuedSeen := 0
+	for _, cs := range spawned {
+		out, code := cli(t, data, "attach", cs.GetChildId())
+		if code != 0 {
+			t.Fatalf("lemo attach %s: exit %d\n%s", cs.GetChildId(), code, out)
+		}
+		if strings.Contains(out, "[created: queued: ") {
+			queuedSeen++
+		}
+	}
+	if queuedSeen != 3 {
+		t.Fatalf("lemo attach shows %d children queued, want 3", queuedSeen)
+	}
 }
