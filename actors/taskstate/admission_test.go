@@ -149,6 +149,9 @@ func TestQueueRecord(t *testing.T) {
 	if m := (&api.TaskMeta{Status: api.TaskStatus_TASK_STATUS_CREATED}); StatusWord(m) != "created" {
 		t.Fatalf("StatusWord of a root = %q, want created", StatusWord(m))
 	}
+	if _, err := child.Continue(""); err == nil || !strings.Contains(err.Error(), "queued child task") {
+		t.Fatalf("Continue of a queued child = %v, want a refusal that says it is queued", err)
+	}
 	apply(child, child.Start("spawned"))
 	if child.Queued() || child.Queue(2, 2) != nil {
 		t.Fatal("a started child is still queued")
