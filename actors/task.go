@@ -410,7 +410,7 @@ func (t *task) onLoaded(ctx actor.Context, m *loaded) {
 		crash = t.crash.Swap(nil)
 	}
 	if t.st.Exists() {
-		t.env.inspector.setState(t.self.Id, taskstate.StatusName(t.st.Status), t.env.now())
+		t.env.inspector.setState(t.self.Id, t.st.StatusWord(), t.env.now())
 		t.meta = m.meta
 		t.st.Rerun(rerunnable(t.env.deps.Tools))
 		bodies := t.env.opts.Budget.recovered(t.env.deps.Tools, t.st, t.st.Recover(t.env.now()))
@@ -598,7 +598,7 @@ func (t *task) onAppended(ctx actor.Context, m *appended) {
 	}
 	t.keepHistory(inf.events)
 	t.meta = m.meta
-	t.env.inspector.setState(t.self.Id, taskstate.StatusName(t.st.Status), t.env.now())
+	t.env.inspector.setState(t.self.Id, t.st.StatusWord(), t.env.now())
 	ctx.Send(t.env.hub, &hubEvents{owner: t.st.Owner, ancestors: t.ancestors, events: inf.events})
 	for _, r := range inf.replies {
 		replyTo(r, reply{meta: m.meta})

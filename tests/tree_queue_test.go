@@ -76,6 +76,23 @@ func TestTreeQueueAcrossKill9(t *testing.T) {
 	if code != 0 || strings.Count(out, " queued ") != 3 {
 		t.Fatalf("lemo tasks --tree (exit %d) shows %d queued children, want 3:\n%s", code, strings.Count(out, " queued "), out)
 	}
+	// The running children's actors are children of their parent's actor
+	// (finished, it stays in memory while they run); so are the queued
+	// ones' while they record that they wait.
+	out, code = cli(t, data, "console", "--json")
+	var tree struct {
+		Actors []struct{ ID, Kind, State string }
+	}
+	mustJSON(t, out, &tree)
+	nested := map[string]int{}
+	for _, a := range tree.Actors {
+		if a.Kind == "task" && strings.HasPrefix(a.ID, "daemon/tasks/"+root.GetTaskId()+"/") && strings.Count(a.ID, "/") == 3 {
+			nested[a.State]++
+		}
+	}
+	if code != 0 || nested["running"] != 2 {
+		t.Fatalf("lemo console --json shows child Task actors %v under the parent's, want the 2 running (exit %d)\n%s", nested, code, out)
+	}
 	d.kill()
 	_ = c.Close()
 

@@ -54,6 +54,14 @@ func StatusWord(m *api.TaskMeta) string {
 	return StatusName(m.GetStatus())
 }
 
+// StatusWord is the Task's status as people read it (see StatusWord).
+func (s *State) StatusWord() string {
+	if s.Queued() {
+		return "queued"
+	}
+	return StatusName(s.Status)
+}
+
 // Queued reports whether this Task is a child waiting for a place.
 func (s *State) Queued() bool {
 	return s.Exists() && s.ParentID != "" && s.Status == api.TaskStatus_TASK_STATUS_CREATED

@@ -128,8 +128,8 @@ func TestQueueRecord(t *testing.T) {
 	create := Create(CreateInput{Owner: "alice", Model: "fake/m", Request: "sub"})
 	create[0].(*api.TaskCreated).ParentId = "P"
 	apply(child, create[:2]) // as a spawn records it: created, not running
-	if !child.Queued() {
-		t.Fatal("a created child is not queued")
+	if !child.Queued() || child.StatusWord() != "queued" {
+		t.Fatalf("a created child is not queued (%s)", child.StatusWord())
 	}
 	bodies := child.Queue(2, 2)
 	if len(bodies) != 1 {
