@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"lemo/api"
 	"lemo/providers"
 	"lemo/providers/fake"
+	"lemo/tools"
 	"lemo/tools/tasks"
 )
 
@@ -210,4 +212,63 @@ func TestTreeChildCrashDecidedByParent(t *testing.T) {
 	if row, ok := actorRow(h.d, "tasks"); !ok || row.StoppedChildren != 0 || row.LastDecision != "" {
 		t.Fatalf("the manager's row = %+v (found %v), want no decision of its own", row, ok)
 	}
+}
+
+// crashOnceTool's approval rule panics the first time it is evaluated.
+type crashOnceTool struct {
+	echoTool
+	crashes *atomic.Int32
+}
+
+func (crashOnceTool) Name() string { return "test.crash_once" }
+func (c crashOnceTool) Approval(json.RawMessage) tools.Approval {
+	if c.crashes.Add(1) == 1 {
+		panic("approval rule bug")
+	}
+	return tools.Approval{}
+}
+
+// A parent's crash restarts its subtree: the running child's actor stops
+// with the parent's, is activated again under the parent's next
+// incarnation and recovers from its history (paused, interrupted);
+// continuing the parent continues it, and it finishes.
+func TestTreeParentRestartRecoversChild(t *testing.T) {
+	release := make(chan struct{})
+	crashes := new(atomic.Int32)
+	var h *harness
+	plan := treePlan(func(last string, tool bool) fake.Turn {
+		switch {
+		case strings.Contains(last, "CHILD"):
+			return fake.Turn{Text: "child done", Wait: release}
+		case last == "PARENT":
+			return fake.Turn{ToolCalls: []providers.ToolCall{fake.ToolCall("c1", "tasks_spawn", map[string]any{"request": "CHILD x"})}}
+		case tool && crashes.Load() == 0:
+			return fake.Turn{ToolCalls: []providers.ToolCall{call("p", "test_crash_once", "x")}}
+		default:
+			return fake.Turn{Text: "parent done"}
+		}
+	})
+	h = newHarness(t, plan, append(tasks.NewTree(lazyStoreOf(&h)), crashOnceTool{crashes: crashes})...)
+	id := h.create("PARENT")
+	h.waitFor(id, "pause after the crash", interrupted(1))
+	child := ""
+	for _, ev := range h.history(id) {
+		if cs := ev.GetChildSpawned(); cs != nil {
+			child = cs.GetChildId()
+		}
+	}
+	cevs := h.waitFor(child, "its pause with the parent's restart", interrupted(1))
+	if fs := failures(cevs, api.FailureScope_FAILURE_SCOPE_TASK); len(fs) != 0 {
+		t.Fatalf("the child recorded a crash of its own: %v", fs)
+	}
+	underParent(t, h.d, id, child)
+	if d := h.obs.decided(); d["task restart"] != 1 || d["child_task restart"]+d["child_task stop"] != 0 {
+		t.Fatalf("decisions %v, want the parent's one restart and none about the child", d)
+	}
+	if _, err := h.d.Continue(context.Background(), actors.Operator, id, ""); err != nil {
+		t.Fatalf("Continue the parent: %v", err)
+	}
+	close(release)
+	h.waitStatus(child, api.TaskStatus_TASK_STATUS_FINISHED)
+	h.waitStatus(id, api.TaskStatus_TASK_STATUS_FINISHED)
 }
