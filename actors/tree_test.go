@@ -282,3 +282,72 @@ func TestTreeRootSubscriptionSeesChildFail(t *testing.T) {
 		}
 	}
 }
+
+// A subscription that starts after a child's first events (lemo run
+// subscribes once its Task exists; a client attaches mid-run or again
+// after a reconnect) is still told what the child is doing: ProgressBelow
+// holds its status, its Cycle and its open call, labelled from the root,
+// and forgets it once it ended.
+func TestTreeProgressBelowTellsRunningChild(t *testing.T) {
+	var h *harness
+	plan := treePlan(func(last string, tool bool) fake.Turn {
+		switch {
+		case strings.Contains(last, "released"):
+			return fake.Turn{Text: "child done"}
+		case strings.Contains(last, "CHILD"):
+			return fake.Turn{ToolCalls: []providers.ToolCall{call("b", "test_block", "child-call")}}
+		case last == "PARENT":
+			return fake.Turn{ToolCalls: []providers.ToolCall{fake.ToolCall("c1", "tasks_spawn", map[string]any{"request": "CHILD x", "wait": true, "timeout": 60})}}
+		default:
+			return fake.Turn{Text: "parent saw: " + last}
+		}
+	})
+	h = newHarness(t, plan, tasks.NewTree(lazyStoreOf(&h))...)
+	id := h.create("PARENT")
+	eventually(t, "the child's call", func() error {
+		if !h.blocks.isRunning("child-call") {
+			return fmt.Errorf("the child's call has not started")
+		}
+		return nil
+	})
+	var child string
+	for _, ev := range h.history(id) {
+		if cs := ev.GetChildSpawned(); cs != nil {
+			child = cs.GetChildId()
+		}
+	}
+	ctx := context.Background()
+	st, err := h.d.ProgressBelow(ctx, actors.Operator, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, te := range st.GetEvents() {
+		if got := strings.Join(te.GetPath(), "/"); got != id+"/"+child {
+			t.Fatalf("progress of %s, want %s/%s", got, id, child)
+		}
+		kinds = append(kinds, api.Kind(te.GetEvent()))
+	}
+	if want := "status_changed cycle_started tool_call_recorded"; strings.Join(kinds, " ") != want || st.GetOmitted() != 0 {
+		t.Fatalf("told %v (omitted %d), want %s:\n%s", kinds, st.GetOmitted(), want, dump(h.history(child)))
+	}
+	if c := st.GetEvents()[2].GetEvent().GetToolCallRecorded(); c.GetTool() != "test.block" {
+		t.Fatalf("the open call is %v, want test.block's", c)
+	}
+	// The child is below the root only: not below itself, nor another's.
+	if st, err := h.d.ProgressBelow(ctx, actors.Operator, child); err != nil || len(st.GetEvents()) != 0 {
+		t.Fatalf("below the child: %v, %v", st, err)
+	}
+	if _, err := h.d.ProgressBelow(ctx, actors.Caller{Owner: "mallory"}, id); err == nil {
+		t.Fatal("another owner was told of the tree")
+	}
+	h.blocks.release("child-call")
+	h.waitStatus(id, api.TaskStatus_TASK_STATUS_FINISHED)
+	eventually(t, "the child forgotten", func() error {
+		st, err := h.d.ProgressBelow(ctx, actors.Operator, id)
+		if err != nil || len(st.GetEvents()) != 0 {
+			return fmt.Errorf("after the child ended: %v, %v", st, err)
+		}
+		return nil
+	})
+}
