@@ -48,6 +48,10 @@ func (r *renderer) update(u *api.Update) {
 		r.event(b.Event)
 	case *api.Update_TreeEvent:
 		r.tree(b.TreeEvent)
+	case *api.Update_TreeState:
+		for _, l := range r.below.state(b.TreeState) {
+			r.line("%s", l)
+		}
 	}
 }
 

@@ -321,6 +321,13 @@ func streamTask(ctx context.Context, c *client.Conn, stdout, stderr io.Writer, o
 				if answers != nil {
 					p.tree(b.TreeEvent)
 				}
+			case *api.Update_TreeState:
+				// The calls open below: what their approvals' prompts show.
+				for _, te := range b.TreeState.GetEvents() {
+					if answers != nil {
+						p.tree(te)
+					}
+				}
 			case *api.Update_CaughtUp:
 				caughtUp = true
 			}

@@ -152,3 +152,47 @@ func TestRenderTreeApproval(t *testing.T) {
 		t.Fatalf("rendered %q, want %q", b.String(), want)
 	}
 }
+
+// A follower told the TreeState at its (re)subscription shows each running
+// descendant's line as one following from the start last showed it,
+// prints a line again only when it changed, and forgets those no longer
+// running.
+func TestTreeProgressState(t *testing.T) {
+	rc, rd := []string{"R", "C"}, []string{"R", "D"}
+	live := []*api.TreeEvent{
+		treeEv(rc, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_RUNNING}),
+		treeEv(rc, &api.CycleStarted{Cycle: 2}),
+		treeEv(rc, &api.ToolCallRecorded{CallId: "c1", Tool: "shell.run"}),
+	}
+	var from treeProgress
+	var last string
+	for _, te := range live {
+		for _, l := range from.event(te) {
+			last = l
+		}
+	}
+	state := &api.TreeState{Events: append(live, treeEv(rd, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_AWAITING_APPROVAL}))}
+	var p treeProgress
+	got := p.state(state)
+	want := []string{last, "  ↳ R/D: awaiting_approval"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("attached mid-run: %q, want %q", got, want)
+	}
+	// Again after a reconnect: C unchanged, D ended meanwhile (not told).
+	if got := p.state(&api.TreeState{Events: live}); len(got) != 0 {
+		t.Fatalf("told again the same: printed %q", got)
+	}
+	if p.kids["D"] != nil || p.kids["C"] == nil {
+		t.Fatalf("tracks %v after the second state, want C only", p.kids)
+	}
+	// C's Cycle moved on meanwhile; others were left out.
+	got = p.state(&api.TreeState{Events: []*api.TreeEvent{treeEv(rc, &api.CycleStarted{Cycle: 3})}, Omitted: 5})
+	want = []string{"  ↳ R/C: running · cycle 3", "  ↳ 5 more tasks run below: their progress is not shown (lemo tasks --tree lists them)"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("after a change: %q, want %q", got, want)
+	}
+	// The live events that follow fold on the state told.
+	if got := p.event(treeEv(rc, &api.ToolCallRecorded{CallId: "c2", Tool: "files.read"})); !slices.Equal(got, []string{"  ↳ R/C: running · cycle 3 · files.read"}) {
+		t.Fatalf("live after the state: %q", got)
+	}
+}
