@@ -10,8 +10,9 @@ import (
 )
 
 // maxBelowTracked bounds the running child Tasks whose progress the hub
-// keeps. The running-children limit (tasks.max_running) keeps the number
-// far below it; the bound holds if that limit is set very high.
+// keeps. The running-children limit (tasks.max_running_children) keeps
+// their number far below it; the bound holds if that limit is set very
+// high (the Tasks past it are then not told of at subscription).
 const maxBelowTracked = 4096
 
 // belowTask is the hub's record of a running child Task: what a new
