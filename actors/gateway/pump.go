@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"lemo/actors"
+	"lemo/actors/taskstate"
 	"lemo/api"
 )
 
@@ -219,7 +220,13 @@ func (st *pumpState) receive(u actors.Update, ok bool) bool {
 	case u.Delta != nil && !st.p.req.GetNoDeltas():
 		st.live(item{u: &api.Update{Body: &api.Update_Delta{Delta: u.Delta}}})
 	case u.Tree != nil:
-		st.live(item{u: &api.Update{Body: &api.Update_TreeEvent{TreeEvent: u.Tree}}, below: u.Tree.GetEvent().GetTaskId(), seq: u.Tree.GetEvent().GetSeq()})
+		it := item{u: &api.Update{Body: &api.Update_TreeEvent{TreeEvent: u.Tree}}}
+		if taskstate.IsProgress(u.Tree.GetEvent()) {
+			// (Approvals are told again as they are: clients key on
+			// their ids.)
+			it.below, it.seq = u.Tree.GetEvent().GetTaskId(), u.Tree.GetEvent().GetSeq()
+		}
+		st.live(it)
 	}
 	return true
 }

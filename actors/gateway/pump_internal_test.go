@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"strings"
 	"testing"
 
 	"lemo/actors"
@@ -14,10 +15,13 @@ import (
 func TestPumpDropsTreeEventsTheStateCovers(t *testing.T) {
 	st := &pumpState{seen: map[string]uint64{}, belowSeen: map[string]uint64{"C": 5}}
 	te := func(task string, seq uint64) actors.Update {
-		return actors.Update{Tree: &api.TreeEvent{Path: []string{"R", task}, Event: &api.Event{TaskId: task, Seq: seq}}}
+		return actors.Update{Tree: &api.TreeEvent{Path: []string{"R", task}, Event: &api.Event{TaskId: task, Seq: seq, Body: &api.Event_CycleStarted{CycleStarted: &api.CycleStarted{}}}}}
 	}
+	// An approval's resolution goes out even when the state covers its
+	// seq: the state does not hold approvals.
+	resolved := actors.Update{Tree: &api.TreeEvent{Path: []string{"R", "C"}, Event: &api.Event{TaskId: "C", Seq: 3, Body: &api.Event_ApprovalResolved{ApprovalResolved: &api.ApprovalResolved{}}}}}
 	st.snapDone = true
-	for _, u := range []actors.Update{te("C", 4), te("C", 5), te("C", 6), te("D", 1)} {
+	for _, u := range []actors.Update{te("C", 4), resolved, te("C", 5), te("C", 6), te("D", 1)} {
 		st.receive(u, true)
 	}
 	var got []string
@@ -25,7 +29,7 @@ func TestPumpDropsTreeEventsTheStateCovers(t *testing.T) {
 		ev := it.u.GetTreeEvent().GetEvent()
 		got = append(got, ev.GetTaskId()+":"+string(rune('0'+ev.GetSeq())))
 	}
-	if want := "C:6 D:1"; len(got) != 2 || got[0]+" "+got[1] != want {
+	if want := "C:3 C:6 D:1"; strings.Join(got, " ") != want {
 		t.Fatalf("sent %v, want %s", got, want)
 	}
 }

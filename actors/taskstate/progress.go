@@ -30,6 +30,17 @@ type Progress struct {
 	last   uint64 // the newest seq folded
 }
 
+// IsProgress reports whether ev is one of the events a Progress folds (a
+// status, a Cycle's start or end, a call's record or end).
+func IsProgress(ev *api.Event) bool {
+	switch ev.GetBody().(type) {
+	case *api.Event_StatusChanged, *api.Event_CycleStarted, *api.Event_CycleFinished,
+		*api.Event_ToolCallRecorded, *api.Event_ToolResult, *api.Event_ToolFailed:
+		return true
+	}
+	return false
+}
+
 // Apply folds ev, an event of the Task, and reports whether the Task is
 // still one to tell of: false once it stopped running (ended or paused);
 // its Progress is then dropped. Events that are not progress change

@@ -88,3 +88,25 @@ func TestProgressBoundsCalls(t *testing.T) {
 		t.Fatalf("keeps %d calls from seq %d, want %d from %d", len(evs), evs[0].GetSeq(), MaxProgressCalls, 2*MaxProgressCalls+1)
 	}
 }
+
+func TestIsProgress(t *testing.T) {
+	for _, tc := range []struct {
+		body any
+		want bool
+	}{
+		{api.TaskStatus_TASK_STATUS_RUNNING, true},
+		{&api.CycleStarted{}, true},
+		{&api.ToolCallRecorded{}, true},
+		{&api.ToolResult{}, true},
+		{&api.ToolFailed{}, true},
+		{&api.AssistantMessage{}, false},
+	} {
+		if got := IsProgress(progEv(1, tc.body)); got != tc.want {
+			t.Errorf("IsProgress(%T) = %v, want %v", tc.body, got, tc.want)
+		}
+	}
+	approval := &api.Event{Body: &api.Event_ApprovalResolved{ApprovalResolved: &api.ApprovalResolved{}}}
+	if IsProgress(approval) {
+		t.Error("an approval's resolution is progress")
+	}
+}

@@ -196,3 +196,24 @@ func TestTreeProgressState(t *testing.T) {
 		t.Fatalf("live after the state: %q", got)
 	}
 }
+
+// After a reconnect the prompter forgets the approvals below it knew (the
+// resubscription tells again those still pending) and learns the calls
+// open below, which their prompts show.
+func TestPrompterTreeState(t *testing.T) {
+	var b strings.Builder
+	p := &prompter{out: &promptWriter{w: &b}, workspace: "/w"}
+	path := []string{"R", "C"}
+	p.tree(treeEv(path, &api.ApprovalRequested{ApprovalId: "C.call-1", CallId: "call-1", Tool: "shell.run"}))
+	p.event(&api.Event{TaskId: "R", Body: &api.Event_ApprovalRequested{ApprovalRequested: &api.ApprovalRequested{ApprovalId: "R.call-9", CallId: "call-9"}}})
+	p.treeState(&api.TreeState{Events: []*api.TreeEvent{treeEv(path, &api.ToolCallRecorded{CallId: "call-2", Tool: "shell.run", Arguments: []byte(`{"command":"echo again"}`)})}})
+	if len(p.pending) != 1 || p.pending[0].GetApprovalId() != "R.call-9" {
+		t.Fatalf("pending after the state: %v, want the followed Task's own only", p.pending)
+	}
+	p.tree(treeEv(path, &api.ApprovalRequested{ApprovalId: "C.call-2", CallId: "call-2", Tool: "shell.run"}))
+	p.pending = p.pending[1:] // (the root's own, asked elsewhere)
+	p.ask()
+	if !strings.Contains(b.String(), "$ echo again") || !strings.Contains(b.String(), "approve C.call-2 in task R/C?") {
+		t.Fatalf("the prompt for the call the state told of: %q", b.String())
+	}
+}
