@@ -2290,7 +2290,8 @@ func (*Update_TreeState) isUpdate_Body() {}
 // the calls they are for, and the progress of its Cycles and status. It
 // carries no seq of the subscribed Task: clients keep it apart from their
 // per-Task contiguous events. A (re)subscription to a Task first sends
-// the approvals still pending anywhere below it as TreeEvents.
+// what runs below it (TreeState), then the approvals still pending
+// anywhere below it as TreeEvents.
 type TreeEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The Task ids from the root of the tree down to the event's Task.
