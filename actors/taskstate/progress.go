@@ -14,7 +14,7 @@ const MaxProgressBelow = 64
 // MaxProgressCalls bounds the open calls a Progress keeps (the newest): a
 // progress line names the current one, a prompt the one its approval is
 // for.
-const MaxProgressCalls = 8
+const MaxProgressCalls = 4
 
 // Progress is what a subscription to an ancestor of a running Task is told
 // of it when the subscription starts, so that a client attaching mid-run
