@@ -34,7 +34,11 @@ const (
 func (m *Model) expandKey(how int) tea.Cmd {
 	r := m.selectedRow()
 	if r == nil || r.taskID == "" || m.tasks[r.taskID] == nil {
-		m.setStatus(true, "select a Task first")
+		if how == expandToggle {
+			m.setStatus(true, "select a Task first")
+		} else {
+			m.dirty = false // (an arrow on another row does nothing)
+		}
 		return nil
 	}
 	id := r.taskID
