@@ -28,6 +28,12 @@ type childStart struct {
 // childEnded tells the manager that a child Task ended: its place frees.
 type childEnded struct{ id string }
 
+// childRunning tells the manager that a child Task that had ended runs
+// again (reopened by a message, a person's message or continue): it holds
+// a place until it ends again. It does not queue: it was started before,
+// and what reopened it expects it to run.
+type childRunning struct{ id string }
+
 // cmdQueued tells a child that it waits for a place: it records so.
 type cmdQueued struct{ holding, limit int }
 

@@ -146,6 +146,8 @@ func (m *manager) Receive(ctx actor.Context) {
 		m.onChildStart(ctx, msg)
 	case *childEnded:
 		m.startChildren(ctx, m.admission.Ended(msg.id))
+	case *childRunning:
+		m.admission.Reopened(msg.id)
 	case *shutdown:
 		m.shutdown(ctx, msg)
 	case *taskShutdownDone:

@@ -152,6 +152,14 @@ func (a *Admission) Ended(id string) []Waiting {
 	return a.next()
 }
 
+// Reopened takes a place for a child that had ended and runs again (a
+// message or a continue reopened it): it was started before, so it does
+// not queue, even beyond the limit; a later child waits until enough of
+// them end.
+func (a *Admission) Reopened(id string) {
+	a.holding[id] = true
+}
+
 // Holding is the number of places taken.
 func (a *Admission) Holding() int { return len(a.holding) }
 

@@ -87,7 +87,7 @@ func TestAdmissionSteps(t *testing.T) {
 	w := func(id string, at time.Duration) Waiting { return Waiting{ID: id, Parent: "p", Created: t0.Add(at)} }
 	a := NewAdmission(2, nil)
 	type step struct {
-		op      string // ask or end
+		op      string // ask, reopen or end
 		w       Waiting
 		start   string
 		queued  bool
@@ -105,12 +105,20 @@ func TestAdmissionSteps(t *testing.T) {
 		{"end", w("c1", 0), "c3", false, "", 2},
 		{"end", w("c9", 0), "", false, "", 2}, // unknown: nothing
 		{"end", w("c2", 0), "", false, "", 1},
+		{"reopen", w("c1", 0), "", false, "", 2}, // ended, runs again: takes a place without queueing
+		{"reopen", w("c4", 0), "", false, "", 3}, // even beyond the limit
+		{"ask", w("c5", 5), "", true, "c5", 3},
+		{"end", w("c1", 0), "", false, "c5", 2},
+		{"end", w("c4", 0), "c5", false, "", 2},
 	} {
 		var start []Waiting
 		queued := false
-		if s.op == "ask" {
+		switch s.op {
+		case "ask":
 			start, queued = a.Ask(s.w)
-		} else {
+		case "reopen":
+			a.Reopened(s.w.ID)
+		default:
 			start = a.Ended(s.w.ID)
 		}
 		if ids(start) != s.start || queued != s.queued || ids(a.Queue()) != s.queue || a.Holding() != s.holding {
