@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand"
@@ -378,4 +379,58 @@ func TestLargePostingListsUseChunks(t *testing.T) {
 		t.Fatal("a term in 3,000 documents was stored inline, want overflow chunks")
 	}
 	checkAgainstRef(t, e, texts, "common word5", 50)
+}
+
+// TestDocRowsDecodedOnce checks the decoded document table (row's memo)
+// against the plain decoding: every row of a block of several, with its
+// ref parsed as persistence.ParseRef parses it, and corrupt blocks refused.
+func TestDocRowsDecodedOnce(t *testing.T) {
+	var rows []docRow
+	for i := range docBlockDocs {
+		ref := persistence.EventRef(fmt.Sprintf("T%d", i%7), uint64(i)*1000003)
+		if i%5 == 0 {
+			ref = persistence.FactRef(fmt.Sprintf("T%d", i), fmt.Sprintf("F%d", i))
+		}
+		rows = append(rows, docRow{ref: string(ref), source: strings.Repeat("s", i%3), hash: uint64(i) * 7919, textBytes: uint32(i), untrusted: i%2 == 0})
+	}
+	blk := binaryUvarint(uint64(len(rows)))
+	for i := range rows {
+		blk = appendDocRow(blk, &rows[i])
+	}
+	want, err := decodeDocRows(blk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeParsedRows(blk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("decodeParsedRows: %d rows, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].docRow != want[i] {
+			t.Fatalf("row %d = %+v, want %+v", i, got[i].docRow, want[i])
+		}
+		task, seq, fact, ok := persistence.ParseRef([]byte(want[i].ref))
+		if !ok || got[i].task != task || got[i].seq != seq || got[i].fact != fact {
+			t.Fatalf("row %d ref parsed as %q %d %q, want %q %d %q", i, got[i].task, got[i].seq, got[i].fact, task, seq, fact)
+		}
+	}
+	for _, bad := range [][]byte{blk[:len(blk)-1], binaryUvarint(docBlockDocs + 1)} {
+		if _, err := decodeParsedRows(bad); err == nil {
+			t.Errorf("decodeParsedRows(%d bytes) accepted a corrupt block", len(bad))
+		}
+	}
+	for _, bad := range []string{"", "T1", "/e12345678", "T1/x", "T1/e123", "T1/f"} {
+		if _, _, _, ok := parseRef(bad); ok {
+			t.Errorf("parseRef(%q) ok", bad)
+		}
+	}
+}
+
+func binaryUvarint(v uint64) []byte {
+	var b [10]byte
+	n := binary.PutUvarint(b[:], v)
+	return b[:n]
 }

@@ -636,19 +636,21 @@ func (m *Memory) hits(v *persistence.Snapshot, owner string, res *searchResult) 
 	refs := make([]string, 0, len(res.cands))
 	for _, c := range res.cands {
 		var info docRow
+		var task, fact string
+		var seq uint64
 		kind := c.kind
 		if c.p != nil {
 			info = docRow{ref: c.p.ref, source: c.p.source, hash: c.p.hash, textBytes: c.p.textBytes, untrusted: c.p.untrusted}
+			var ok bool
+			if task, seq, fact, ok = parseRef(info.ref); !ok {
+				return nil, fmt.Errorf("%w: ref %q", errCorrupt, info.ref)
+			}
 		} else {
 			r, err := c.seg.row(src, c.doc)
 			if err != nil {
 				return nil, err
 			}
-			info = r
-		}
-		task, seq, fact, ok := persistence.ParseRef([]byte(info.ref))
-		if !ok {
-			return nil, fmt.Errorf("%w: ref %q", errCorrupt, info.ref)
+			info, task, seq, fact = r.docRow, r.task, r.seq, r.fact
 		}
 		h := Hit{TaskID: task, Seq: seq, FactID: fact, Kind: kind, Time: time.UnixMilli(c.time).UTC(), Source: info.source,
 			Score: c.score, Matched: bits.OnesCount32(c.matched), QueryTerms: res.terms, TextBytes: int(info.textBytes), Untrusted: info.untrusted, hash: info.hash}
