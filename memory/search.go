@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"container/heap"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -216,36 +215,56 @@ type scored struct {
 	p       *pdoc
 }
 
+// topK keeps the k best candidates offered, in a min-heap (the worst
+// first). It is a heap of its own rather than container/heap's, whose
+// interface boxes every candidate pushed.
 type topK struct {
 	k     int
 	items []scored
 }
 
-func (h *topK) Len() int { return len(h.items) }
-func (h *topK) Less(i, j int) bool {
-	a, b := h.items[i], h.items[j]
+// less orders candidates worst first: by score, then by time.
+func (h *topK) less(i, j int) bool {
+	a, b := &h.items[i], &h.items[j]
 	if a.score != b.score {
 		return a.score < b.score
 	}
 	return a.time < b.time
 }
-func (h *topK) Swap(i, j int) { h.items[i], h.items[j] = h.items[j], h.items[i] }
-func (h *topK) Push(x any)    { h.items = append(h.items, x.(scored)) }
-func (h *topK) Pop() any {
-	x := h.items[len(h.items)-1]
-	h.items = h.items[:len(h.items)-1]
-	return x
-}
 
 func (h *topK) offer(s scored) {
 	if len(h.items) < h.k {
-		heap.Push(h, s)
+		if h.items == nil {
+			h.items = make([]scored, 0, h.k)
+		}
+		h.items = append(h.items, s)
+		for j := len(h.items) - 1; j > 0; { // up
+			i := (j - 1) / 2
+			if !h.less(j, i) {
+				break
+			}
+			h.items[i], h.items[j] = h.items[j], h.items[i]
+			j = i
+		}
 		return
 	}
 	top := h.items[0]
 	if s.score > top.score || (s.score == top.score && s.time > top.time) {
 		h.items[0] = s
-		heap.Fix(h, 0)
+		for i, n := 0, len(h.items); ; { // down
+			j := 2*i + 1
+			if j >= n {
+				break
+			}
+			if j+1 < n && h.less(j+1, j) {
+				j++
+			}
+			if !h.less(j, i) {
+				break
+			}
+			h.items[i], h.items[j] = h.items[j], h.items[i]
+			i = j
+		}
 	}
 }
 
@@ -629,6 +648,29 @@ func containsDoc(sorted []uint32, doc uint32) bool {
 	return i < len(sorted) && sorted[i] == doc
 }
 
+// hitOrder sorts hits by score, time and ref (best, newest, greatest
+// first), keeping their refs beside them.
+type hitOrder struct {
+	hits []Hit
+	refs []string
+}
+
+func (o hitOrder) Len() int { return len(o.hits) }
+func (o hitOrder) Less(i, j int) bool {
+	a, b := &o.hits[i], &o.hits[j]
+	if a.Score != b.Score {
+		return a.Score > b.Score
+	}
+	if !a.Time.Equal(b.Time) {
+		return a.Time.After(b.Time)
+	}
+	return o.refs[i] > o.refs[j]
+}
+func (o hitOrder) Swap(i, j int) {
+	o.hits[i], o.hits[j] = o.hits[j], o.hits[i]
+	o.refs[i], o.refs[j] = o.refs[j], o.refs[i]
+}
+
 // hits resolves candidates into hits, ordered by score, time and ref.
 func (m *Memory) hits(v *persistence.Snapshot, owner string, res *searchResult) ([]Hit, error) {
 	src := blockSource{v: v, cache: m.cache}
@@ -660,24 +702,8 @@ func (m *Memory) hits(v *persistence.Snapshot, owner string, res *searchResult) 
 		out = append(out, h)
 		refs = append(refs, info.ref)
 	}
-	idx := make([]int, len(out))
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.SliceStable(idx, func(i, j int) bool {
-		a, b := out[idx[i]], out[idx[j]]
-		if a.Score != b.Score {
-			return a.Score > b.Score
-		}
-		if !a.Time.Equal(b.Time) {
-			return a.Time.After(b.Time)
-		}
-		return refs[idx[i]] > refs[idx[j]]
-	})
-	sorted := make([]Hit, len(out))
-	for i, j := range idx {
-		sorted[i] = out[j]
-	}
+	sort.Stable(hitOrder{out, refs})
+	sorted := out
 	for i := range sorted {
 		if sorted[i].FactID != "" {
 			by, err := supersededBy(v, owner, sorted[i].FactID)
