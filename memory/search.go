@@ -671,6 +671,59 @@ func (o hitOrder) Swap(i, j int) {
 	o.refs[i], o.refs[j] = o.refs[j], o.refs[i]
 }
 
+// sortHits sorts hits by score, time and ref. The candidates come ordered
+// by score and time already (searchWith), so only runs that tie on both
+// are sorted, by ref. A run is sorted as indexes, then each hit moved
+// once: moving whole hits in the sort's swaps is what cost (records
+// written in the same millisecond tie on time, and equal texts on score).
+func sortHits(hits []Hit, refs []string) {
+	o := hitOrder{hits, refs}
+	for i := 1; i < len(hits); i++ {
+		if o.Less(i, i-1) && (hits[i].Score != hits[i-1].Score || !hits[i].Time.Equal(hits[i-1].Time)) {
+			permuteHits(o, 0, len(hits)) // not in score and time order: sort them all
+			return
+		}
+	}
+	for i := 0; i < len(hits); {
+		j := i + 1
+		for j < len(hits) && hits[j].Score == hits[i].Score && hits[j].Time.Equal(hits[i].Time) {
+			j++
+		}
+		if j-i > 1 {
+			permuteHits(o, i, j)
+		}
+		i = j
+	}
+}
+
+// permuteHits sorts o's hits from..to (stably, by hitOrder) through a
+// permutation of their indexes.
+func permuteHits(o hitOrder, from, to int) {
+	idx := make([]int, to-from)
+	for i := range idx {
+		idx[i] = from + i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return o.Less(idx[a], idx[b]) })
+	// Position from+i takes the hit at idx[i]: follow each cycle.
+	for i := range idx {
+		if idx[i] == from+i {
+			continue
+		}
+		h, r := o.hits[from+i], o.refs[from+i]
+		j := i
+		for {
+			k := idx[j] - from
+			idx[j] = from + j
+			if k == i {
+				o.hits[from+j], o.refs[from+j] = h, r
+				break
+			}
+			o.hits[from+j], o.refs[from+j] = o.hits[from+k], o.refs[from+k]
+			j = k
+		}
+	}
+}
+
 // hits resolves candidates into hits, ordered by score, time and ref.
 func (m *Memory) hits(v *persistence.Snapshot, owner string, res *searchResult) ([]Hit, error) {
 	src := blockSource{v: v, cache: m.cache}
@@ -702,7 +755,7 @@ func (m *Memory) hits(v *persistence.Snapshot, owner string, res *searchResult) 
 		out = append(out, h)
 		refs = append(refs, info.ref)
 	}
-	sort.Stable(hitOrder{out, refs})
+	sortHits(out, refs)
 	sorted := out
 	for i := range sorted {
 		if sorted[i].FactID != "" {
