@@ -7,7 +7,8 @@ import (
 
 // blockCache keeps recently read segment blocks (immutable: a block key is
 // never rewritten with other content) up to a number of bytes, evicting the
-// least recently used.
+// least recently used. It never modifies a value it holds (callers may
+// share the bytes get returns, read-only).
 type blockCache struct {
 	mu    sync.Mutex
 	max   int
@@ -32,6 +33,20 @@ func (c *blockCache) get(key string) ([]byte, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.items[key]; ok {
+		c.ll.MoveToFront(e)
+		return e.Value.(*cacheItem).val, true
+	}
+	return nil, false
+}
+
+// getBytes is get with the key as bytes (looked up without a copy).
+func (c *blockCache) getBytes(key []byte) ([]byte, bool) {
+	if c == nil {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.items[string(key)]; ok {
 		c.ll.MoveToFront(e)
 		return e.Value.(*cacheItem).val, true
 	}

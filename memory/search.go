@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unsafe"
 
 	"lemo/excerpt"
 	"lemo/persistence"
@@ -273,7 +274,16 @@ type accumulator struct {
 	score   []float64
 	matched []uint32
 	touched []uint32
+	// frac[tf<<8|norm] is a term's w·tf / (tf + K(norm)) for the common
+	// small tf, 0 until a posting needs it; fracSet lists the entries
+	// set, cleared after each term. It lives here, not on the stack: a
+	// 16 KiB frame made every search grow its goroutine's stack.
+	frac    [fracTFs << 8]float64
+	fracSet []uint16
 }
+
+// fracTFs: term frequencies below it use accumulator.frac.
+const fracTFs = 8
 
 var accPool = sync.Pool{New: func() any { return new(accumulator) }}
 
@@ -514,14 +524,12 @@ func (m *Memory) scoreSegment(src blockSource, s *segment, si int, qts []qterm, 
 		if !qt.has[si] {
 			continue
 		}
-		// frac[tf][norm] = tf / (tf + K(norm)) for the common small tf.
+		// Each frac entry is computed the first time a posting needs it
+		// (a posting's value is the same either way): filling the whole
+		// table for every term and segment cost more than the postings
+		// of a recall's query.
 		w := qt.idf * (bm25K1 + 1)
-		var frac [8][256]float64
-		for tf := 1; tf < len(frac); tf++ {
-			for n := range frac[tf] {
-				frac[tf][n] = w * float64(tf) / (float64(tf) + kNorm[n])
-			}
-		}
+		frac := &ap.frac
 		// The loop below is the search's hot path: postings are decoded
 		// inline (one-byte varints first) rather than through a callback.
 		err := s.chunks(src, qt.entries[si], func(b []byte) {
@@ -574,8 +582,17 @@ func (m *Memory) scoreSegment(src blockSource, s *segment, si int, qts []qterm, 
 				if acc[doc] == 0 {
 					touched = append(touched, doc)
 				}
-				if tf < uint32(len(frac)) {
-					acc[doc] += frac[tf][cols.norms[doc]]
+				if tf < fracTFs {
+					n := cols.norms[doc]
+					k := uint16(tf)<<8 | uint16(n)
+					v := frac[k]
+					if v == 0 {
+						ft := float64(tf)
+						v = w * ft / (ft + kNorm[n])
+						frac[k] = v
+						ap.fracSet = append(ap.fracSet, k)
+					}
+					acc[doc] += v
 				} else {
 					ft := float64(tf)
 					acc[doc] += w * ft / (ft + kNorm[cols.norms[doc]])
@@ -583,6 +600,10 @@ func (m *Memory) scoreSegment(src blockSource, s *segment, si int, qts []qterm, 
 				matched[doc] |= bit
 			}
 		})
+		for _, k := range ap.fracSet {
+			frac[k] = 0
+		}
+		ap.fracSet = ap.fracSet[:0]
 		if err != nil {
 			return err
 		}
@@ -624,7 +645,7 @@ func scorePendLayer(l *pendLayer, qts []qterm, f *filter, kNorm *[256]float64, t
 				continue
 			}
 			if f.task != "" || f.excludeTask != "" {
-				task, _, _, _ := persistence.ParseRef([]byte(p.ref))
+				task, _, _, _ := parseRef(p.ref)
 				if (f.task != "" && task != f.task) || (f.excludeTask != "" && task == f.excludeTask) {
 					continue
 				}
@@ -850,13 +871,22 @@ func (m *Memory) validQuery(q *Query) error {
 // recordText reads the whole text of a hit's record, through the cache of
 // decoded texts (records are immutable).
 func (m *Memory) recordText(v *persistence.Snapshot, owner string, h *Hit) (string, error) {
-	key := owner + "\x00" + h.TaskID + "\x00" + h.FactID + "\x00" + strconv.FormatUint(h.Seq, 10)
-	if b, ok := m.texts.get(key); ok {
-		return string(b), nil
+	var buf [128]byte
+	key := append(buf[:0], owner...)
+	key = append(key, 0)
+	key = append(key, h.TaskID...)
+	key = append(key, 0)
+	key = append(key, h.FactID...)
+	key = append(key, 0)
+	key = strconv.AppendUint(key, h.Seq, 10)
+	if b, ok := m.texts.getBytes(key); ok {
+		// The cache never changes a value it holds, so the text may
+		// share its bytes.
+		return unsafe.String(unsafe.SliceData(b), len(b)), nil
 	}
 	text, err := m.readRecordText(v, owner, h)
 	if err == nil {
-		m.texts.put(key, []byte(text))
+		m.texts.put(string(key), []byte(text))
 	}
 	return text, err
 }
