@@ -129,6 +129,12 @@ type Memory struct {
 	buildMu sync.Mutex
 	nextSeg uint64
 	seen    map[string]time.Time // owner -> when pending documents were first seen
+	// merged holds the owners whose live segments were found to need no
+	// merge and have had no segment built since (buildMu): maintenance
+	// looks at their segments again only after a build. Merges are
+	// decided by the segments' sizes alone, and only builds and merges
+	// (both under buildMu) change the segments.
+	merged map[string]bool
 
 	kick chan struct{}
 	// loaded is closed when load has run; loadErr is its error, which
@@ -166,6 +172,7 @@ func Open(ctx context.Context, store *persistence.Store, opt Options) (*Memory, 
 		segs:      make(map[string]*segment),
 		segOwners: make(map[string]bool),
 		seen:      make(map[string]time.Time),
+		merged:    make(map[string]bool),
 		kick:      make(chan struct{}, 1),
 		loaded:    make(chan struct{}),
 		stop:      make(chan struct{}),
