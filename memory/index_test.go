@@ -476,3 +476,22 @@ func (o byScoreTime) Less(i, j int) bool {
 	return a.Time.After(b.Time)
 }
 func (o byScoreTime) Swap(i, j int) { hitOrder(o).Swap(i, j) }
+
+func TestMayBeIn(t *testing.T) {
+	submitted := map[string]uint64{"T1": 5}
+	through := func(task string) (uint64, bool) { s, ok := submitted[task]; return s, ok }
+	for _, c := range []struct {
+		ref  string
+		want bool
+	}{
+		{string(persistence.EventRef("T1", 5)), true},   // handed to a commit
+		{string(persistence.EventRef("T1", 6)), false},  // not yet: not in any snapshot opened before
+		{string(persistence.EventRef("T2", 99)), true},  // a Task the store does not know
+		{string(persistence.FactRef("T1", "F1")), true}, // facts have no seq
+		{"not a ref", true},
+	} {
+		if got := mayBeIn(c.ref, through); got != c.want {
+			t.Errorf("mayBeIn(%q) = %v, want %v", c.ref, got, c.want)
+		}
+	}
+}
