@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"lemo/api"
 	"lemo/persistence"
@@ -492,6 +493,40 @@ func TestMayBeIn(t *testing.T) {
 	} {
 		if got := mayBeIn(c.ref, through); got != c.want {
 			t.Errorf("mayBeIn(%q) = %v, want %v", c.ref, got, c.want)
+		}
+	}
+}
+
+// TestConversationTexts: a candidate is in the conversation when a record
+// of it has the same trimmed text, failures included (their texts are
+// formatted only when a candidate is first compared).
+func TestConversationTexts(t *testing.T) {
+	task := "T1"
+	at := timestamppb.New(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
+	history := []*api.Event{
+		api.NewEvent(task, 1, at, user("deploy the key")),
+		api.NewEvent(task, 2, at, assistant("  done: the key is deployed ")),
+		api.NewEvent(task, 3, at, result("c1", `{"ok":true}`)),
+		api.NewEvent(task, 4, at, &api.ToolFailed{CallId: "c2", Kind: api.ToolFailureKind_TOOL_FAILURE_KIND_UNKNOWN_TOOL, Message: "tool x is not loaded"}),
+	}
+	_, failText, _, _, _, ok := recordText(history[3], nil)
+	if !ok {
+		t.Fatal("recordText(ToolFailed): not a record")
+	}
+	c := conversationTexts(history)
+	for _, tc := range []struct {
+		text string
+		want bool
+	}{
+		{"deploy the key", true},
+		{"done: the key is deployed", true},
+		{`{"ok":true}`, true},
+		{" " + failText + "\n", true},
+		{failText + "!", false},
+		{"deploy the keys", false},
+	} {
+		if got := c.has(tc.text); got != tc.want {
+			t.Errorf("has(%q) = %v, want %v", tc.text, got, tc.want)
 		}
 	}
 }
