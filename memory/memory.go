@@ -30,6 +30,10 @@ var (
 // textCacheBytes bounds the cache of decoded record texts.
 const textCacheBytes = 8 << 20
 
+// rowCacheBytes bounds the decoded document table blocks kept (about
+// 15 KB a block of 128 rows).
+const rowCacheBytes = 8 << 20
+
 // formatValue is the memory format this code reads and writes (see
 // olderFormats for those it re-indexes).
 const formatValue = "lemo-memory-2"
@@ -111,7 +115,9 @@ type Memory struct {
 	cache *blockCache
 	// texts caches the decoded text of recently recalled records (events
 	// and facts are immutable); recalls reuses a Task's unchanged recall.
-	texts   *blockCache
+	texts *blockCache
+	// rows caches decoded document table blocks (see segment.row).
+	rows    *lru[[]parsedRow]
 	recalls *recallCache
 	// recallsComputed counts recalls that searched (not reused).
 	recallsComputed atomic.Int64
@@ -167,6 +173,7 @@ func Open(ctx context.Context, store *persistence.Store, opt Options) (*Memory, 
 		log:       opt.Log,
 		cache:     newBlockCache(opt.CacheBytes),
 		texts:     newBlockCache(textCacheBytes),
+		rows:      newLRU(rowCacheBytes, rowsCost),
 		recalls:   newRecallCache(),
 		track:     newTracker(),
 		segs:      make(map[string]*segment),

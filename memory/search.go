@@ -747,7 +747,7 @@ func permuteHits(o hitOrder, from, to int) {
 
 // hits resolves candidates into hits, ordered by score, time and ref.
 func (m *Memory) hits(v *persistence.Snapshot, owner string, res *searchResult) ([]Hit, error) {
-	src := blockSource{v: v, cache: m.cache}
+	src := blockSource{v: v, cache: m.cache, rows: m.rows}
 	out := make([]Hit, 0, len(res.cands))
 	refs := make([]string, 0, len(res.cands))
 	for _, c := range res.cands {

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"lemo/persistence"
 )
@@ -113,8 +114,6 @@ type segment struct {
 	// terms memoises lookups (a Task's Cycles recall with much the same
 	// terms); cleared when it reaches maxMemoTerms.
 	terms map[string]lookupResult
-	// rows memoises decoded document table blocks (see row).
-	rows map[uint32][]parsedRow
 }
 
 type lookupResult struct {
@@ -123,10 +122,6 @@ type lookupResult struct {
 }
 
 const maxMemoTerms = 8192
-
-// maxMemoRowBlocks bounds the document table blocks a segment keeps
-// decoded (docBlockDocs rows each, about 10 KB): cleared when reached.
-const maxMemoRowBlocks = 64
 
 type columns struct {
 	kinds []byte
@@ -147,10 +142,12 @@ type entry struct {
 	lo, hi uint32
 }
 
-// blockSource fetches segment blocks, through the cache.
+// blockSource fetches segment blocks, through the cache, and decoded
+// document blocks through rows (nil: decoded each time).
 type blockSource struct {
 	v     *persistence.Snapshot
 	cache *blockCache
+	rows  *lru[[]parsedRow]
 }
 
 func (s blockSource) get(owner string, fam byte, seg uint64, n uint32) ([]byte, error) {
@@ -456,14 +453,14 @@ func decodeDocRows(b []byte) ([]docRow, error) {
 
 // row returns the document table row of doc, with its ref parsed. The
 // rows of a document block are decoded together the first time one of
-// them is asked for and kept (up to maxMemoRowBlocks blocks a segment):
-// results come back to the same documents Cycle after Cycle, and finding
-// one row in an encoded block means decoding the rows before it.
+// them is asked for and kept in the memory's cache of decoded blocks
+// (src.rows, bounded in bytes): results come back to the same documents
+// Cycle after Cycle, and finding one row in an encoded block means
+// decoding the rows before it.
 func (s *segment) row(src blockSource, doc uint32) (*parsedRow, error) {
 	n := doc / docBlockDocs
-	s.mu.Lock()
-	rows, ok := s.rows[n]
-	s.mu.Unlock()
+	key := persistence.BlockKey(s.owner, persistence.BlockDocs, s.hdr.seg, n)
+	rows, ok := src.rows.getBytes(key)
 	if !ok {
 		blk, err := src.get(s.owner, persistence.BlockDocs, s.hdr.seg, n)
 		if err != nil {
@@ -472,18 +469,23 @@ func (s *segment) row(src blockSource, doc uint32) (*parsedRow, error) {
 		if rows, err = decodeParsedRows(blk); err != nil {
 			return nil, fmt.Errorf("segment %d: %w", s.hdr.seg, err)
 		}
-		s.mu.Lock()
-		if s.rows == nil || len(s.rows) >= maxMemoRowBlocks {
-			s.rows = make(map[uint32][]parsedRow)
-		}
-		s.rows[n] = rows
-		s.mu.Unlock()
+		src.rows.put(string(key), rows)
 	}
 	i := doc % docBlockDocs
 	if i >= uint32(len(rows)) {
 		return nil, fmt.Errorf("%w: segment %d has no row %d", errCorrupt, s.hdr.seg, doc)
 	}
 	return &rows[i], nil
+}
+
+// rowsCost is what a decoded document block holds: its rows and the text
+// their strings share.
+func rowsCost(rows []parsedRow) int {
+	n := len(rows) * int(unsafe.Sizeof(parsedRow{}))
+	for i := range rows {
+		n += len(rows[i].ref) + len(rows[i].source)
+	}
+	return n
 }
 
 // parsedRow is a document table row with its ref parsed.
