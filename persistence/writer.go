@@ -539,14 +539,12 @@ func checkAndFold(req *request, prev *api.TaskMeta) (*api.TaskMeta, error) {
 	if want == 1 && first.GetTaskCreated() == nil {
 		return nil, fmt.Errorf("%w: task %s: first event must be task_created", ErrInvalid, req.task)
 	}
-	meta := prev
 	for _, ev := range req.events {
 		if ev.GetTaskCreated() != nil && ev.GetSeq() != 1 {
 			return nil, fmt.Errorf("%w: task %s: task_created at seq %d", ErrInvalid, req.task, ev.GetSeq())
 		}
-		meta = api.FoldMeta(meta, ev)
 	}
-	return meta, nil
+	return api.FoldMetaEvents(prev, req.events), nil
 }
 
 // stage writes one planned request into txn.
