@@ -288,6 +288,9 @@ type env struct {
 	policy atomic.Pointer[approvalPolicy]
 	// workspaces decides the workspaces requests name.
 	workspaces WorkspacePolicy
+	// admission is the admission of child Tasks, read at the start
+	// (admission.go).
+	admission *taskstate.Admission
 }
 
 // approvalPolicy is the daemon's approval policy and the deadline of the
@@ -361,6 +364,9 @@ func Start(ctx context.Context, deps Deps, opts Options) (*Daemon, error) {
 	}
 	if n > 0 {
 		e.log.Info().Int("tasks", n).Msg("recovered tasks left running or awaiting approval: paused as interrupted")
+	}
+	if e.admission, err = loadAdmission(deps.Store, opts.MaxRunningChildren); err != nil {
+		return nil, fmt.Errorf("read the child tasks' admission: %w", err)
 	}
 	e.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return logging.Slog(deps.Log, "protoactor")

@@ -4,10 +4,16 @@
 //
 //	daemon [daemon]
 //	├── hub [daemon/hub]            fan-out of committed events and live deltas
-//	└── tasks [daemon/tasks]        task manager: lazy activation, supervision
+//	└── tasks [daemon/tasks]        task manager: lazy activation, routing by id, root supervision
 //	    └── task [daemon/tasks/<id>]          single writer of its history
 //	        ├── cycle [.../cycle-<n>]         one model call
-//	        └── tool  [.../tool-<call id>]    one tool call
+//	        ├── tool  [.../tool-<call id>]    one tool call
+//	        └── task  [.../<child id>]        a running child Task, supervised by its parent
+//
+// A child Task's actor runs under its parent's actor (placement.go): the
+// manager activates a dormant parent first, a parent with child actors
+// is not passivated, and a parent's restart or stop stops its children's
+// actors, which recover from their histories under its next incarnation.
 //
 // Rules:
 //   - A Task persists events, waits for the durable acknowledgement, then
@@ -30,6 +36,12 @@
 //     recorded failure with the decision; a Task that panics restarts from
 //     its history (as after a daemon restart) and records the crash; one
 //     that keeps panicking is stopped and recorded as failed (supervise.go).
+//     A root Task's actor is decided by the manager, a child's by its
+//     parent's actor (level child_task), whose end then reaches the parent.
+//   - At most Options.MaxRunningChildren child Tasks hold a place at once
+//     daemon-wide, from their start to their end; the others are queued
+//     and record so (taskstate.Admission, derived from the recorded
+//     statuses at the start, so a restart keeps the queue and the limit).
 //   - Tasks are activated on demand and passivated when idle: a dormant Task
 //     costs storage, not memory.
 //   - A Task works in a folder of its own under Options.WorkspaceRoot unless
@@ -54,7 +66,11 @@
 //     any command, then starts the actor system.
 //  2. CreateTask, SendMessage, Pause, Continue, Cancel, Resolve, StopCall
 //     (stop one running tool call) and Subscribe serve callers (the
-//     gateway, tests, cmd/lemo); Inspect reports the live tree.
+//     gateway, tests, cmd/lemo); a subscription to a Task is told what
+//     runs below it when it starts (ProgressBelow, folded by the hub from
+//     its running children's events) and what waits below it
+//     (PendingBelow), then its descendants' TreeEvents live; Inspect
+//     reports the live tree.
 //     SetLimits changes the limits a reload may change (cycles, parallel
 //     tools, request size) while Tasks run.
 //  3. Stop durably pauses running Tasks as interrupted, stops the tree and

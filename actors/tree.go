@@ -206,33 +206,39 @@ func ends(cs []*taskstate.Child) []tools.ChildEnd {
 	return out
 }
 
-func (b *treeBridge) Send(ctx context.Context, to, text string) (string, string, error) {
+func (b *treeBridge) Send(ctx context.Context, to, text string) (tools.Sent, error) {
 	if to == "parent" {
 		self, err := b.env.deps.Store.Meta(b.taskID)
 		if err != nil {
-			return "", "", err
+			return tools.Sent{}, err
 		}
 		if self.GetParentId() == "" {
-			return "", "", fmt.Errorf("%w: this task has no parent (a person started it)", ErrInvalid)
+			return tools.Sent{}, fmt.Errorf("%w: this task has no parent (a person started it)", ErrInvalid)
 		}
 		to = self.GetParentId()
 	}
 	peer := taskstate.Peer{ID: to}
+	var status api.TaskStatus
 	if persistence.ValidTaskID(to) == nil {
 		meta, err := b.env.deps.Store.Meta(to)
 		switch {
 		case err == nil:
 			peer.Exists, peer.Owner, peer.ParentID = true, meta.GetOwner(), meta.GetParentId()
+			status = meta.GetStatus()
 		case !errors.Is(err, persistence.ErrNotFound):
-			return "", "", err
+			return tools.Sent{}, err
 		}
 	}
 	m := &sendReq{callID: b.callID, to: to, text: text, peer: peer, reply: make(chan sendReply, 1)}
 	r, err := ask(ctx, b, m, m.reply)
 	if err != nil {
-		return "", "", err
+		return tools.Sent{}, err
 	}
-	return to, r.relation, r.err
+	if r.err != nil {
+		return tools.Sent{}, r.err
+	}
+	d := taskstate.MessageDelivery(status)
+	return tools.Sent{ID: to, Relation: r.relation, Status: taskstate.StatusName(status), Read: d.Read, Note: d.Note}, nil
 }
 
 func (b *treeBridge) WaitMessages(ctx context.Context) ([]tools.TreeMessage, error) {
@@ -314,12 +320,13 @@ func (t *task) onSpawn(ctx actor.Context, m *spawnReq) {
 	if len(ok) == 0 {
 		return
 	}
+	now := t.env.now()
 	t.persistTree(ctx, parent, &treeExtra{also: also}, func(ctx actor.Context) {
 		// The manager starts each now, or queues it behind the running
 		// children; each call learns which.
 		for i, r := range ok {
 			r, id := r, ids[i]
-			ctx.Send(ctx.Parent(), &childStart{id: id, reply: func(queued bool) { r.reply <- spawnReply{id: id, queued: queued} }})
+			ctx.Send(t.env.tasks, &childStart{id: id, parent: t.id, created: now, reply: func(queued bool) { r.reply <- spawnReply{id: id, queued: queued} }})
 		}
 	}, func(err error) {
 		for _, r := range ok {
@@ -449,6 +456,16 @@ func (t *task) onInboxRead(ctx actor.Context, m *inboxRead) {
 	t.persistTree(ctx, bodies, x, func(actor.Context) { done() }, func(error) { done() })
 }
 
+// parentEntry is the inbox entry that tells the Task's parent, in the
+// commit of evs, that they end the Task or make it run again (nil: they
+// do neither, or it is a root).
+func (t *task) parentEntry(evs []*api.Event) *api.InboxEntry {
+	if e := t.st.EndEntry(evs); e != nil {
+		return e
+	}
+	return t.st.ReopenEntry(evs)
+}
+
 // treeCommand handles the tree's commands; false when c is none.
 func (t *task) treeCommand(ctx actor.Context, c any, r chan reply) bool {
 	switch c := c.(type) {
@@ -459,9 +476,11 @@ func (t *task) treeCommand(ctx actor.Context, c any, r chan reply) bool {
 		bodies := t.st.Start("spawned by task " + t.st.ParentID)
 		if bodies == nil && !t.st.Running() {
 			// Cancelled while it was queued: its place frees at once.
-			ctx.Send(ctx.Parent(), &childEnded{id: t.id})
+			ctx.Send(t.env.tasks, &childEnded{id: t.id})
 		}
 		t.persist(ctx, bodies, []chan reply{r}, nil)
+	case *cmdQueued:
+		t.persist(ctx, t.st.Queue(c.holding, c.limit), []chan reply{r}, nil)
 	case *cmdBudgetAsk:
 		t.onBudgetAsk(ctx, c)
 		replyTo(r, reply{meta: t.meta})
@@ -477,6 +496,8 @@ func (t *task) treeCommand(ctx actor.Context, c any, r chan reply) bool {
 				t.stopWork(ctx)
 			case taskstate.CascadePause:
 				t.stopCycle(ctx)
+			case taskstate.CascadeContinue:
+				t.askPlace(ctx)
 			}
 			t.cascade(ctx, c.c)
 		})
@@ -497,7 +518,7 @@ func (t *task) cascade(ctx actor.Context, c taskstate.Cascade) {
 // tell sends a tree command to another Task through the manager (which
 // activates a dormant one).
 func (t *task) tell(ctx actor.Context, id string, cmd any) {
-	ctx.Send(ctx.Parent(), &taskCommand{taskID: id, caller: Operator, cmd: cmd})
+	ctx.Send(t.env.tasks, &taskCommand{taskID: id, caller: Operator, cmd: cmd})
 }
 
 // stopWork stops the Task's model call and cancels its running tools.

@@ -2123,6 +2123,7 @@ type Update struct {
 	//	*Update_FellBehind
 	//	*Update_Ended
 	//	*Update_TreeEvent
+	//	*Update_TreeState
 	Body          isUpdate_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2219,6 +2220,15 @@ func (x *Update) GetTreeEvent() *TreeEvent {
 	return nil
 }
 
+func (x *Update) GetTreeState() *TreeState {
+	if x != nil {
+		if x, ok := x.Body.(*Update_TreeState); ok {
+			return x.TreeState
+		}
+	}
+	return nil
+}
+
 type isUpdate_Body interface {
 	isUpdate_Body()
 }
@@ -2255,6 +2265,12 @@ type Update_TreeEvent struct {
 	TreeEvent *TreeEvent `protobuf:"bytes,150,opt,name=tree_event,json=treeEvent,proto3,oneof"`
 }
 
+type Update_TreeState struct {
+	// The progress of the Tasks running below the subscribed one when the
+	// subscription started (sent once, before CaughtUp).
+	TreeState *TreeState `protobuf:"bytes,350,opt,name=tree_state,json=treeState,proto3,oneof"`
+}
+
 func (*Update_Event) isUpdate_Body() {}
 
 func (*Update_Delta) isUpdate_Body() {}
@@ -2267,12 +2283,15 @@ func (*Update_Ended) isUpdate_Body() {}
 
 func (*Update_TreeEvent) isUpdate_Body() {}
 
+func (*Update_TreeState) isUpdate_Body() {}
+
 // TreeEvent is an event of a Task below the subscribed one, forwarded to
 // the subscriptions of its ancestors: approvals requested and resolved,
 // the calls they are for, and the progress of its Cycles and status. It
 // carries no seq of the subscribed Task: clients keep it apart from their
 // per-Task contiguous events. A (re)subscription to a Task first sends
-// the approvals still pending anywhere below it as TreeEvents.
+// what runs below it (TreeState), then the approvals still pending
+// anywhere below it as TreeEvents.
 type TreeEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The Task ids from the root of the tree down to the event's Task.
@@ -2326,6 +2345,66 @@ func (x *TreeEvent) GetEvent() *Event {
 	return nil
 }
 
+// TreeState is, at each (re)subscription to a Task, what the Tasks running
+// below it are doing: for each (at most 64), the latest of its events that
+// make its progress (its status, the Cycle it is in, the calls it has not
+// ended), as TreeEvents in seq order, so that a client attaching mid-run
+// folds them into the lines a client following from the start shows. It
+// replaces what a client knew of the Tasks below: one not in it is not
+// running now (it ended or is paused). TreeEvents that follow are newer.
+type TreeState struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Events []*TreeEvent           `protobuf:"bytes,351,rep,name=events,proto3" json:"events,omitempty"`
+	// Tasks running below that were left out past the bound.
+	Omitted       uint32 `protobuf:"varint,352,opt,name=omitted,proto3" json:"omitted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TreeState) Reset() {
+	*x = TreeState{}
+	mi := &file_gateway_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TreeState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TreeState) ProtoMessage() {}
+
+func (x *TreeState) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TreeState.ProtoReflect.Descriptor instead.
+func (*TreeState) Descriptor() ([]byte, []int) {
+	return file_gateway_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *TreeState) GetEvents() []*TreeEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *TreeState) GetOmitted() uint32 {
+	if x != nil {
+		return x.Omitted
+	}
+	return 0
+}
+
 type CaughtUp struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2334,7 +2413,7 @@ type CaughtUp struct {
 
 func (x *CaughtUp) Reset() {
 	*x = CaughtUp{}
-	mi := &file_gateway_proto_msgTypes[28]
+	mi := &file_gateway_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2346,7 +2425,7 @@ func (x *CaughtUp) String() string {
 func (*CaughtUp) ProtoMessage() {}
 
 func (x *CaughtUp) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[28]
+	mi := &file_gateway_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2359,7 +2438,7 @@ func (x *CaughtUp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaughtUp.ProtoReflect.Descriptor instead.
 func (*CaughtUp) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{28}
+	return file_gateway_proto_rawDescGZIP(), []int{29}
 }
 
 type FellBehind struct {
@@ -2372,7 +2451,7 @@ type FellBehind struct {
 
 func (x *FellBehind) Reset() {
 	*x = FellBehind{}
-	mi := &file_gateway_proto_msgTypes[29]
+	mi := &file_gateway_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2384,7 +2463,7 @@ func (x *FellBehind) String() string {
 func (*FellBehind) ProtoMessage() {}
 
 func (x *FellBehind) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[29]
+	mi := &file_gateway_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2397,7 +2476,7 @@ func (x *FellBehind) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FellBehind.ProtoReflect.Descriptor instead.
 func (*FellBehind) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{29}
+	return file_gateway_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *FellBehind) GetLast() []*TaskSeq {
@@ -2416,7 +2495,7 @@ type Ended struct {
 
 func (x *Ended) Reset() {
 	*x = Ended{}
-	mi := &file_gateway_proto_msgTypes[30]
+	mi := &file_gateway_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2428,7 +2507,7 @@ func (x *Ended) String() string {
 func (*Ended) ProtoMessage() {}
 
 func (x *Ended) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[30]
+	mi := &file_gateway_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2441,7 +2520,7 @@ func (x *Ended) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ended.ProtoReflect.Descriptor instead.
 func (*Ended) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{30}
+	return file_gateway_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Ended) GetReason() string {
@@ -2459,7 +2538,7 @@ type ListApprovalsRequest struct {
 
 func (x *ListApprovalsRequest) Reset() {
 	*x = ListApprovalsRequest{}
-	mi := &file_gateway_proto_msgTypes[31]
+	mi := &file_gateway_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2471,7 +2550,7 @@ func (x *ListApprovalsRequest) String() string {
 func (*ListApprovalsRequest) ProtoMessage() {}
 
 func (x *ListApprovalsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[31]
+	mi := &file_gateway_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2484,7 +2563,7 @@ func (x *ListApprovalsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApprovalsRequest.ProtoReflect.Descriptor instead.
 func (*ListApprovalsRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{31}
+	return file_gateway_proto_rawDescGZIP(), []int{32}
 }
 
 type ApprovalList struct {
@@ -2497,7 +2576,7 @@ type ApprovalList struct {
 
 func (x *ApprovalList) Reset() {
 	*x = ApprovalList{}
-	mi := &file_gateway_proto_msgTypes[32]
+	mi := &file_gateway_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2509,7 +2588,7 @@ func (x *ApprovalList) String() string {
 func (*ApprovalList) ProtoMessage() {}
 
 func (x *ApprovalList) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[32]
+	mi := &file_gateway_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2522,7 +2601,7 @@ func (x *ApprovalList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalList.ProtoReflect.Descriptor instead.
 func (*ApprovalList) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{32}
+	return file_gateway_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ApprovalList) GetApprovals() []*Event {
@@ -2548,7 +2627,7 @@ type ResolveApprovalRequest struct {
 
 func (x *ResolveApprovalRequest) Reset() {
 	*x = ResolveApprovalRequest{}
-	mi := &file_gateway_proto_msgTypes[33]
+	mi := &file_gateway_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2560,7 +2639,7 @@ func (x *ResolveApprovalRequest) String() string {
 func (*ResolveApprovalRequest) ProtoMessage() {}
 
 func (x *ResolveApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[33]
+	mi := &file_gateway_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2573,7 +2652,7 @@ func (x *ResolveApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveApprovalRequest.ProtoReflect.Descriptor instead.
 func (*ResolveApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{33}
+	return file_gateway_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ResolveApprovalRequest) GetApprovalId() string {
@@ -2617,7 +2696,7 @@ type SteerRequest struct {
 
 func (x *SteerRequest) Reset() {
 	*x = SteerRequest{}
-	mi := &file_gateway_proto_msgTypes[34]
+	mi := &file_gateway_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2629,7 +2708,7 @@ func (x *SteerRequest) String() string {
 func (*SteerRequest) ProtoMessage() {}
 
 func (x *SteerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[34]
+	mi := &file_gateway_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2642,7 +2721,7 @@ func (x *SteerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SteerRequest.ProtoReflect.Descriptor instead.
 func (*SteerRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{34}
+	return file_gateway_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SteerRequest) GetTaskId() string {
@@ -2676,7 +2755,7 @@ type InspectRequest struct {
 
 func (x *InspectRequest) Reset() {
 	*x = InspectRequest{}
-	mi := &file_gateway_proto_msgTypes[35]
+	mi := &file_gateway_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2688,7 +2767,7 @@ func (x *InspectRequest) String() string {
 func (*InspectRequest) ProtoMessage() {}
 
 func (x *InspectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[35]
+	mi := &file_gateway_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2701,7 +2780,7 @@ func (x *InspectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectRequest.ProtoReflect.Descriptor instead.
 func (*InspectRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{35}
+	return file_gateway_proto_rawDescGZIP(), []int{36}
 }
 
 // ActorInfo describes one live actor of the daemon's internal tree.
@@ -2735,7 +2814,7 @@ type ActorInfo struct {
 
 func (x *ActorInfo) Reset() {
 	*x = ActorInfo{}
-	mi := &file_gateway_proto_msgTypes[36]
+	mi := &file_gateway_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2747,7 +2826,7 @@ func (x *ActorInfo) String() string {
 func (*ActorInfo) ProtoMessage() {}
 
 func (x *ActorInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[36]
+	mi := &file_gateway_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2760,7 +2839,7 @@ func (x *ActorInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorInfo.ProtoReflect.Descriptor instead.
 func (*ActorInfo) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{36}
+	return file_gateway_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ActorInfo) GetId() string {
@@ -2852,7 +2931,7 @@ type ActorTree struct {
 
 func (x *ActorTree) Reset() {
 	*x = ActorTree{}
-	mi := &file_gateway_proto_msgTypes[37]
+	mi := &file_gateway_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2864,7 +2943,7 @@ func (x *ActorTree) String() string {
 func (*ActorTree) ProtoMessage() {}
 
 func (x *ActorTree) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[37]
+	mi := &file_gateway_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2877,7 +2956,7 @@ func (x *ActorTree) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorTree.ProtoReflect.Descriptor instead.
 func (*ActorTree) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{37}
+	return file_gateway_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ActorTree) GetActors() []*ActorInfo {
@@ -2908,7 +2987,7 @@ type StopCallRequest struct {
 
 func (x *StopCallRequest) Reset() {
 	*x = StopCallRequest{}
-	mi := &file_gateway_proto_msgTypes[38]
+	mi := &file_gateway_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2920,7 +2999,7 @@ func (x *StopCallRequest) String() string {
 func (*StopCallRequest) ProtoMessage() {}
 
 func (x *StopCallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[38]
+	mi := &file_gateway_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2933,7 +3012,7 @@ func (x *StopCallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopCallRequest.ProtoReflect.Descriptor instead.
 func (*StopCallRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{38}
+	return file_gateway_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *StopCallRequest) GetTaskId() string {
@@ -2965,7 +3044,7 @@ type ServiceOperation struct {
 
 func (x *ServiceOperation) Reset() {
 	*x = ServiceOperation{}
-	mi := &file_gateway_proto_msgTypes[39]
+	mi := &file_gateway_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2977,7 +3056,7 @@ func (x *ServiceOperation) String() string {
 func (*ServiceOperation) ProtoMessage() {}
 
 func (x *ServiceOperation) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[39]
+	mi := &file_gateway_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2990,7 +3069,7 @@ func (x *ServiceOperation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceOperation.ProtoReflect.Descriptor instead.
 func (*ServiceOperation) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{39}
+	return file_gateway_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ServiceOperation) GetName() string {
@@ -3035,7 +3114,7 @@ type ServiceSpec struct {
 
 func (x *ServiceSpec) Reset() {
 	*x = ServiceSpec{}
-	mi := &file_gateway_proto_msgTypes[40]
+	mi := &file_gateway_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3047,7 +3126,7 @@ func (x *ServiceSpec) String() string {
 func (*ServiceSpec) ProtoMessage() {}
 
 func (x *ServiceSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[40]
+	mi := &file_gateway_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3060,7 +3139,7 @@ func (x *ServiceSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceSpec.ProtoReflect.Descriptor instead.
 func (*ServiceSpec) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{40}
+	return file_gateway_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ServiceSpec) GetName() string {
@@ -3093,7 +3172,7 @@ type RegisterServiceRequest struct {
 
 func (x *RegisterServiceRequest) Reset() {
 	*x = RegisterServiceRequest{}
-	mi := &file_gateway_proto_msgTypes[41]
+	mi := &file_gateway_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3105,7 +3184,7 @@ func (x *RegisterServiceRequest) String() string {
 func (*RegisterServiceRequest) ProtoMessage() {}
 
 func (x *RegisterServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[41]
+	mi := &file_gateway_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3118,7 +3197,7 @@ func (x *RegisterServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterServiceRequest.ProtoReflect.Descriptor instead.
 func (*RegisterServiceRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{41}
+	return file_gateway_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RegisterServiceRequest) GetService() *ServiceSpec {
@@ -3137,7 +3216,7 @@ type UnregisterServiceRequest struct {
 
 func (x *UnregisterServiceRequest) Reset() {
 	*x = UnregisterServiceRequest{}
-	mi := &file_gateway_proto_msgTypes[42]
+	mi := &file_gateway_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3149,7 +3228,7 @@ func (x *UnregisterServiceRequest) String() string {
 func (*UnregisterServiceRequest) ProtoMessage() {}
 
 func (x *UnregisterServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[42]
+	mi := &file_gateway_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3162,7 +3241,7 @@ func (x *UnregisterServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterServiceRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterServiceRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{42}
+	return file_gateway_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *UnregisterServiceRequest) GetName() string {
@@ -3192,7 +3271,7 @@ type ServiceCall struct {
 
 func (x *ServiceCall) Reset() {
 	*x = ServiceCall{}
-	mi := &file_gateway_proto_msgTypes[43]
+	mi := &file_gateway_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3204,7 +3283,7 @@ func (x *ServiceCall) String() string {
 func (*ServiceCall) ProtoMessage() {}
 
 func (x *ServiceCall) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[43]
+	mi := &file_gateway_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3217,7 +3296,7 @@ func (x *ServiceCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceCall.ProtoReflect.Descriptor instead.
 func (*ServiceCall) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{43}
+	return file_gateway_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ServiceCall) GetCall() uint64 {
@@ -3288,7 +3367,7 @@ type ServiceResult struct {
 
 func (x *ServiceResult) Reset() {
 	*x = ServiceResult{}
-	mi := &file_gateway_proto_msgTypes[44]
+	mi := &file_gateway_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3300,7 +3379,7 @@ func (x *ServiceResult) String() string {
 func (*ServiceResult) ProtoMessage() {}
 
 func (x *ServiceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[44]
+	mi := &file_gateway_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3313,7 +3392,7 @@ func (x *ServiceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceResult.ProtoReflect.Descriptor instead.
 func (*ServiceResult) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{44}
+	return file_gateway_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ServiceResult) GetCall() uint64 {
@@ -3347,7 +3426,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_gateway_proto_msgTypes[45]
+	mi := &file_gateway_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3359,7 +3438,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[45]
+	mi := &file_gateway_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3372,7 +3451,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{45}
+	return file_gateway_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Error) GetCode() ErrorCode {
@@ -3398,7 +3477,7 @@ type Done struct {
 
 func (x *Done) Reset() {
 	*x = Done{}
-	mi := &file_gateway_proto_msgTypes[46]
+	mi := &file_gateway_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3410,7 +3489,7 @@ func (x *Done) String() string {
 func (*Done) ProtoMessage() {}
 
 func (x *Done) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[46]
+	mi := &file_gateway_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3423,7 +3502,7 @@ func (x *Done) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Done.ProtoReflect.Descriptor instead.
 func (*Done) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{46}
+	return file_gateway_proto_rawDescGZIP(), []int{47}
 }
 
 // Response answers one Request.
@@ -3451,7 +3530,7 @@ type Response struct {
 
 func (x *Response) Reset() {
 	*x = Response{}
-	mi := &file_gateway_proto_msgTypes[47]
+	mi := &file_gateway_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3463,7 +3542,7 @@ func (x *Response) String() string {
 func (*Response) ProtoMessage() {}
 
 func (x *Response) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[47]
+	mi := &file_gateway_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3476,7 +3555,7 @@ func (x *Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Response.ProtoReflect.Descriptor instead.
 func (*Response) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{47}
+	return file_gateway_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Response) GetId() uint64 {
@@ -3687,7 +3766,7 @@ type ListDelegateSessionsRequest struct {
 
 func (x *ListDelegateSessionsRequest) Reset() {
 	*x = ListDelegateSessionsRequest{}
-	mi := &file_gateway_proto_msgTypes[48]
+	mi := &file_gateway_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3699,7 +3778,7 @@ func (x *ListDelegateSessionsRequest) String() string {
 func (*ListDelegateSessionsRequest) ProtoMessage() {}
 
 func (x *ListDelegateSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[48]
+	mi := &file_gateway_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3712,7 +3791,7 @@ func (x *ListDelegateSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDelegateSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListDelegateSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{48}
+	return file_gateway_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListDelegateSessionsRequest) GetTaskId() string {
@@ -3749,7 +3828,7 @@ type DelegateSession struct {
 
 func (x *DelegateSession) Reset() {
 	*x = DelegateSession{}
-	mi := &file_gateway_proto_msgTypes[49]
+	mi := &file_gateway_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3761,7 +3840,7 @@ func (x *DelegateSession) String() string {
 func (*DelegateSession) ProtoMessage() {}
 
 func (x *DelegateSession) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[49]
+	mi := &file_gateway_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3774,7 +3853,7 @@ func (x *DelegateSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DelegateSession.ProtoReflect.Descriptor instead.
 func (*DelegateSession) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{49}
+	return file_gateway_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *DelegateSession) GetSessionId() string {
@@ -3872,7 +3951,7 @@ type DelegateSessionList struct {
 
 func (x *DelegateSessionList) Reset() {
 	*x = DelegateSessionList{}
-	mi := &file_gateway_proto_msgTypes[50]
+	mi := &file_gateway_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3884,7 +3963,7 @@ func (x *DelegateSessionList) String() string {
 func (*DelegateSessionList) ProtoMessage() {}
 
 func (x *DelegateSessionList) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[50]
+	mi := &file_gateway_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3897,7 +3976,7 @@ func (x *DelegateSessionList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DelegateSessionList.ProtoReflect.Descriptor instead.
 func (*DelegateSessionList) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{50}
+	return file_gateway_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *DelegateSessionList) GetSessions() []*DelegateSession {
@@ -3929,7 +4008,7 @@ type ToClient struct {
 
 func (x *ToClient) Reset() {
 	*x = ToClient{}
-	mi := &file_gateway_proto_msgTypes[51]
+	mi := &file_gateway_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3941,7 +4020,7 @@ func (x *ToClient) String() string {
 func (*ToClient) ProtoMessage() {}
 
 func (x *ToClient) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[51]
+	mi := &file_gateway_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3954,7 +4033,7 @@ func (x *ToClient) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToClient.ProtoReflect.Descriptor instead.
 func (*ToClient) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{51}
+	return file_gateway_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ToClient) GetBody() isToClient_Body {
@@ -4027,7 +4106,7 @@ type Chunk struct {
 
 func (x *Chunk) Reset() {
 	*x = Chunk{}
-	mi := &file_gateway_proto_msgTypes[52]
+	mi := &file_gateway_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4039,7 +4118,7 @@ func (x *Chunk) String() string {
 func (*Chunk) ProtoMessage() {}
 
 func (x *Chunk) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[52]
+	mi := &file_gateway_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4052,7 +4131,7 @@ func (x *Chunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Chunk.ProtoReflect.Descriptor instead.
 func (*Chunk) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{52}
+	return file_gateway_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Chunk) GetId() uint64 {
@@ -4219,7 +4298,7 @@ const file_gateway_proto_rawDesc = "" +
 	"\x05count\x18\x02 \x01(\rR\x05count\"\\\n" +
 	"\vUpdateBatch\x12\"\n" +
 	"\fsubscription\x18\x01 \x01(\x04R\fsubscription\x12)\n" +
-	"\aupdates\x18\x02 \x03(\v2\x0f.lemo.v1.UpdateR\aupdates\"\xa8\x02\n" +
+	"\aupdates\x18\x02 \x03(\v2\x0f.lemo.v1.UpdateR\aupdates\"\xde\x02\n" +
 	"\x06Update\x12&\n" +
 	"\x05event\x18\x01 \x01(\v2\x0e.lemo.v1.EventH\x00R\x05event\x12&\n" +
 	"\x05delta\x18\x02 \x01(\v2\x0e.lemo.v1.DeltaH\x00R\x05delta\x120\n" +
@@ -4228,11 +4307,16 @@ const file_gateway_proto_rawDesc = "" +
 	"fellBehind\x12&\n" +
 	"\x05ended\x18\x05 \x01(\v2\x0e.lemo.v1.EndedH\x00R\x05ended\x124\n" +
 	"\n" +
-	"tree_event\x18\x96\x01 \x01(\v2\x12.lemo.v1.TreeEventH\x00R\ttreeEventB\x06\n" +
+	"tree_event\x18\x96\x01 \x01(\v2\x12.lemo.v1.TreeEventH\x00R\ttreeEvent\x124\n" +
+	"\n" +
+	"tree_state\x18\xde\x02 \x01(\v2\x12.lemo.v1.TreeStateH\x00R\ttreeStateB\x06\n" +
 	"\x04body\"E\n" +
 	"\tTreeEvent\x12\x12\n" +
 	"\x04path\x18\x01 \x03(\tR\x04path\x12$\n" +
-	"\x05event\x18\x02 \x01(\v2\x0e.lemo.v1.EventR\x05event\"\n" +
+	"\x05event\x18\x02 \x01(\v2\x0e.lemo.v1.EventR\x05event\"S\n" +
+	"\tTreeState\x12+\n" +
+	"\x06events\x18\xdf\x02 \x03(\v2\x12.lemo.v1.TreeEventR\x06events\x12\x19\n" +
+	"\aomitted\x18\xe0\x02 \x01(\rR\aomitted\"\n" +
 	"\n" +
 	"\bCaughtUp\"2\n" +
 	"\n" +
@@ -4383,7 +4467,7 @@ func file_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_gateway_proto_goTypes = []any{
 	(ErrorCode)(0),                      // 0: lemo.v1.ErrorCode
 	(*Request)(nil),                     // 1: lemo.v1.Request
@@ -4414,37 +4498,38 @@ var file_gateway_proto_goTypes = []any{
 	(*UpdateBatch)(nil),                 // 26: lemo.v1.UpdateBatch
 	(*Update)(nil),                      // 27: lemo.v1.Update
 	(*TreeEvent)(nil),                   // 28: lemo.v1.TreeEvent
-	(*CaughtUp)(nil),                    // 29: lemo.v1.CaughtUp
-	(*FellBehind)(nil),                  // 30: lemo.v1.FellBehind
-	(*Ended)(nil),                       // 31: lemo.v1.Ended
-	(*ListApprovalsRequest)(nil),        // 32: lemo.v1.ListApprovalsRequest
-	(*ApprovalList)(nil),                // 33: lemo.v1.ApprovalList
-	(*ResolveApprovalRequest)(nil),      // 34: lemo.v1.ResolveApprovalRequest
-	(*SteerRequest)(nil),                // 35: lemo.v1.SteerRequest
-	(*InspectRequest)(nil),              // 36: lemo.v1.InspectRequest
-	(*ActorInfo)(nil),                   // 37: lemo.v1.ActorInfo
-	(*ActorTree)(nil),                   // 38: lemo.v1.ActorTree
-	(*StopCallRequest)(nil),             // 39: lemo.v1.StopCallRequest
-	(*ServiceOperation)(nil),            // 40: lemo.v1.ServiceOperation
-	(*ServiceSpec)(nil),                 // 41: lemo.v1.ServiceSpec
-	(*RegisterServiceRequest)(nil),      // 42: lemo.v1.RegisterServiceRequest
-	(*UnregisterServiceRequest)(nil),    // 43: lemo.v1.UnregisterServiceRequest
-	(*ServiceCall)(nil),                 // 44: lemo.v1.ServiceCall
-	(*ServiceResult)(nil),               // 45: lemo.v1.ServiceResult
-	(*Error)(nil),                       // 46: lemo.v1.Error
-	(*Done)(nil),                        // 47: lemo.v1.Done
-	(*Response)(nil),                    // 48: lemo.v1.Response
-	(*ListDelegateSessionsRequest)(nil), // 49: lemo.v1.ListDelegateSessionsRequest
-	(*DelegateSession)(nil),             // 50: lemo.v1.DelegateSession
-	(*DelegateSessionList)(nil),         // 51: lemo.v1.DelegateSessionList
-	(*ToClient)(nil),                    // 52: lemo.v1.ToClient
-	(*Chunk)(nil),                       // 53: lemo.v1.Chunk
-	(*ToolApproval)(nil),                // 54: lemo.v1.ToolApproval
-	(*BudgetAmounts)(nil),               // 55: lemo.v1.BudgetAmounts
-	(*TaskMeta)(nil),                    // 56: lemo.v1.TaskMeta
-	(*Event)(nil),                       // 57: lemo.v1.Event
-	(*Delta)(nil),                       // 58: lemo.v1.Delta
-	(*timestamppb.Timestamp)(nil),       // 59: google.protobuf.Timestamp
+	(*TreeState)(nil),                   // 29: lemo.v1.TreeState
+	(*CaughtUp)(nil),                    // 30: lemo.v1.CaughtUp
+	(*FellBehind)(nil),                  // 31: lemo.v1.FellBehind
+	(*Ended)(nil),                       // 32: lemo.v1.Ended
+	(*ListApprovalsRequest)(nil),        // 33: lemo.v1.ListApprovalsRequest
+	(*ApprovalList)(nil),                // 34: lemo.v1.ApprovalList
+	(*ResolveApprovalRequest)(nil),      // 35: lemo.v1.ResolveApprovalRequest
+	(*SteerRequest)(nil),                // 36: lemo.v1.SteerRequest
+	(*InspectRequest)(nil),              // 37: lemo.v1.InspectRequest
+	(*ActorInfo)(nil),                   // 38: lemo.v1.ActorInfo
+	(*ActorTree)(nil),                   // 39: lemo.v1.ActorTree
+	(*StopCallRequest)(nil),             // 40: lemo.v1.StopCallRequest
+	(*ServiceOperation)(nil),            // 41: lemo.v1.ServiceOperation
+	(*ServiceSpec)(nil),                 // 42: lemo.v1.ServiceSpec
+	(*RegisterServiceRequest)(nil),      // 43: lemo.v1.RegisterServiceRequest
+	(*UnregisterServiceRequest)(nil),    // 44: lemo.v1.UnregisterServiceRequest
+	(*ServiceCall)(nil),                 // 45: lemo.v1.ServiceCall
+	(*ServiceResult)(nil),               // 46: lemo.v1.ServiceResult
+	(*Error)(nil),                       // 47: lemo.v1.Error
+	(*Done)(nil),                        // 48: lemo.v1.Done
+	(*Response)(nil),                    // 49: lemo.v1.Response
+	(*ListDelegateSessionsRequest)(nil), // 50: lemo.v1.ListDelegateSessionsRequest
+	(*DelegateSession)(nil),             // 51: lemo.v1.DelegateSession
+	(*DelegateSessionList)(nil),         // 52: lemo.v1.DelegateSessionList
+	(*ToClient)(nil),                    // 53: lemo.v1.ToClient
+	(*Chunk)(nil),                       // 54: lemo.v1.Chunk
+	(*ToolApproval)(nil),                // 55: lemo.v1.ToolApproval
+	(*BudgetAmounts)(nil),               // 56: lemo.v1.BudgetAmounts
+	(*TaskMeta)(nil),                    // 57: lemo.v1.TaskMeta
+	(*Event)(nil),                       // 58: lemo.v1.Event
+	(*Delta)(nil),                       // 59: lemo.v1.Delta
+	(*timestamppb.Timestamp)(nil),       // 60: google.protobuf.Timestamp
 }
 var file_gateway_proto_depIdxs = []int32{
 	2,  // 0: lemo.v1.Request.hello:type_name -> lemo.v1.Hello
@@ -4461,68 +4546,70 @@ var file_gateway_proto_depIdxs = []int32{
 	22, // 11: lemo.v1.Request.subscribe:type_name -> lemo.v1.SubscribeRequest
 	24, // 12: lemo.v1.Request.unsubscribe:type_name -> lemo.v1.UnsubscribeRequest
 	25, // 13: lemo.v1.Request.ack:type_name -> lemo.v1.Ack
-	32, // 14: lemo.v1.Request.list_approvals:type_name -> lemo.v1.ListApprovalsRequest
-	34, // 15: lemo.v1.Request.resolve_approval:type_name -> lemo.v1.ResolveApprovalRequest
-	35, // 16: lemo.v1.Request.steer:type_name -> lemo.v1.SteerRequest
-	42, // 17: lemo.v1.Request.register_service:type_name -> lemo.v1.RegisterServiceRequest
-	43, // 18: lemo.v1.Request.unregister_service:type_name -> lemo.v1.UnregisterServiceRequest
-	45, // 19: lemo.v1.Request.service_result:type_name -> lemo.v1.ServiceResult
+	33, // 14: lemo.v1.Request.list_approvals:type_name -> lemo.v1.ListApprovalsRequest
+	35, // 15: lemo.v1.Request.resolve_approval:type_name -> lemo.v1.ResolveApprovalRequest
+	36, // 16: lemo.v1.Request.steer:type_name -> lemo.v1.SteerRequest
+	43, // 17: lemo.v1.Request.register_service:type_name -> lemo.v1.RegisterServiceRequest
+	44, // 18: lemo.v1.Request.unregister_service:type_name -> lemo.v1.UnregisterServiceRequest
+	46, // 19: lemo.v1.Request.service_result:type_name -> lemo.v1.ServiceResult
 	4,  // 20: lemo.v1.Request.goodbye:type_name -> lemo.v1.Goodbye
-	36, // 21: lemo.v1.Request.inspect:type_name -> lemo.v1.InspectRequest
-	39, // 22: lemo.v1.Request.stop_call:type_name -> lemo.v1.StopCallRequest
-	49, // 23: lemo.v1.Request.list_delegate_sessions:type_name -> lemo.v1.ListDelegateSessionsRequest
+	37, // 21: lemo.v1.Request.inspect:type_name -> lemo.v1.InspectRequest
+	40, // 22: lemo.v1.Request.stop_call:type_name -> lemo.v1.StopCallRequest
+	50, // 23: lemo.v1.Request.list_delegate_sessions:type_name -> lemo.v1.ListDelegateSessionsRequest
 	7,  // 24: lemo.v1.Request.raise_budget:type_name -> lemo.v1.RaiseBudgetRequest
-	54, // 25: lemo.v1.CreateTaskRequest.approvals:type_name -> lemo.v1.ToolApproval
-	55, // 26: lemo.v1.CreateTaskRequest.budget:type_name -> lemo.v1.BudgetAmounts
-	55, // 27: lemo.v1.RaiseBudgetRequest.add:type_name -> lemo.v1.BudgetAmounts
-	56, // 28: lemo.v1.TaskPage.tasks:type_name -> lemo.v1.TaskMeta
-	57, // 29: lemo.v1.HistoryPage.events:type_name -> lemo.v1.Event
+	55, // 25: lemo.v1.CreateTaskRequest.approvals:type_name -> lemo.v1.ToolApproval
+	56, // 26: lemo.v1.CreateTaskRequest.budget:type_name -> lemo.v1.BudgetAmounts
+	56, // 27: lemo.v1.RaiseBudgetRequest.add:type_name -> lemo.v1.BudgetAmounts
+	57, // 28: lemo.v1.TaskPage.tasks:type_name -> lemo.v1.TaskMeta
+	58, // 29: lemo.v1.HistoryPage.events:type_name -> lemo.v1.Event
 	15, // 30: lemo.v1.ToolList.tools:type_name -> lemo.v1.ToolInfo
 	18, // 31: lemo.v1.ModelList.models:type_name -> lemo.v1.ModelInfo
 	19, // 32: lemo.v1.ModelList.failures:type_name -> lemo.v1.ProviderFailure
 	21, // 33: lemo.v1.SubscribeRequest.resume:type_name -> lemo.v1.TaskSeq
-	56, // 34: lemo.v1.Subscribed.task:type_name -> lemo.v1.TaskMeta
+	57, // 34: lemo.v1.Subscribed.task:type_name -> lemo.v1.TaskMeta
 	27, // 35: lemo.v1.UpdateBatch.updates:type_name -> lemo.v1.Update
-	57, // 36: lemo.v1.Update.event:type_name -> lemo.v1.Event
-	58, // 37: lemo.v1.Update.delta:type_name -> lemo.v1.Delta
-	29, // 38: lemo.v1.Update.caught_up:type_name -> lemo.v1.CaughtUp
-	30, // 39: lemo.v1.Update.fell_behind:type_name -> lemo.v1.FellBehind
-	31, // 40: lemo.v1.Update.ended:type_name -> lemo.v1.Ended
+	58, // 36: lemo.v1.Update.event:type_name -> lemo.v1.Event
+	59, // 37: lemo.v1.Update.delta:type_name -> lemo.v1.Delta
+	30, // 38: lemo.v1.Update.caught_up:type_name -> lemo.v1.CaughtUp
+	31, // 39: lemo.v1.Update.fell_behind:type_name -> lemo.v1.FellBehind
+	32, // 40: lemo.v1.Update.ended:type_name -> lemo.v1.Ended
 	28, // 41: lemo.v1.Update.tree_event:type_name -> lemo.v1.TreeEvent
-	57, // 42: lemo.v1.TreeEvent.event:type_name -> lemo.v1.Event
-	21, // 43: lemo.v1.FellBehind.last:type_name -> lemo.v1.TaskSeq
-	57, // 44: lemo.v1.ApprovalList.approvals:type_name -> lemo.v1.Event
-	59, // 45: lemo.v1.ActorInfo.state_since:type_name -> google.protobuf.Timestamp
-	59, // 46: lemo.v1.ActorInfo.started:type_name -> google.protobuf.Timestamp
-	37, // 47: lemo.v1.ActorTree.actors:type_name -> lemo.v1.ActorInfo
-	59, // 48: lemo.v1.ActorTree.time:type_name -> google.protobuf.Timestamp
-	40, // 49: lemo.v1.ServiceSpec.operations:type_name -> lemo.v1.ServiceOperation
-	41, // 50: lemo.v1.RegisterServiceRequest.service:type_name -> lemo.v1.ServiceSpec
-	59, // 51: lemo.v1.ServiceCall.deadline:type_name -> google.protobuf.Timestamp
-	0,  // 52: lemo.v1.Error.code:type_name -> lemo.v1.ErrorCode
-	46, // 53: lemo.v1.Response.error:type_name -> lemo.v1.Error
-	3,  // 54: lemo.v1.Response.welcome:type_name -> lemo.v1.Welcome
-	56, // 55: lemo.v1.Response.task:type_name -> lemo.v1.TaskMeta
-	11, // 56: lemo.v1.Response.tasks:type_name -> lemo.v1.TaskPage
-	13, // 57: lemo.v1.Response.history:type_name -> lemo.v1.HistoryPage
-	16, // 58: lemo.v1.Response.tools:type_name -> lemo.v1.ToolList
-	20, // 59: lemo.v1.Response.models:type_name -> lemo.v1.ModelList
-	23, // 60: lemo.v1.Response.subscribed:type_name -> lemo.v1.Subscribed
-	33, // 61: lemo.v1.Response.approvals:type_name -> lemo.v1.ApprovalList
-	47, // 62: lemo.v1.Response.done:type_name -> lemo.v1.Done
-	38, // 63: lemo.v1.Response.actors:type_name -> lemo.v1.ActorTree
-	51, // 64: lemo.v1.Response.delegate_sessions:type_name -> lemo.v1.DelegateSessionList
-	59, // 65: lemo.v1.DelegateSession.created:type_name -> google.protobuf.Timestamp
-	59, // 66: lemo.v1.DelegateSession.modified:type_name -> google.protobuf.Timestamp
-	50, // 67: lemo.v1.DelegateSessionList.sessions:type_name -> lemo.v1.DelegateSession
-	48, // 68: lemo.v1.ToClient.response:type_name -> lemo.v1.Response
-	26, // 69: lemo.v1.ToClient.updates:type_name -> lemo.v1.UpdateBatch
-	44, // 70: lemo.v1.ToClient.service_call:type_name -> lemo.v1.ServiceCall
-	71, // [71:71] is the sub-list for method output_type
-	71, // [71:71] is the sub-list for method input_type
-	71, // [71:71] is the sub-list for extension type_name
-	71, // [71:71] is the sub-list for extension extendee
-	0,  // [0:71] is the sub-list for field type_name
+	29, // 42: lemo.v1.Update.tree_state:type_name -> lemo.v1.TreeState
+	58, // 43: lemo.v1.TreeEvent.event:type_name -> lemo.v1.Event
+	28, // 44: lemo.v1.TreeState.events:type_name -> lemo.v1.TreeEvent
+	21, // 45: lemo.v1.FellBehind.last:type_name -> lemo.v1.TaskSeq
+	58, // 46: lemo.v1.ApprovalList.approvals:type_name -> lemo.v1.Event
+	60, // 47: lemo.v1.ActorInfo.state_since:type_name -> google.protobuf.Timestamp
+	60, // 48: lemo.v1.ActorInfo.started:type_name -> google.protobuf.Timestamp
+	38, // 49: lemo.v1.ActorTree.actors:type_name -> lemo.v1.ActorInfo
+	60, // 50: lemo.v1.ActorTree.time:type_name -> google.protobuf.Timestamp
+	41, // 51: lemo.v1.ServiceSpec.operations:type_name -> lemo.v1.ServiceOperation
+	42, // 52: lemo.v1.RegisterServiceRequest.service:type_name -> lemo.v1.ServiceSpec
+	60, // 53: lemo.v1.ServiceCall.deadline:type_name -> google.protobuf.Timestamp
+	0,  // 54: lemo.v1.Error.code:type_name -> lemo.v1.ErrorCode
+	47, // 55: lemo.v1.Response.error:type_name -> lemo.v1.Error
+	3,  // 56: lemo.v1.Response.welcome:type_name -> lemo.v1.Welcome
+	57, // 57: lemo.v1.Response.task:type_name -> lemo.v1.TaskMeta
+	11, // 58: lemo.v1.Response.tasks:type_name -> lemo.v1.TaskPage
+	13, // 59: lemo.v1.Response.history:type_name -> lemo.v1.HistoryPage
+	16, // 60: lemo.v1.Response.tools:type_name -> lemo.v1.ToolList
+	20, // 61: lemo.v1.Response.models:type_name -> lemo.v1.ModelList
+	23, // 62: lemo.v1.Response.subscribed:type_name -> lemo.v1.Subscribed
+	34, // 63: lemo.v1.Response.approvals:type_name -> lemo.v1.ApprovalList
+	48, // 64: lemo.v1.Response.done:type_name -> lemo.v1.Done
+	39, // 65: lemo.v1.Response.actors:type_name -> lemo.v1.ActorTree
+	52, // 66: lemo.v1.Response.delegate_sessions:type_name -> lemo.v1.DelegateSessionList
+	60, // 67: lemo.v1.DelegateSession.created:type_name -> google.protobuf.Timestamp
+	60, // 68: lemo.v1.DelegateSession.modified:type_name -> google.protobuf.Timestamp
+	51, // 69: lemo.v1.DelegateSessionList.sessions:type_name -> lemo.v1.DelegateSession
+	49, // 70: lemo.v1.ToClient.response:type_name -> lemo.v1.Response
+	26, // 71: lemo.v1.ToClient.updates:type_name -> lemo.v1.UpdateBatch
+	45, // 72: lemo.v1.ToClient.service_call:type_name -> lemo.v1.ServiceCall
+	73, // [73:73] is the sub-list for method output_type
+	73, // [73:73] is the sub-list for method input_type
+	73, // [73:73] is the sub-list for extension type_name
+	73, // [73:73] is the sub-list for extension extendee
+	0,  // [0:73] is the sub-list for field type_name
 }
 
 func init() { file_gateway_proto_init() }
@@ -4565,8 +4652,9 @@ func file_gateway_proto_init() {
 		(*Update_FellBehind)(nil),
 		(*Update_Ended)(nil),
 		(*Update_TreeEvent)(nil),
+		(*Update_TreeState)(nil),
 	}
-	file_gateway_proto_msgTypes[47].OneofWrappers = []any{
+	file_gateway_proto_msgTypes[48].OneofWrappers = []any{
 		(*Response_Error)(nil),
 		(*Response_Welcome)(nil),
 		(*Response_Task)(nil),
@@ -4580,7 +4668,7 @@ func file_gateway_proto_init() {
 		(*Response_Actors)(nil),
 		(*Response_DelegateSessions)(nil),
 	}
-	file_gateway_proto_msgTypes[51].OneofWrappers = []any{
+	file_gateway_proto_msgTypes[52].OneofWrappers = []any{
 		(*ToClient_Response)(nil),
 		(*ToClient_Updates)(nil),
 		(*ToClient_ServiceCall)(nil),
@@ -4591,7 +4679,7 @@ func file_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gateway_proto_rawDesc), len(file_gateway_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   53,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -43,6 +43,11 @@ type taskState struct {
 	resolved map[string]bool
 	// calls maps call ids to their tool, from the events seen.
 	calls map[string]string
+	// recent are the newest events of a Task whose row is expanded (at
+	// most maxRecentEvents); recentLoaded: the tail of its history
+	// arrived.
+	recent       []*api.Event
+	recentLoaded bool
 }
 
 func newTaskState() *taskState {
@@ -233,6 +238,16 @@ func toolName(c *api.ToolCallRecorded) string {
 // statusName returns a status as people read it ("awaiting_approval").
 func statusName(st api.TaskStatus) string {
 	return strings.ToLower(strings.TrimPrefix(st.String(), "TASK_STATUS_"))
+}
+
+// metaStatus is a Task's status as people read it: "queued" for a child
+// Task that waits for a place among the running children (created, never
+// started: see actors/taskstate.StatusWord).
+func metaStatus(mt *api.TaskMeta) string {
+	if mt.GetParentId() != "" && mt.GetStatus() == api.TaskStatus_TASK_STATUS_CREATED {
+		return "queued"
+	}
+	return statusName(mt.GetStatus())
 }
 
 // terminal reports whether a Task in status st has stopped for good.

@@ -537,7 +537,7 @@ func (m *Memory) embedTask(ctx context.Context, owner, task string) (uint64, err
 		// that follows it; the last one reaches the window's end.
 		batch := m.opt.EmbedBatch
 		for len(docs) > batch {
-			_, seq, _, _, _, _ := parseRef(docs[batch].ref)
+			_, seq, _, _, _, _ := parseDocRef(string(docs[batch].ref))
 			if err := m.embedCommit(ctx, owner, docs[:batch], embedMark(task, seq-1)); err != nil {
 				return 0, err
 			}

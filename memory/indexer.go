@@ -58,9 +58,13 @@ func (m *Memory) maintain(ctx context.Context, force bool) error {
 		if err := m.buildPending(ctx, owner, force); err != nil {
 			return fmt.Errorf("owner %s: build: %w", owner, err)
 		}
+		if m.merged[owner] {
+			continue // no segment built since the last look
+		}
 		if err := m.mergeTiers(ctx, owner); err != nil {
 			return fmt.Errorf("owner %s: merge: %w", owner, err)
 		}
+		m.merged[owner] = true
 	}
 	m.pruneCaches()
 	return nil
@@ -114,7 +118,7 @@ func (m *Memory) build(owner string, docs []*pdoc) error {
 	inverted := make(map[string][]uint32) // term -> documents, in order
 	tfs := make(map[string][]uint32)      // term -> frequencies, parallel
 	for i, d := range docs {
-		task, _, _, _, _, _ := parseRef([]byte(d.ref))
+		task, _, _, _, _, _ := parseDocRef(d.ref)
 		row := docRow{ref: d.ref, source: d.source, hash: d.hash, textBytes: d.textBytes, untrusted: d.untrusted}
 		if err := w.addDoc(d.kind, d.norm, d.time, &row); err != nil {
 			return err
@@ -168,6 +172,7 @@ func (m *Memory) build(owner string, docs []*pdoc) error {
 	m.mu.Lock()
 	m.segOwners[owner] = true
 	m.mu.Unlock()
+	delete(m.merged, owner) // its tiers may need a merge now
 	return nil
 }
 

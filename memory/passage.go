@@ -3,8 +3,6 @@ package memory
 import (
 	"encoding/binary"
 	"strings"
-
-	"lemo/persistence"
 )
 
 // Passage-level indexing. BM25's length normalisation makes a long record
@@ -102,20 +100,20 @@ func passageRef(base []byte, from, to int) []byte {
 // passageSuffix is the length of what passageRef adds.
 const passageSuffix = 10
 
-// parseRef splits the ref of an index document into its record's Task,
+// parseDocRef splits the ref of an index document into its record's Task,
 // event seq or fact id, and the byte range of its passage (0, 0 for a
-// record indexed whole).
-func parseRef(ref []byte) (task string, seq uint64, fact string, from, to int, ok bool) {
+// record indexed whole). The parts share ref.
+func parseDocRef(ref string) (task string, seq uint64, fact string, from, to int, ok bool) {
 	if n := len(ref); n > passageSuffix && ref[n-passageSuffix] == 0 && ref[n-passageSuffix+1] == 'p' {
-		task, seq, fact, ok = persistence.ParseRef(ref[:n-passageSuffix])
+		task, seq, fact, ok = parseRef(ref[:n-passageSuffix])
 		if !ok || fact != "" {
 			return "", 0, "", 0, 0, false
 		}
-		from = int(binary.BigEndian.Uint32(ref[n-8:]))
-		to = int(binary.BigEndian.Uint32(ref[n-4:]))
+		from = int(binary.BigEndian.Uint32([]byte(ref[n-8 : n-4])))
+		to = int(binary.BigEndian.Uint32([]byte(ref[n-4:])))
 		return task, seq, "", from, to, from < to
 	}
-	task, seq, fact, ok = persistence.ParseRef(ref)
+	task, seq, fact, ok = parseRef(ref)
 	return task, seq, fact, 0, 0, ok
 }
 

@@ -72,20 +72,20 @@ func TestPassageSpans(t *testing.T) {
 
 func TestPassageRef(t *testing.T) {
 	base := persistence.EventRef("T1", 7)
-	task, seq, fact, from, to, ok := parseRef(passageRef(base, 1000, 2024))
+	task, seq, fact, from, to, ok := parseDocRef(string(passageRef(base, 1000, 2024)))
 	if !ok || task != "T1" || seq != 7 || fact != "" || from != 1000 || to != 2024 {
-		t.Fatalf("parseRef(passageRef) = %q %d %q %d-%d %v", task, seq, fact, from, to, ok)
+		t.Fatalf("parseDocRef(passageRef) = %q %d %q %d-%d %v", task, seq, fact, from, to, ok)
 	}
-	task, seq, _, from, to, ok = parseRef(base)
+	task, seq, _, from, to, ok = parseDocRef(string(base))
 	if !ok || task != "T1" || seq != 7 || from != 0 || to != 0 {
-		t.Fatalf("parseRef(EventRef) = %q %d %d-%d %v", task, seq, from, to, ok)
+		t.Fatalf("parseDocRef(EventRef) = %q %d %d-%d %v", task, seq, from, to, ok)
 	}
-	if _, _, fact, _, _, ok := parseRef(persistence.FactRef("T1", "F1")); !ok || fact != "F1" {
-		t.Fatalf("parseRef(FactRef) = %q %v", fact, ok)
+	if _, _, fact, _, _, ok := parseDocRef(string(persistence.FactRef("T1", "F1"))); !ok || fact != "F1" {
+		t.Fatalf("parseDocRef(FactRef) = %q %v", fact, ok)
 	}
 	for _, bad := range [][]byte{passageRef(base, 5, 5), passageRef(persistence.FactRef("T1", "F1"), 0, 9), []byte("T1/e\x00p")} {
-		if _, _, _, _, _, ok := parseRef(bad); ok {
-			t.Errorf("parseRef(%q) ok", bad)
+		if _, _, _, _, _, ok := parseDocRef(string(bad)); ok {
+			t.Errorf("parseDocRef(%q) ok", bad)
 		}
 	}
 }

@@ -285,7 +285,7 @@ func (x *vecIndex) search(v *persistence.Snapshot, owner string, q []float32, k 
 			continue
 		}
 		if excludeTask != "" {
-			if task, _, _, _, _, _ := parseRef([]byte(refs[i])); task == excludeTask {
+			if task, _, _, _, _, _ := parseDocRef(refs[i]); task == excludeTask {
 				continue
 			}
 		}

@@ -162,6 +162,8 @@ type writer struct {
 	in       chan *request
 	maxBatch int
 	cache    *metaCache
+	// submitted is read by other goroutines (Store.SubmittedThrough).
+	submitted *submittedSeqs
 	// busy counts, per Task, the commits in flight that hold an append of
 	// it. An append is never planned against a commit in flight, which may
 	// still fail: the writer waits for its outcome first.
@@ -185,16 +187,17 @@ type writer struct {
 
 func newWriter(db *badger.DB, opt Options, statuses *statusCounts) *writer {
 	w := &writer{
-		statuses: statuses,
-		onCommit: opt.OnCommit,
-		onAck:    opt.OnAck,
-		db:       db,
-		in:       make(chan *request, 1024),
-		maxBatch: opt.MaxBatch,
-		cache:    newMetaCache(opt.MetaCacheSize),
-		busy:     make(map[string]int),
-		done:     make(chan commitDone, maxInflight),
-		stopped:  make(chan struct{}),
+		statuses:  statuses,
+		onCommit:  opt.OnCommit,
+		onAck:     opt.OnAck,
+		db:        db,
+		in:        make(chan *request, 1024),
+		maxBatch:  opt.MaxBatch,
+		cache:     newMetaCache(opt.MetaCacheSize),
+		busy:      make(map[string]int),
+		submitted: newSubmittedSeqs(maxSubmittedTasks),
+		done:      make(chan commitDone, maxInflight),
+		stopped:   make(chan struct{}),
 	}
 	if w.maxBatch <= 0 {
 		w.maxBatch = 256
@@ -469,6 +472,9 @@ func (w *writer) finish(txn *badger.Txn, group []staged) {
 	}
 	for _, st := range group {
 		w.busy[st.req.task]++
+		if n := len(st.req.events); n > 0 {
+			w.submitted.mark(st.req.task, st.req.events[n-1].GetSeq())
+		}
 	}
 	w.inflight++
 	g := append([]staged(nil), group...)
@@ -533,14 +539,12 @@ func checkAndFold(req *request, prev *api.TaskMeta) (*api.TaskMeta, error) {
 	if want == 1 && first.GetTaskCreated() == nil {
 		return nil, fmt.Errorf("%w: task %s: first event must be task_created", ErrInvalid, req.task)
 	}
-	meta := prev
 	for _, ev := range req.events {
 		if ev.GetTaskCreated() != nil && ev.GetSeq() != 1 {
 			return nil, fmt.Errorf("%w: task %s: task_created at seq %d", ErrInvalid, req.task, ev.GetSeq())
 		}
-		meta = api.FoldMeta(meta, ev)
 	}
-	return meta, nil
+	return api.FoldMetaEvents(prev, req.events), nil
 }
 
 // stage writes one planned request into txn.

@@ -49,8 +49,25 @@ func (e *StateError) Error() string {
 
 // StatusName returns a status as users read it ("running", "paused").
 func StatusName(st api.TaskStatus) string {
+	if n, ok := statusNames[st]; ok {
+		return n
+	}
+	return statusName(st)
+}
+
+func statusName(st api.TaskStatus) string {
 	return strings.ToLower(strings.TrimPrefix(st.String(), "TASK_STATUS_"))
 }
+
+// statusNames are the known statuses' names, made once: a Task names its
+// status at every append it applies.
+var statusNames = func() map[api.TaskStatus]string {
+	m := make(map[api.TaskStatus]string, len(api.TaskStatus_name))
+	for v := range api.TaskStatus_name {
+		m[api.TaskStatus(v)] = statusName(api.TaskStatus(v))
+	}
+	return m
+}()
 
 // CreateInput describes a new Task.
 type CreateInput struct {
@@ -162,6 +179,8 @@ func hintFor(st api.TaskStatus) string {
 		return "continue it first"
 	case api.TaskStatus_TASK_STATUS_FAILED:
 		return "continue it to retry"
+	case api.TaskStatus_TASK_STATUS_CREATED:
+		return "it is a queued child task: it starts when a place among the running child tasks is free (tasks.max_running_children); after a restart, continue its parent"
 	}
 	return ""
 }

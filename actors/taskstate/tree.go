@@ -283,12 +283,22 @@ func clip(s string, n int) string {
 func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // Take records inbox entries in the Task's history: a child's end as
-// ChildEnded (only from a child of this Task), a message as
-// MessageReceived. An entry the Task cannot take (a child's end from a
+// ChildEnded and its reopening as ChildReopened (only from a child of this
+// Task), a message as MessageReceived; a message reopens a finished Task
+// (MessageDelivery). An entry the Task cannot take (a child's end from a
 // Task that is not its child) is dropped with its key all the same.
 func (s *State) Take(entries []*api.InboxEntry) []proto.Message {
 	var out []proto.Message
 	for _, e := range entries {
+		if cr := e.GetChildReopened(); cr != nil {
+			if s.Children[e.GetFrom()] == nil {
+				continue
+			}
+			cr = proto.Clone(cr).(*api.ChildReopened)
+			cr.ChildId = e.GetFrom()
+			out = append(out, cr)
+			continue
+		}
 		if ce := e.GetChildEnded(); ce != nil {
 			if s.Children[e.GetFrom()] == nil {
 				continue
@@ -300,7 +310,7 @@ func (s *State) Take(entries []*api.InboxEntry) []proto.Message {
 		}
 		out = append(out, &api.MessageReceived{From: e.GetFrom(), FromSeq: e.GetFromSeq(), Text: e.GetText()})
 	}
-	return out
+	return append(out, s.reopen(out)...)
 }
 
 // WaitMode is tasks.wait's mode.
@@ -369,7 +379,8 @@ const (
 // FromParent returns what a cascade from the parent records in this Task:
 // a pause pauses it when it runs (reason parent, so a continue of the
 // parent continues it); a continue continues it when the parent's pause or
-// an interruption paused it (never a pause of its own person); a cancel
+// an interruption paused it (never a pause of its own person; a child
+// never started is left to the admission of running children); a cancel
 // cancels it unless it already ended. nil: nothing to record. A cascade
 // always goes on to the Task's own children.
 func (s *State) FromParent(c Cascade) []proto.Message {
@@ -383,9 +394,8 @@ func (s *State) FromParent(c Cascade) []proto.Message {
 		sc.PauseReason, sc.Detail = api.PauseReason_PAUSE_REASON_PARENT, "paused with its parent"
 		return out
 	case CascadeContinue:
-		if s.Status == api.TaskStatus_TASK_STATUS_CREATED {
-			return s.Start("started with its parent")
-		}
+		// A child never started waits for a place (Admission): the
+		// shell asks for one rather than starting it here.
 		if s.Status != api.TaskStatus_TASK_STATUS_PAUSED {
 			return nil
 		}
