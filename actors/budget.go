@@ -11,7 +11,6 @@ import (
 
 	"lemo/actors/taskstate"
 	"lemo/api"
-	"lemo/persistence"
 	"lemo/prompt"
 	"lemo/tools"
 )
@@ -350,35 +349,16 @@ func (o BudgetOptions) recoveryCharge(reg *tools.Registry) func(*taskstate.State
 	return func(s *taskstate.State, b []proto.Message) []proto.Message { return o.recovered(reg, s, b) }
 }
 
-// descendantsSpent is what the descendants of Task id (owned by owner, as
-// its whole tree is) have spent by now, derived from their recorded
-// histories (TaskMeta.budget): taskstate.TreeSpent over the owner's
-// Tasks. It reads the store: call it outside actors.
-func (e *env) descendantsSpent(owner, id string) (*api.BudgetAmounts, error) {
-	metas, err := e.ownerMetas(owner, id)
+// descendantsSpent is what the descendants of Task id have spent by now,
+// derived from their recorded histories as the store's children index
+// keeps them (persistence.Store.Descendants). It reads the store: call it
+// outside actors.
+func (e *env) descendantsSpent(id string) (*api.BudgetAmounts, error) {
+	nodes, err := e.deps.Store.Descendants(id)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read the spend of task %s's tree: %w", id, err)
 	}
-	return taskstate.TreeSpent(id, metas, e.now()), nil
-}
-
-// ownerMetas reads the metadata of owner's Tasks (their links and recorded
-// spend), for the tree of Task id. It reads the store: call it outside
-// actors.
-func (e *env) ownerMetas(owner, id string) ([]*api.TaskMeta, error) {
-	var metas []*api.TaskMeta
-	before := ""
-	for {
-		page, next, err := e.deps.Store.ListTasks(persistence.ListOptions{Owner: owner, Before: before, Limit: 500})
-		if err != nil {
-			return nil, fmt.Errorf("read the spend of task %s's tree: %w", id, err)
-		}
-		metas = append(metas, page...)
-		if next == "" {
-			return metas, nil
-		}
-		before = next
-	}
+	return taskstate.NodesSpent(nodes, e.now()), nil
 }
 
 // treeLeft is what the tree of the Task whose meta is m has left: its
@@ -391,7 +371,7 @@ func (e *env) treeLeft(m *api.TaskMeta) (left *api.BudgetAmounts, tokens, cost, 
 			return nil, false, false, false, fmt.Errorf("read the ancestors of task %s: %w", m.GetTaskId(), err)
 		}
 	}
-	desc, err := e.descendantsSpent(root.GetOwner(), root.GetTaskId())
+	desc, err := e.descendantsSpent(root.GetTaskId())
 	if err != nil {
 		return nil, false, false, false, err
 	}

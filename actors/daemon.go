@@ -288,6 +288,9 @@ type env struct {
 	policy atomic.Pointer[approvalPolicy]
 	// workspaces decides the workspaces requests name.
 	workspaces WorkspacePolicy
+	// books are the tree roots' books (treebudget.go): they outlive the
+	// roots' actor incarnations.
+	books rootBooks
 }
 
 // approvalPolicy is the daemon's approval policy and the deadline of the

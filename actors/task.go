@@ -170,6 +170,7 @@ func (t *task) Receive(ctx actor.Context) {
 	case *actor.Started:
 		t.self = ctx.Self()
 		t.incarnation = t.env.incarnations.Add(1)
+		t.adoptBook()
 		if t.fresh {
 			s := taskstate.New()
 			s.TaskID = t.id
@@ -187,6 +188,9 @@ func (t *task) Receive(ctx actor.Context) {
 		t.stopTimers()
 		t.releaseLive(true)
 	case *actor.Stopped, *actor.Terminated:
+		if _, ok := m.(*actor.Stopped); ok {
+			t.dropBook()
+		}
 		if term, ok := m.(*actor.Terminated); ok && t.cycle != nil && term.Who.Equal(t.cycle) {
 			t.cycle = nil
 		}
@@ -408,6 +412,8 @@ func (t *task) onLoaded(ctx actor.Context, m *loaded) {
 		t.armPendingApprovals(ctx)
 		// What was sent while it was dormant or the daemon was down.
 		t.readInbox(ctx)
+		// Asks a previous incarnation of this root did not answer.
+		t.nextBudgetAsk(ctx)
 	}
 	t.settle(ctx)
 }
@@ -517,16 +523,23 @@ const (
 	FailToolEnd = "actors.tool-end"
 	// FailApprovalResolve: the record of an approval's resolution.
 	FailApprovalResolve = "actors.approval-resolve"
+	// FailCycleStart: the record of a Cycle's start (with its
+	// reservation), made before the model call, when the append records
+	// none of the steps above.
+	FailCycleStart = "actors.cycle-start"
 )
 
 // stepFailpoint names the failpoint of the step evs record; "" for none.
 // A call's start wins over the end of another call, the end of a call that
-// ran over the approvals it cancels, and a resolution over the refusal it
-// records for a call that never ran.
+// ran over the approvals it cancels, a resolution over the refusal it
+// records for a call that never ran, and each of them over a Cycle's
+// start.
 func stepFailpoint(evs []*api.Event) string {
-	start, end, resolve := false, false, false
+	start, end, resolve, cycle := false, false, false, false
 	for _, ev := range evs {
 		switch b := ev.Body.(type) {
+		case *api.Event_CycleStarted:
+			cycle = true
 		case *api.Event_ToolExecutionStarted:
 			start = true
 		case *api.Event_ToolResult:
@@ -544,6 +557,8 @@ func stepFailpoint(evs []*api.Event) string {
 		return FailToolEnd
 	case resolve:
 		return FailApprovalResolve
+	case cycle:
+		return FailCycleStart
 	}
 	return ""
 }

@@ -122,14 +122,14 @@ func (b *treeBridge) Spawn(ctx context.Context, in tools.SpawnRequest) (string, 
 	// What the tree's other children spent is charged to this Task: the
 	// child's budget is capped at what is left once it is counted. Only a
 	// Task with limits caps its children (taskstate.ChildBudget), so only
-	// then is the owner's Task list read.
+	// then are its descendants read (the store's children index).
 	self, err := b.env.deps.Store.Meta(b.taskID)
 	if err != nil {
 		return "", false, err
 	}
 	desc := &api.BudgetAmounts{}
 	if api.HasBudget(self.GetBudget().GetLimits()) {
-		if desc, err = b.env.descendantsSpent(self.GetOwner(), b.taskID); err != nil {
+		if desc, err = b.env.descendantsSpent(b.taskID); err != nil {
 			return "", false, err
 		}
 	}
@@ -468,7 +468,7 @@ func (t *task) treeCommand(ctx actor.Context, c any, r chan reply) bool {
 	case *cmdBudgetAnswer:
 		t.onBudgetAnswer(ctx, c, r)
 	case *cmdBudgetDone:
-		t.tb.done(c)
+		t.budgetDone(c)
 		replyTo(r, reply{meta: t.meta})
 	case *cmdCascade:
 		t.persist(ctx, t.st.FromParent(c.c), []chan reply{r}, func(ctx actor.Context) {

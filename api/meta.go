@@ -42,6 +42,8 @@ func FoldMeta(meta *TaskMeta, ev *Event) *TaskMeta {
 		if c := b.CycleStarted.GetCycle(); c > m.Cycles {
 			m.Cycles = c
 		}
+	case *Event_ChildSpawned:
+		m.Children++
 	}
 	return m
 }

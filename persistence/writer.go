@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -572,6 +573,18 @@ func stage(txn *badger.Txn, st staged) error {
 		if prev == nil {
 			if err := txn.Set(ownerKey(meta.GetOwner(), req.task), nil); err != nil {
 				return err
+			}
+		}
+		// A child's creation commits its entry in its parent's children
+		// index (a spawn: in the same transaction as the parent's record
+		// of it), and every change of its links, limits or spend rewrites
+		// it with the metadata.
+		if p := meta.GetParentId(); p != "" {
+			v := encodeTreeValue(meta)
+			if prev == nil || !bytes.Equal(v, encodeTreeValue(prev)) {
+				if err := txn.Set(childKey(p, req.task), v); err != nil {
+					return err
+				}
 			}
 		}
 		for i, ev := range req.events {

@@ -436,13 +436,20 @@ func Plus(a, b *api.BudgetAmounts) *api.BudgetAmounts {
 // metas by their parent links. It is what the Task root is charged for
 // its tree beyond its own spend; root itself is not counted.
 func TreeSpent(root string, metas []*api.TaskMeta, now time.Time) *api.BudgetAmounts {
+	return NodesSpent(Descendants(root, metas), now)
+}
+
+// Descendants returns the descendants of root among metas (found by their
+// parent links), breadth first, as the store's children index reads them
+// (persistence.Store.Descendants).
+func Descendants(root string, metas []*api.TaskMeta) []api.TreeNode {
 	kids := map[string][]*api.TaskMeta{}
 	for _, m := range metas {
 		if p := m.GetParentId(); p != "" {
 			kids[p] = append(kids[p], m)
 		}
 	}
-	out := &api.BudgetAmounts{}
+	var out []api.TreeNode
 	seen := map[string]bool{root: true}
 	queue := []string{root}
 	for len(queue) > 0 {
@@ -453,9 +460,19 @@ func TreeSpent(root string, metas []*api.TaskMeta, now time.Time) *api.BudgetAmo
 				continue
 			}
 			seen[m.GetTaskId()] = true
-			out = Plus(out, api.BudgetSpent(m.GetBudget(), now))
+			out = append(out, api.TreeNodeOf(m))
 			queue = append(queue, m.GetTaskId())
 		}
+	}
+	return out
+}
+
+// NodesSpent is what the Tasks nodes spent by now, together: for a root's
+// descendants, what the root is charged for its tree beyond its own spend.
+func NodesSpent(nodes []api.TreeNode, now time.Time) *api.BudgetAmounts {
+	out := &api.BudgetAmounts{}
+	for i := range nodes {
+		nodes[i].AddSpent(out, now)
 	}
 	return out
 }
@@ -475,14 +492,20 @@ func TreeLeft(sum *api.BudgetSummary, desc *api.BudgetAmounts, now time.Time) (l
 // TreeGrant's): what a child spends is charged to every ancestor, so each
 // limited Task on the path must cover its own spend, its descendants'
 // recorded spend, the root's pending grants to Tasks under it, and need
-// (for the asker without descendants this is its own Reserve's check). metas are the owner's Tasks (the tree's links
-// and each one's recorded spend), pending the grants not yet recorded by
-// Task. It returns the first Task (nearest the asker) whose limit refuses,
-// and how.
-func PathGrant(metas []*api.TaskMeta, root, asker string, pending map[string]*api.BudgetAmounts, need *api.BudgetAmounts, now time.Time) (string, *api.BudgetExceeded) {
-	byID := make(map[string]*api.TaskMeta, len(metas))
-	for _, m := range metas {
-		byID[m.GetTaskId()] = m
+// (for the asker without descendants this is its own Reserve's check).
+// nodes are the root's descendants (their links and each one's recorded
+// spend), pending the grants not yet recorded by Task. It returns the
+// first Task (nearest the asker) whose limit refuses, and how.
+func PathGrant(nodes []api.TreeNode, root, asker string, pending map[string]*api.BudgetAmounts, need *api.BudgetAmounts, now time.Time) (string, *api.BudgetExceeded) {
+	byID := make(map[string]*api.TreeNode, len(nodes))
+	for i := range nodes {
+		byID[nodes[i].ID] = &nodes[i]
+	}
+	parent := func(id string) string {
+		if n := byID[id]; n != nil {
+			return n.Parent
+		}
+		return ""
 	}
 	// under reports whether id is anc or one of its descendants.
 	under := func(id, anc string) bool {
@@ -490,19 +513,24 @@ func PathGrant(metas []*api.TaskMeta, root, asker string, pending map[string]*ap
 			if id == anc {
 				return true
 			}
-			id = byID[id].GetParentId()
+			id = parent(id)
 		}
 		return false
 	}
 	id := asker
-	for i := 0; i < maxTreeWalk; i, id = i+1, byID[id].GetParentId() {
-		m := byID[id]
-		if id == "" || id == root || m == nil {
+	for i := 0; i < maxTreeWalk; i, id = i+1, parent(id) {
+		n := byID[id]
+		if id == "" || id == root || n == nil {
 			return "", nil
 		}
-		sum := m.GetBudget()
-		if !api.HasBudget(sum.GetLimits()) {
+		if !api.HasBudget(n.Limits) {
 			continue
+		}
+		spent := &api.BudgetAmounts{}
+		for j := range nodes {
+			if under(nodes[j].ID, id) {
+				nodes[j].AddSpent(spent, now)
+			}
 		}
 		held := &api.BudgetAmounts{}
 		for task, p := range pending {
@@ -510,7 +538,7 @@ func PathGrant(metas []*api.TaskMeta, root, asker string, pending map[string]*ap
 				held = Plus(held, p)
 			}
 		}
-		if ex := TreeGrant(sum, TreeSpent(id, metas, now), held, need, now); ex != nil {
+		if ex := CheckBudget(n.Limits, Plus(spent, held), need); ex != nil {
 			return id, ex
 		}
 	}
@@ -520,3 +548,55 @@ func PathGrant(metas []*api.TaskMeta, root, asker string, pending map[string]*ap
 // maxTreeWalk bounds a walk up a tree's links (deeper than any limit
 // allows; a loop in damaged links ends there).
 const maxTreeWalk = 64
+
+// Grants are the Cycles a tree's root granted whose askers have not yet
+// reported their CycleStarted durable: each counts as spent from the
+// moment it is given until its asker reports it recorded (Done), asks for
+// another Cycle (by then the granted one was recorded, and counts in the
+// asker's spend, or never will be), or gives it back. The root keeps them
+// beyond its actor's restarts (the daemon holds them for it), so a crash
+// of the root alone forgets no grant in flight: the tree fails closed. A
+// crash of the daemon forgets them with the askers that held them, whose
+// Cycles either never started or were recorded with their reservation.
+type Grants struct {
+	pending map[string]Grant
+}
+
+// Grant is one Cycle granted to a Task and what it needs.
+type Grant struct {
+	Cycle uint32
+	Need  *api.BudgetAmounts
+}
+
+// Asked takes a new ask of task: its earlier grant is no longer pending.
+func (g *Grants) Asked(task string) { delete(g.pending, task) }
+
+// Give records the grant of task's Cycle cycle, which needs need.
+func (g *Grants) Give(task string, cycle uint32, need *api.BudgetAmounts) {
+	if g.pending == nil {
+		g.pending = map[string]Grant{}
+	}
+	g.pending[task] = Grant{Cycle: cycle, Need: need}
+}
+
+// Done takes task's report that its Cycle cycle is recorded (or was not
+// used): that grant is no longer pending; another Cycle's stays.
+func (g *Grants) Done(task string, cycle uint32) {
+	if p, ok := g.pending[task]; ok && p.Cycle == cycle {
+		delete(g.pending, task)
+	}
+}
+
+// Held is what the pending grants need, in all and by Task.
+func (g *Grants) Held() (*api.BudgetAmounts, map[string]*api.BudgetAmounts) {
+	all := &api.BudgetAmounts{}
+	by := make(map[string]*api.BudgetAmounts, len(g.pending))
+	for task, p := range g.pending {
+		all = Plus(all, p.Need)
+		by[task] = p.Need
+	}
+	return all, by
+}
+
+// Len is the number of pending grants.
+func (g *Grants) Len() int { return len(g.pending) }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"lemo/api"
 )
@@ -382,6 +383,13 @@ func TestTreeSpent(t *testing.T) {
 			t.Errorf("TreeSpent(%s) = %d tokens; want %d", tc.root, got, tc.want)
 		}
 	}
+	// A running Task's working time grows until now.
+	running := meta("Z", "R", 5)
+	running.Budget.Spent.TimeMs = 1000
+	running.Budget.RunningSince = timestamppb.New(now.Add(-2 * time.Second))
+	if got := NodesSpent(Descendants("R", append(metas, running)), now); got.GetTokens() != 135 || got.GetTimeMs() != 3000 {
+		t.Errorf("NodesSpent(R with a running child) = %v; want 135 tokens, 3000 ms", got)
+	}
 	left, tokens, cost, _ := TreeLeft(&api.BudgetSummary{Limits: &api.BudgetAmounts{Tokens: 200}, Spent: &api.BudgetAmounts{Tokens: 1}}, TreeSpent("R", metas, now), now)
 	if left.GetTokens() != 69 || !tokens || cost {
 		t.Errorf("TreeLeft = %v %v %v; want 69 tokens left", left, tokens, cost)
@@ -492,9 +500,58 @@ func TestPathGrant(t *testing.T) {
 		{"and its children's pending grants", "M", map[string]*api.BudgetAmounts{"G": {Tokens: 1000}}, need, "M"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			who, ex := PathGrant(metas, "R", tc.asker, tc.pending, tc.need, now)
+			who, ex := PathGrant(Descendants("R", metas), "R", tc.asker, tc.pending, tc.need, now)
 			if who != tc.who || (tc.who == "") != (ex == nil) {
 				t.Fatalf("PathGrant = %q, %v; want refused by %q", who, ex, tc.who)
+			}
+		})
+	}
+}
+
+// A grant counts until its asker reports it recorded or asks again; a
+// report for another Cycle leaves it pending.
+func TestGrants(t *testing.T) {
+	need := func(n uint64) *api.BudgetAmounts { return &api.BudgetAmounts{Tokens: n, TimeMs: 1} }
+	type op struct {
+		kind  string // give, done, asked
+		task  string
+		cycle uint32
+		n     uint64
+	}
+	for _, tc := range []struct {
+		name string
+		ops  []op
+		want uint64            // tokens held in all
+		by   map[string]uint64 // tokens held by Task
+	}{
+		{"none", nil, 0, map[string]uint64{}},
+		{"given grants count", []op{{"give", "A", 1, 100}, {"give", "B", 3, 50}}, 150, map[string]uint64{"A": 100, "B": 50}},
+		{"recorded: no longer pending", []op{{"give", "A", 1, 100}, {"give", "B", 3, 50}, {"done", "A", 1, 0}}, 50, map[string]uint64{"B": 50}},
+		{"a report of another Cycle leaves it", []op{{"give", "A", 2, 100}, {"done", "A", 1, 0}}, 100, map[string]uint64{"A": 100}},
+		{"a new ask drops the asker's earlier grant", []op{{"give", "A", 1, 100}, {"asked", "A", 0, 0}}, 0, map[string]uint64{}},
+		{"and only the asker's", []op{{"give", "A", 1, 100}, {"give", "B", 1, 70}, {"asked", "A", 0, 0}, {"give", "A", 2, 30}}, 100, map[string]uint64{"A": 30, "B": 70}},
+		{"a report from a Task without a grant changes nothing", []op{{"give", "A", 1, 100}, {"done", "C", 1, 0}}, 100, map[string]uint64{"A": 100}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var g Grants
+			for _, o := range tc.ops {
+				switch o.kind {
+				case "give":
+					g.Give(o.task, o.cycle, need(o.n))
+				case "done":
+					g.Done(o.task, o.cycle)
+				case "asked":
+					g.Asked(o.task)
+				}
+			}
+			all, by := g.Held()
+			if all.GetTokens() != tc.want || g.Len() != len(tc.by) {
+				t.Fatalf("Held = %d tokens in %d grants, want %d in %d", all.GetTokens(), g.Len(), tc.want, len(tc.by))
+			}
+			for task, n := range tc.by {
+				if by[task].GetTokens() != n {
+					t.Errorf("held by %s = %d tokens, want %d", task, by[task].GetTokens(), n)
+				}
 			}
 		})
 	}
