@@ -1,0 +1,143 @@
+package persistence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"lemo/api"
+)
+
+func evAt(task string, seq uint64, at time.Time, body proto.Message) *api.Event {
+	return api.NewEvent(task, seq, timestamppb.New(at), body)
+}
+
+func daySpend(t *testing.T, st *testStore, owner string, at time.Time) (tokens, cost uint64) {
+	t.Helper()
+	sp, _, err := st.DaySpend(owner, at)
+	if err != nil {
+		t.Fatalf("DaySpend: %v", err)
+	}
+	return sp.GetTokens(), sp.GetCostNanoUsd()
+}
+
+// The owner's daily record follows the Tasks' spend in the same commits:
+// a reservation counts at once, the usage replaces it on the day the
+// Cycle started (even when it ends the next day), a tool's charge counts
+// on its own day; another owner's spend is elsewhere.
+func TestDaySpendFollowsTheLedger(t *testing.T) {
+	dir := t.TempDir()
+	st := openTest(t, dir)
+	day1 := time.Date(2026, 12, 1, 23, 59, 0, 0, time.UTC)
+	day2 := day1.Add(2 * time.Minute)
+	a, b := NewTaskID(day1), NewTaskID(day1.Add(time.Second))
+	res := &api.BudgetReservation{InputTokens: 1000, OutputTokens: 500, CostNanoUsd: 3000}
+	mustAppend(t, st, a, evAt(a, 1, day1, &api.TaskCreated{Owner: "alice"}), evAt(a, 2, day1, &api.CycleStarted{Cycle: 1, Reservation: res}))
+	mustAppend(t, st, b, evAt(b, 1, day1, &api.TaskCreated{Owner: "bob"}), evAt(b, 2, day1, &api.CycleStarted{Cycle: 1, Reservation: res}))
+	if tok, cost := daySpend(t, st, "alice", day1); tok != 1500 || cost != 3000 {
+		t.Fatalf("alice's day 1 = %d tokens, %d nano-USD; want the reservation 1500, 3000", tok, cost)
+	}
+	// The Cycle ends the next day with usage of 300 tokens: day 1 is
+	// corrected; day 2 gets the tool's charge only.
+	mustAppend(t, st, a, evAt(a, 3, day2, &api.CycleFinished{Cycle: 1, Usage: &api.Usage{PromptTokens: 200, CompletionTokens: 100}}),
+		evAt(a, 4, day2, &api.BudgetCharged{Tokens: 40, CostNanoUsd: 7}))
+	if tok, _ := daySpend(t, st, "alice", day1); tok != 300 {
+		t.Fatalf("alice's day 1 after the usage = %d tokens, want 300", tok)
+	}
+	if tok, cost := daySpend(t, st, "alice", day2); tok != 40 || cost != 7 {
+		t.Fatalf("alice's day 2 = %d tokens, %d; want the charge 40, 7", tok, cost)
+	}
+	if tok, _ := daySpend(t, st, "bob", day1); tok != 1500 {
+		t.Fatalf("bob's day 1 = %d tokens, want 1500", tok)
+	}
+	closeTest(t, st)
+	st = openTest(t, dir)
+	if tok, _ := daySpend(t, st, "alice", day1); tok != 300 {
+		t.Fatalf("alice's day 1 after a reopen = %d tokens, want 300", tok)
+	}
+}
+
+// limitCheck refuses an append whose charge would take the day's spend
+// above limit tokens plus the raises.
+func limitCheck(limit uint64) DayCheck {
+	return func(day time.Time, spent, raised, charge *api.BudgetAmounts) error {
+		if spent.GetTokens()+charge.GetTokens() > limit+raised.GetTokens() {
+			return fmt.Errorf("over the day %s: %d spent, %d asked", day.Format(time.DateOnly), spent.GetTokens(), charge.GetTokens())
+		}
+		return nil
+	}
+}
+
+// A DayCheck that refuses leaves nothing written; concurrent appends of
+// one owner never pass the limit together; a raise lets more through.
+func TestDayCheck(t *testing.T) {
+	st := openTest(t, t.TempDir())
+	at := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	const tasks = 16
+	ids := make([]string, tasks)
+	for i := range ids {
+		ids[i] = NewTaskID(at.Add(time.Duration(i) * time.Millisecond))
+		mustAppend(t, st, ids[i], evAt(ids[i], 1, at, &api.TaskCreated{Owner: "alice"}))
+	}
+	res := &api.BudgetReservation{InputTokens: 900, OutputTokens: 100}
+	var wg sync.WaitGroup
+	var ok, refused atomic.Int32
+	for _, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := st.Append(context.Background(), Append{TaskID: id, Events: []*api.Event{evAt(id, 2, at, &api.CycleStarted{Cycle: 1, Reservation: res})}, DayCheck: limitCheck(5500)})
+			switch {
+			case err == nil:
+				ok.Add(1)
+			case errors.Is(err, ErrSeqConflict):
+				t.Error(err)
+			default:
+				refused.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if ok.Load() != 5 || refused.Load() != tasks-5 {
+		t.Fatalf("%d appends passed and %d were refused; the limit covers 5", ok.Load(), refused.Load())
+	}
+	if tok, _ := daySpend(t, st, "alice", at); tok != 5000 {
+		t.Fatalf("day spend = %d tokens, want 5000", tok)
+	}
+	started := 0
+	for _, id := range ids {
+		if m, _ := st.Meta(id); m.GetLastSeq() == 2 {
+			started++
+		}
+	}
+	if started != 5 {
+		t.Fatalf("%d Tasks recorded their Cycle, want 5 (a refused append writes nothing)", started)
+	}
+	if err := st.RaiseDay("alice", at, NewTaskID(at), &api.BudgetAmounts{Tokens: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	if _, raised, _ := st.DaySpend("alice", at); raised.GetTokens() != 1000 {
+		t.Fatalf("raised = %v, want 1000 tokens", raised)
+	}
+	var more int
+	for _, id := range ids {
+		if m, _ := st.Meta(id); m.GetLastSeq() == 1 {
+			if _, err := st.Append(context.Background(), Append{TaskID: id, Events: []*api.Event{evAt(id, 2, at, &api.CycleStarted{Cycle: 1, Reservation: res})}, DayCheck: limitCheck(5500)}); err == nil {
+				more++
+			}
+		}
+	}
+	if more != 1 {
+		t.Fatalf("%d more Cycles after a raise of 1000 tokens, want 1", more)
+	}
+	if err := st.RaiseDay("alice", at, NewTaskID(at), &api.BudgetAmounts{}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a raise of nothing: %v, want ErrInvalid", err)
+	}
+}
