@@ -47,6 +47,9 @@ type inflight struct {
 	// answers a tree request when the append fails.
 	tree  *treeExtra
 	onErr func(error)
+	// dayCheck makes the append conditional on the owner's daily budget
+	// (a Cycle's start committed alone: budget.go).
+	dayCheck persistence.DayCheck
 }
 
 // task is the actor of one Task: the single writer of its history.
@@ -492,7 +495,7 @@ func (t *task) persistFull(ctx actor.Context, inf *inflight, bodies []proto.Mess
 			if mem != nil {
 				extra = mem.Postings(owner, evs)
 			}
-			a := persistence.Append{TaskID: id, Events: evs, Reserve: reserve}
+			a := persistence.Append{TaskID: id, Events: evs, Reserve: reserve, DayCheck: inf.dayCheck}
 			if x != nil {
 				a.Also = x.also
 				if x.extra != nil {
@@ -576,6 +579,14 @@ func (t *task) onAppended(ctx actor.Context, m *appended) {
 		if inf.tree != nil && len(inf.tree.also) > 0 && errors.Is(m.err, persistence.ErrSeqConflict) {
 			// A spawn whose child id was taken: nothing of it was
 			// written, the spawn's call learned why.
+			t.settle(ctx)
+			return
+		}
+		var day *taskstate.DayExceeded
+		if errors.As(m.err, &day) {
+			// The owner's daily budget refused the Cycle's start: nothing
+			// was written; the Task pauses, saying why.
+			t.persist(ctx, t.st.DayPause(day), nil, nil)
 			t.settle(ctx)
 			return
 		}
@@ -719,6 +730,10 @@ func (t *task) reconcile(ctx actor.Context) {
 	}
 	if step.Kind == taskstate.StepAskBudget {
 		t.askBudget(ctx, step)
+		return
+	}
+	if step.Alone {
+		t.persistFull(ctx, &inflight{then: t.stepAction(step), dayCheck: t.dayCheck()}, step.Bodies)
 		return
 	}
 	t.persist(ctx, step.Bodies, nil, t.stepAction(step))

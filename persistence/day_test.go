@@ -54,6 +54,9 @@ func TestDaySpendFollowsTheLedger(t *testing.T) {
 	if tok, cost := daySpend(t, st, "alice", day2); tok != 40 || cost != 7 {
 		t.Fatalf("alice's day 2 = %d tokens, %d; want the charge 40, 7", tok, cost)
 	}
+	// bob's Cycle is closed by a recovery after kill -9, without usage:
+	// its reservation stands (fail closed).
+	mustAppend(t, st, b, evAt(b, 3, day2, &api.CycleFinished{Cycle: 1, Error: "interrupted"}))
 	if tok, _ := daySpend(t, st, "bob", day1); tok != 1500 {
 		t.Fatalf("bob's day 1 = %d tokens, want 1500", tok)
 	}

@@ -154,6 +154,10 @@ type ReserveOptions struct {
 	Overhead uint64
 	// OutputTokens is the output cap reserved for every Cycle.
 	OutputTokens uint64
+	// Day: the Task's owner has a daily budget (budgets.per_owner_day),
+	// which the store checks when it commits the Cycle's start (CheckDay):
+	// that start is committed alone (Step.Alone).
+	Day bool
 }
 
 // Reservation is what the Task's next Cycle reserves: its estimated input
@@ -187,7 +191,9 @@ func (s *State) Reserve(step Step, o ReserveOptions) Step {
 	if o.Tree && r != o.Grant {
 		return Step{Kind: StepAskBudget, Cycle: step.Cycle, Reservation: r}
 	}
-	return WithReservation(step, r)
+	step = WithReservation(step, r)
+	step.Alone = o.Day
+	return step
 }
 
 // SharesTreeBudget reports whether the Task's Cycles need its tree root's
@@ -600,3 +606,67 @@ func (g *Grants) Held() (*api.BudgetAmounts, map[string]*api.BudgetAmounts) {
 
 // Len is the number of pending grants.
 func (g *Grants) Len() int { return len(g.pending) }
+
+// CheckDay is the rule of an owner's daily budget: the Cycle's charge (its
+// reservation, as the store attributes it to the day) must fit what is
+// left of the day's limits (limits, each raised by what operators added
+// that day: raised) after the spend recorded that day (spent, open
+// reservations included). A zero limit is no limit; working time has none.
+// It returns the limit crossed ("daily tokens" or "daily cost"), with the
+// amounts as of the day, raises included; nil when the Cycle fits.
+func CheckDay(limits, raised, spent, charge *api.BudgetAmounts) *api.BudgetExceeded {
+	eff := &api.BudgetAmounts{}
+	if limits.GetTokens() > 0 {
+		eff.Tokens = Plus(limits, raised).GetTokens()
+	}
+	if limits.GetCostNanoUsd() > 0 {
+		eff.CostNanoUsd = Plus(limits, raised).GetCostNanoUsd()
+	}
+	ex := CheckBudget(eff, spent, &api.BudgetAmounts{Tokens: charge.GetTokens(), CostNanoUsd: charge.GetCostNanoUsd()})
+	if ex != nil {
+		ex.Limit = "daily " + ex.GetLimit()
+	}
+	return ex
+}
+
+// DayExceeded is the refusal of a Cycle's start by its owner's daily
+// budget (the error the store's check returns).
+type DayExceeded struct {
+	Owner string
+	// Day is the UTC day (its midnight); the budget resets a day later.
+	Day    time.Time
+	Raised *api.BudgetAmounts
+	Ex     *api.BudgetExceeded
+}
+
+func (e *DayExceeded) Error() string {
+	return fmt.Sprintf("%s budget of owner %s on %s: limit %d, spent %d, remaining %d, needed %d", e.Ex.GetLimit(), e.Owner, e.Day.Format(time.DateOnly),
+		e.Ex.GetLimitAmount(), e.Ex.GetSpent(), e.Ex.GetRemaining(), e.Ex.GetNeeded())
+}
+
+// DayPause is the pause of a running Task whose Cycle its owner's daily
+// budget refused: which limit, spent, remaining, needed, when the budget
+// resets (UTC midnight) and how to go on; nil when the Task no longer
+// waits for a Cycle.
+func (s *State) DayPause(e *DayExceeded) []proto.Message {
+	if !s.Running() || s.CycleOpen {
+		return nil
+	}
+	f, flag := func(v uint64) string { return fmt.Sprintf("%d tokens", v) }, "--add-tokens N"
+	if e.Ex.GetLimit() == "daily cost" {
+		f, flag = api.FormatUSD, "--add-cost USD"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "paused: the %s budget of owner %s cannot cover the next model call: limit %s today", e.Ex.GetLimit(), e.Owner, f(e.Ex.GetLimitAmount()))
+	if r := e.Raised; r.GetTokens() > 0 || r.GetCostNanoUsd() > 0 {
+		n := r.GetTokens()
+		if e.Ex.GetLimit() == "daily cost" {
+			n = r.GetCostNanoUsd()
+		}
+		fmt.Fprintf(&b, " (%s of it raised today)", f(n))
+	}
+	reset := e.Day.Add(24 * time.Hour)
+	fmt.Fprintf(&b, ", spent %s, remaining %s, needed %s; it resets at %s (UTC midnight); an operator can raise it for today with lemo budget --owner %s %s, then lemo continue %s",
+		f(e.Ex.GetSpent()), f(e.Ex.GetRemaining()), f(e.Ex.GetNeeded()), reset.Format("2006-01-02 15:04 MST"), e.Owner, flag, s.TaskID)
+	return []proto.Message{&api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_PAUSED, PauseReason: api.PauseReason_PAUSE_REASON_BUDGET, Detail: b.String(), Budget: e.Ex}}
+}

@@ -556,3 +556,71 @@ func TestGrants(t *testing.T) {
 		})
 	}
 }
+
+// An owner's daily budget: the Cycle's charge must fit what the day's
+// limits, raised by the day's raises, leave after the day's spend.
+func TestCheckDay(t *testing.T) {
+	a := func(tokens, cost uint64) *api.BudgetAmounts { return &api.BudgetAmounts{Tokens: tokens, CostNanoUsd: cost} }
+	for _, tc := range []struct {
+		name                          string
+		limits, raised, spent, charge *api.BudgetAmounts
+		want                          string // "" fits, else the limit crossed
+		remaining                     uint64
+	}{
+		{"no daily budget", a(0, 0), a(0, 0), a(1<<40, 1<<40), a(1000, 1000), "", 0},
+		{"room left", a(10_000, 0), a(0, 0), a(4000, 0), a(6000, 0), "", 0},
+		{"over the token limit", a(10_000, 0), a(0, 0), a(4001, 0), a(6000, 0), "daily tokens", 5999},
+		{"a raise makes room", a(10_000, 0), a(1, 0), a(4001, 0), a(6000, 0), "", 0},
+		{"a raise of cost leaves tokens alone", a(10_000, 0), a(0, 500), a(4001, 0), a(6000, 0), "daily tokens", 5999},
+		{"over the cost limit", a(0, 1000), a(0, 0), a(900, 900), a(10, 101), "daily cost", 100},
+		{"nothing left: even a free Cycle waits", a(0, 1000), a(0, 0), a(0, 1000), a(10, 0), "daily cost", 0},
+		{"tokens are checked before cost", a(100, 100), a(0, 0), a(100, 100), a(1, 1), "daily tokens", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ex := CheckDay(tc.limits, tc.raised, tc.spent, tc.charge)
+			switch {
+			case tc.want == "" && ex != nil:
+				t.Fatalf("CheckDay = %v, want the Cycle to fit", ex)
+			case tc.want != "" && (ex == nil || ex.GetLimit() != tc.want || ex.GetRemaining() != tc.remaining):
+				t.Fatalf("CheckDay = %v, want %s crossed with %d remaining", ex, tc.want, tc.remaining)
+			}
+		})
+	}
+}
+
+// The pause names the owner's daily limit, spend, remaining, need, the
+// reset at UTC midnight and the operator's raise.
+func TestDayPause(t *testing.T) {
+	s := buildBudget(t, nil, priced)
+	s.Owner = "alice"
+	day := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+	ex := CheckDay(&api.BudgetAmounts{Tokens: 5000}, &api.BudgetAmounts{Tokens: 1000}, &api.BudgetAmounts{Tokens: 4000}, &api.BudgetAmounts{Tokens: 2500})
+	got := s.DayPause(&DayExceeded{Owner: "alice", Day: day, Raised: &api.BudgetAmounts{Tokens: 1000}, Ex: ex})
+	if len(got) != 1 {
+		t.Fatalf("DayPause = %v", got)
+	}
+	sc := got[0].(*api.StatusChanged)
+	if sc.GetPauseReason() != api.PauseReason_PAUSE_REASON_BUDGET || sc.GetBudget().GetLimit() != "daily tokens" {
+		t.Fatalf("pause = %v", sc)
+	}
+	for _, w := range []string{"daily tokens budget of owner alice", "limit 6000 tokens today (1000 tokens of it raised today)", "spent 4000 tokens", "remaining 2000 tokens", "needed 2500 tokens", "resets at 2026-12-07 00:00 UTC", "lemo budget --owner alice --add-tokens N", "lemo continue " + s.TaskID} {
+		if !strings.Contains(sc.GetDetail(), w) {
+			t.Errorf("explanation %q lacks %q", sc.GetDetail(), w)
+		}
+	}
+	// Reserve marks a Cycle's start to be committed alone when the owner
+	// has a daily budget.
+	step := s.Reserve(s.Next(NextOptions{}), ReserveOptions{Now: now, OutputTokens: 100, Day: true})
+	if step.Kind != StepStartCycle || !step.Alone {
+		t.Fatalf("Reserve with a daily budget = %v alone %v, want a Cycle start alone", step.Kind, step.Alone)
+	}
+	// Chain leaves it out: it is committed on its own afterwards.
+	o := NextOptions{Now: now, Budget: &ReserveOptions{Now: now, OutputTokens: 100, Day: true}}
+	if all, steps := s.Chain([]proto.Message{&api.UserMessage{Text: "more"}}, o); len(all) != 1 || len(steps) != 0 {
+		t.Fatalf("Chain with a daily budget = %v, %d steps; want the message alone", kindsOf(all), len(steps))
+	}
+	o.Budget.Day = false
+	if _, steps := s.Chain([]proto.Message{&api.UserMessage{Text: "more"}}, o); len(steps) != 1 || steps[0].Kind != StepStartCycle {
+		t.Fatalf("Chain without a daily budget = %d steps, want the Cycle's start chained", len(steps))
+	}
+}

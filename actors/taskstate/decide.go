@@ -585,6 +585,11 @@ type Step struct {
 	Bodies []proto.Message
 	// Reservation is what a StepAskBudget asks the tree's root to grant.
 	Reservation *api.BudgetReservation
+	// Alone: the step's bodies are committed in an append of their own,
+	// never chained after others' (a Cycle's start checked against its
+	// owner's daily budget, which the store may refuse: the Task then
+	// records its pause instead, and nothing else was in that append).
+	Alone bool
 }
 
 // ApprovalNeed says whether a call needs approval before it runs, or is
@@ -789,7 +794,7 @@ func (s *State) Chain(bodies []proto.Message, o NextOptions) ([]proto.Message, [
 	var steps []Step
 	for len(steps) < maxChain {
 		step := c.Next(o)
-		if step.Kind == StepWait || len(step.Bodies) == 0 {
+		if step.Kind == StepWait || len(step.Bodies) == 0 || step.Alone {
 			break
 		}
 		all = append(all, step.Bodies...)

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"lemo/actors"
@@ -12,6 +13,7 @@ import (
 	"lemo/client"
 	"lemo/config"
 	"lemo/metrics"
+	"lemo/persistence"
 	"lemo/providers"
 	"lemo/providers/pricing"
 )
@@ -72,17 +74,29 @@ func (b *budgetFlags) amounts() (*api.BudgetAmounts, error) {
 
 // raiseBudget implements lemo budget.
 func raiseBudget(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newClientFlags("budget", "<task id> [--add-tokens N] [--add-cost USD] [--add-time D]", "Raise a Task's budget (its owner or an operator). A Task paused for its budget\n"+
-		"stays paused: go on with lemo continue <id>.", stdout, stderr)
+	f := newClientFlags("budget", "<task id> [--add-tokens N] [--add-cost USD] [--add-time D]\n       lemo budget --owner OWNER [--add-tokens N] [--add-cost USD]",
+		"Raise a Task's budget (its owner or an operator), or, with --owner, an owner's daily\n"+
+			"budget for the current UTC day (budgets.per_owner_day; an operator). A Task paused for\n"+
+			"its budget stays paused: go on with lemo continue <id>.", stdout, stderr)
 	var b budgetFlags
 	b.add(f.fs, true)
-	pos, err := f.parse(args, 1, 1)
+	owner := f.fs.String("owner", "", "raise the daily budget of `OWNER` for today (UTC) instead of a Task's")
+	npos := 1
+	for _, a := range args {
+		if a == "--owner" || a == "-owner" || strings.HasPrefix(a, "--owner=") || strings.HasPrefix(a, "-owner=") {
+			npos = 0
+		}
+	}
+	pos, err := f.parse(args, npos, npos)
 	if err != nil {
 		return helpOK(err)
 	}
 	add, err := b.amounts()
 	if err != nil {
 		return err
+	}
+	if *owner != "" {
+		return raiseOwnerBudget(ctx, f, *owner, add, stdout)
 	}
 	if add == nil {
 		return usageError("nothing to raise: give --add-tokens N, --add-cost USD or --add-time DURATION")
@@ -109,6 +123,51 @@ func raiseBudget(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fmt.Fprintf(stdout, "it is paused: go on with lemo continue %s\n", id)
 	}
 	return nil
+}
+
+// raiseOwnerBudget is lemo budget --owner.
+func raiseOwnerBudget(ctx context.Context, f *clientFlags, owner string, add *api.BudgetAmounts, stdout io.Writer) error {
+	if err := persistence.ValidOwner(owner); err != nil {
+		return usageError("--owner %q: %v", owner, err)
+	}
+	if add == nil || (add.GetTokens() == 0 && add.GetCostNanoUsd() == 0) {
+		return usageError("nothing to raise: give --add-tokens N or --add-cost USD (a daily budget has no working-time limit)")
+	}
+	if add.GetTimeMs() > 0 {
+		return usageError("--add-time: a daily budget has no working-time limit; give --add-tokens N or --add-cost USD")
+	}
+	c, err := f.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ob, err := c.RaiseOwnerBudget(ctx, owner, add)
+	if err != nil {
+		return err
+	}
+	if f.json {
+		printJSON(stdout, ob)
+		return nil
+	}
+	fmt.Fprintf(stdout, "owner %s: daily budget raised for %s (UTC): %s; it resets at %s\n", owner, ob.GetDay(), ownerBudgetLine(ob), ob.GetResets().AsTime().UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintln(stdout, "tasks paused by it stay paused: go on with lemo continue <id>")
+	return nil
+}
+
+// ownerBudgetLine says what an owner spent today of its daily limits.
+func ownerBudgetLine(ob *api.OwnerBudget) string {
+	var parts []string
+	l, s := ob.GetLimits(), ob.GetSpent()
+	if l.GetTokens() > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d tokens spent", s.GetTokens(), l.GetTokens()))
+	}
+	if l.GetCostNanoUsd() > 0 {
+		parts = append(parts, fmt.Sprintf("%s of %s spent", api.FormatUSD(s.GetCostNanoUsd()), api.FormatUSD(l.GetCostNanoUsd())))
+	}
+	if len(parts) == 0 {
+		return "no daily limit"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // spendColumns are lemo tasks' TOKENS, COST and TIME cells: used, and
@@ -138,10 +197,15 @@ func spendColumns(b *api.BudgetSummary, now time.Time) (tokens, cost, working st
 // budgetOptions are the budgets keys as the daemon takes them.
 func budgetOptions(cfg *config.Config) actors.BudgetOptions {
 	cost, _ := api.ParseUSD(cfg.Budgets.MaxCost) // Validate checked it
+	dayCost, _ := api.ParseUSD(cfg.Budgets.PerOwnerDay.Cost)
 	if cfg.Budgets.MaxCost == "" {
 		cost = 0
 	}
+	if cfg.Budgets.PerOwnerDay.Cost == "" {
+		dayCost = 0
+	}
 	return actors.BudgetOptions{
+		PerOwnerDay:      &api.BudgetAmounts{Tokens: uint64(max(cfg.Budgets.PerOwnerDay.Tokens, 0)), CostNanoUsd: dayCost},
 		Default:          &api.BudgetAmounts{Tokens: uint64(max(cfg.Budgets.MaxTokens, 0)), CostNanoUsd: cost, TimeMs: uint64(max(cfg.Budgets.MaxTime, 0).Milliseconds())},
 		OutputTokens:     cfg.Budgets.OutputTokens,
 		UnreportedTokens: cfg.Budgets.UnreportedToolTokens,
