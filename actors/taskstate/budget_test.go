@@ -560,7 +560,9 @@ func TestGrants(t *testing.T) {
 // An owner's daily budget: the Cycle's charge must fit what the day's
 // limits, raised by the day's raises, leave after the day's spend.
 func TestCheckDay(t *testing.T) {
-	a := func(tokens, cost uint64) *api.BudgetAmounts { return &api.BudgetAmounts{Tokens: tokens, CostNanoUsd: cost} }
+	a := func(tokens, cost uint64) *api.BudgetAmounts {
+		return &api.BudgetAmounts{Tokens: tokens, CostNanoUsd: cost}
+	}
 	for _, tc := range []struct {
 		name                          string
 		limits, raised, spent, charge *api.BudgetAmounts
