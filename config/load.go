@@ -423,6 +423,12 @@ func set(f reflect.Value, value string) error {
 			return fmt.Errorf("%q is not a whole number", value)
 		}
 		f.SetInt(int64(n))
+	case int64:
+		n, err := strconv.ParseInt(value, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%q is not a whole number", value)
+		}
+		f.SetInt(n)
 	case []string:
 		var out []string
 		for _, p := range strings.Split(value, ",") {
