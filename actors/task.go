@@ -48,8 +48,10 @@ type inflight struct {
 	tree  *treeExtra
 	onErr func(error)
 	// dayCheck makes the append conditional on the owner's daily budget
-	// (a Cycle's start committed alone: budget.go).
-	dayCheck persistence.DayCheck
+	// (it records a Cycle's start: budget.go); dayRefused records instead
+	// what the Task does when the store refuses it.
+	dayCheck   persistence.DayCheck
+	dayRefused func(ctx actor.Context, day *taskstate.DayExceeded)
 }
 
 // task is the actor of one Task: the single writer of its history.
@@ -569,6 +571,16 @@ func stepFailpoint(evs []*api.Event) string {
 func (t *task) onAppended(ctx actor.Context, m *appended) {
 	inf := t.inflight
 	t.inflight = nil
+	var day *taskstate.DayExceeded
+	if m.err != nil && inf.dayRefused != nil && errors.As(m.err, &day) {
+		// The owner's daily budget refused the Cycle's start: nothing was
+		// written; the Task records the pause instead. A grant of its
+		// tree's root for that Cycle goes back.
+		t.grantUsed(ctx, t.tb.grantCycle)
+		inf.dayRefused(ctx, day)
+		t.settle(ctx)
+		return
+	}
 	if m.err != nil {
 		for _, r := range inf.replies {
 			replyTo(r, reply{err: fmt.Errorf("record: %w", m.err)})
@@ -579,14 +591,6 @@ func (t *task) onAppended(ctx actor.Context, m *appended) {
 		if inf.tree != nil && len(inf.tree.also) > 0 && errors.Is(m.err, persistence.ErrSeqConflict) {
 			// A spawn whose child id was taken: nothing of it was
 			// written, the spawn's call learned why.
-			t.settle(ctx)
-			return
-		}
-		var day *taskstate.DayExceeded
-		if errors.As(m.err, &day) {
-			// The owner's daily budget refused the Cycle's start: nothing
-			// was written; the Task pauses, saying why.
-			t.persist(ctx, t.st.DayPause(day), nil, nil)
 			t.settle(ctx)
 			return
 		}
@@ -732,8 +736,10 @@ func (t *task) reconcile(ctx actor.Context) {
 		t.askBudget(ctx, step)
 		return
 	}
-	if step.Alone {
-		t.persistFull(ctx, &inflight{then: t.stepAction(step), dayCheck: t.dayCheck()}, step.Bodies)
+	if step.DayChecked {
+		t.persistFull(ctx, &inflight{then: t.stepAction(step), dayCheck: t.dayCheck(), dayRefused: func(ctx actor.Context, day *taskstate.DayExceeded) {
+			t.persist(ctx, t.st.DayPause(day), nil, nil)
+		}}, step.Bodies)
 		return
 	}
 	t.persist(ctx, step.Bodies, nil, t.stepAction(step))
@@ -818,11 +824,26 @@ func (t *task) persistStep(ctx actor.Context, bodies []proto.Message, replies []
 			actions = append(actions, a)
 		}
 	}
-	t.persist(ctx, all, replies, func(ctx actor.Context) {
+	inf := &inflight{replies: replies, then: func(ctx actor.Context) {
 		for _, a := range actions {
 			a(ctx)
 		}
-	})
+	}}
+	if last := steps[len(steps)-1]; last.Kind == taskstate.StepStartCycle && last.DayChecked {
+		// The Cycle's start ends the chain; refused by the owner's daily
+		// budget, what preceded it is recorded with the pause instead.
+		inf.dayCheck = t.dayCheck()
+		before := all[: len(all)-len(last.Bodies) : len(all)-len(last.Bodies)]
+		earlier := actions[:len(actions)-1] // all but the Cycle's start
+		inf.dayRefused = func(ctx actor.Context, day *taskstate.DayExceeded) {
+			t.persist(ctx, append(before, t.st.DayPause(day)...), replies, func(ctx actor.Context) {
+				for _, a := range earlier {
+					a(ctx)
+				}
+			})
+		}
+	}
+	t.persistFull(ctx, inf, all)
 }
 
 // approvalNeed combines what a call needs before it runs: the tool's own

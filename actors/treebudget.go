@@ -170,7 +170,8 @@ func (t *task) askBudget(ctx actor.Context, step taskstate.Step) {
 	t.tell(ctx, to, &cmdBudgetAsk{from: t.id, cycle: step.Cycle, r: step.Reservation})
 }
 
-// grantUsed reports a grant recorded with Cycle n's start to the root.
+// grantUsed reports a grant recorded with Cycle n's start to the root,
+// or given back unused (the owner's daily budget refused that start).
 func (t *task) grantUsed(ctx actor.Context, n uint32) {
 	if t.tb.grant == nil || t.tb.grantCycle != n {
 		return

@@ -66,8 +66,6 @@ func (s *Store) descendants(root string, all bool) ([]api.TreeNode, error) {
 		opt.PrefetchValues = false
 		it := txn.NewIterator(opt)
 		defer it.Close()
-		seen := make(map[string]bool, 64)
-		seen[root] = true
 		out = make([]api.TreeNode, 0, 64)
 		var slab []api.BudgetAmounts // the nodes' amounts, two by two
 		parents := []string{root}
@@ -78,19 +76,18 @@ func (s *Store) descendants(root string, all bool) ([]api.TreeNode, error) {
 			for it.Seek(p); it.ValidForPrefix(p); it.Next() {
 				item := it.Item()
 				n := api.TreeNode{ID: string(item.Key()[len(p):]), Parent: parent}
-				if seen[n.ID] {
-					continue // a loop in damaged links: each Task once
-				}
-				seen[n.ID] = true
 				if len(slab) < 2 {
-					slab = make([]api.BudgetAmounts, 128)
+					slab = make([]api.BudgetAmounts, 64)
 				}
 				n.Limits, n.Spent, slab = &slab[0], &slab[1], slab[2:]
 				if err := item.Value(func(v []byte) error { return decodeTreeValue(v, &n) }); err != nil {
 					return fmt.Errorf("children index entry %q: %w", item.Key(), err)
 				}
+				// A child is indexed once, under its parent, when it is
+				// created with a new id, so the links form a tree; the
+				// bound also ends a loop in damaged links.
 				if len(out) == MaxTreeTasks {
-					return fmt.Errorf("%w: the tree of task %s has more than %d tasks", ErrTooLarge, root, MaxTreeTasks)
+					return fmt.Errorf("%w: the tree of task %s has more than %d tasks (or its links loop)", ErrTooLarge, root, MaxTreeTasks)
 				}
 				out = append(out, n)
 				if all && n.Children > 0 {

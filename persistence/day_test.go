@@ -144,3 +144,31 @@ func TestDayCheck(t *testing.T) {
 		t.Fatalf("a raise of nothing: %v, want ErrInvalid", err)
 	}
 }
+
+// BenchmarkDayCheck is what the owner's daily budget adds to the writer
+// for one Cycle's start: the day's record (cached after the first), the
+// day's raises (two) and the check.
+func BenchmarkDayCheck(b *testing.B) {
+	st := openTest(b, b.TempDir())
+	at := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	id := NewTaskID(at)
+	mustAppend(b, st, id, evAt(id, 1, at, &api.TaskCreated{Owner: "alice"}))
+	for i := range 2 {
+		if err := st.RaiseDay("alice", at, NewTaskID(at.Add(time.Duration(i))), &api.BudgetAmounts{Tokens: 1000}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	w := &writer{db: st.db, days: map[string]dayValue{}} // planning only: no goroutine
+	ev := evAt(id, 2, at, &api.CycleStarted{Cycle: 1, Reservation: &api.BudgetReservation{InputTokens: 900, OutputTokens: 100}})
+	req := &request{task: id, events: []*api.Event{ev}, dayCheck: limitCheck(1 << 40)}
+	deltas := []dayDelta{{key: string(dayKey("alice", Day(at))), day: Day(at), tokens: 1000}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		days, err := w.planDays(req, "alice", deltas, nil)
+		if err != nil || len(days) != 1 {
+			b.Fatalf("planDays = %v, %v", days, err)
+		}
+		w.days[days[0].key] = dayValue{} // as a commit would cache it
+	}
+}

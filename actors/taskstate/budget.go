@@ -155,8 +155,8 @@ type ReserveOptions struct {
 	// OutputTokens is the output cap reserved for every Cycle.
 	OutputTokens uint64
 	// Day: the Task's owner has a daily budget (budgets.per_owner_day),
-	// which the store checks when it commits the Cycle's start (CheckDay):
-	// that start is committed alone (Step.Alone).
+	// which the store checks when it commits the Cycle's start (CheckDay,
+	// Step.DayChecked).
 	Day bool
 }
 
@@ -192,7 +192,7 @@ func (s *State) Reserve(step Step, o ReserveOptions) Step {
 		return Step{Kind: StepAskBudget, Cycle: step.Cycle, Reservation: r}
 	}
 	step = WithReservation(step, r)
-	step.Alone = o.Day
+	step.DayChecked = o.Day
 	return step
 }
 
@@ -646,12 +646,10 @@ func (e *DayExceeded) Error() string {
 
 // DayPause is the pause of a running Task whose Cycle its owner's daily
 // budget refused: which limit, spent, remaining, needed, when the budget
-// resets (UTC midnight) and how to go on; nil when the Task no longer
-// waits for a Cycle.
+// resets (UTC midnight) and how to go on. It is recorded instead of the
+// Cycle's start, after what was recorded with it (so the Task's state is
+// not checked here: it is the one the start was decided on).
 func (s *State) DayPause(e *DayExceeded) []proto.Message {
-	if !s.Running() || s.CycleOpen {
-		return nil
-	}
 	f, flag := func(v uint64) string { return fmt.Sprintf("%d tokens", v) }, "--add-tokens N"
 	if e.Ex.GetLimit() == "daily cost" {
 		f, flag = api.FormatUSD, "--add-cost USD"

@@ -610,19 +610,14 @@ func TestDayPause(t *testing.T) {
 			t.Errorf("explanation %q lacks %q", sc.GetDetail(), w)
 		}
 	}
-	// Reserve marks a Cycle's start to be committed alone when the owner
-	// has a daily budget.
+	// Reserve marks a Cycle's start as checked against the owner's day.
 	step := s.Reserve(s.Next(NextOptions{}), ReserveOptions{Now: now, OutputTokens: 100, Day: true})
-	if step.Kind != StepStartCycle || !step.Alone {
-		t.Fatalf("Reserve with a daily budget = %v alone %v, want a Cycle start alone", step.Kind, step.Alone)
+	if step.Kind != StepStartCycle || !step.DayChecked {
+		t.Fatalf("Reserve with a daily budget = %v checked %v, want a Cycle start checked against the day", step.Kind, step.DayChecked)
 	}
-	// Chain leaves it out: it is committed on its own afterwards.
+	// Chain still chains it after what precedes it.
 	o := NextOptions{Now: now, Budget: &ReserveOptions{Now: now, OutputTokens: 100, Day: true}}
-	if all, steps := s.Chain([]proto.Message{&api.UserMessage{Text: "more"}}, o); len(all) != 1 || len(steps) != 0 {
-		t.Fatalf("Chain with a daily budget = %v, %d steps; want the message alone", kindsOf(all), len(steps))
-	}
-	o.Budget.Day = false
-	if _, steps := s.Chain([]proto.Message{&api.UserMessage{Text: "more"}}, o); len(steps) != 1 || steps[0].Kind != StepStartCycle {
-		t.Fatalf("Chain without a daily budget = %d steps, want the Cycle's start chained", len(steps))
+	if _, steps := s.Chain([]proto.Message{&api.UserMessage{Text: "more"}}, o); len(steps) != 1 || steps[0].Kind != StepStartCycle || !steps[0].DayChecked {
+		t.Fatalf("Chain with a daily budget = %v, want the checked Cycle start chained", steps)
 	}
 }

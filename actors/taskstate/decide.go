@@ -585,11 +585,11 @@ type Step struct {
 	Bodies []proto.Message
 	// Reservation is what a StepAskBudget asks the tree's root to grant.
 	Reservation *api.BudgetReservation
-	// Alone: the step's bodies are committed in an append of their own,
-	// never chained after others' (a Cycle's start checked against its
-	// owner's daily budget, which the store may refuse: the Task then
-	// records its pause instead, and nothing else was in that append).
-	Alone bool
+	// DayChecked: the append that records the step (a Cycle's start) is
+	// conditional on the owner's daily budget, which the store may refuse:
+	// the Task then records, instead of the step, its pause (DayPause),
+	// after whatever that append held before the step.
+	DayChecked bool
 }
 
 // ApprovalNeed says whether a call needs approval before it runs, or is
@@ -794,7 +794,7 @@ func (s *State) Chain(bodies []proto.Message, o NextOptions) ([]proto.Message, [
 	var steps []Step
 	for len(steps) < maxChain {
 		step := c.Next(o)
-		if step.Kind == StepWait || len(step.Bodies) == 0 || step.Alone {
+		if step.Kind == StepWait || len(step.Bodies) == 0 {
 			break
 		}
 		all = append(all, step.Bodies...)
