@@ -81,13 +81,7 @@ func raiseBudget(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	var b budgetFlags
 	b.add(f.fs, true)
 	owner := f.fs.String("owner", "", "raise the daily budget of `OWNER` for today (UTC) instead of a Task's")
-	npos := 1
-	for _, a := range args {
-		if a == "--owner" || a == "-owner" || strings.HasPrefix(a, "--owner=") || strings.HasPrefix(a, "-owner=") {
-			npos = 0
-		}
-	}
-	pos, err := f.parse(args, npos, npos)
+	pos, err := f.parse(args, 0, 1)
 	if err != nil {
 		return helpOK(err)
 	}
@@ -95,8 +89,15 @@ func raiseBudget(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	if *owner != "" {
+	ownerSet := false
+	f.fs.Visit(func(fl *flag.Flag) { ownerSet = ownerSet || fl.Name == "owner" })
+	switch {
+	case ownerSet && len(pos) > 0:
+		return usageError("give a task id (a Task's budget) or --owner OWNER (an owner's daily budget), not both")
+	case ownerSet:
 		return raiseOwnerBudget(ctx, f, *owner, add, stdout)
+	case len(pos) == 0:
+		return usageError("give the id of the task whose budget to raise, or --owner OWNER for an owner's daily budget")
 	}
 	if add == nil {
 		return usageError("nothing to raise: give --add-tokens N, --add-cost USD or --add-time DURATION")
@@ -128,13 +129,13 @@ func raiseBudget(ctx context.Context, args []string, stdout, stderr io.Writer) e
 // raiseOwnerBudget is lemo budget --owner.
 func raiseOwnerBudget(ctx context.Context, f *clientFlags, owner string, add *api.BudgetAmounts, stdout io.Writer) error {
 	if err := persistence.ValidOwner(owner); err != nil {
-		return usageError("--owner %q: %v", owner, err)
-	}
-	if add == nil || (add.GetTokens() == 0 && add.GetCostNanoUsd() == 0) {
-		return usageError("nothing to raise: give --add-tokens N or --add-cost USD (a daily budget has no working-time limit)")
+		return usageError("--owner: %v", err)
 	}
 	if add.GetTimeMs() > 0 {
 		return usageError("--add-time: a daily budget has no working-time limit; give --add-tokens N or --add-cost USD")
+	}
+	if add.GetTokens() == 0 && add.GetCostNanoUsd() == 0 {
+		return usageError("nothing to raise: give --add-tokens N or --add-cost USD")
 	}
 	c, err := f.connect(ctx)
 	if err != nil {
