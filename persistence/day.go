@@ -106,8 +106,16 @@ func spendChange(before, after *api.BudgetSummary, ev *api.Event) (day string, t
 		return "", 0, 0
 	}
 	at := ev.GetTime().AsTime()
-	if ev.GetCycleFinished() != nil && before.GetOpen() != nil && before.GetOpenSince() != nil {
-		at = before.GetOpenSince().AsTime()
+	if ev.GetCycleFinished() != nil && before.GetOpen() != nil {
+		if before.GetOpenSince() != nil {
+			at = before.GetOpenSince().AsTime()
+		} else {
+			// A reservation recorded before daily records existed was in
+			// no day's record: the day gets the Cycle's whole spend, not
+			// its correction.
+			tokens += int64(api.ReservedTokens(before.GetOpen()))
+			cost += int64(before.GetOpen().GetCostNanoUsd())
+		}
 	}
 	return Day(at), tokens, cost
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -60,8 +61,30 @@ func TestDaySpendFollowsTheLedger(t *testing.T) {
 	if tok, _ := daySpend(t, st, "bob", day1); tok != 1500 {
 		t.Fatalf("bob's day 1 = %d tokens, want 1500", tok)
 	}
+	// A reservation recorded before daily records existed (no open_since)
+	// was in no day's record: the day gets the Cycle's usage.
+	c := NewTaskID(day2)
+	_, err := st.Append(context.Background(), Append{TaskID: c, Events: []*api.Event{evAt(c, 1, day2, &api.TaskCreated{Owner: "carol"}), evAt(c, 2, day2, &api.CycleStarted{Cycle: 1, Reservation: res})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := st.Meta(c)
+	m.Budget.OpenSince = nil
+	mb, _ := proto.Marshal(m)
+	if err := st.db.Update(func(txn *badger.Txn) error { // as an older daemon recorded it
+		if err := txn.Set(metaKey(c), mb); err != nil {
+			return err
+		}
+		return txn.Delete(dayKey("carol", Day(day2)))
+	}); err != nil {
+		t.Fatal(err)
+	}
 	closeTest(t, st)
 	st = openTest(t, dir)
+	mustAppend(t, st, c, evAt(c, 3, day2, &api.CycleFinished{Cycle: 1, Usage: &api.Usage{PromptTokens: 200, CompletionTokens: 100}}))
+	if tok, _ := daySpend(t, st, "carol", day2); tok != 300 {
+		t.Fatalf("carol's day after a reservation older than daily records = %d tokens, want the usage 300", tok)
+	}
 	if tok, _ := daySpend(t, st, "alice", day1); tok != 300 {
 		t.Fatalf("alice's day 1 after a reopen = %d tokens, want 300", tok)
 	}
