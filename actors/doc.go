@@ -54,7 +54,11 @@
 //     any command, then starts the actor system.
 //  2. CreateTask, SendMessage, Pause, Continue, Cancel, Resolve, StopCall
 //     (stop one running tool call) and Subscribe serve callers (the
-//     gateway, tests, cmd/lemo); Inspect reports the live tree.
+//     gateway, tests, cmd/lemo); a subscription to a Task is told what
+//     runs below it when it starts (ProgressBelow, folded by the hub from
+//     its running children's events) and what waits below it
+//     (PendingBelow), then its descendants' TreeEvents live; Inspect
+//     reports the live tree.
 //     SetLimits changes the limits a reload may change (cycles, parallel
 //     tools, request size) while Tasks run.
 //  3. Stop durably pauses running Tasks as interrupted, stops the tree and

@@ -103,6 +103,8 @@ type hubDelta struct {
 type hub struct {
 	env  *env
 	subs map[*subscriber]struct{}
+	// below is the progress of the running child Tasks (ProgressBelow).
+	below belowTracker
 }
 
 func newHub(e *env) *hub { return &hub{env: e, subs: make(map[*subscriber]struct{})} }
@@ -115,6 +117,7 @@ func (h *hub) Receive(ctx actor.Context) {
 	case *hubUnsubscribe:
 		delete(h.subs, m.sub)
 	case *hubEvents:
+		h.below.events(m)
 		for s := range h.subs {
 			for _, ev := range m.events {
 				u, ok := s.update(ev, m.owner, m.ancestors)
@@ -124,6 +127,8 @@ func (h *hub) Receive(ctx actor.Context) {
 				}
 			}
 		}
+	case *hubBelow:
+		m.reply <- h.below.state(m.caller, m.taskID)
 	case *hubDelta:
 		for s := range h.subs {
 			if s.wants(m.delta.GetTaskId(), m.owner) && !s.offer(Update{Delta: m.delta}) {

@@ -1,9 +1,11 @@
 package actors
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
+	"lemo/actors/taskstate"
 	"lemo/api"
 )
 
@@ -43,5 +45,43 @@ func TestSubscriberUpdate(t *testing.T) {
 				t.Fatalf("ok = %v with %+v", ok, u)
 			}
 		})
+	}
+}
+
+// The hub keeps the progress of running child Tasks only, tells a
+// subscription of those below its Task that its caller may see, at most
+// taskstate.MaxProgressBelow of them (oldest first, the rest counted).
+func TestBelowTrackerState(t *testing.T) {
+	ev := func(task string, seq uint64, st api.TaskStatus) *api.Event {
+		return &api.Event{TaskId: task, Seq: seq, Body: &api.Event_StatusChanged{StatusChanged: &api.StatusChanged{Status: st}}}
+	}
+	running := api.TaskStatus_TASK_STATUS_RUNNING
+	var b belowTracker
+	n := taskstate.MaxProgressBelow + 3
+	for i := range n {
+		b.events(&hubEvents{owner: "alice", ancestors: []string{"R"}, events: []*api.Event{ev(fmt.Sprintf("C%03d", i), 2, running)}})
+	}
+	b.events(&hubEvents{owner: "alice", ancestors: []string{"R", "C000"}, events: []*api.Event{ev("G", 2, running)}})
+	b.events(&hubEvents{owner: "alice", ancestors: []string{"R"}, events: []*api.Event{ev("E", 2, running), ev("E", 3, api.TaskStatus_TASK_STATUS_FINISHED)}})
+	b.events(&hubEvents{owner: "alice", events: []*api.Event{ev("R", 2, running)}})
+	b.events(&hubEvents{owner: "bob", ancestors: []string{"S"}, events: []*api.Event{ev("D", 2, running)}})
+	if got, want := len(b.tasks), n+2; got != want {
+		t.Fatalf("tracks %d Tasks, want %d (no root, no ended one)", got, want)
+	}
+	st := b.state(Caller{Owner: "alice"}, "R")
+	if len(st.GetEvents()) != taskstate.MaxProgressBelow || st.GetOmitted() != uint32(n+1-taskstate.MaxProgressBelow) {
+		t.Fatalf("told %d, omitted %d; want %d and %d", len(st.GetEvents()), st.GetOmitted(), taskstate.MaxProgressBelow, n+1-taskstate.MaxProgressBelow)
+	}
+	if got := st.GetEvents()[1].GetPath(); !slices.Equal(got, []string{"R", "C000", "G"}) {
+		t.Fatalf("second told %v, want the grandchild under the first child", got)
+	}
+	if st := b.state(Caller{Owner: "alice"}, "C000"); len(st.GetEvents()) != 1 || st.GetEvents()[0].GetEvent().GetTaskId() != "G" {
+		t.Fatalf("below C000: %v", st)
+	}
+	if st := b.state(Caller{Owner: "bob"}, "R"); len(st.GetEvents()) != 0 {
+		t.Fatalf("bob is told of alice's tree: %v", st)
+	}
+	if st := b.state(Operator, "S"); len(st.GetEvents()) != 1 {
+		t.Fatalf("the operator below S: %v", st)
 	}
 }

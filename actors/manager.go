@@ -66,6 +66,12 @@ type childStart struct {
 // childEnded tells the manager that a child Task ended: its place frees.
 type childEnded struct{ id string }
 
+// childRunning tells the manager that a child Task that had ended runs
+// again (reopened by a message, a person's message or continue): it counts
+// among the running children until it ends again. It does not queue: it
+// was started before, and what reopened it expects it to run.
+type childRunning struct{ id string }
+
 type failureRecorded struct {
 	taskID string
 	owner  string
@@ -180,6 +186,8 @@ func (m *manager) Receive(ctx actor.Context) {
 				m.startChild(ctx, id)
 			}
 		}
+	case *childRunning:
+		m.running[msg.id] = true
 	case *shutdown:
 		m.shutdown(ctx, msg)
 	case *taskShutdownDone:

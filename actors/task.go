@@ -457,8 +457,9 @@ func (t *task) persistFull(ctx actor.Context, inf *inflight, bodies []proto.Mess
 	inf.events = evs
 	t.inflight = inf
 	x := inf.tree
-	if e := t.st.EndEntry(evs); e != nil {
-		// A child that ends tells its parent in the same commit.
+	if e := t.parentEntry(evs); e != nil {
+		// A child that ends (or runs again) tells its parent in the same
+		// commit.
 		if x == nil {
 			x = &treeExtra{}
 		}
@@ -625,6 +626,9 @@ func (t *task) onAppended(ctx actor.Context, m *appended) {
 	}
 	if t.st.ParentID != "" && t.st.Terminal() && !wasTerminal {
 		ctx.Send(ctx.Parent(), &childEnded{id: t.id})
+	}
+	if t.st.ParentID != "" && wasTerminal && !t.st.Terminal() {
+		ctx.Send(ctx.Parent(), &childRunning{id: t.id})
 	}
 	if inf.then != nil {
 		inf.then(ctx)

@@ -206,33 +206,39 @@ func ends(cs []*taskstate.Child) []tools.ChildEnd {
 	return out
 }
 
-func (b *treeBridge) Send(ctx context.Context, to, text string) (string, string, error) {
+func (b *treeBridge) Send(ctx context.Context, to, text string) (tools.Sent, error) {
 	if to == "parent" {
 		self, err := b.env.deps.Store.Meta(b.taskID)
 		if err != nil {
-			return "", "", err
+			return tools.Sent{}, err
 		}
 		if self.GetParentId() == "" {
-			return "", "", fmt.Errorf("%w: this task has no parent (a person started it)", ErrInvalid)
+			return tools.Sent{}, fmt.Errorf("%w: this task has no parent (a person started it)", ErrInvalid)
 		}
 		to = self.GetParentId()
 	}
 	peer := taskstate.Peer{ID: to}
+	var status api.TaskStatus
 	if persistence.ValidTaskID(to) == nil {
 		meta, err := b.env.deps.Store.Meta(to)
 		switch {
 		case err == nil:
 			peer.Exists, peer.Owner, peer.ParentID = true, meta.GetOwner(), meta.GetParentId()
+			status = meta.GetStatus()
 		case !errors.Is(err, persistence.ErrNotFound):
-			return "", "", err
+			return tools.Sent{}, err
 		}
 	}
 	m := &sendReq{callID: b.callID, to: to, text: text, peer: peer, reply: make(chan sendReply, 1)}
 	r, err := ask(ctx, b, m, m.reply)
 	if err != nil {
-		return "", "", err
+		return tools.Sent{}, err
 	}
-	return to, r.relation, r.err
+	if r.err != nil {
+		return tools.Sent{}, r.err
+	}
+	d := taskstate.MessageDelivery(status)
+	return tools.Sent{ID: to, Relation: r.relation, Status: taskstate.StatusName(status), Read: d.Read, Note: d.Note}, nil
 }
 
 func (b *treeBridge) WaitMessages(ctx context.Context) ([]tools.TreeMessage, error) {
@@ -447,6 +453,16 @@ func (t *task) onInboxRead(ctx actor.Context, m *inboxRead) {
 		return
 	}
 	t.persistTree(ctx, bodies, x, func(actor.Context) { done() }, func(error) { done() })
+}
+
+// parentEntry is the inbox entry that tells the Task's parent, in the
+// commit of evs, that they end the Task or make it run again (nil: they
+// do neither, or it is a root).
+func (t *task) parentEntry(evs []*api.Event) *api.InboxEntry {
+	if e := t.st.EndEntry(evs); e != nil {
+		return e
+	}
+	return t.st.ReopenEntry(evs)
 }
 
 // treeCommand handles the tree's commands; false when c is none.

@@ -2,7 +2,9 @@ package actors_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -281,4 +283,232 @@ func TestTreeRootSubscriptionSeesChildFail(t *testing.T) {
 			t.Fatalf("the root's subscription never saw its child fail:\n%s", dump(h.history(child)))
 		}
 	}
+}
+
+// A subscription that starts after a child's first events (lemo run
+// subscribes once its Task exists; a client attaches mid-run or again
+// after a reconnect) is still told what the child is doing: ProgressBelow
+// holds its status, its Cycle and its open call, labelled from the root,
+// and forgets it once it ended.
+func TestTreeProgressBelowTellsRunningChild(t *testing.T) {
+	var h *harness
+	plan := treePlan(func(last string, tool bool) fake.Turn {
+		switch {
+		case strings.Contains(last, "released"):
+			return fake.Turn{Text: "child done"}
+		case strings.Contains(last, "CHILD"):
+			return fake.Turn{ToolCalls: []providers.ToolCall{call("b", "test_block", "child-call")}}
+		case last == "PARENT":
+			return fake.Turn{ToolCalls: []providers.ToolCall{fake.ToolCall("c1", "tasks_spawn", map[string]any{"request": "CHILD x", "wait": true, "timeout": 60})}}
+		default:
+			return fake.Turn{Text: "parent saw: " + last}
+		}
+	})
+	h = newHarness(t, plan, tasks.NewTree(lazyStoreOf(&h))...)
+	id := h.create("PARENT")
+	eventually(t, "the child's call", func() error {
+		if !h.blocks.isRunning("child-call") {
+			return fmt.Errorf("the child's call has not started")
+		}
+		return nil
+	})
+	var child string
+	for _, ev := range h.history(id) {
+		if cs := ev.GetChildSpawned(); cs != nil {
+			child = cs.GetChildId()
+		}
+	}
+	ctx := context.Background()
+	st, err := h.d.ProgressBelow(ctx, actors.Operator, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, te := range st.GetEvents() {
+		if got := strings.Join(te.GetPath(), "/"); got != id+"/"+child {
+			t.Fatalf("progress of %s, want %s/%s", got, id, child)
+		}
+		kinds = append(kinds, api.Kind(te.GetEvent()))
+	}
+	if want := "status_changed cycle_started tool_call_recorded"; strings.Join(kinds, " ") != want || st.GetOmitted() != 0 {
+		t.Fatalf("told %v (omitted %d), want %s:\n%s", kinds, st.GetOmitted(), want, dump(h.history(child)))
+	}
+	if c := st.GetEvents()[2].GetEvent().GetToolCallRecorded(); c.GetTool() != "test.block" {
+		t.Fatalf("the open call is %v, want test.block's", c)
+	}
+	// The child is below the root only: not below itself, nor another's.
+	if st, err := h.d.ProgressBelow(ctx, actors.Operator, child); err != nil || len(st.GetEvents()) != 0 {
+		t.Fatalf("below the child: %v, %v", st, err)
+	}
+	if _, err := h.d.ProgressBelow(ctx, actors.Caller{Owner: "mallory"}, id); err == nil {
+		t.Fatal("another owner was told of the tree")
+	}
+	h.blocks.release("child-call")
+	h.waitStatus(id, api.TaskStatus_TASK_STATUS_FINISHED)
+	eventually(t, "the child forgotten", func() error {
+		st, err := h.d.ProgressBelow(ctx, actors.Operator, id)
+		if err != nil || len(st.GetEvents()) != 0 {
+			return fmt.Errorf("after the child ended: %v, %v", st, err)
+		}
+		return nil
+	})
+}
+
+// A parent that sends a follow-up to its child that finished gets it
+// read: the child is reopened by the message (recorded as such), runs a
+// Cycle that reads it and finishes again, and the parent's wait returns
+// the new answer. A child that was cancelled is not reopened: the message
+// is recorded in its history, and the send's result tells the parent it
+// will not read it.
+func TestTreeMessageReopensFinishedChild(t *testing.T) {
+	var child atomic.Value
+	ulid := regexp.MustCompile(`[0-9A-Z]{26}`)
+	plan := treePlan(func(last string, tool bool) fake.Turn {
+		// The parent's last message is a tool's result or, when its
+		// inbox had entries meanwhile, the [inbox] section after it.
+		switch {
+		case strings.Contains(last, "second answer") && !strings.Contains(last, "FOLLOWUP"):
+			return fake.Turn{Text: "parent saw the second answer"}
+		case strings.Contains(last, "FOLLOWUP"):
+			return fake.Turn{Text: "second answer"}
+		case strings.Contains(last, `"sent":true`) || strings.Contains(last, "runs again"):
+			return fake.Turn{ToolCalls: []providers.ToolCall{fake.ToolCall("w1", "tasks_wait", map[string]any{"ids": []string{child.Load().(string)}, "timeout": 30})}}
+		case strings.Contains(last, "first answer"):
+			child.Store(ulid.FindString(last))
+			return fake.Turn{ToolCalls: []providers.ToolCall{fake.ToolCall("s1", "tasks_send", map[string]any{"to": child.Load().(string), "text": "FOLLOWUP please"})}}
+		case strings.Contains(last, "CHILD-A"):
+			return fake.Turn{Text: "first answer"}
+		case last == "PARENT":
+			return fake.Turn{ToolCalls: []providers.ToolCall{fake.ToolCall("c1", "tasks_spawn", map[string]any{"request": "CHILD-A x", "wait": true, "timeout": 30})}}
+		default:
+			return fake.Turn{Text: "parent saw: " + last}
+		}
+	})
+	var h *harness
+	h = newHarness(t, plan, tasks.NewTree(lazyStoreOf(&h))...)
+	id := h.create("PARENT")
+	evs := h.waitFor(id, "the parent's answer", func(evs []*api.Event) bool {
+		return strings.Contains(dump(evs), "parent saw the second answer") && lastStatus(evs) == api.TaskStatus_TASK_STATUS_FINISHED
+	})
+	cid := child.Load().(string)
+	sendResult := sendResultOf(evs)
+	var parentKinds []string
+	for _, ev := range evs {
+		switch ev.GetBody().(type) {
+		case *api.Event_ChildEnded, *api.Event_ChildReopened, *api.Event_MessageSent:
+			parentKinds = append(parentKinds, api.Kind(ev))
+		}
+	}
+	if !strings.Contains(sendResult, `"read":true`) || !strings.Contains(sendResult, "reopens it") {
+		t.Fatalf("the send's result = %s, want the child read it once reopened", sendResult)
+	}
+	if want := "child_ended message_sent child_reopened child_ended"; strings.Join(parentKinds, " ") != want {
+		t.Fatalf("the parent recorded %v, want %s:\n%s", parentKinds, want, dump(evs))
+	}
+	cevs := h.waitStatus(cid, api.TaskStatus_TASK_STATUS_FINISHED)
+	var reopened *api.StatusChanged
+	finished := 0
+	for _, ev := range cevs {
+		if sc := ev.GetStatusChanged(); sc != nil {
+			if sc.GetReopenedBy() != "" {
+				reopened = sc
+			}
+			if sc.GetStatus() == api.TaskStatus_TASK_STATUS_FINISHED {
+				finished++
+			}
+		}
+	}
+	if reopened.GetReopenedBy() != id || reopened.GetDetail() != "reopened by message from "+id || finished != 2 || lastAnswerOf(cevs) != "second answer" {
+		t.Fatalf("the child's history does not show it reopened by %s, answering and finishing again:\n%s", id, dump(cevs))
+	}
+}
+
+// A message to a cancelled child is recorded in its history and does not
+// reopen it; the send's result says it will not be read.
+func TestTreeMessageToCancelledChild(t *testing.T) {
+	var child atomic.Value
+	plan := treePlan(func(last string, tool bool) fake.Turn {
+		switch {
+		case tool && strings.Contains(last, `"sent":true`):
+			return fake.Turn{Text: "sent: " + last}
+		case tool && strings.Contains(last, `"id"`):
+			var r struct {
+				ID string `json:"id"`
+			}
+			_ = json.Unmarshal([]byte(last), &r)
+			child.Store(r.ID)
+			return fake.Turn{Text: "spawned"}
+		case strings.Contains(last, "SEND"):
+			return fake.Turn{ToolCalls: []providers.ToolCall{fake.ToolCall("s1", "tasks_send", map[string]any{"to": child.Load().(string), "text": "are you there"})}}
+		case strings.Contains(last, "CHILD-C"):
+			return fake.Turn{ToolCalls: []providers.ToolCall{call("b", "test_block", "cancelled-child")}}
+		case last == "PARENT":
+			return fake.Turn{ToolCalls: []providers.ToolCall{fake.ToolCall("c1", "tasks_spawn", map[string]any{"request": "CHILD-C x"})}}
+		default:
+			return fake.Turn{Text: "?"}
+		}
+	})
+	var h *harness
+	h = newHarness(t, plan, tasks.NewTree(lazyStoreOf(&h))...)
+	id := h.create("PARENT")
+	h.waitStatus(id, api.TaskStatus_TASK_STATUS_FINISHED)
+	eventually(t, "the child's call", func() error {
+		if !h.blocks.isRunning("cancelled-child") {
+			return errNotYet
+		}
+		return nil
+	})
+	ctx := context.Background()
+	cid := child.Load().(string)
+	if _, err := h.d.Cancel(ctx, actors.Operator, cid); err != nil {
+		t.Fatal(err)
+	}
+	h.waitStatus(cid, api.TaskStatus_TASK_STATUS_CANCELLED)
+	// (The parent took its child's end before it is asked to send: the
+	// model's last message is then the request.)
+	h.waitFor(id, "the child's end", func(evs []*api.Event) bool {
+		return has(evs, func(ev *api.Event) bool { return ev.GetChildEnded() != nil })
+	})
+	if _, err := h.d.SendMessage(ctx, actors.Operator, id, "SEND it"); err != nil {
+		t.Fatal(err)
+	}
+	evs := h.waitFor(id, "the send's result", func(evs []*api.Event) bool { return sendResultOf(evs) != "" })
+	if r := sendResultOf(evs); !strings.Contains(r, `"read":false`) || !strings.Contains(r, `"status":"cancelled"`) || !strings.Contains(r, "will not read") {
+		t.Fatalf("the send's result %s does not say the cancelled child will not read it", r)
+	}
+	cevs := h.waitFor(cid, "the message in the child's history", func(evs []*api.Event) bool {
+		return has(evs, func(ev *api.Event) bool { return ev.GetMessageReceived() != nil })
+	})
+	received := false
+	for _, ev := range cevs {
+		received = received || ev.GetMessageReceived() != nil
+		if received && (ev.GetCycleStarted() != nil || ev.GetStatusChanged() != nil) {
+			t.Fatalf("the cancelled child went on after the message:\n%s", dump(cevs))
+		}
+	}
+	if st := lastStatus(cevs); st != api.TaskStatus_TASK_STATUS_CANCELLED {
+		t.Fatalf("the cancelled child is %v after the message, want cancelled:\n%s", st, dump(cevs))
+	}
+}
+
+// sendResultOf is the output of the last tasks.send call in evs.
+func sendResultOf(evs []*api.Event) string {
+	out := ""
+	for _, ev := range evs {
+		if r := ev.GetToolResult(); r != nil && strings.Contains(string(r.GetRetainedOutput()), `"sent":true`) {
+			out = string(r.GetRetainedOutput())
+		}
+	}
+	return out
+}
+
+// lastAnswerOf is the last answer's text in evs.
+func lastAnswerOf(evs []*api.Event) string {
+	out := ""
+	for _, ev := range evs {
+		if a := ev.GetAssistantMessage(); a != nil && a.GetText() != "" {
+			out = a.GetText()
+		}
+	}
+	return out
 }

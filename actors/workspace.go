@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"lemo/internal/folders"
 )
 
 // ErrPermission: the caller may not do this (for example, name a
@@ -43,31 +45,6 @@ type WorkspacePolicy struct {
 	Grants []WorkspaceGrant
 }
 
-// within reports whether p is dir or a path inside it (both absolute and
-// clean).
-func within(p, dir string) bool {
-	if p == dir || dir == "/" {
-		return true
-	}
-	return strings.HasPrefix(p, dir+string(filepath.Separator))
-}
-
-// overlap describes how p relates to dir: "is", "is inside", "contains"
-// or "" (unrelated).
-func overlap(p, dir string) string {
-	switch {
-	case dir == "":
-		return ""
-	case p == dir:
-		return "is"
-	case within(p, dir):
-		return "is inside"
-	case within(dir, p):
-		return "contains"
-	}
-	return ""
-}
-
 // Allow decides whether c may name path (absolute, clean, its symlinks
 // resolved) as a Task's workspace. It refuses the data folder, a folder
 // inside it or one that contains it; the workspace root, a Task's folder
@@ -75,11 +52,11 @@ func overlap(p, dir string) string {
 // granted to the caller. The error wraps ErrPermission and names the rule
 // that refused the path and what is accepted.
 func (p WorkspacePolicy) Allow(c Caller, path string) error {
-	if rel := overlap(path, p.Data); rel != "" {
+	if rel := folders.Relation(path, p.Data); rel != "" {
 		what := rel + " the daemon's data folder"
 		return fmt.Errorf("%w: workspace %s %s (its store and tokens): a Task never works there; leave the workspace empty for a folder of its own", ErrPermission, path, what)
 	}
-	if rel := overlap(path, p.Root); rel != "" {
+	if rel := folders.Relation(path, p.Root); rel != "" {
 		what := "is the daemon's workspace root"
 		switch rel {
 		case "is inside":
@@ -94,7 +71,7 @@ func (p WorkspacePolicy) Allow(c Caller, path string) error {
 		if g.Owner != c.Owner && (g.Owner != OperatorGrant || !c.Operator) {
 			continue
 		}
-		if within(path, g.Root) {
+		if folders.Within(path, g.Root) {
 			return nil
 		}
 		mine = append(mine, g.Root)
@@ -119,10 +96,10 @@ func (p WorkspacePolicy) InUse(taskID, path string) error {
 	if p.Root != "" && path == filepath.Join(p.Root, taskID) {
 		return nil
 	}
-	if rel := overlap(path, p.Data); rel != "" {
+	if rel := folders.Relation(path, p.Data); rel != "" {
 		return fmt.Errorf("%w: the Task's workspace now leads to %s, which %s the daemon's data folder (a folder was replaced, by a symlink for example, since the Task was created): the call does not run", ErrPermission, path, rel)
 	}
-	if rel := overlap(path, p.Root); rel != "" {
+	if rel := folders.Relation(path, p.Root); rel != "" {
 		return fmt.Errorf("%w: the Task's workspace now leads to %s, which %s the daemon's workspace root (a folder was replaced, by a symlink for example, since the Task was created): the call does not run", ErrPermission, path, rel)
 	}
 	return nil
@@ -145,10 +122,10 @@ func (p WorkspacePolicy) checkInUse(taskID, workspace string) error {
 // checkGrant reports why a grant cannot be used (a root overlapping the
 // data folder or the workspace root), or nil.
 func (p WorkspacePolicy) checkGrant(g WorkspaceGrant) error {
-	if rel := overlap(g.Root, p.Data); rel != "" {
+	if rel := folders.Relation(g.Root, p.Data); rel != "" {
 		return fmt.Errorf("workspace grant %s=%s: the folder %s the daemon's data folder %s: grant folders apart from it", g.Owner, g.Root, rel, p.Data)
 	}
-	if rel := overlap(g.Root, p.Root); rel != "" {
+	if rel := folders.Relation(g.Root, p.Root); rel != "" {
 		return fmt.Errorf("workspace grant %s=%s: the folder %s the daemon's workspace root %s: grant folders apart from it", g.Owner, g.Root, rel, p.Root)
 	}
 	return nil

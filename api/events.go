@@ -48,6 +48,8 @@ func NewEvent(task string, seq uint64, t *timestamppb.Timestamp, body proto.Mess
 		ev.Body = &Event_ChildSpawned{ChildSpawned: b}
 	case *ChildEnded:
 		ev.Body = &Event_ChildEnded{ChildEnded: b}
+	case *ChildReopened:
+		ev.Body = &Event_ChildReopened{ChildReopened: b}
 	case *MessageSent:
 		ev.Body = &Event_MessageSent{MessageSent: b}
 	case *MessageReceived:

@@ -2224,6 +2224,7 @@ type Update struct {
 	//	*Update_FellBehind
 	//	*Update_Ended
 	//	*Update_TreeEvent
+	//	*Update_TreeState
 	Body          isUpdate_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2320,6 +2321,15 @@ func (x *Update) GetTreeEvent() *TreeEvent {
 	return nil
 }
 
+func (x *Update) GetTreeState() *TreeState {
+	if x != nil {
+		if x, ok := x.Body.(*Update_TreeState); ok {
+			return x.TreeState
+		}
+	}
+	return nil
+}
+
 type isUpdate_Body interface {
 	isUpdate_Body()
 }
@@ -2356,6 +2366,12 @@ type Update_TreeEvent struct {
 	TreeEvent *TreeEvent `protobuf:"bytes,150,opt,name=tree_event,json=treeEvent,proto3,oneof"`
 }
 
+type Update_TreeState struct {
+	// The progress of the Tasks running below the subscribed one when the
+	// subscription started (sent once, before CaughtUp).
+	TreeState *TreeState `protobuf:"bytes,350,opt,name=tree_state,json=treeState,proto3,oneof"`
+}
+
 func (*Update_Event) isUpdate_Body() {}
 
 func (*Update_Delta) isUpdate_Body() {}
@@ -2368,12 +2384,15 @@ func (*Update_Ended) isUpdate_Body() {}
 
 func (*Update_TreeEvent) isUpdate_Body() {}
 
+func (*Update_TreeState) isUpdate_Body() {}
+
 // TreeEvent is an event of a Task below the subscribed one, forwarded to
 // the subscriptions of its ancestors: approvals requested and resolved,
 // the calls they are for, and the progress of its Cycles and status. It
 // carries no seq of the subscribed Task: clients keep it apart from their
 // per-Task contiguous events. A (re)subscription to a Task first sends
-// the approvals still pending anywhere below it as TreeEvents.
+// what runs below it (TreeState), then the approvals still pending
+// anywhere below it as TreeEvents.
 type TreeEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The Task ids from the root of the tree down to the event's Task.
@@ -2427,6 +2446,66 @@ func (x *TreeEvent) GetEvent() *Event {
 	return nil
 }
 
+// TreeState is, at each (re)subscription to a Task, what the Tasks running
+// below it are doing: for each (at most 64), the latest of its events that
+// make its progress (its status, the Cycle it is in, the calls it has not
+// ended), as TreeEvents in seq order, so that a client attaching mid-run
+// folds them into the lines a client following from the start shows. It
+// replaces what a client knew of the Tasks below: one not in it is not
+// running now (it ended or is paused). TreeEvents that follow are newer.
+type TreeState struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Events []*TreeEvent           `protobuf:"bytes,351,rep,name=events,proto3" json:"events,omitempty"`
+	// Tasks running below that were left out past the bound.
+	Omitted       uint32 `protobuf:"varint,352,opt,name=omitted,proto3" json:"omitted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TreeState) Reset() {
+	*x = TreeState{}
+	mi := &file_gateway_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TreeState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TreeState) ProtoMessage() {}
+
+func (x *TreeState) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TreeState.ProtoReflect.Descriptor instead.
+func (*TreeState) Descriptor() ([]byte, []int) {
+	return file_gateway_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *TreeState) GetEvents() []*TreeEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *TreeState) GetOmitted() uint32 {
+	if x != nil {
+		return x.Omitted
+	}
+	return 0
+}
+
 type CaughtUp struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2435,7 +2514,7 @@ type CaughtUp struct {
 
 func (x *CaughtUp) Reset() {
 	*x = CaughtUp{}
-	mi := &file_gateway_proto_msgTypes[29]
+	mi := &file_gateway_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2447,7 +2526,7 @@ func (x *CaughtUp) String() string {
 func (*CaughtUp) ProtoMessage() {}
 
 func (x *CaughtUp) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[29]
+	mi := &file_gateway_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2460,7 +2539,7 @@ func (x *CaughtUp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaughtUp.ProtoReflect.Descriptor instead.
 func (*CaughtUp) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{29}
+	return file_gateway_proto_rawDescGZIP(), []int{30}
 }
 
 type FellBehind struct {
@@ -2473,7 +2552,7 @@ type FellBehind struct {
 
 func (x *FellBehind) Reset() {
 	*x = FellBehind{}
-	mi := &file_gateway_proto_msgTypes[30]
+	mi := &file_gateway_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2485,7 +2564,7 @@ func (x *FellBehind) String() string {
 func (*FellBehind) ProtoMessage() {}
 
 func (x *FellBehind) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[30]
+	mi := &file_gateway_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2498,7 +2577,7 @@ func (x *FellBehind) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FellBehind.ProtoReflect.Descriptor instead.
 func (*FellBehind) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{30}
+	return file_gateway_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *FellBehind) GetLast() []*TaskSeq {
@@ -2517,7 +2596,7 @@ type Ended struct {
 
 func (x *Ended) Reset() {
 	*x = Ended{}
-	mi := &file_gateway_proto_msgTypes[31]
+	mi := &file_gateway_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2529,7 +2608,7 @@ func (x *Ended) String() string {
 func (*Ended) ProtoMessage() {}
 
 func (x *Ended) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[31]
+	mi := &file_gateway_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2542,7 +2621,7 @@ func (x *Ended) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ended.ProtoReflect.Descriptor instead.
 func (*Ended) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{31}
+	return file_gateway_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Ended) GetReason() string {
@@ -2560,7 +2639,7 @@ type ListApprovalsRequest struct {
 
 func (x *ListApprovalsRequest) Reset() {
 	*x = ListApprovalsRequest{}
-	mi := &file_gateway_proto_msgTypes[32]
+	mi := &file_gateway_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2572,7 +2651,7 @@ func (x *ListApprovalsRequest) String() string {
 func (*ListApprovalsRequest) ProtoMessage() {}
 
 func (x *ListApprovalsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[32]
+	mi := &file_gateway_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2585,7 +2664,7 @@ func (x *ListApprovalsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApprovalsRequest.ProtoReflect.Descriptor instead.
 func (*ListApprovalsRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{32}
+	return file_gateway_proto_rawDescGZIP(), []int{33}
 }
 
 type ApprovalList struct {
@@ -2598,7 +2677,7 @@ type ApprovalList struct {
 
 func (x *ApprovalList) Reset() {
 	*x = ApprovalList{}
-	mi := &file_gateway_proto_msgTypes[33]
+	mi := &file_gateway_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2610,7 +2689,7 @@ func (x *ApprovalList) String() string {
 func (*ApprovalList) ProtoMessage() {}
 
 func (x *ApprovalList) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[33]
+	mi := &file_gateway_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2623,7 +2702,7 @@ func (x *ApprovalList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalList.ProtoReflect.Descriptor instead.
 func (*ApprovalList) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{33}
+	return file_gateway_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ApprovalList) GetApprovals() []*Event {
@@ -2649,7 +2728,7 @@ type ResolveApprovalRequest struct {
 
 func (x *ResolveApprovalRequest) Reset() {
 	*x = ResolveApprovalRequest{}
-	mi := &file_gateway_proto_msgTypes[34]
+	mi := &file_gateway_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2661,7 +2740,7 @@ func (x *ResolveApprovalRequest) String() string {
 func (*ResolveApprovalRequest) ProtoMessage() {}
 
 func (x *ResolveApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[34]
+	mi := &file_gateway_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2674,7 +2753,7 @@ func (x *ResolveApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveApprovalRequest.ProtoReflect.Descriptor instead.
 func (*ResolveApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{34}
+	return file_gateway_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ResolveApprovalRequest) GetApprovalId() string {
@@ -2718,7 +2797,7 @@ type SteerRequest struct {
 
 func (x *SteerRequest) Reset() {
 	*x = SteerRequest{}
-	mi := &file_gateway_proto_msgTypes[35]
+	mi := &file_gateway_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2730,7 +2809,7 @@ func (x *SteerRequest) String() string {
 func (*SteerRequest) ProtoMessage() {}
 
 func (x *SteerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[35]
+	mi := &file_gateway_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2743,7 +2822,7 @@ func (x *SteerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SteerRequest.ProtoReflect.Descriptor instead.
 func (*SteerRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{35}
+	return file_gateway_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SteerRequest) GetTaskId() string {
@@ -2777,7 +2856,7 @@ type InspectRequest struct {
 
 func (x *InspectRequest) Reset() {
 	*x = InspectRequest{}
-	mi := &file_gateway_proto_msgTypes[36]
+	mi := &file_gateway_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2789,7 +2868,7 @@ func (x *InspectRequest) String() string {
 func (*InspectRequest) ProtoMessage() {}
 
 func (x *InspectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[36]
+	mi := &file_gateway_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2802,7 +2881,7 @@ func (x *InspectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectRequest.ProtoReflect.Descriptor instead.
 func (*InspectRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{36}
+	return file_gateway_proto_rawDescGZIP(), []int{37}
 }
 
 // ActorInfo describes one live actor of the daemon's internal tree.
@@ -2836,7 +2915,7 @@ type ActorInfo struct {
 
 func (x *ActorInfo) Reset() {
 	*x = ActorInfo{}
-	mi := &file_gateway_proto_msgTypes[37]
+	mi := &file_gateway_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2848,7 +2927,7 @@ func (x *ActorInfo) String() string {
 func (*ActorInfo) ProtoMessage() {}
 
 func (x *ActorInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[37]
+	mi := &file_gateway_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2861,7 +2940,7 @@ func (x *ActorInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorInfo.ProtoReflect.Descriptor instead.
 func (*ActorInfo) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{37}
+	return file_gateway_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ActorInfo) GetId() string {
@@ -2953,7 +3032,7 @@ type ActorTree struct {
 
 func (x *ActorTree) Reset() {
 	*x = ActorTree{}
-	mi := &file_gateway_proto_msgTypes[38]
+	mi := &file_gateway_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2965,7 +3044,7 @@ func (x *ActorTree) String() string {
 func (*ActorTree) ProtoMessage() {}
 
 func (x *ActorTree) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[38]
+	mi := &file_gateway_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2978,7 +3057,7 @@ func (x *ActorTree) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorTree.ProtoReflect.Descriptor instead.
 func (*ActorTree) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{38}
+	return file_gateway_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ActorTree) GetActors() []*ActorInfo {
@@ -3009,7 +3088,7 @@ type StopCallRequest struct {
 
 func (x *StopCallRequest) Reset() {
 	*x = StopCallRequest{}
-	mi := &file_gateway_proto_msgTypes[39]
+	mi := &file_gateway_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3021,7 +3100,7 @@ func (x *StopCallRequest) String() string {
 func (*StopCallRequest) ProtoMessage() {}
 
 func (x *StopCallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[39]
+	mi := &file_gateway_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3034,7 +3113,7 @@ func (x *StopCallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopCallRequest.ProtoReflect.Descriptor instead.
 func (*StopCallRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{39}
+	return file_gateway_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *StopCallRequest) GetTaskId() string {
@@ -3066,7 +3145,7 @@ type ServiceOperation struct {
 
 func (x *ServiceOperation) Reset() {
 	*x = ServiceOperation{}
-	mi := &file_gateway_proto_msgTypes[40]
+	mi := &file_gateway_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3078,7 +3157,7 @@ func (x *ServiceOperation) String() string {
 func (*ServiceOperation) ProtoMessage() {}
 
 func (x *ServiceOperation) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[40]
+	mi := &file_gateway_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3091,7 +3170,7 @@ func (x *ServiceOperation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceOperation.ProtoReflect.Descriptor instead.
 func (*ServiceOperation) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{40}
+	return file_gateway_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ServiceOperation) GetName() string {
@@ -3136,7 +3215,7 @@ type ServiceSpec struct {
 
 func (x *ServiceSpec) Reset() {
 	*x = ServiceSpec{}
-	mi := &file_gateway_proto_msgTypes[41]
+	mi := &file_gateway_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3148,7 +3227,7 @@ func (x *ServiceSpec) String() string {
 func (*ServiceSpec) ProtoMessage() {}
 
 func (x *ServiceSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[41]
+	mi := &file_gateway_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3161,7 +3240,7 @@ func (x *ServiceSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceSpec.ProtoReflect.Descriptor instead.
 func (*ServiceSpec) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{41}
+	return file_gateway_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ServiceSpec) GetName() string {
@@ -3194,7 +3273,7 @@ type RegisterServiceRequest struct {
 
 func (x *RegisterServiceRequest) Reset() {
 	*x = RegisterServiceRequest{}
-	mi := &file_gateway_proto_msgTypes[42]
+	mi := &file_gateway_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3206,7 +3285,7 @@ func (x *RegisterServiceRequest) String() string {
 func (*RegisterServiceRequest) ProtoMessage() {}
 
 func (x *RegisterServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[42]
+	mi := &file_gateway_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3219,7 +3298,7 @@ func (x *RegisterServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterServiceRequest.ProtoReflect.Descriptor instead.
 func (*RegisterServiceRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{42}
+	return file_gateway_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RegisterServiceRequest) GetService() *ServiceSpec {
@@ -3238,7 +3317,7 @@ type UnregisterServiceRequest struct {
 
 func (x *UnregisterServiceRequest) Reset() {
 	*x = UnregisterServiceRequest{}
-	mi := &file_gateway_proto_msgTypes[43]
+	mi := &file_gateway_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3250,7 +3329,7 @@ func (x *UnregisterServiceRequest) String() string {
 func (*UnregisterServiceRequest) ProtoMessage() {}
 
 func (x *UnregisterServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[43]
+	mi := &file_gateway_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3263,7 +3342,7 @@ func (x *UnregisterServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterServiceRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterServiceRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{43}
+	return file_gateway_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *UnregisterServiceRequest) GetName() string {
@@ -3293,7 +3372,7 @@ type ServiceCall struct {
 
 func (x *ServiceCall) Reset() {
 	*x = ServiceCall{}
-	mi := &file_gateway_proto_msgTypes[44]
+	mi := &file_gateway_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3305,7 +3384,7 @@ func (x *ServiceCall) String() string {
 func (*ServiceCall) ProtoMessage() {}
 
 func (x *ServiceCall) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[44]
+	mi := &file_gateway_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3318,7 +3397,7 @@ func (x *ServiceCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceCall.ProtoReflect.Descriptor instead.
 func (*ServiceCall) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{44}
+	return file_gateway_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ServiceCall) GetCall() uint64 {
@@ -3389,7 +3468,7 @@ type ServiceResult struct {
 
 func (x *ServiceResult) Reset() {
 	*x = ServiceResult{}
-	mi := &file_gateway_proto_msgTypes[45]
+	mi := &file_gateway_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3401,7 +3480,7 @@ func (x *ServiceResult) String() string {
 func (*ServiceResult) ProtoMessage() {}
 
 func (x *ServiceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[45]
+	mi := &file_gateway_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3414,7 +3493,7 @@ func (x *ServiceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceResult.ProtoReflect.Descriptor instead.
 func (*ServiceResult) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{45}
+	return file_gateway_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ServiceResult) GetCall() uint64 {
@@ -3448,7 +3527,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_gateway_proto_msgTypes[46]
+	mi := &file_gateway_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3460,7 +3539,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[46]
+	mi := &file_gateway_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3473,7 +3552,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{46}
+	return file_gateway_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Error) GetCode() ErrorCode {
@@ -3499,7 +3578,7 @@ type Done struct {
 
 func (x *Done) Reset() {
 	*x = Done{}
-	mi := &file_gateway_proto_msgTypes[47]
+	mi := &file_gateway_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3511,7 +3590,7 @@ func (x *Done) String() string {
 func (*Done) ProtoMessage() {}
 
 func (x *Done) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[47]
+	mi := &file_gateway_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3524,7 +3603,7 @@ func (x *Done) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Done.ProtoReflect.Descriptor instead.
 func (*Done) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{47}
+	return file_gateway_proto_rawDescGZIP(), []int{48}
 }
 
 // Response answers one Request.
@@ -3553,7 +3632,7 @@ type Response struct {
 
 func (x *Response) Reset() {
 	*x = Response{}
-	mi := &file_gateway_proto_msgTypes[48]
+	mi := &file_gateway_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3565,7 +3644,7 @@ func (x *Response) String() string {
 func (*Response) ProtoMessage() {}
 
 func (x *Response) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[48]
+	mi := &file_gateway_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3578,7 +3657,7 @@ func (x *Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Response.ProtoReflect.Descriptor instead.
 func (*Response) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{48}
+	return file_gateway_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Response) GetId() uint64 {
@@ -3804,7 +3883,7 @@ type ListDelegateSessionsRequest struct {
 
 func (x *ListDelegateSessionsRequest) Reset() {
 	*x = ListDelegateSessionsRequest{}
-	mi := &file_gateway_proto_msgTypes[49]
+	mi := &file_gateway_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3816,7 +3895,7 @@ func (x *ListDelegateSessionsRequest) String() string {
 func (*ListDelegateSessionsRequest) ProtoMessage() {}
 
 func (x *ListDelegateSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[49]
+	mi := &file_gateway_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3829,7 +3908,7 @@ func (x *ListDelegateSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDelegateSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListDelegateSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{49}
+	return file_gateway_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListDelegateSessionsRequest) GetTaskId() string {
@@ -3866,7 +3945,7 @@ type DelegateSession struct {
 
 func (x *DelegateSession) Reset() {
 	*x = DelegateSession{}
-	mi := &file_gateway_proto_msgTypes[50]
+	mi := &file_gateway_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3878,7 +3957,7 @@ func (x *DelegateSession) String() string {
 func (*DelegateSession) ProtoMessage() {}
 
 func (x *DelegateSession) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[50]
+	mi := &file_gateway_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3891,7 +3970,7 @@ func (x *DelegateSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DelegateSession.ProtoReflect.Descriptor instead.
 func (*DelegateSession) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{50}
+	return file_gateway_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *DelegateSession) GetSessionId() string {
@@ -3989,7 +4068,7 @@ type DelegateSessionList struct {
 
 func (x *DelegateSessionList) Reset() {
 	*x = DelegateSessionList{}
-	mi := &file_gateway_proto_msgTypes[51]
+	mi := &file_gateway_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4001,7 +4080,7 @@ func (x *DelegateSessionList) String() string {
 func (*DelegateSessionList) ProtoMessage() {}
 
 func (x *DelegateSessionList) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[51]
+	mi := &file_gateway_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4014,7 +4093,7 @@ func (x *DelegateSessionList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DelegateSessionList.ProtoReflect.Descriptor instead.
 func (*DelegateSessionList) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{51}
+	return file_gateway_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DelegateSessionList) GetSessions() []*DelegateSession {
@@ -4046,7 +4125,7 @@ type ToClient struct {
 
 func (x *ToClient) Reset() {
 	*x = ToClient{}
-	mi := &file_gateway_proto_msgTypes[52]
+	mi := &file_gateway_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4058,7 +4137,7 @@ func (x *ToClient) String() string {
 func (*ToClient) ProtoMessage() {}
 
 func (x *ToClient) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[52]
+	mi := &file_gateway_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4071,7 +4150,7 @@ func (x *ToClient) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToClient.ProtoReflect.Descriptor instead.
 func (*ToClient) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{52}
+	return file_gateway_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ToClient) GetBody() isToClient_Body {
@@ -4144,7 +4223,7 @@ type Chunk struct {
 
 func (x *Chunk) Reset() {
 	*x = Chunk{}
-	mi := &file_gateway_proto_msgTypes[53]
+	mi := &file_gateway_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4156,7 +4235,7 @@ func (x *Chunk) String() string {
 func (*Chunk) ProtoMessage() {}
 
 func (x *Chunk) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[53]
+	mi := &file_gateway_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4169,7 +4248,7 @@ func (x *Chunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Chunk.ProtoReflect.Descriptor instead.
 func (*Chunk) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{53}
+	return file_gateway_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Chunk) GetId() uint64 {
@@ -4344,7 +4423,7 @@ const file_gateway_proto_rawDesc = "" +
 	"\x05count\x18\x02 \x01(\rR\x05count\"\\\n" +
 	"\vUpdateBatch\x12\"\n" +
 	"\fsubscription\x18\x01 \x01(\x04R\fsubscription\x12)\n" +
-	"\aupdates\x18\x02 \x03(\v2\x0f.lemo.v1.UpdateR\aupdates\"\xa8\x02\n" +
+	"\aupdates\x18\x02 \x03(\v2\x0f.lemo.v1.UpdateR\aupdates\"\xde\x02\n" +
 	"\x06Update\x12&\n" +
 	"\x05event\x18\x01 \x01(\v2\x0e.lemo.v1.EventH\x00R\x05event\x12&\n" +
 	"\x05delta\x18\x02 \x01(\v2\x0e.lemo.v1.DeltaH\x00R\x05delta\x120\n" +
@@ -4353,11 +4432,16 @@ const file_gateway_proto_rawDesc = "" +
 	"fellBehind\x12&\n" +
 	"\x05ended\x18\x05 \x01(\v2\x0e.lemo.v1.EndedH\x00R\x05ended\x124\n" +
 	"\n" +
-	"tree_event\x18\x96\x01 \x01(\v2\x12.lemo.v1.TreeEventH\x00R\ttreeEventB\x06\n" +
+	"tree_event\x18\x96\x01 \x01(\v2\x12.lemo.v1.TreeEventH\x00R\ttreeEvent\x124\n" +
+	"\n" +
+	"tree_state\x18\xde\x02 \x01(\v2\x12.lemo.v1.TreeStateH\x00R\ttreeStateB\x06\n" +
 	"\x04body\"E\n" +
 	"\tTreeEvent\x12\x12\n" +
 	"\x04path\x18\x01 \x03(\tR\x04path\x12$\n" +
-	"\x05event\x18\x02 \x01(\v2\x0e.lemo.v1.EventR\x05event\"\n" +
+	"\x05event\x18\x02 \x01(\v2\x0e.lemo.v1.EventR\x05event\"S\n" +
+	"\tTreeState\x12+\n" +
+	"\x06events\x18\xdf\x02 \x03(\v2\x12.lemo.v1.TreeEventR\x06events\x12\x19\n" +
+	"\aomitted\x18\xe0\x02 \x01(\rR\aomitted\"\n" +
 	"\n" +
 	"\bCaughtUp\"2\n" +
 	"\n" +
@@ -4509,7 +4593,7 @@ func file_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_gateway_proto_goTypes = []any{
 	(ErrorCode)(0),                      // 0: lemo.v1.ErrorCode
 	(*Request)(nil),                     // 1: lemo.v1.Request
@@ -4541,37 +4625,38 @@ var file_gateway_proto_goTypes = []any{
 	(*UpdateBatch)(nil),                 // 27: lemo.v1.UpdateBatch
 	(*Update)(nil),                      // 28: lemo.v1.Update
 	(*TreeEvent)(nil),                   // 29: lemo.v1.TreeEvent
-	(*CaughtUp)(nil),                    // 30: lemo.v1.CaughtUp
-	(*FellBehind)(nil),                  // 31: lemo.v1.FellBehind
-	(*Ended)(nil),                       // 32: lemo.v1.Ended
-	(*ListApprovalsRequest)(nil),        // 33: lemo.v1.ListApprovalsRequest
-	(*ApprovalList)(nil),                // 34: lemo.v1.ApprovalList
-	(*ResolveApprovalRequest)(nil),      // 35: lemo.v1.ResolveApprovalRequest
-	(*SteerRequest)(nil),                // 36: lemo.v1.SteerRequest
-	(*InspectRequest)(nil),              // 37: lemo.v1.InspectRequest
-	(*ActorInfo)(nil),                   // 38: lemo.v1.ActorInfo
-	(*ActorTree)(nil),                   // 39: lemo.v1.ActorTree
-	(*StopCallRequest)(nil),             // 40: lemo.v1.StopCallRequest
-	(*ServiceOperation)(nil),            // 41: lemo.v1.ServiceOperation
-	(*ServiceSpec)(nil),                 // 42: lemo.v1.ServiceSpec
-	(*RegisterServiceRequest)(nil),      // 43: lemo.v1.RegisterServiceRequest
-	(*UnregisterServiceRequest)(nil),    // 44: lemo.v1.UnregisterServiceRequest
-	(*ServiceCall)(nil),                 // 45: lemo.v1.ServiceCall
-	(*ServiceResult)(nil),               // 46: lemo.v1.ServiceResult
-	(*Error)(nil),                       // 47: lemo.v1.Error
-	(*Done)(nil),                        // 48: lemo.v1.Done
-	(*Response)(nil),                    // 49: lemo.v1.Response
-	(*ListDelegateSessionsRequest)(nil), // 50: lemo.v1.ListDelegateSessionsRequest
-	(*DelegateSession)(nil),             // 51: lemo.v1.DelegateSession
-	(*DelegateSessionList)(nil),         // 52: lemo.v1.DelegateSessionList
-	(*ToClient)(nil),                    // 53: lemo.v1.ToClient
-	(*Chunk)(nil),                       // 54: lemo.v1.Chunk
-	(*ToolApproval)(nil),                // 55: lemo.v1.ToolApproval
-	(*BudgetAmounts)(nil),               // 56: lemo.v1.BudgetAmounts
-	(*timestamppb.Timestamp)(nil),       // 57: google.protobuf.Timestamp
-	(*TaskMeta)(nil),                    // 58: lemo.v1.TaskMeta
-	(*Event)(nil),                       // 59: lemo.v1.Event
-	(*Delta)(nil),                       // 60: lemo.v1.Delta
+	(*TreeState)(nil),                   // 30: lemo.v1.TreeState
+	(*CaughtUp)(nil),                    // 31: lemo.v1.CaughtUp
+	(*FellBehind)(nil),                  // 32: lemo.v1.FellBehind
+	(*Ended)(nil),                       // 33: lemo.v1.Ended
+	(*ListApprovalsRequest)(nil),        // 34: lemo.v1.ListApprovalsRequest
+	(*ApprovalList)(nil),                // 35: lemo.v1.ApprovalList
+	(*ResolveApprovalRequest)(nil),      // 36: lemo.v1.ResolveApprovalRequest
+	(*SteerRequest)(nil),                // 37: lemo.v1.SteerRequest
+	(*InspectRequest)(nil),              // 38: lemo.v1.InspectRequest
+	(*ActorInfo)(nil),                   // 39: lemo.v1.ActorInfo
+	(*ActorTree)(nil),                   // 40: lemo.v1.ActorTree
+	(*StopCallRequest)(nil),             // 41: lemo.v1.StopCallRequest
+	(*ServiceOperation)(nil),            // 42: lemo.v1.ServiceOperation
+	(*ServiceSpec)(nil),                 // 43: lemo.v1.ServiceSpec
+	(*RegisterServiceRequest)(nil),      // 44: lemo.v1.RegisterServiceRequest
+	(*UnregisterServiceRequest)(nil),    // 45: lemo.v1.UnregisterServiceRequest
+	(*ServiceCall)(nil),                 // 46: lemo.v1.ServiceCall
+	(*ServiceResult)(nil),               // 47: lemo.v1.ServiceResult
+	(*Error)(nil),                       // 48: lemo.v1.Error
+	(*Done)(nil),                        // 49: lemo.v1.Done
+	(*Response)(nil),                    // 50: lemo.v1.Response
+	(*ListDelegateSessionsRequest)(nil), // 51: lemo.v1.ListDelegateSessionsRequest
+	(*DelegateSession)(nil),             // 52: lemo.v1.DelegateSession
+	(*DelegateSessionList)(nil),         // 53: lemo.v1.DelegateSessionList
+	(*ToClient)(nil),                    // 54: lemo.v1.ToClient
+	(*Chunk)(nil),                       // 55: lemo.v1.Chunk
+	(*ToolApproval)(nil),                // 56: lemo.v1.ToolApproval
+	(*BudgetAmounts)(nil),               // 57: lemo.v1.BudgetAmounts
+	(*timestamppb.Timestamp)(nil),       // 58: google.protobuf.Timestamp
+	(*TaskMeta)(nil),                    // 59: lemo.v1.TaskMeta
+	(*Event)(nil),                       // 60: lemo.v1.Event
+	(*Delta)(nil),                       // 61: lemo.v1.Delta
 }
 var file_gateway_proto_depIdxs = []int32{
 	2,  // 0: lemo.v1.Request.hello:type_name -> lemo.v1.Hello
@@ -4588,73 +4673,75 @@ var file_gateway_proto_depIdxs = []int32{
 	23, // 11: lemo.v1.Request.subscribe:type_name -> lemo.v1.SubscribeRequest
 	25, // 12: lemo.v1.Request.unsubscribe:type_name -> lemo.v1.UnsubscribeRequest
 	26, // 13: lemo.v1.Request.ack:type_name -> lemo.v1.Ack
-	33, // 14: lemo.v1.Request.list_approvals:type_name -> lemo.v1.ListApprovalsRequest
-	35, // 15: lemo.v1.Request.resolve_approval:type_name -> lemo.v1.ResolveApprovalRequest
-	36, // 16: lemo.v1.Request.steer:type_name -> lemo.v1.SteerRequest
-	43, // 17: lemo.v1.Request.register_service:type_name -> lemo.v1.RegisterServiceRequest
-	44, // 18: lemo.v1.Request.unregister_service:type_name -> lemo.v1.UnregisterServiceRequest
-	46, // 19: lemo.v1.Request.service_result:type_name -> lemo.v1.ServiceResult
+	34, // 14: lemo.v1.Request.list_approvals:type_name -> lemo.v1.ListApprovalsRequest
+	36, // 15: lemo.v1.Request.resolve_approval:type_name -> lemo.v1.ResolveApprovalRequest
+	37, // 16: lemo.v1.Request.steer:type_name -> lemo.v1.SteerRequest
+	44, // 17: lemo.v1.Request.register_service:type_name -> lemo.v1.RegisterServiceRequest
+	45, // 18: lemo.v1.Request.unregister_service:type_name -> lemo.v1.UnregisterServiceRequest
+	47, // 19: lemo.v1.Request.service_result:type_name -> lemo.v1.ServiceResult
 	4,  // 20: lemo.v1.Request.goodbye:type_name -> lemo.v1.Goodbye
-	37, // 21: lemo.v1.Request.inspect:type_name -> lemo.v1.InspectRequest
-	40, // 22: lemo.v1.Request.stop_call:type_name -> lemo.v1.StopCallRequest
-	50, // 23: lemo.v1.Request.list_delegate_sessions:type_name -> lemo.v1.ListDelegateSessionsRequest
+	38, // 21: lemo.v1.Request.inspect:type_name -> lemo.v1.InspectRequest
+	41, // 22: lemo.v1.Request.stop_call:type_name -> lemo.v1.StopCallRequest
+	51, // 23: lemo.v1.Request.list_delegate_sessions:type_name -> lemo.v1.ListDelegateSessionsRequest
 	7,  // 24: lemo.v1.Request.raise_budget:type_name -> lemo.v1.RaiseBudgetRequest
-	55, // 25: lemo.v1.CreateTaskRequest.approvals:type_name -> lemo.v1.ToolApproval
-	56, // 26: lemo.v1.CreateTaskRequest.budget:type_name -> lemo.v1.BudgetAmounts
-	56, // 27: lemo.v1.RaiseBudgetRequest.add:type_name -> lemo.v1.BudgetAmounts
-	56, // 28: lemo.v1.OwnerBudget.limits:type_name -> lemo.v1.BudgetAmounts
-	56, // 29: lemo.v1.OwnerBudget.raised:type_name -> lemo.v1.BudgetAmounts
-	56, // 30: lemo.v1.OwnerBudget.spent:type_name -> lemo.v1.BudgetAmounts
-	57, // 31: lemo.v1.OwnerBudget.resets:type_name -> google.protobuf.Timestamp
-	58, // 32: lemo.v1.TaskPage.tasks:type_name -> lemo.v1.TaskMeta
-	59, // 33: lemo.v1.HistoryPage.events:type_name -> lemo.v1.Event
+	56, // 25: lemo.v1.CreateTaskRequest.approvals:type_name -> lemo.v1.ToolApproval
+	57, // 26: lemo.v1.CreateTaskRequest.budget:type_name -> lemo.v1.BudgetAmounts
+	57, // 27: lemo.v1.RaiseBudgetRequest.add:type_name -> lemo.v1.BudgetAmounts
+	57, // 28: lemo.v1.OwnerBudget.limits:type_name -> lemo.v1.BudgetAmounts
+	57, // 29: lemo.v1.OwnerBudget.raised:type_name -> lemo.v1.BudgetAmounts
+	57, // 30: lemo.v1.OwnerBudget.spent:type_name -> lemo.v1.BudgetAmounts
+	58, // 31: lemo.v1.OwnerBudget.resets:type_name -> google.protobuf.Timestamp
+	59, // 32: lemo.v1.TaskPage.tasks:type_name -> lemo.v1.TaskMeta
+	60, // 33: lemo.v1.HistoryPage.events:type_name -> lemo.v1.Event
 	16, // 34: lemo.v1.ToolList.tools:type_name -> lemo.v1.ToolInfo
 	19, // 35: lemo.v1.ModelList.models:type_name -> lemo.v1.ModelInfo
 	20, // 36: lemo.v1.ModelList.failures:type_name -> lemo.v1.ProviderFailure
 	22, // 37: lemo.v1.SubscribeRequest.resume:type_name -> lemo.v1.TaskSeq
-	58, // 38: lemo.v1.Subscribed.task:type_name -> lemo.v1.TaskMeta
+	59, // 38: lemo.v1.Subscribed.task:type_name -> lemo.v1.TaskMeta
 	28, // 39: lemo.v1.UpdateBatch.updates:type_name -> lemo.v1.Update
-	59, // 40: lemo.v1.Update.event:type_name -> lemo.v1.Event
-	60, // 41: lemo.v1.Update.delta:type_name -> lemo.v1.Delta
-	30, // 42: lemo.v1.Update.caught_up:type_name -> lemo.v1.CaughtUp
-	31, // 43: lemo.v1.Update.fell_behind:type_name -> lemo.v1.FellBehind
-	32, // 44: lemo.v1.Update.ended:type_name -> lemo.v1.Ended
+	60, // 40: lemo.v1.Update.event:type_name -> lemo.v1.Event
+	61, // 41: lemo.v1.Update.delta:type_name -> lemo.v1.Delta
+	31, // 42: lemo.v1.Update.caught_up:type_name -> lemo.v1.CaughtUp
+	32, // 43: lemo.v1.Update.fell_behind:type_name -> lemo.v1.FellBehind
+	33, // 44: lemo.v1.Update.ended:type_name -> lemo.v1.Ended
 	29, // 45: lemo.v1.Update.tree_event:type_name -> lemo.v1.TreeEvent
-	59, // 46: lemo.v1.TreeEvent.event:type_name -> lemo.v1.Event
-	22, // 47: lemo.v1.FellBehind.last:type_name -> lemo.v1.TaskSeq
-	59, // 48: lemo.v1.ApprovalList.approvals:type_name -> lemo.v1.Event
-	57, // 49: lemo.v1.ActorInfo.state_since:type_name -> google.protobuf.Timestamp
-	57, // 50: lemo.v1.ActorInfo.started:type_name -> google.protobuf.Timestamp
-	38, // 51: lemo.v1.ActorTree.actors:type_name -> lemo.v1.ActorInfo
-	57, // 52: lemo.v1.ActorTree.time:type_name -> google.protobuf.Timestamp
-	41, // 53: lemo.v1.ServiceSpec.operations:type_name -> lemo.v1.ServiceOperation
-	42, // 54: lemo.v1.RegisterServiceRequest.service:type_name -> lemo.v1.ServiceSpec
-	57, // 55: lemo.v1.ServiceCall.deadline:type_name -> google.protobuf.Timestamp
-	0,  // 56: lemo.v1.Error.code:type_name -> lemo.v1.ErrorCode
-	47, // 57: lemo.v1.Response.error:type_name -> lemo.v1.Error
-	3,  // 58: lemo.v1.Response.welcome:type_name -> lemo.v1.Welcome
-	58, // 59: lemo.v1.Response.task:type_name -> lemo.v1.TaskMeta
-	12, // 60: lemo.v1.Response.tasks:type_name -> lemo.v1.TaskPage
-	14, // 61: lemo.v1.Response.history:type_name -> lemo.v1.HistoryPage
-	17, // 62: lemo.v1.Response.tools:type_name -> lemo.v1.ToolList
-	21, // 63: lemo.v1.Response.models:type_name -> lemo.v1.ModelList
-	24, // 64: lemo.v1.Response.subscribed:type_name -> lemo.v1.Subscribed
-	34, // 65: lemo.v1.Response.approvals:type_name -> lemo.v1.ApprovalList
-	48, // 66: lemo.v1.Response.done:type_name -> lemo.v1.Done
-	39, // 67: lemo.v1.Response.actors:type_name -> lemo.v1.ActorTree
-	52, // 68: lemo.v1.Response.delegate_sessions:type_name -> lemo.v1.DelegateSessionList
-	8,  // 69: lemo.v1.Response.owner_budget:type_name -> lemo.v1.OwnerBudget
-	57, // 70: lemo.v1.DelegateSession.created:type_name -> google.protobuf.Timestamp
-	57, // 71: lemo.v1.DelegateSession.modified:type_name -> google.protobuf.Timestamp
-	51, // 72: lemo.v1.DelegateSessionList.sessions:type_name -> lemo.v1.DelegateSession
-	49, // 73: lemo.v1.ToClient.response:type_name -> lemo.v1.Response
-	27, // 74: lemo.v1.ToClient.updates:type_name -> lemo.v1.UpdateBatch
-	45, // 75: lemo.v1.ToClient.service_call:type_name -> lemo.v1.ServiceCall
-	76, // [76:76] is the sub-list for method output_type
-	76, // [76:76] is the sub-list for method input_type
-	76, // [76:76] is the sub-list for extension type_name
-	76, // [76:76] is the sub-list for extension extendee
-	0,  // [0:76] is the sub-list for field type_name
+	30, // 46: lemo.v1.Update.tree_state:type_name -> lemo.v1.TreeState
+	60, // 47: lemo.v1.TreeEvent.event:type_name -> lemo.v1.Event
+	29, // 48: lemo.v1.TreeState.events:type_name -> lemo.v1.TreeEvent
+	22, // 49: lemo.v1.FellBehind.last:type_name -> lemo.v1.TaskSeq
+	60, // 50: lemo.v1.ApprovalList.approvals:type_name -> lemo.v1.Event
+	58, // 51: lemo.v1.ActorInfo.state_since:type_name -> google.protobuf.Timestamp
+	58, // 52: lemo.v1.ActorInfo.started:type_name -> google.protobuf.Timestamp
+	39, // 53: lemo.v1.ActorTree.actors:type_name -> lemo.v1.ActorInfo
+	58, // 54: lemo.v1.ActorTree.time:type_name -> google.protobuf.Timestamp
+	42, // 55: lemo.v1.ServiceSpec.operations:type_name -> lemo.v1.ServiceOperation
+	43, // 56: lemo.v1.RegisterServiceRequest.service:type_name -> lemo.v1.ServiceSpec
+	58, // 57: lemo.v1.ServiceCall.deadline:type_name -> google.protobuf.Timestamp
+	0,  // 58: lemo.v1.Error.code:type_name -> lemo.v1.ErrorCode
+	48, // 59: lemo.v1.Response.error:type_name -> lemo.v1.Error
+	3,  // 60: lemo.v1.Response.welcome:type_name -> lemo.v1.Welcome
+	59, // 61: lemo.v1.Response.task:type_name -> lemo.v1.TaskMeta
+	12, // 62: lemo.v1.Response.tasks:type_name -> lemo.v1.TaskPage
+	14, // 63: lemo.v1.Response.history:type_name -> lemo.v1.HistoryPage
+	17, // 64: lemo.v1.Response.tools:type_name -> lemo.v1.ToolList
+	21, // 65: lemo.v1.Response.models:type_name -> lemo.v1.ModelList
+	24, // 66: lemo.v1.Response.subscribed:type_name -> lemo.v1.Subscribed
+	35, // 67: lemo.v1.Response.approvals:type_name -> lemo.v1.ApprovalList
+	49, // 68: lemo.v1.Response.done:type_name -> lemo.v1.Done
+	40, // 69: lemo.v1.Response.actors:type_name -> lemo.v1.ActorTree
+	53, // 70: lemo.v1.Response.delegate_sessions:type_name -> lemo.v1.DelegateSessionList
+	8,  // 71: lemo.v1.Response.owner_budget:type_name -> lemo.v1.OwnerBudget
+	58, // 72: lemo.v1.DelegateSession.created:type_name -> google.protobuf.Timestamp
+	58, // 73: lemo.v1.DelegateSession.modified:type_name -> google.protobuf.Timestamp
+	52, // 74: lemo.v1.DelegateSessionList.sessions:type_name -> lemo.v1.DelegateSession
+	50, // 75: lemo.v1.ToClient.response:type_name -> lemo.v1.Response
+	27, // 76: lemo.v1.ToClient.updates:type_name -> lemo.v1.UpdateBatch
+	46, // 77: lemo.v1.ToClient.service_call:type_name -> lemo.v1.ServiceCall
+	78, // [78:78] is the sub-list for method output_type
+	78, // [78:78] is the sub-list for method input_type
+	78, // [78:78] is the sub-list for extension type_name
+	78, // [78:78] is the sub-list for extension extendee
+	0,  // [0:78] is the sub-list for field type_name
 }
 
 func init() { file_gateway_proto_init() }
@@ -4697,8 +4784,9 @@ func file_gateway_proto_init() {
 		(*Update_FellBehind)(nil),
 		(*Update_Ended)(nil),
 		(*Update_TreeEvent)(nil),
+		(*Update_TreeState)(nil),
 	}
-	file_gateway_proto_msgTypes[48].OneofWrappers = []any{
+	file_gateway_proto_msgTypes[49].OneofWrappers = []any{
 		(*Response_Error)(nil),
 		(*Response_Welcome)(nil),
 		(*Response_Task)(nil),
@@ -4713,7 +4801,7 @@ func file_gateway_proto_init() {
 		(*Response_DelegateSessions)(nil),
 		(*Response_OwnerBudget)(nil),
 	}
-	file_gateway_proto_msgTypes[52].OneofWrappers = []any{
+	file_gateway_proto_msgTypes[53].OneofWrappers = []any{
 		(*ToClient_Response)(nil),
 		(*ToClient_Updates)(nil),
 		(*ToClient_ServiceCall)(nil),
@@ -4724,7 +4812,7 @@ func file_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gateway_proto_rawDesc), len(file_gateway_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   54,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -558,6 +558,7 @@ type Event struct {
 	//	*Event_ChildEnded
 	//	*Event_MessageSent
 	//	*Event_MessageReceived
+	//	*Event_ChildReopened
 	//	*Event_BudgetRaised
 	//	*Event_BudgetCharged
 	Body          isEvent_Body `protobuf_oneof:"body"`
@@ -794,6 +795,15 @@ func (x *Event) GetMessageReceived() *MessageReceived {
 	return nil
 }
 
+func (x *Event) GetChildReopened() *ChildReopened {
+	if x != nil {
+		if x, ok := x.Body.(*Event_ChildReopened); ok {
+			return x.ChildReopened
+		}
+	}
+	return nil
+}
+
 func (x *Event) GetBudgetRaised() *BudgetRaised {
 	if x != nil {
 		if x, ok := x.Body.(*Event_BudgetRaised); ok {
@@ -894,6 +904,10 @@ type Event_MessageReceived struct {
 	MessageReceived *MessageReceived `protobuf:"bytes,43,opt,name=message_received,json=messageReceived,proto3,oneof"`
 }
 
+type Event_ChildReopened struct {
+	ChildReopened *ChildReopened `protobuf:"bytes,350,opt,name=child_reopened,json=childReopened,proto3,oneof"`
+}
+
 type Event_BudgetRaised struct {
 	BudgetRaised *BudgetRaised `protobuf:"bytes,120,opt,name=budget_raised,json=budgetRaised,proto3,oneof"`
 }
@@ -939,6 +953,8 @@ func (*Event_ChildEnded) isEvent_Body() {}
 func (*Event_MessageSent) isEvent_Body() {}
 
 func (*Event_MessageReceived) isEvent_Body() {}
+
+func (*Event_ChildReopened) isEvent_Body() {}
 
 func (*Event_BudgetRaised) isEvent_Body() {}
 
@@ -1259,6 +1275,81 @@ func (x *ChildEnded) GetChildSeq() uint64 {
 	return 0
 }
 
+// ChildReopened is a parent's record that a child it had recorded as ended
+// runs again (a message reopened it, a person sent it a message or
+// continued it), taken from its inbox: the child counts as running until
+// its next ChildEnded.
+type ChildReopened struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	ChildId string                 `protobuf:"bytes,1,opt,name=child_id,json=childId,proto3" json:"child_id,omitempty"`
+	// The Task whose message reopened it ("" when a person did).
+	By string `protobuf:"bytes,2,opt,name=by,proto3" json:"by,omitempty"`
+	// The child's status detail ("reopened by message from ...").
+	Detail string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	// The seq of the child's event that reopened it.
+	ChildSeq      uint64 `protobuf:"varint,4,opt,name=child_seq,json=childSeq,proto3" json:"child_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChildReopened) Reset() {
+	*x = ChildReopened{}
+	mi := &file_lemo_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChildReopened) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChildReopened) ProtoMessage() {}
+
+func (x *ChildReopened) ProtoReflect() protoreflect.Message {
+	mi := &file_lemo_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChildReopened.ProtoReflect.Descriptor instead.
+func (*ChildReopened) Descriptor() ([]byte, []int) {
+	return file_lemo_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ChildReopened) GetChildId() string {
+	if x != nil {
+		return x.ChildId
+	}
+	return ""
+}
+
+func (x *ChildReopened) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *ChildReopened) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *ChildReopened) GetChildSeq() uint64 {
+	if x != nil {
+		return x.ChildSeq
+	}
+	return 0
+}
+
 // MessageSent is a sender's record of a tasks.send message; the
 // recipient's inbox entry commits in the same transaction.
 type MessageSent struct {
@@ -1272,7 +1363,7 @@ type MessageSent struct {
 
 func (x *MessageSent) Reset() {
 	*x = MessageSent{}
-	mi := &file_lemo_proto_msgTypes[4]
+	mi := &file_lemo_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1284,7 +1375,7 @@ func (x *MessageSent) String() string {
 func (*MessageSent) ProtoMessage() {}
 
 func (x *MessageSent) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[4]
+	mi := &file_lemo_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1297,7 +1388,7 @@ func (x *MessageSent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageSent.ProtoReflect.Descriptor instead.
 func (*MessageSent) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{4}
+	return file_lemo_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *MessageSent) GetTo() string {
@@ -1334,7 +1425,7 @@ type MessageReceived struct {
 
 func (x *MessageReceived) Reset() {
 	*x = MessageReceived{}
-	mi := &file_lemo_proto_msgTypes[5]
+	mi := &file_lemo_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1346,7 +1437,7 @@ func (x *MessageReceived) String() string {
 func (*MessageReceived) ProtoMessage() {}
 
 func (x *MessageReceived) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[5]
+	mi := &file_lemo_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1359,7 +1450,7 @@ func (x *MessageReceived) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageReceived.ProtoReflect.Descriptor instead.
 func (*MessageReceived) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{5}
+	return file_lemo_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *MessageReceived) GetFrom() string {
@@ -1392,14 +1483,16 @@ type InboxEntry struct {
 	FromSeq uint64                 `protobuf:"varint,2,opt,name=from_seq,json=fromSeq,proto3" json:"from_seq,omitempty"`
 	Text    string                 `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
 	// Set for a child's end (from is the child).
-	ChildEnded    *ChildEnded `protobuf:"bytes,4,opt,name=child_ended,json=childEnded,proto3" json:"child_ended,omitempty"`
+	ChildEnded *ChildEnded `protobuf:"bytes,4,opt,name=child_ended,json=childEnded,proto3" json:"child_ended,omitempty"`
+	// Set when a child that had ended runs again (from is the child).
+	ChildReopened *ChildReopened `protobuf:"bytes,351,opt,name=child_reopened,json=childReopened,proto3" json:"child_reopened,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InboxEntry) Reset() {
 	*x = InboxEntry{}
-	mi := &file_lemo_proto_msgTypes[6]
+	mi := &file_lemo_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1411,7 +1504,7 @@ func (x *InboxEntry) String() string {
 func (*InboxEntry) ProtoMessage() {}
 
 func (x *InboxEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[6]
+	mi := &file_lemo_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1424,7 +1517,7 @@ func (x *InboxEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InboxEntry.ProtoReflect.Descriptor instead.
 func (*InboxEntry) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{6}
+	return file_lemo_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *InboxEntry) GetFrom() string {
@@ -1455,6 +1548,13 @@ func (x *InboxEntry) GetChildEnded() *ChildEnded {
 	return nil
 }
 
+func (x *InboxEntry) GetChildReopened() *ChildReopened {
+	if x != nil {
+		return x.ChildReopened
+	}
+	return nil
+}
+
 // ToolsLoaded adds tools to a Task whose tools are discovered
 // (TaskCreated.tools_discovery), from its next Cycle on. Its tool set is
 // the creation's tools plus every ToolsLoaded's, in history order.
@@ -1470,7 +1570,7 @@ type ToolsLoaded struct {
 
 func (x *ToolsLoaded) Reset() {
 	*x = ToolsLoaded{}
-	mi := &file_lemo_proto_msgTypes[7]
+	mi := &file_lemo_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1482,7 +1582,7 @@ func (x *ToolsLoaded) String() string {
 func (*ToolsLoaded) ProtoMessage() {}
 
 func (x *ToolsLoaded) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[7]
+	mi := &file_lemo_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1495,7 +1595,7 @@ func (x *ToolsLoaded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolsLoaded.ProtoReflect.Descriptor instead.
 func (*ToolsLoaded) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{7}
+	return file_lemo_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ToolsLoaded) GetTools() []string {
@@ -1528,7 +1628,7 @@ type ToolApproval struct {
 
 func (x *ToolApproval) Reset() {
 	*x = ToolApproval{}
-	mi := &file_lemo_proto_msgTypes[8]
+	mi := &file_lemo_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1540,7 +1640,7 @@ func (x *ToolApproval) String() string {
 func (*ToolApproval) ProtoMessage() {}
 
 func (x *ToolApproval) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[8]
+	mi := &file_lemo_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1553,7 +1653,7 @@ func (x *ToolApproval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolApproval.ProtoReflect.Descriptor instead.
 func (*ToolApproval) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{8}
+	return file_lemo_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ToolApproval) GetTool() string {
@@ -1587,7 +1687,7 @@ type UserMessage struct {
 
 func (x *UserMessage) Reset() {
 	*x = UserMessage{}
-	mi := &file_lemo_proto_msgTypes[9]
+	mi := &file_lemo_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1599,7 +1699,7 @@ func (x *UserMessage) String() string {
 func (*UserMessage) ProtoMessage() {}
 
 func (x *UserMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[9]
+	mi := &file_lemo_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1612,7 +1712,7 @@ func (x *UserMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserMessage.ProtoReflect.Descriptor instead.
 func (*UserMessage) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{9}
+	return file_lemo_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *UserMessage) GetText() string {
@@ -1637,7 +1737,7 @@ type CycleStarted struct {
 
 func (x *CycleStarted) Reset() {
 	*x = CycleStarted{}
-	mi := &file_lemo_proto_msgTypes[10]
+	mi := &file_lemo_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1649,7 +1749,7 @@ func (x *CycleStarted) String() string {
 func (*CycleStarted) ProtoMessage() {}
 
 func (x *CycleStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[10]
+	mi := &file_lemo_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1662,7 +1762,7 @@ func (x *CycleStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CycleStarted.ProtoReflect.Descriptor instead.
 func (*CycleStarted) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{10}
+	return file_lemo_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CycleStarted) GetCycle() uint32 {
@@ -1702,7 +1802,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_lemo_proto_msgTypes[11]
+	mi := &file_lemo_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1714,7 +1814,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[11]
+	mi := &file_lemo_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1727,7 +1827,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{11}
+	return file_lemo_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Usage) GetPromptTokens() uint64 {
@@ -1770,7 +1870,7 @@ type SectionSize struct {
 
 func (x *SectionSize) Reset() {
 	*x = SectionSize{}
-	mi := &file_lemo_proto_msgTypes[12]
+	mi := &file_lemo_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1782,7 +1882,7 @@ func (x *SectionSize) String() string {
 func (*SectionSize) ProtoMessage() {}
 
 func (x *SectionSize) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[12]
+	mi := &file_lemo_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1795,7 +1895,7 @@ func (x *SectionSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SectionSize.ProtoReflect.Descriptor instead.
 func (*SectionSize) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{12}
+	return file_lemo_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SectionSize) GetSection() string {
@@ -1828,7 +1928,7 @@ type Excerpt struct {
 
 func (x *Excerpt) Reset() {
 	*x = Excerpt{}
-	mi := &file_lemo_proto_msgTypes[13]
+	mi := &file_lemo_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1840,7 +1940,7 @@ func (x *Excerpt) String() string {
 func (*Excerpt) ProtoMessage() {}
 
 func (x *Excerpt) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[13]
+	mi := &file_lemo_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1853,7 +1953,7 @@ func (x *Excerpt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Excerpt.ProtoReflect.Descriptor instead.
 func (*Excerpt) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{13}
+	return file_lemo_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Excerpt) GetSeq() uint64 {
@@ -1905,7 +2005,7 @@ type RecallItem struct {
 
 func (x *RecallItem) Reset() {
 	*x = RecallItem{}
-	mi := &file_lemo_proto_msgTypes[14]
+	mi := &file_lemo_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1917,7 +2017,7 @@ func (x *RecallItem) String() string {
 func (*RecallItem) ProtoMessage() {}
 
 func (x *RecallItem) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[14]
+	mi := &file_lemo_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1930,7 +2030,7 @@ func (x *RecallItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecallItem.ProtoReflect.Descriptor instead.
 func (*RecallItem) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{14}
+	return file_lemo_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RecallItem) GetTaskId() string {
@@ -1987,7 +2087,7 @@ type InputSummary struct {
 
 func (x *InputSummary) Reset() {
 	*x = InputSummary{}
-	mi := &file_lemo_proto_msgTypes[15]
+	mi := &file_lemo_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1999,7 +2099,7 @@ func (x *InputSummary) String() string {
 func (*InputSummary) ProtoMessage() {}
 
 func (x *InputSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[15]
+	mi := &file_lemo_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2012,7 +2112,7 @@ func (x *InputSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputSummary.ProtoReflect.Descriptor instead.
 func (*InputSummary) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{15}
+	return file_lemo_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *InputSummary) GetWindowTokens() uint64 {
@@ -2086,7 +2186,7 @@ type CycleFinished struct {
 
 func (x *CycleFinished) Reset() {
 	*x = CycleFinished{}
-	mi := &file_lemo_proto_msgTypes[16]
+	mi := &file_lemo_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2098,7 +2198,7 @@ func (x *CycleFinished) String() string {
 func (*CycleFinished) ProtoMessage() {}
 
 func (x *CycleFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[16]
+	mi := &file_lemo_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2111,7 +2211,7 @@ func (x *CycleFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CycleFinished.ProtoReflect.Descriptor instead.
 func (*CycleFinished) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{16}
+	return file_lemo_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CycleFinished) GetCycle() uint32 {
@@ -2173,7 +2273,7 @@ type AssistantMessage struct {
 
 func (x *AssistantMessage) Reset() {
 	*x = AssistantMessage{}
-	mi := &file_lemo_proto_msgTypes[17]
+	mi := &file_lemo_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2185,7 +2285,7 @@ func (x *AssistantMessage) String() string {
 func (*AssistantMessage) ProtoMessage() {}
 
 func (x *AssistantMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[17]
+	mi := &file_lemo_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2198,7 +2298,7 @@ func (x *AssistantMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssistantMessage.ProtoReflect.Descriptor instead.
 func (*AssistantMessage) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{17}
+	return file_lemo_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AssistantMessage) GetCycle() uint32 {
@@ -2256,7 +2356,7 @@ type ToolCallRecorded struct {
 
 func (x *ToolCallRecorded) Reset() {
 	*x = ToolCallRecorded{}
-	mi := &file_lemo_proto_msgTypes[18]
+	mi := &file_lemo_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2268,7 +2368,7 @@ func (x *ToolCallRecorded) String() string {
 func (*ToolCallRecorded) ProtoMessage() {}
 
 func (x *ToolCallRecorded) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[18]
+	mi := &file_lemo_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2281,7 +2381,7 @@ func (x *ToolCallRecorded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallRecorded.ProtoReflect.Descriptor instead.
 func (*ToolCallRecorded) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{18}
+	return file_lemo_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ToolCallRecorded) GetCallId() string {
@@ -2337,7 +2437,7 @@ type ToolExecutionStarted struct {
 
 func (x *ToolExecutionStarted) Reset() {
 	*x = ToolExecutionStarted{}
-	mi := &file_lemo_proto_msgTypes[19]
+	mi := &file_lemo_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2349,7 +2449,7 @@ func (x *ToolExecutionStarted) String() string {
 func (*ToolExecutionStarted) ProtoMessage() {}
 
 func (x *ToolExecutionStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[19]
+	mi := &file_lemo_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2362,7 +2462,7 @@ func (x *ToolExecutionStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolExecutionStarted.ProtoReflect.Descriptor instead.
 func (*ToolExecutionStarted) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{19}
+	return file_lemo_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ToolExecutionStarted) GetCallId() string {
@@ -2383,7 +2483,7 @@ type ToolState struct {
 
 func (x *ToolState) Reset() {
 	*x = ToolState{}
-	mi := &file_lemo_proto_msgTypes[20]
+	mi := &file_lemo_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2395,7 +2495,7 @@ func (x *ToolState) String() string {
 func (*ToolState) ProtoMessage() {}
 
 func (x *ToolState) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[20]
+	mi := &file_lemo_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2408,7 +2508,7 @@ func (x *ToolState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolState.ProtoReflect.Descriptor instead.
 func (*ToolState) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{20}
+	return file_lemo_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ToolState) GetCallId() string {
@@ -2443,7 +2543,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_lemo_proto_msgTypes[21]
+	mi := &file_lemo_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2455,7 +2555,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[21]
+	mi := &file_lemo_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2468,7 +2568,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{21}
+	return file_lemo_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ToolResult) GetCallId() string {
@@ -2518,7 +2618,7 @@ type ToolFailed struct {
 
 func (x *ToolFailed) Reset() {
 	*x = ToolFailed{}
-	mi := &file_lemo_proto_msgTypes[22]
+	mi := &file_lemo_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2530,7 +2630,7 @@ func (x *ToolFailed) String() string {
 func (*ToolFailed) ProtoMessage() {}
 
 func (x *ToolFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[22]
+	mi := &file_lemo_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2543,7 +2643,7 @@ func (x *ToolFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolFailed.ProtoReflect.Descriptor instead.
 func (*ToolFailed) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{22}
+	return file_lemo_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ToolFailed) GetCallId() string {
@@ -2586,7 +2686,7 @@ type ApprovalRequested struct {
 
 func (x *ApprovalRequested) Reset() {
 	*x = ApprovalRequested{}
-	mi := &file_lemo_proto_msgTypes[23]
+	mi := &file_lemo_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2598,7 +2698,7 @@ func (x *ApprovalRequested) String() string {
 func (*ApprovalRequested) ProtoMessage() {}
 
 func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[23]
+	mi := &file_lemo_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2611,7 +2711,7 @@ func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalRequested.ProtoReflect.Descriptor instead.
 func (*ApprovalRequested) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{23}
+	return file_lemo_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ApprovalRequested) GetApprovalId() string {
@@ -2674,7 +2774,7 @@ type ApprovalResolved struct {
 
 func (x *ApprovalResolved) Reset() {
 	*x = ApprovalResolved{}
-	mi := &file_lemo_proto_msgTypes[24]
+	mi := &file_lemo_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2686,7 +2786,7 @@ func (x *ApprovalResolved) String() string {
 func (*ApprovalResolved) ProtoMessage() {}
 
 func (x *ApprovalResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[24]
+	mi := &file_lemo_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2699,7 +2799,7 @@ func (x *ApprovalResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalResolved.ProtoReflect.Descriptor instead.
 func (*ApprovalResolved) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{24}
+	return file_lemo_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ApprovalResolved) GetApprovalId() string {
@@ -2760,14 +2860,19 @@ type StatusChanged struct {
 	Price *Price `protobuf:"bytes,121,opt,name=price,proto3" json:"price,omitempty"`
 	// Set by the recovery after a crash: the time of the last event before
 	// it. The Task's working time ends there, not at the recovery.
-	WorkedUntil   *timestamppb.Timestamp `protobuf:"bytes,122,opt,name=worked_until,json=workedUntil,proto3" json:"worked_until,omitempty"`
+	WorkedUntil *timestamppb.Timestamp `protobuf:"bytes,122,opt,name=worked_until,json=workedUntil,proto3" json:"worked_until,omitempty"`
+	// Set when a message of another Task reopened a finished Task: the
+	// sender's id. The Task runs a Cycle to read it, and the reopening is
+	// not a person's input (the limit of Cycles without new input goes on
+	// counting).
+	ReopenedBy    string `protobuf:"bytes,352,opt,name=reopened_by,json=reopenedBy,proto3" json:"reopened_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusChanged) Reset() {
 	*x = StatusChanged{}
-	mi := &file_lemo_proto_msgTypes[25]
+	mi := &file_lemo_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2779,7 +2884,7 @@ func (x *StatusChanged) String() string {
 func (*StatusChanged) ProtoMessage() {}
 
 func (x *StatusChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[25]
+	mi := &file_lemo_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2792,7 +2897,7 @@ func (x *StatusChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusChanged.ProtoReflect.Descriptor instead.
 func (*StatusChanged) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{25}
+	return file_lemo_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StatusChanged) GetStatus() TaskStatus {
@@ -2844,6 +2949,13 @@ func (x *StatusChanged) GetWorkedUntil() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *StatusChanged) GetReopenedBy() string {
+	if x != nil {
+		return x.ReopenedBy
+	}
+	return ""
+}
+
 // Overflow details a Cycle whose input could not fit its budget.
 type Overflow struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -2856,7 +2968,7 @@ type Overflow struct {
 
 func (x *Overflow) Reset() {
 	*x = Overflow{}
-	mi := &file_lemo_proto_msgTypes[26]
+	mi := &file_lemo_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2868,7 +2980,7 @@ func (x *Overflow) String() string {
 func (*Overflow) ProtoMessage() {}
 
 func (x *Overflow) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[26]
+	mi := &file_lemo_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2881,7 +2993,7 @@ func (x *Overflow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Overflow.ProtoReflect.Descriptor instead.
 func (*Overflow) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{26}
+	return file_lemo_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Overflow) GetNeededTokens() uint64 {
@@ -2932,7 +3044,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_lemo_proto_msgTypes[27]
+	mi := &file_lemo_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2944,7 +3056,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[27]
+	mi := &file_lemo_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2957,7 +3069,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{27}
+	return file_lemo_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Failure) GetScope() FailureScope {
@@ -3052,7 +3164,7 @@ type TaskMeta struct {
 
 func (x *TaskMeta) Reset() {
 	*x = TaskMeta{}
-	mi := &file_lemo_proto_msgTypes[28]
+	mi := &file_lemo_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3064,7 +3176,7 @@ func (x *TaskMeta) String() string {
 func (*TaskMeta) ProtoMessage() {}
 
 func (x *TaskMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[28]
+	mi := &file_lemo_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3077,7 +3189,7 @@ func (x *TaskMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskMeta.ProtoReflect.Descriptor instead.
 func (*TaskMeta) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{28}
+	return file_lemo_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TaskMeta) GetTaskId() string {
@@ -3211,7 +3323,7 @@ type Delta struct {
 
 func (x *Delta) Reset() {
 	*x = Delta{}
-	mi := &file_lemo_proto_msgTypes[29]
+	mi := &file_lemo_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3223,7 +3335,7 @@ func (x *Delta) String() string {
 func (*Delta) ProtoMessage() {}
 
 func (x *Delta) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[29]
+	mi := &file_lemo_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3236,7 +3348,7 @@ func (x *Delta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delta.ProtoReflect.Descriptor instead.
 func (*Delta) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{29}
+	return file_lemo_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Delta) GetTaskId() string {
@@ -3311,7 +3423,7 @@ type BudgetAmounts struct {
 
 func (x *BudgetAmounts) Reset() {
 	*x = BudgetAmounts{}
-	mi := &file_lemo_proto_msgTypes[30]
+	mi := &file_lemo_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3323,7 +3435,7 @@ func (x *BudgetAmounts) String() string {
 func (*BudgetAmounts) ProtoMessage() {}
 
 func (x *BudgetAmounts) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[30]
+	mi := &file_lemo_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3336,7 +3448,7 @@ func (x *BudgetAmounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetAmounts.ProtoReflect.Descriptor instead.
 func (*BudgetAmounts) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{30}
+	return file_lemo_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *BudgetAmounts) GetTokens() uint64 {
@@ -3377,7 +3489,7 @@ type Price struct {
 
 func (x *Price) Reset() {
 	*x = Price{}
-	mi := &file_lemo_proto_msgTypes[31]
+	mi := &file_lemo_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3389,7 +3501,7 @@ func (x *Price) String() string {
 func (*Price) ProtoMessage() {}
 
 func (x *Price) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[31]
+	mi := &file_lemo_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3402,7 +3514,7 @@ func (x *Price) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Price.ProtoReflect.Descriptor instead.
 func (*Price) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{31}
+	return file_lemo_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Price) GetInputNanoUsd() uint64 {
@@ -3454,7 +3566,7 @@ type BudgetReservation struct {
 
 func (x *BudgetReservation) Reset() {
 	*x = BudgetReservation{}
-	mi := &file_lemo_proto_msgTypes[32]
+	mi := &file_lemo_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3466,7 +3578,7 @@ func (x *BudgetReservation) String() string {
 func (*BudgetReservation) ProtoMessage() {}
 
 func (x *BudgetReservation) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[32]
+	mi := &file_lemo_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3479,7 +3591,7 @@ func (x *BudgetReservation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetReservation.ProtoReflect.Descriptor instead.
 func (*BudgetReservation) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{32}
+	return file_lemo_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *BudgetReservation) GetInputTokens() uint64 {
@@ -3523,7 +3635,7 @@ type BudgetRaised struct {
 
 func (x *BudgetRaised) Reset() {
 	*x = BudgetRaised{}
-	mi := &file_lemo_proto_msgTypes[33]
+	mi := &file_lemo_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3535,7 +3647,7 @@ func (x *BudgetRaised) String() string {
 func (*BudgetRaised) ProtoMessage() {}
 
 func (x *BudgetRaised) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[33]
+	mi := &file_lemo_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3548,7 +3660,7 @@ func (x *BudgetRaised) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetRaised.ProtoReflect.Descriptor instead.
 func (*BudgetRaised) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{33}
+	return file_lemo_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *BudgetRaised) GetAdd() *BudgetAmounts {
@@ -3582,7 +3694,7 @@ type BudgetCharged struct {
 
 func (x *BudgetCharged) Reset() {
 	*x = BudgetCharged{}
-	mi := &file_lemo_proto_msgTypes[34]
+	mi := &file_lemo_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3594,7 +3706,7 @@ func (x *BudgetCharged) String() string {
 func (*BudgetCharged) ProtoMessage() {}
 
 func (x *BudgetCharged) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[34]
+	mi := &file_lemo_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3607,7 +3719,7 @@ func (x *BudgetCharged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetCharged.ProtoReflect.Descriptor instead.
 func (*BudgetCharged) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{34}
+	return file_lemo_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *BudgetCharged) GetCallId() string {
@@ -3663,7 +3775,7 @@ type BudgetExceeded struct {
 
 func (x *BudgetExceeded) Reset() {
 	*x = BudgetExceeded{}
-	mi := &file_lemo_proto_msgTypes[35]
+	mi := &file_lemo_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3675,7 +3787,7 @@ func (x *BudgetExceeded) String() string {
 func (*BudgetExceeded) ProtoMessage() {}
 
 func (x *BudgetExceeded) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[35]
+	mi := &file_lemo_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3688,7 +3800,7 @@ func (x *BudgetExceeded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetExceeded.ProtoReflect.Descriptor instead.
 func (*BudgetExceeded) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{35}
+	return file_lemo_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *BudgetExceeded) GetLimit() string {
@@ -3753,7 +3865,7 @@ type BudgetSummary struct {
 
 func (x *BudgetSummary) Reset() {
 	*x = BudgetSummary{}
-	mi := &file_lemo_proto_msgTypes[36]
+	mi := &file_lemo_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3765,7 +3877,7 @@ func (x *BudgetSummary) String() string {
 func (*BudgetSummary) ProtoMessage() {}
 
 func (x *BudgetSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_lemo_proto_msgTypes[36]
+	mi := &file_lemo_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3778,7 +3890,7 @@ func (x *BudgetSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetSummary.ProtoReflect.Descriptor instead.
 func (*BudgetSummary) Descriptor() ([]byte, []int) {
-	return file_lemo_proto_rawDescGZIP(), []int{36}
+	return file_lemo_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *BudgetSummary) GetLimits() *BudgetAmounts {
@@ -3842,7 +3954,7 @@ var File_lemo_proto protoreflect.FileDescriptor
 const file_lemo_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"lemo.proto\x12\alemo.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa8\v\n" +
+	"lemo.proto\x12\alemo.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xea\v\n" +
 	"\x05Event\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12.\n" +
@@ -3870,7 +3982,8 @@ const file_lemo_proto_rawDesc = "" +
 	"\vchild_ended\x18) \x01(\v2\x13.lemo.v1.ChildEndedH\x00R\n" +
 	"childEnded\x129\n" +
 	"\fmessage_sent\x18* \x01(\v2\x14.lemo.v1.MessageSentH\x00R\vmessageSent\x12E\n" +
-	"\x10message_received\x18+ \x01(\v2\x18.lemo.v1.MessageReceivedH\x00R\x0fmessageReceived\x12<\n" +
+	"\x10message_received\x18+ \x01(\v2\x18.lemo.v1.MessageReceivedH\x00R\x0fmessageReceived\x12@\n" +
+	"\x0echild_reopened\x18\xde\x02 \x01(\v2\x16.lemo.v1.ChildReopenedH\x00R\rchildReopened\x12<\n" +
 	"\rbudget_raised\x18x \x01(\v2\x15.lemo.v1.BudgetRaisedH\x00R\fbudgetRaised\x12?\n" +
 	"\x0ebudget_charged\x18y \x01(\v2\x16.lemo.v1.BudgetChargedH\x00R\rbudgetChargedB\x06\n" +
 	"\x04body\"\xbb\x03\n" +
@@ -3900,7 +4013,12 @@ const file_lemo_proto_rawDesc = "" +
 	"\x06answer\x18\x03 \x01(\tR\x06answer\x12\x16\n" +
 	"\x06detail\x18\x04 \x01(\tR\x06detail\x12$\n" +
 	"\x05usage\x18\x05 \x01(\v2\x0e.lemo.v1.UsageR\x05usage\x12\x1b\n" +
-	"\tchild_seq\x18\x06 \x01(\x04R\bchildSeq\"J\n" +
+	"\tchild_seq\x18\x06 \x01(\x04R\bchildSeq\"o\n" +
+	"\rChildReopened\x12\x19\n" +
+	"\bchild_id\x18\x01 \x01(\tR\achildId\x12\x0e\n" +
+	"\x02by\x18\x02 \x01(\tR\x02by\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\x12\x1b\n" +
+	"\tchild_seq\x18\x04 \x01(\x04R\bchildSeq\"J\n" +
 	"\vMessageSent\x12\x0e\n" +
 	"\x02to\x18\x01 \x01(\tR\x02to\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12\x17\n" +
@@ -3908,14 +4026,15 @@ const file_lemo_proto_rawDesc = "" +
 	"\x0fMessageReceived\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x19\n" +
 	"\bfrom_seq\x18\x02 \x01(\x04R\afromSeq\x12\x12\n" +
-	"\x04text\x18\x03 \x01(\tR\x04text\"\x85\x01\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\"\xc5\x01\n" +
 	"\n" +
 	"InboxEntry\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x19\n" +
 	"\bfrom_seq\x18\x02 \x01(\x04R\afromSeq\x12\x12\n" +
 	"\x04text\x18\x03 \x01(\tR\x04text\x124\n" +
 	"\vchild_ended\x18\x04 \x01(\v2\x13.lemo.v1.ChildEndedR\n" +
-	"childEnded\"<\n" +
+	"childEnded\x12>\n" +
+	"\x0echild_reopened\x18\xdf\x02 \x01(\v2\x16.lemo.v1.ChildReopenedR\rchildReopened\"<\n" +
 	"\vToolsLoaded\x12\x14\n" +
 	"\x05tools\x18\x01 \x03(\tR\x05tools\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\"c\n" +
@@ -4015,7 +4134,7 @@ const file_lemo_proto_rawDesc = "" +
 	"\x02by\x18\x04 \x01(\tR\x02by\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x124\n" +
 	"\n" +
-	"allow_rule\x18\x06 \x01(\v2\x15.lemo.v1.ToolApprovalR\tallowRule\"\xb9\x02\n" +
+	"allow_rule\x18\x06 \x01(\v2\x15.lemo.v1.ToolApprovalR\tallowRule\"\xdb\x02\n" +
 	"\rStatusChanged\x12+\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x13.lemo.v1.TaskStatusR\x06status\x127\n" +
 	"\fpause_reason\x18\x02 \x01(\x0e2\x14.lemo.v1.PauseReasonR\vpauseReason\x12\x16\n" +
@@ -4023,7 +4142,9 @@ const file_lemo_proto_rawDesc = "" +
 	"\x05model\x18\x04 \x01(\tR\x05model\x12/\n" +
 	"\x06budget\x18x \x01(\v2\x17.lemo.v1.BudgetExceededR\x06budget\x12$\n" +
 	"\x05price\x18y \x01(\v2\x0e.lemo.v1.PriceR\x05price\x12=\n" +
-	"\fworked_until\x18z \x01(\v2\x1a.google.protobuf.TimestampR\vworkedUntil\"\x8c\x01\n" +
+	"\fworked_until\x18z \x01(\v2\x1a.google.protobuf.TimestampR\vworkedUntil\x12 \n" +
+	"\vreopened_by\x18\xe0\x02 \x01(\tR\n" +
+	"reopenedBy\"\x8c\x01\n" +
 	"\bOverflow\x12#\n" +
 	"\rneeded_tokens\x18\x01 \x01(\x04R\fneededTokens\x12)\n" +
 	"\x10available_tokens\x18\x02 \x01(\x04R\x0favailableTokens\x120\n" +
@@ -4178,7 +4299,7 @@ func file_lemo_proto_rawDescGZIP() []byte {
 }
 
 var file_lemo_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_lemo_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_lemo_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_lemo_proto_goTypes = []any{
 	(TaskStatus)(0),               // 0: lemo.v1.TaskStatus
 	(PauseReason)(0),              // 1: lemo.v1.PauseReason
@@ -4192,110 +4313,113 @@ var file_lemo_proto_goTypes = []any{
 	(*TaskCreated)(nil),           // 9: lemo.v1.TaskCreated
 	(*ChildSpawned)(nil),          // 10: lemo.v1.ChildSpawned
 	(*ChildEnded)(nil),            // 11: lemo.v1.ChildEnded
-	(*MessageSent)(nil),           // 12: lemo.v1.MessageSent
-	(*MessageReceived)(nil),       // 13: lemo.v1.MessageReceived
-	(*InboxEntry)(nil),            // 14: lemo.v1.InboxEntry
-	(*ToolsLoaded)(nil),           // 15: lemo.v1.ToolsLoaded
-	(*ToolApproval)(nil),          // 16: lemo.v1.ToolApproval
-	(*UserMessage)(nil),           // 17: lemo.v1.UserMessage
-	(*CycleStarted)(nil),          // 18: lemo.v1.CycleStarted
-	(*Usage)(nil),                 // 19: lemo.v1.Usage
-	(*SectionSize)(nil),           // 20: lemo.v1.SectionSize
-	(*Excerpt)(nil),               // 21: lemo.v1.Excerpt
-	(*RecallItem)(nil),            // 22: lemo.v1.RecallItem
-	(*InputSummary)(nil),          // 23: lemo.v1.InputSummary
-	(*CycleFinished)(nil),         // 24: lemo.v1.CycleFinished
-	(*AssistantMessage)(nil),      // 25: lemo.v1.AssistantMessage
-	(*ToolCallRecorded)(nil),      // 26: lemo.v1.ToolCallRecorded
-	(*ToolExecutionStarted)(nil),  // 27: lemo.v1.ToolExecutionStarted
-	(*ToolState)(nil),             // 28: lemo.v1.ToolState
-	(*ToolResult)(nil),            // 29: lemo.v1.ToolResult
-	(*ToolFailed)(nil),            // 30: lemo.v1.ToolFailed
-	(*ApprovalRequested)(nil),     // 31: lemo.v1.ApprovalRequested
-	(*ApprovalResolved)(nil),      // 32: lemo.v1.ApprovalResolved
-	(*StatusChanged)(nil),         // 33: lemo.v1.StatusChanged
-	(*Overflow)(nil),              // 34: lemo.v1.Overflow
-	(*Failure)(nil),               // 35: lemo.v1.Failure
-	(*TaskMeta)(nil),              // 36: lemo.v1.TaskMeta
-	(*Delta)(nil),                 // 37: lemo.v1.Delta
-	(*BudgetAmounts)(nil),         // 38: lemo.v1.BudgetAmounts
-	(*Price)(nil),                 // 39: lemo.v1.Price
-	(*BudgetReservation)(nil),     // 40: lemo.v1.BudgetReservation
-	(*BudgetRaised)(nil),          // 41: lemo.v1.BudgetRaised
-	(*BudgetCharged)(nil),         // 42: lemo.v1.BudgetCharged
-	(*BudgetExceeded)(nil),        // 43: lemo.v1.BudgetExceeded
-	(*BudgetSummary)(nil),         // 44: lemo.v1.BudgetSummary
-	(*timestamppb.Timestamp)(nil), // 45: google.protobuf.Timestamp
+	(*ChildReopened)(nil),         // 12: lemo.v1.ChildReopened
+	(*MessageSent)(nil),           // 13: lemo.v1.MessageSent
+	(*MessageReceived)(nil),       // 14: lemo.v1.MessageReceived
+	(*InboxEntry)(nil),            // 15: lemo.v1.InboxEntry
+	(*ToolsLoaded)(nil),           // 16: lemo.v1.ToolsLoaded
+	(*ToolApproval)(nil),          // 17: lemo.v1.ToolApproval
+	(*UserMessage)(nil),           // 18: lemo.v1.UserMessage
+	(*CycleStarted)(nil),          // 19: lemo.v1.CycleStarted
+	(*Usage)(nil),                 // 20: lemo.v1.Usage
+	(*SectionSize)(nil),           // 21: lemo.v1.SectionSize
+	(*Excerpt)(nil),               // 22: lemo.v1.Excerpt
+	(*RecallItem)(nil),            // 23: lemo.v1.RecallItem
+	(*InputSummary)(nil),          // 24: lemo.v1.InputSummary
+	(*CycleFinished)(nil),         // 25: lemo.v1.CycleFinished
+	(*AssistantMessage)(nil),      // 26: lemo.v1.AssistantMessage
+	(*ToolCallRecorded)(nil),      // 27: lemo.v1.ToolCallRecorded
+	(*ToolExecutionStarted)(nil),  // 28: lemo.v1.ToolExecutionStarted
+	(*ToolState)(nil),             // 29: lemo.v1.ToolState
+	(*ToolResult)(nil),            // 30: lemo.v1.ToolResult
+	(*ToolFailed)(nil),            // 31: lemo.v1.ToolFailed
+	(*ApprovalRequested)(nil),     // 32: lemo.v1.ApprovalRequested
+	(*ApprovalResolved)(nil),      // 33: lemo.v1.ApprovalResolved
+	(*StatusChanged)(nil),         // 34: lemo.v1.StatusChanged
+	(*Overflow)(nil),              // 35: lemo.v1.Overflow
+	(*Failure)(nil),               // 36: lemo.v1.Failure
+	(*TaskMeta)(nil),              // 37: lemo.v1.TaskMeta
+	(*Delta)(nil),                 // 38: lemo.v1.Delta
+	(*BudgetAmounts)(nil),         // 39: lemo.v1.BudgetAmounts
+	(*Price)(nil),                 // 40: lemo.v1.Price
+	(*BudgetReservation)(nil),     // 41: lemo.v1.BudgetReservation
+	(*BudgetRaised)(nil),          // 42: lemo.v1.BudgetRaised
+	(*BudgetCharged)(nil),         // 43: lemo.v1.BudgetCharged
+	(*BudgetExceeded)(nil),        // 44: lemo.v1.BudgetExceeded
+	(*BudgetSummary)(nil),         // 45: lemo.v1.BudgetSummary
+	(*timestamppb.Timestamp)(nil), // 46: google.protobuf.Timestamp
 }
 var file_lemo_proto_depIdxs = []int32{
-	45, // 0: lemo.v1.Event.time:type_name -> google.protobuf.Timestamp
+	46, // 0: lemo.v1.Event.time:type_name -> google.protobuf.Timestamp
 	9,  // 1: lemo.v1.Event.task_created:type_name -> lemo.v1.TaskCreated
-	17, // 2: lemo.v1.Event.user_message:type_name -> lemo.v1.UserMessage
-	18, // 3: lemo.v1.Event.cycle_started:type_name -> lemo.v1.CycleStarted
-	24, // 4: lemo.v1.Event.cycle_finished:type_name -> lemo.v1.CycleFinished
-	25, // 5: lemo.v1.Event.assistant_message:type_name -> lemo.v1.AssistantMessage
-	26, // 6: lemo.v1.Event.tool_call_recorded:type_name -> lemo.v1.ToolCallRecorded
-	27, // 7: lemo.v1.Event.tool_execution_started:type_name -> lemo.v1.ToolExecutionStarted
-	28, // 8: lemo.v1.Event.tool_state:type_name -> lemo.v1.ToolState
-	29, // 9: lemo.v1.Event.tool_result:type_name -> lemo.v1.ToolResult
-	30, // 10: lemo.v1.Event.tool_failed:type_name -> lemo.v1.ToolFailed
-	31, // 11: lemo.v1.Event.approval_requested:type_name -> lemo.v1.ApprovalRequested
-	32, // 12: lemo.v1.Event.approval_resolved:type_name -> lemo.v1.ApprovalResolved
-	33, // 13: lemo.v1.Event.status_changed:type_name -> lemo.v1.StatusChanged
-	35, // 14: lemo.v1.Event.failure:type_name -> lemo.v1.Failure
-	15, // 15: lemo.v1.Event.tools_loaded:type_name -> lemo.v1.ToolsLoaded
+	18, // 2: lemo.v1.Event.user_message:type_name -> lemo.v1.UserMessage
+	19, // 3: lemo.v1.Event.cycle_started:type_name -> lemo.v1.CycleStarted
+	25, // 4: lemo.v1.Event.cycle_finished:type_name -> lemo.v1.CycleFinished
+	26, // 5: lemo.v1.Event.assistant_message:type_name -> lemo.v1.AssistantMessage
+	27, // 6: lemo.v1.Event.tool_call_recorded:type_name -> lemo.v1.ToolCallRecorded
+	28, // 7: lemo.v1.Event.tool_execution_started:type_name -> lemo.v1.ToolExecutionStarted
+	29, // 8: lemo.v1.Event.tool_state:type_name -> lemo.v1.ToolState
+	30, // 9: lemo.v1.Event.tool_result:type_name -> lemo.v1.ToolResult
+	31, // 10: lemo.v1.Event.tool_failed:type_name -> lemo.v1.ToolFailed
+	32, // 11: lemo.v1.Event.approval_requested:type_name -> lemo.v1.ApprovalRequested
+	33, // 12: lemo.v1.Event.approval_resolved:type_name -> lemo.v1.ApprovalResolved
+	34, // 13: lemo.v1.Event.status_changed:type_name -> lemo.v1.StatusChanged
+	36, // 14: lemo.v1.Event.failure:type_name -> lemo.v1.Failure
+	16, // 15: lemo.v1.Event.tools_loaded:type_name -> lemo.v1.ToolsLoaded
 	10, // 16: lemo.v1.Event.child_spawned:type_name -> lemo.v1.ChildSpawned
 	11, // 17: lemo.v1.Event.child_ended:type_name -> lemo.v1.ChildEnded
-	12, // 18: lemo.v1.Event.message_sent:type_name -> lemo.v1.MessageSent
-	13, // 19: lemo.v1.Event.message_received:type_name -> lemo.v1.MessageReceived
-	41, // 20: lemo.v1.Event.budget_raised:type_name -> lemo.v1.BudgetRaised
-	42, // 21: lemo.v1.Event.budget_charged:type_name -> lemo.v1.BudgetCharged
-	16, // 22: lemo.v1.TaskCreated.approvals:type_name -> lemo.v1.ToolApproval
-	38, // 23: lemo.v1.TaskCreated.budget:type_name -> lemo.v1.BudgetAmounts
-	39, // 24: lemo.v1.TaskCreated.price:type_name -> lemo.v1.Price
-	0,  // 25: lemo.v1.ChildEnded.status:type_name -> lemo.v1.TaskStatus
-	19, // 26: lemo.v1.ChildEnded.usage:type_name -> lemo.v1.Usage
-	11, // 27: lemo.v1.InboxEntry.child_ended:type_name -> lemo.v1.ChildEnded
-	2,  // 28: lemo.v1.ToolApproval.rule:type_name -> lemo.v1.ApprovalRule
-	40, // 29: lemo.v1.CycleStarted.reservation:type_name -> lemo.v1.BudgetReservation
-	20, // 30: lemo.v1.InputSummary.sections:type_name -> lemo.v1.SectionSize
-	21, // 31: lemo.v1.InputSummary.excerpts:type_name -> lemo.v1.Excerpt
-	22, // 32: lemo.v1.InputSummary.recalled:type_name -> lemo.v1.RecallItem
-	3,  // 33: lemo.v1.CycleFinished.outcome:type_name -> lemo.v1.CycleOutcome
-	19, // 34: lemo.v1.CycleFinished.usage:type_name -> lemo.v1.Usage
-	23, // 35: lemo.v1.CycleFinished.input:type_name -> lemo.v1.InputSummary
-	4,  // 36: lemo.v1.ToolFailed.kind:type_name -> lemo.v1.ToolFailureKind
-	45, // 37: lemo.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
-	5,  // 38: lemo.v1.ApprovalResolved.outcome:type_name -> lemo.v1.ApprovalOutcome
-	16, // 39: lemo.v1.ApprovalResolved.allow_rule:type_name -> lemo.v1.ToolApproval
-	0,  // 40: lemo.v1.StatusChanged.status:type_name -> lemo.v1.TaskStatus
-	1,  // 41: lemo.v1.StatusChanged.pause_reason:type_name -> lemo.v1.PauseReason
-	43, // 42: lemo.v1.StatusChanged.budget:type_name -> lemo.v1.BudgetExceeded
-	39, // 43: lemo.v1.StatusChanged.price:type_name -> lemo.v1.Price
-	45, // 44: lemo.v1.StatusChanged.worked_until:type_name -> google.protobuf.Timestamp
-	20, // 45: lemo.v1.Overflow.sections:type_name -> lemo.v1.SectionSize
-	6,  // 46: lemo.v1.Failure.scope:type_name -> lemo.v1.FailureScope
-	34, // 47: lemo.v1.Failure.overflow:type_name -> lemo.v1.Overflow
-	0,  // 48: lemo.v1.TaskMeta.status:type_name -> lemo.v1.TaskStatus
-	1,  // 49: lemo.v1.TaskMeta.pause_reason:type_name -> lemo.v1.PauseReason
-	45, // 50: lemo.v1.TaskMeta.created:type_name -> google.protobuf.Timestamp
-	45, // 51: lemo.v1.TaskMeta.updated:type_name -> google.protobuf.Timestamp
-	44, // 52: lemo.v1.TaskMeta.budget:type_name -> lemo.v1.BudgetSummary
-	7,  // 53: lemo.v1.Delta.kind:type_name -> lemo.v1.DeltaKind
-	23, // 54: lemo.v1.Delta.input:type_name -> lemo.v1.InputSummary
-	39, // 55: lemo.v1.BudgetReservation.price:type_name -> lemo.v1.Price
-	38, // 56: lemo.v1.BudgetRaised.add:type_name -> lemo.v1.BudgetAmounts
-	38, // 57: lemo.v1.BudgetSummary.limits:type_name -> lemo.v1.BudgetAmounts
-	38, // 58: lemo.v1.BudgetSummary.spent:type_name -> lemo.v1.BudgetAmounts
-	40, // 59: lemo.v1.BudgetSummary.open:type_name -> lemo.v1.BudgetReservation
-	45, // 60: lemo.v1.BudgetSummary.running_since:type_name -> google.protobuf.Timestamp
-	39, // 61: lemo.v1.BudgetSummary.price:type_name -> lemo.v1.Price
-	45, // 62: lemo.v1.BudgetSummary.open_since:type_name -> google.protobuf.Timestamp
-	63, // [63:63] is the sub-list for method output_type
-	63, // [63:63] is the sub-list for method input_type
-	63, // [63:63] is the sub-list for extension type_name
-	63, // [63:63] is the sub-list for extension extendee
-	0,  // [0:63] is the sub-list for field type_name
+	13, // 18: lemo.v1.Event.message_sent:type_name -> lemo.v1.MessageSent
+	14, // 19: lemo.v1.Event.message_received:type_name -> lemo.v1.MessageReceived
+	12, // 20: lemo.v1.Event.child_reopened:type_name -> lemo.v1.ChildReopened
+	42, // 21: lemo.v1.Event.budget_raised:type_name -> lemo.v1.BudgetRaised
+	43, // 22: lemo.v1.Event.budget_charged:type_name -> lemo.v1.BudgetCharged
+	17, // 23: lemo.v1.TaskCreated.approvals:type_name -> lemo.v1.ToolApproval
+	39, // 24: lemo.v1.TaskCreated.budget:type_name -> lemo.v1.BudgetAmounts
+	40, // 25: lemo.v1.TaskCreated.price:type_name -> lemo.v1.Price
+	0,  // 26: lemo.v1.ChildEnded.status:type_name -> lemo.v1.TaskStatus
+	20, // 27: lemo.v1.ChildEnded.usage:type_name -> lemo.v1.Usage
+	11, // 28: lemo.v1.InboxEntry.child_ended:type_name -> lemo.v1.ChildEnded
+	12, // 29: lemo.v1.InboxEntry.child_reopened:type_name -> lemo.v1.ChildReopened
+	2,  // 30: lemo.v1.ToolApproval.rule:type_name -> lemo.v1.ApprovalRule
+	41, // 31: lemo.v1.CycleStarted.reservation:type_name -> lemo.v1.BudgetReservation
+	21, // 32: lemo.v1.InputSummary.sections:type_name -> lemo.v1.SectionSize
+	22, // 33: lemo.v1.InputSummary.excerpts:type_name -> lemo.v1.Excerpt
+	23, // 34: lemo.v1.InputSummary.recalled:type_name -> lemo.v1.RecallItem
+	3,  // 35: lemo.v1.CycleFinished.outcome:type_name -> lemo.v1.CycleOutcome
+	20, // 36: lemo.v1.CycleFinished.usage:type_name -> lemo.v1.Usage
+	24, // 37: lemo.v1.CycleFinished.input:type_name -> lemo.v1.InputSummary
+	4,  // 38: lemo.v1.ToolFailed.kind:type_name -> lemo.v1.ToolFailureKind
+	46, // 39: lemo.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
+	5,  // 40: lemo.v1.ApprovalResolved.outcome:type_name -> lemo.v1.ApprovalOutcome
+	17, // 41: lemo.v1.ApprovalResolved.allow_rule:type_name -> lemo.v1.ToolApproval
+	0,  // 42: lemo.v1.StatusChanged.status:type_name -> lemo.v1.TaskStatus
+	1,  // 43: lemo.v1.StatusChanged.pause_reason:type_name -> lemo.v1.PauseReason
+	44, // 44: lemo.v1.StatusChanged.budget:type_name -> lemo.v1.BudgetExceeded
+	40, // 45: lemo.v1.StatusChanged.price:type_name -> lemo.v1.Price
+	46, // 46: lemo.v1.StatusChanged.worked_until:type_name -> google.protobuf.Timestamp
+	21, // 47: lemo.v1.Overflow.sections:type_name -> lemo.v1.SectionSize
+	6,  // 48: lemo.v1.Failure.scope:type_name -> lemo.v1.FailureScope
+	35, // 49: lemo.v1.Failure.overflow:type_name -> lemo.v1.Overflow
+	0,  // 50: lemo.v1.TaskMeta.status:type_name -> lemo.v1.TaskStatus
+	1,  // 51: lemo.v1.TaskMeta.pause_reason:type_name -> lemo.v1.PauseReason
+	46, // 52: lemo.v1.TaskMeta.created:type_name -> google.protobuf.Timestamp
+	46, // 53: lemo.v1.TaskMeta.updated:type_name -> google.protobuf.Timestamp
+	45, // 54: lemo.v1.TaskMeta.budget:type_name -> lemo.v1.BudgetSummary
+	7,  // 55: lemo.v1.Delta.kind:type_name -> lemo.v1.DeltaKind
+	24, // 56: lemo.v1.Delta.input:type_name -> lemo.v1.InputSummary
+	40, // 57: lemo.v1.BudgetReservation.price:type_name -> lemo.v1.Price
+	39, // 58: lemo.v1.BudgetRaised.add:type_name -> lemo.v1.BudgetAmounts
+	39, // 59: lemo.v1.BudgetSummary.limits:type_name -> lemo.v1.BudgetAmounts
+	39, // 60: lemo.v1.BudgetSummary.spent:type_name -> lemo.v1.BudgetAmounts
+	41, // 61: lemo.v1.BudgetSummary.open:type_name -> lemo.v1.BudgetReservation
+	46, // 62: lemo.v1.BudgetSummary.running_since:type_name -> google.protobuf.Timestamp
+	40, // 63: lemo.v1.BudgetSummary.price:type_name -> lemo.v1.Price
+	46, // 64: lemo.v1.BudgetSummary.open_since:type_name -> google.protobuf.Timestamp
+	65, // [65:65] is the sub-list for method output_type
+	65, // [65:65] is the sub-list for method input_type
+	65, // [65:65] is the sub-list for extension type_name
+	65, // [65:65] is the sub-list for extension extendee
+	0,  // [0:65] is the sub-list for field type_name
 }
 
 func init() { file_lemo_proto_init() }
@@ -4323,6 +4447,7 @@ func file_lemo_proto_init() {
 		(*Event_ChildEnded)(nil),
 		(*Event_MessageSent)(nil),
 		(*Event_MessageReceived)(nil),
+		(*Event_ChildReopened)(nil),
 		(*Event_BudgetRaised)(nil),
 		(*Event_BudgetCharged)(nil),
 	}
@@ -4332,7 +4457,7 @@ func file_lemo_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lemo_proto_rawDesc), len(file_lemo_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   37,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

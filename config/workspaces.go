@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"lemo/internal/folders"
 )
 
 // Workspaces configures where Tasks may work. A Task works in a folder of
@@ -87,7 +89,7 @@ func (w *Workspaces) Problems(data string) []error {
 			ps = append(ps, Problem{Where: where, What: fmt.Sprintf("%q: want an existing folder: %v", s, err)})
 			continue
 		}
-		if rel := related(real, realData); rel != "" {
+		if rel := folders.Relation(real, realData); rel != "" {
 			ps = append(ps, Problem{Where: where, What: fmt.Sprintf("%q: the folder %s the data folder %s (its store and tokens): grant folders apart from it", s, rel, realData)})
 		}
 	}
@@ -109,20 +111,4 @@ func resolveLoose(p string) string {
 		return abs
 	}
 	return filepath.Join(resolveLoose(parent), filepath.Base(abs))
-}
-
-// related says how p relates to dir: "is", "is inside", "contains" or "".
-func related(p, dir string) string {
-	inside := func(a, b string) bool {
-		return a == b || b == "/" || strings.HasPrefix(a, b+string(filepath.Separator))
-	}
-	switch {
-	case p == dir:
-		return "is"
-	case inside(p, dir):
-		return "is inside"
-	case inside(dir, p):
-		return "contains"
-	}
-	return ""
 }

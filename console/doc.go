@@ -23,6 +23,10 @@
 //     sees every session with its file, another token those its Tasks
 //     created (client.Conn.DelegateSessions), read again every Refresh
 //     while the pane is open and on r; Enter opens the Task;
+//   - a Task's row expanded (e, →; ← or e collapses it): its most recent
+//     events one a line under it (maxRecentEvents, read from the tail of
+//     its history, then kept current), so a child's progress shows under
+//     its parent without leaving the tree;
 //   - a selected Task's event log (l): its recent events one a line
 //     (seq, time, kind and what each records), scrollable, instead of its
 //     transcript;

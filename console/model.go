@@ -167,12 +167,17 @@ type Model struct {
 	filtering bool
 	// sortBy is the column the live Tasks are sorted by ("": newest
 	// first); o moves to the next.
-	sortBy   string
-	notice   string
-	polling  bool
-	pollSoon bool
-	lastPoll time.Time
-	frameAt  time.Time // the last frame's time: the model's clock
+	sortBy string
+	// expanded are the Tasks whose rows show their recent events (e);
+	// rowsStale: an event of one arrived, the rows are laid out again at
+	// the frame's end.
+	expanded  map[string]bool
+	rowsStale bool
+	notice    string
+	polling   bool
+	pollSoon  bool
+	lastPoll  time.Time
+	frameAt   time.Time // the last frame's time: the model's clock
 
 	// Rendering: the frame is re-rendered only when something changed.
 	dirty   bool
@@ -243,6 +248,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.onDone(msg)
 	case sessionsMsg:
 		m.onSessions(msg)
+	case recentMsg:
+		m.onRecent(msg)
 	}
 	return m, nil
 }
@@ -256,6 +263,10 @@ func (m *Model) onFrame(now time.Time) tea.Cmd {
 	}
 	if m.drain() > 0 {
 		m.dirty = true
+	}
+	if m.rowsStale {
+		m.rowsStale = false
+		m.rebuild()
 	}
 	cmds := []tea.Cmd{m.tick()}
 	if !m.polling && (m.pollSoon || now.Sub(m.lastPoll) >= m.o.Refresh) {
@@ -299,6 +310,10 @@ func (m *Model) apply(it item) {
 		t.event(b.Event)
 		if !known {
 			m.rebuild()
+		}
+		if m.expanded[b.Event.GetTaskId()] {
+			t.addRecent(b.Event)
+			m.rowsStale = true
 		}
 	case *api.Update_Delta:
 		if t := m.tasks[b.Delta.GetTaskId()]; t != nil {
@@ -362,7 +377,7 @@ func (m *Model) filterKey(k string) {
 }
 
 func (m *Model) rebuild() {
-	m.rows = filterRows(buildRows(m.tree, m.tasks, sortOrder(m.sortBy)), m.filter)
+	m.rows = filterRows(withRecent(buildRows(m.tree, m.tasks, sortOrder(m.sortBy)), m.expanded, m.tasks), m.filter)
 	m.cursor = min(m.cursor, max(len(m.rows)-1, 0))
 	if m.selKey == "" {
 		return // the user has not chosen a row yet
@@ -462,6 +477,9 @@ func (m *Model) key(k string) tea.Cmd {
 	if m.filtering {
 		m.filterKey(k)
 		return nil
+	}
+	if how, ok := map[string]int{"e": expandToggle, "right": expandOpen, "left": expandClose}[k]; ok && m.pane == paneTree {
+		return m.expandKey(how)
 	}
 	switch k {
 	case "ctrl+c", "q":

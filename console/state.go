@@ -43,6 +43,11 @@ type taskState struct {
 	resolved map[string]bool
 	// calls maps call ids to their tool, from the events seen.
 	calls map[string]string
+	// recent are the newest events of a Task whose row is expanded (at
+	// most maxRecentEvents); recentLoaded: the tail of its history
+	// arrived.
+	recent       []*api.Event
+	recentLoaded bool
 }
 
 func newTaskState() *taskState {

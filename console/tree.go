@@ -20,6 +20,9 @@ type row struct {
 	taskID string         // the Task the row belongs to ("" for daemon, hub, tasks)
 	callID string         // a tool row's call
 	tool   string         // a tool row's tool, from its state
+	// event is, on a row under an expanded Task (kind "event"), one of its
+	// recent events (nil while they are read).
+	event *api.Event
 }
 
 // Well-known actor paths (actors package doc).

@@ -141,6 +141,7 @@ func (m *Model) helpLines() []string {
 		m.st.bold.Render("Keys"),
 		"  ↑/↓ k/j, PgUp/PgDn, g/G   move in the tree, scroll the transcript",
 		"  Enter or Tab              open the selected Task (Esc or Tab: back to the tree)",
+		"  e (→ ←)                   expand a Task's row to its recent events, live (▸), and collapse it (▾)",
 		"  [ and ]                   the newer / older Task (in the Task pane)",
 		"  /                         filter the tree (Enter keeps the filter, Esc clears it)",
 		"  o                         sort the Tasks by the next column (STATE, FOR, MBOX, MSGS, RST)",
@@ -204,6 +205,18 @@ func (m *Model) treeLines(w, body int) []string {
 	for i := m.rowTop; i < len(m.rows) && i < m.rowTop+n; i++ {
 		r := m.rows[i]
 		var line string
+		if r.kind == "event" {
+			// A recent event of an expanded Task, the width of the pane.
+			line = fit(" "+m.eventRowText(r), w)
+			if i == m.cursor {
+				line = m.st.selected.Render(pad("›"+line[1:], w))
+			} else {
+				line = m.st.faint.Render(line)
+			}
+			out = append(out, line)
+			continue
+		}
+		label := m.expandMark(r) + r.label
 		if a := r.actor; a != nil {
 			since := a.GetStarted()
 			if a.GetStateSince() != nil {
@@ -215,7 +228,7 @@ func (m *Model) treeLines(w, body int) []string {
 					state = fmt.Sprintf("%s ?%d", state, k)
 				}
 			}
-			line = cols(r.prefix+r.label, state, dur(now.Sub(since.AsTime())), fmt.Sprint(a.GetMailbox()), fmt.Sprint(a.GetProcessed()), rstCell(a), failureCell(a))
+			line = cols(r.prefix+label, state, dur(now.Sub(since.AsTime())), fmt.Sprint(a.GetMailbox()), fmt.Sprint(a.GetProcessed()), rstCell(a), failureCell(a))
 		} else {
 			st := "dormant"
 			if t := m.tasks[r.taskID]; t != nil && t.meta != nil {
@@ -224,7 +237,7 @@ func (m *Model) treeLines(w, body int) []string {
 					st = fmt.Sprintf("%s ?%d", st, k)
 				}
 			}
-			line = cols(r.prefix+r.label, st, "", "", "", "", "")
+			line = cols(r.prefix+label, st, "", "", "", "", "")
 		}
 		switch {
 		case i == m.cursor:

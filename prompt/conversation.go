@@ -78,7 +78,7 @@ func conversation(history []*api.Event, live map[string]json.RawMessage, modelNa
 	}
 	for _, ev := range history {
 		switch b := ev.Body.(type) {
-		case *api.Event_MessageReceived, *api.Event_ChildEnded:
+		case *api.Event_MessageReceived, *api.Event_ChildEnded, *api.Event_ChildReopened:
 			// Inbox entries that follow each other are one labelled
 			// section.
 			text := inboxLine(ev)
@@ -218,6 +218,9 @@ func inboxLine(ev *api.Event) string {
 			s += "; its answer: " + c.GetAnswer()
 		}
 		return s
+	case *api.Event_ChildReopened:
+		c := b.ChildReopened
+		return "- child task " + c.GetChildId() + " runs again (" + c.GetDetail() + ")"
 	}
 	return ""
 }

@@ -510,13 +510,18 @@ func TestTreeRunAsksForChildApproval(t *testing.T) {
 	if want := "approve " + pending[0] + " in task " + root + "/" + child + "?"; !strings.Contains(flat, want) {
 		t.Fatalf("the prompt is not %q; screen:\n%s", want, screen)
 	}
+	// The child's progress shows before its approval is asked for, even
+	// when its first events passed before lemo run subscribed (it is told
+	// what runs below when it subscribes).
+	if want := "↳ " + root + "/" + child + ": "; !strings.Contains(flat, want) {
+		t.Fatalf("no progress line %q for the child before its prompt; screen:\n%s", want, all)
+	}
 	term.keys("y", "Enter")
 	if code := waitExit(t, term, done); code != "0" {
 		t.Fatalf("lemo run exited with %s; screen:\n%s", code, term.screen())
 	}
-	// The child's progress under the root's run: at least the Cycle it
-	// runs once its call was approved (its first ones may have passed
-	// before the run printed anything about it).
+	// The child's progress under the root's run, live once its call was
+	// approved.
 	all, err = term.run("capture-pane", "-p", "-S", "-", "-t", "e2e")
 	if err != nil {
 		t.Fatalf("capture-pane: %v\n%s", err, all)
@@ -586,11 +591,22 @@ func TestTreeSubscriptionToldOfPendingBelow(t *testing.T) {
 		}
 		return nil
 	}
-	told := false
+	told, state := false, false
 	for {
 		u := next()
 		if u.GetCaughtUp() != nil {
 			break
+		}
+		if ts := u.GetTreeState(); ts != nil {
+			// What the child is doing: its status, Cycle and the call.
+			for _, te := range ts.GetEvents() {
+				if strings.Join(te.GetPath(), "/") != root.GetTaskId()+"/"+child {
+					t.Fatalf("tree state of %v, want %s/%s", te.GetPath(), root.GetTaskId(), child)
+				}
+				if te.GetEvent().GetStatusChanged().GetStatus() == api.TaskStatus_TASK_STATUS_AWAITING_APPROVAL {
+					state = true
+				}
+			}
 		}
 		if te := u.GetTreeEvent(); te != nil {
 			want := []string{root.GetTaskId(), child}
@@ -603,8 +619,8 @@ func TestTreeSubscriptionToldOfPendingBelow(t *testing.T) {
 			t.Fatalf("the root's subscription got an event of %s as its own", ev.GetTaskId())
 		}
 	}
-	if !told {
-		t.Fatalf("the subscription to the root was not told of the approval %s pending below it", pending[0])
+	if !told || !state {
+		t.Fatalf("the subscription to the root was not told of the approval %s pending below it (%v) or of its child waiting for it (%v)", pending[0], told, state)
 	}
 	if _, err := c.Resolve(context.Background(), pending[0], true, ""); err != nil {
 		t.Fatal(err)
@@ -614,4 +630,73 @@ func TestTreeSubscriptionToldOfPendingBelow(t *testing.T) {
 		resolved = u.GetTreeEvent().GetEvent().GetApprovalResolved().GetApprovalId() == pending[0]
 	}
 	waitTree(t, c, d, root.GetTaskId(), api.TaskStatus_TASK_STATUS_FINISHED)
+}
+
+// lemo attach on a root whose two children already wait for approvals
+// (their first events long past) shows each child's progress line under
+// the root as a client attached from the start would, then follows them
+// live once approved, until the root finished.
+func TestTreeAttachMidRunShowsChildren(t *testing.T) {
+	script := []fake.Scenario{
+		{Match: "PARENT-ATT", ToolCalls: []fake.Call{
+			call("tasks_spawn", `{"request":"CHILD-ATT-A run it","wait":true,"timeout":120}`),
+			call("tasks_spawn", `{"request":"CHILD-ATT-B run it","wait":true,"timeout":120}`),
+		}},
+		{Match: "CHILD-ATT-A", ToolCalls: []fake.Call{call("shell_run", `{"command":"echo a-ran"}`)}},
+		{Match: "CHILD-ATT-B", ToolCalls: []fake.Call{call("shell_run", `{"command":"echo b-ran"}`)}},
+		{AfterTool: true, Match: "a-ran", Text: []string{"A done"}},
+		{AfterTool: true, Match: "b-ran", Text: []string{"B done"}},
+		{Match: "[inbox]", Text: []string{"parent done"}},
+		{AfterTool: true, Match: `"id"`, Text: []string{"parent done"}},
+	}
+	data := filepath.Join(t.TempDir(), "data")
+	cfg := writeConfig(t, "tools:\n  shell:\n    approval: ask\n")
+	f := fake.StartServer(t, fake.Options{Flavor: fake.FlavorOllama, Script: script})
+	rd, c := serveTreeEnv(t, data, []string{"LEMO_OLLAMA_BASE_URL=" + f.URL()}, "--config", cfg)
+	d := rd.daemon
+	root, err := c.CreateTask(context.Background(), client.CreateTask{Request: "PARENT-ATT delegate", Model: treeModel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := root.GetTaskId()
+	var kids []string
+	var pending []string
+	eventually(t, 30*time.Second, func() error {
+		sp, _ := children(treeHistory(t, c, id))
+		if len(sp) != 2 {
+			return fmt.Errorf("%d children yet", len(sp))
+		}
+		kids, pending = nil, nil
+		for _, s := range sp {
+			kids = append(kids, s.GetChildId())
+			pending = append(pending, pendingFor(t, c, s.GetChildId())...)
+		}
+		if len(pending) != 2 {
+			return fmt.Errorf("pending approvals below: %v", pending)
+		}
+		return nil
+	})
+	s := startCLI(t, data, "attach", id)
+	want := map[string]bool{}
+	for _, k := range kids {
+		want["  ↳ "+id+"/"+k+": awaiting_approval · cycle 1"] = true
+	}
+	var seen []string
+	for len(want) > 0 {
+		l, ok := s.next(30 * time.Second)
+		if !ok {
+			t.Fatalf("lemo attach showed no line %v; it showed:\n%s\nstderr:\n%s", want, strings.Join(seen, "\n"), s.stderr())
+		}
+		seen = append(seen, l)
+		delete(want, l)
+	}
+	for _, p := range pending {
+		if out, code := cli(t, data, "approve", p); code != 0 {
+			t.Fatalf("lemo approve %s: exit %d\n%s", p, code, out)
+		}
+	}
+	if code := s.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("lemo attach exited %d; stderr:\n%s", code, s.stderr())
+	}
+	waitTree(t, c, d, id, api.TaskStatus_TASK_STATUS_FINISHED)
 }

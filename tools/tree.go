@@ -24,9 +24,9 @@ type Tree interface {
 	Wait(ctx context.Context, ids []string, any bool, timeout time.Duration) ([]ChildEnd, error)
 	// Send records a message to a Task the call's Task may address (its
 	// parent, children and siblings; "parent" names the parent) and puts
-	// it in the recipient's inbox. It returns the recipient's id and how
-	// it relates to the sender ("parent", "child", "sibling").
-	Send(ctx context.Context, to, text string) (id, relation string, err error)
+	// it in the recipient's inbox. It says who received it and what comes
+	// of it.
+	Send(ctx context.Context, to, text string) (Sent, error)
 	// WaitMessages blocks until the Task has received messages its model
 	// has not seen, or ctx ends, and returns them.
 	WaitMessages(ctx context.Context) ([]TreeMessage, error)
@@ -49,6 +49,19 @@ type ChildEnd struct {
 	ID, Status, Answer, Detail string
 	PromptTokens               uint64
 	CompletionTokens           uint64
+}
+
+// Sent is what a message sent came to.
+type Sent struct {
+	// ID is the recipient's id; Relation how it relates to the sender
+	// ("parent", "child", "sibling").
+	ID, Relation string
+	// Status is the recipient's status when the message was sent; Read
+	// whether its model reads the message (a finished Task is reopened to
+	// read it; a cancelled or failed one does not); Note says so.
+	Status string
+	Read   bool
+	Note   string
 }
 
 // TreeMessage is a message a Task received.

@@ -41,6 +41,7 @@ type Backend interface {
 	History(ctx context.Context, c actors.Caller, taskID string, from uint64, limit int) ([]*api.Event, error)
 	Subscribe(ctx context.Context, c actors.Caller, o actors.SubscribeOptions) (*actors.Subscription, error)
 	PendingBelow(ctx context.Context, c actors.Caller, taskID string) ([]*api.TreeEvent, error)
+	ProgressBelow(ctx context.Context, c actors.Caller, taskID string) (*api.TreeState, error)
 }
 
 var _ Backend = (*actors.Daemon)(nil)

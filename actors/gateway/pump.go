@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"lemo/actors"
+	"lemo/actors/taskstate"
 	"lemo/api"
 )
 
@@ -54,6 +55,8 @@ type item struct {
 	size int
 	task string
 	seq  uint64
+	// below is a TreeEvent's Task (its seq in seq).
+	below string
 }
 
 type snapTarget struct {
@@ -73,10 +76,13 @@ type pumpState struct {
 	// seen is, per Task, the last seq queued or known to the client.
 	seen     map[string]uint64
 	sentLast map[string]uint64
-	out      []item // ready to send, in order
-	held     []item // live updates that arrived during the replay
-	inflight []int  // sizes of sent updates not yet acknowledged
-	inBytes  int
+	// belowSeen is, per Task below the subscribed one, the last seq the
+	// TreeState sent covers: older TreeEvents held meanwhile are dropped.
+	belowSeen map[string]uint64
+	out       []item // ready to send, in order
+	held      []item // live updates that arrived during the replay
+	inflight  []int  // sizes of sent updates not yet acknowledged
+	inBytes   int
 	// nextSend is when live updates may leave next (Limits.Linger after
 	// the last batch).
 	nextSend time.Time
@@ -214,7 +220,13 @@ func (st *pumpState) receive(u actors.Update, ok bool) bool {
 	case u.Delta != nil && !st.p.req.GetNoDeltas():
 		st.live(item{u: &api.Update{Body: &api.Update_Delta{Delta: u.Delta}}})
 	case u.Tree != nil:
-		st.live(item{u: &api.Update{Body: &api.Update_TreeEvent{TreeEvent: u.Tree}}})
+		it := item{u: &api.Update{Body: &api.Update_TreeEvent{TreeEvent: u.Tree}}}
+		if taskstate.IsProgress(u.Tree.GetEvent()) {
+			// (Approvals are told again as they are: clients key on
+			// their ids.)
+			it.below, it.seq = u.Tree.GetEvent().GetTaskId(), u.Tree.GetEvent().GetSeq()
+		}
+		st.live(it)
 	}
 	return true
 }
@@ -230,6 +242,9 @@ func (st *pumpState) live(it item) {
 // queue appends it unless it is an event already queued or held by the
 // client.
 func (st *pumpState) queue(it item) {
+	if last, ok := st.belowSeen[it.below]; ok && it.below != "" && it.seq <= last {
+		return // the TreeState told of it
+	}
 	if it.task != "" {
 		if last, ok := st.seen[it.task]; ok && it.seq <= last {
 			return
@@ -248,6 +263,20 @@ func (st *pumpState) fill() error {
 		if len(st.snap) == 0 {
 			st.snapDone = true
 			if task := st.p.req.GetTaskId(); task != "" {
+				// What runs below the Task now, so a client attaching
+				// mid-run (or again) shows what one attached from the
+				// start shows; TreeEvents held meanwhile that it covers
+				// are dropped.
+				ts, err := d.ProgressBelow(st.ctx, st.caller, task)
+				if err != nil {
+					return err
+				}
+				st.belowSeen = make(map[string]uint64)
+				for _, te := range ts.GetEvents() {
+					ev := te.GetEvent()
+					st.belowSeen[ev.GetTaskId()] = max(st.belowSeen[ev.GetTaskId()], ev.GetSeq())
+				}
+				st.out = append(st.out, item{u: &api.Update{Body: &api.Update_TreeState{TreeState: ts}}})
 				// What waits below the Task, so a client that (re)subscribes
 				// can ask for it; live TreeEvents follow (an approval
 				// requested meanwhile may come twice: clients key on its id).

@@ -258,13 +258,25 @@ func (s *State) Apply(ev *api.Event) {
 		if c, ok := s.Children[b.ChildEnded.GetChildId()]; ok {
 			c.Ended = b.ChildEnded
 		}
+	case *api.Event_ChildReopened:
+		if c, ok := s.Children[b.ChildReopened.GetChildId()]; ok {
+			c.Ended = nil // it runs again: waits and cascades reach it
+		}
 	case *api.Event_MessageSent:
 		if id := b.MessageSent.GetCallId(); id != "" {
 			s.Sent[id] = ev.GetSeq()
 		}
+		if c, ok := s.Children[b.MessageSent.GetTo()]; ok && c.Ended != nil && MessageDelivery(c.Ended.GetStatus()).Reopens {
+			// The message reopens the child that had finished: a wait
+			// that follows waits for its next end, not the one known.
+			c.Ended = nil
+		}
 	case *api.Event_MessageReceived:
 		m := b.MessageReceived
 		s.Received = append(s.Received, Received{Seq: ev.GetSeq(), From: m.GetFrom(), FromSeq: m.GetFromSeq(), Text: m.GetText()})
+		// The model has not read it: a Task does not finish before it
+		// did (one that is not running reads it once it runs again).
+		s.NeedCycle = true
 	case *api.Event_StatusChanged:
 		sc := b.StatusChanged
 		s.Status = sc.GetStatus()
@@ -273,7 +285,13 @@ func (s *State) Apply(ev *api.Event) {
 		if sc.GetModel() != "" {
 			s.Model = sc.GetModel()
 		}
-		if sc.GetStatus() == api.TaskStatus_TASK_STATUS_RUNNING {
+		switch {
+		case sc.GetReopenedBy() != "":
+			// Reopened by another Task's message (MessageReceived asked
+			// for the Cycle): not a person's input, so the limit of
+			// Cycles without it still holds Tasks that message each
+			// other back and forth.
+		case sc.GetStatus() == api.TaskStatus_TASK_STATUS_RUNNING:
 			s.CyclesSinceInput = 0
 		}
 	}

@@ -283,12 +283,22 @@ func clip(s string, n int) string {
 func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // Take records inbox entries in the Task's history: a child's end as
-// ChildEnded (only from a child of this Task), a message as
-// MessageReceived. An entry the Task cannot take (a child's end from a
+// ChildEnded and its reopening as ChildReopened (only from a child of this
+// Task), a message as MessageReceived; a message reopens a finished Task
+// (MessageDelivery). An entry the Task cannot take (a child's end from a
 // Task that is not its child) is dropped with its key all the same.
 func (s *State) Take(entries []*api.InboxEntry) []proto.Message {
 	var out []proto.Message
 	for _, e := range entries {
+		if cr := e.GetChildReopened(); cr != nil {
+			if s.Children[e.GetFrom()] == nil {
+				continue
+			}
+			cr = proto.Clone(cr).(*api.ChildReopened)
+			cr.ChildId = e.GetFrom()
+			out = append(out, cr)
+			continue
+		}
 		if ce := e.GetChildEnded(); ce != nil {
 			if s.Children[e.GetFrom()] == nil {
 				continue
@@ -300,7 +310,7 @@ func (s *State) Take(entries []*api.InboxEntry) []proto.Message {
 		}
 		out = append(out, &api.MessageReceived{From: e.GetFrom(), FromSeq: e.GetFromSeq(), Text: e.GetText()})
 	}
-	return out
+	return append(out, s.reopen(out)...)
 }
 
 // WaitMode is tasks.wait's mode.

@@ -48,6 +48,10 @@ func (r *renderer) update(u *api.Update) {
 		r.event(b.Event)
 	case *api.Update_TreeEvent:
 		r.tree(b.TreeEvent)
+	case *api.Update_TreeState:
+		for _, l := range r.below.state(b.TreeState) {
+			r.line("%s", l)
+		}
 	}
 }
 
@@ -180,6 +184,9 @@ func (r *renderer) event(ev *api.Event) {
 	case *api.Event_ChildEnded:
 		c := b.ChildEnded
 		r.line("  ↳ child task %s %s: %s", c.GetChildId(), taskstate.StatusName(c.GetStatus()), oneLine(firstNonEmpty(c.GetAnswer(), c.GetDetail()), 120))
+	case *api.Event_ChildReopened:
+		c := b.ChildReopened
+		r.line("  ↳ child task %s runs again: %s", c.GetChildId(), c.GetDetail())
 	case *api.Event_MessageSent:
 		m := b.MessageSent
 		r.line("✉ to %s: %s", m.GetTo(), oneLine(m.GetText(), 120))

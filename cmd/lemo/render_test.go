@@ -142,15 +142,17 @@ func TestTaskPath(t *testing.T) {
 	}
 }
 
-// lemo attach shows a line under the parent's calls for each child spawned
-// and each child that ended.
+// lemo attach shows a line under the parent's calls for each child spawned,
+// each child that ended and each that runs again.
 func TestRenderChildLines(t *testing.T) {
 	var b strings.Builder
 	r := newRenderer(&b, client.NewViews(nil))
 	r.event(&api.Event{Body: &api.Event_ChildSpawned{ChildSpawned: &api.ChildSpawned{ChildId: "C1", Title: "count the files"}}})
 	r.event(&api.Event{Body: &api.Event_ChildEnded{ChildEnded: &api.ChildEnded{ChildId: "C1", Status: api.TaskStatus_TASK_STATUS_FAILED, Detail: "model call failed"}}})
 	r.event(&api.Event{Body: &api.Event_MessageReceived{MessageReceived: &api.MessageReceived{From: "C1", Text: "a\nquestion"}}})
-	want := "  ↳ child task C1 started: count the files\n  ↳ child task C1 failed: model call failed\n✉ from C1: a question\n"
+	r.event(&api.Event{Body: &api.Event_ChildReopened{ChildReopened: &api.ChildReopened{ChildId: "C1", By: "P", Detail: "reopened by message from P"}}})
+	want := "  ↳ child task C1 started: count the files\n  ↳ child task C1 failed: model call failed\n✉ from C1: a question\n" +
+		"  ↳ child task C1 runs again: reopened by message from P\n"
 	if b.String() != want {
 		t.Fatalf("rendered %q, want %q", b.String(), want)
 	}

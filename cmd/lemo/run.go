@@ -321,6 +321,10 @@ func streamTask(ctx context.Context, c *client.Conn, stdout, stderr io.Writer, o
 				if answers != nil {
 					p.tree(b.TreeEvent)
 				}
+			case *api.Update_TreeState:
+				if answers != nil {
+					p.treeState(b.TreeState)
+				}
 			case *api.Update_CaughtUp:
 				caughtUp = true
 			}
@@ -405,6 +409,21 @@ func (p *prompter) tree(te *api.TreeEvent) {
 		p.paths[a.GetApprovalId()] = strings.Join(te.GetPath(), "/")
 	}
 	p.event(te.GetEvent())
+}
+
+// treeState starts over with what a (re)subscription tells of the Tasks
+// below: the approvals pending below are told again right after it (one
+// decided while the stream was down is not), and the calls open below are
+// what their prompts show.
+func (p *prompter) treeState(ts *api.TreeState) {
+	for _, a := range slices.Clone(p.pending) {
+		if p.paths[a.GetApprovalId()] != "" {
+			p.drop(a.GetApprovalId())
+		}
+	}
+	for _, te := range ts.GetEvents() {
+		p.tree(te)
+	}
 }
 
 // event takes note of approvals requested and decided, the calls they

@@ -152,3 +152,68 @@ func TestRenderTreeApproval(t *testing.T) {
 		t.Fatalf("rendered %q, want %q", b.String(), want)
 	}
 }
+
+// A follower told the TreeState at its (re)subscription shows each running
+// descendant's line as one following from the start last showed it,
+// prints a line again only when it changed, and forgets those no longer
+// running.
+func TestTreeProgressState(t *testing.T) {
+	rc, rd := []string{"R", "C"}, []string{"R", "D"}
+	live := []*api.TreeEvent{
+		treeEv(rc, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_RUNNING}),
+		treeEv(rc, &api.CycleStarted{Cycle: 2}),
+		treeEv(rc, &api.ToolCallRecorded{CallId: "c1", Tool: "shell.run"}),
+	}
+	var from treeProgress
+	var last string
+	for _, te := range live {
+		for _, l := range from.event(te) {
+			last = l
+		}
+	}
+	state := &api.TreeState{Events: append(live, treeEv(rd, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_AWAITING_APPROVAL}))}
+	var p treeProgress
+	got := p.state(state)
+	want := []string{last, "  ↳ R/D: awaiting_approval"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("attached mid-run: %q, want %q", got, want)
+	}
+	// Again after a reconnect: C unchanged, D ended meanwhile (not told).
+	if got := p.state(&api.TreeState{Events: live}); len(got) != 0 {
+		t.Fatalf("told again the same: printed %q", got)
+	}
+	if p.kids["D"] != nil || p.kids["C"] == nil {
+		t.Fatalf("tracks %v after the second state, want C only", p.kids)
+	}
+	// C's Cycle moved on meanwhile; others were left out.
+	got = p.state(&api.TreeState{Events: []*api.TreeEvent{treeEv(rc, &api.CycleStarted{Cycle: 3})}, Omitted: 5})
+	want = []string{"  ↳ R/C: running · cycle 3", "  ↳ 5 more tasks run below: their progress is not shown (lemo tasks --tree lists them)"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("after a change: %q, want %q", got, want)
+	}
+	// The live events that follow fold on the state told.
+	if got := p.event(treeEv(rc, &api.ToolCallRecorded{CallId: "c2", Tool: "files.read"})); !slices.Equal(got, []string{"  ↳ R/C: running · cycle 3 · files.read"}) {
+		t.Fatalf("live after the state: %q", got)
+	}
+}
+
+// After a reconnect the prompter forgets the approvals below it knew (the
+// resubscription tells again those still pending) and learns the calls
+// open below, which their prompts show.
+func TestPrompterTreeState(t *testing.T) {
+	var b strings.Builder
+	p := &prompter{out: &promptWriter{w: &b}, workspace: "/w"}
+	path := []string{"R", "C"}
+	p.tree(treeEv(path, &api.ApprovalRequested{ApprovalId: "C.call-1", CallId: "call-1", Tool: "shell.run"}))
+	p.event(&api.Event{TaskId: "R", Body: &api.Event_ApprovalRequested{ApprovalRequested: &api.ApprovalRequested{ApprovalId: "R.call-9", CallId: "call-9"}}})
+	p.treeState(&api.TreeState{Events: []*api.TreeEvent{treeEv(path, &api.ToolCallRecorded{CallId: "call-2", Tool: "shell.run", Arguments: []byte(`{"command":"echo again"}`)})}})
+	if len(p.pending) != 1 || p.pending[0].GetApprovalId() != "R.call-9" {
+		t.Fatalf("pending after the state: %v, want the followed Task's own only", p.pending)
+	}
+	p.tree(treeEv(path, &api.ApprovalRequested{ApprovalId: "C.call-2", CallId: "call-2", Tool: "shell.run"}))
+	p.pending = p.pending[1:] // (the root's own, asked elsewhere)
+	p.ask()
+	if !strings.Contains(b.String(), "$ echo again") || !strings.Contains(b.String(), "approve C.call-2 in task R/C?") {
+		t.Fatalf("the prompt for the call the state told of: %q", b.String())
+	}
+}

@@ -242,7 +242,8 @@ type Send struct{ treeTool }
 func (*Send) Name() string { return NameSend }
 func (*Send) Description() string {
 	return "Send a message to your parent task, one of your child tasks or a sibling (a child of your parent). " +
-		"It is delivered once, into the recipient's next model call (or its tasks.wait_message)."
+		"It is delivered once, into the recipient's next model call (or its tasks.wait_message); a recipient that had finished runs again to read it. " +
+		"A cancelled or failed recipient does not read it: the result says so."
 }
 func (*Send) InputSchema() json.RawMessage {
 	return schema(obj{"type": "object", "additionalProperties": false, "required": []string{"to", "text"}, "properties": obj{
@@ -266,11 +267,11 @@ func (*Send) Execute(ctx context.Context, call tools.Call, _ tools.Emit) (json.R
 	if err := json.Unmarshal(call.Input, &in); err != nil {
 		return nil, fmt.Errorf("%s: input: %w", NameSend, err)
 	}
-	id, rel, err := call.Tree.Send(ctx, in.To, in.Text)
+	r, err := call.Tree.Send(ctx, in.To, in.Text)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", NameSend, err)
 	}
-	return json.Marshal(map[string]any{"sent": true, "to": id, "relation": rel})
+	return json.Marshal(map[string]any{"sent": true, "to": r.ID, "relation": r.Relation, "status": r.Status, "read": r.Read, "note": r.Note})
 }
 
 // WaitMessage is tasks.wait_message.

@@ -1,0 +1,119 @@
+package actors
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"lemo/actors/taskstate"
+	"lemo/api"
+)
+
+// maxBelowTracked bounds the running child Tasks whose progress the hub
+// keeps. The running-children limit (tasks.max_running_children) keeps
+// their number far below it; the bound holds if that limit is set very
+// high (the Tasks past it are then not told of at subscription).
+const maxBelowTracked = 4096
+
+// belowTask is the hub's record of a running child Task: what a new
+// subscription to one of its ancestors is told of it (TreeState).
+type belowTask struct {
+	owner     string
+	ancestors []string
+	p         taskstate.Progress
+}
+
+// belowTracker folds the published events of child Tasks into their
+// progress, for as long as they run.
+type belowTracker struct {
+	tasks map[string]*belowTask
+}
+
+// events folds one hubEvents batch.
+func (b *belowTracker) events(m *hubEvents) {
+	if len(m.ancestors) == 0 {
+		return // a root: its subscriptions replay its own history
+	}
+	for _, ev := range m.events {
+		if !taskstate.ForwardedUp(ev) {
+			continue
+		}
+		id := ev.GetTaskId()
+		t := b.tasks[id]
+		if t == nil {
+			if len(b.tasks) >= maxBelowTracked {
+				continue
+			}
+			t = &belowTask{owner: m.owner, ancestors: m.ancestors}
+		}
+		if !t.p.Apply(ev) || t.p.Empty() {
+			delete(b.tasks, id)
+			continue
+		}
+		if b.tasks == nil {
+			b.tasks = make(map[string]*belowTask)
+		}
+		b.tasks[id] = t
+	}
+}
+
+// state is what a subscription to taskID by c is told of the Tasks running
+// below it: the progress of at most taskstate.MaxProgressBelow of them
+// (oldest first), the others counted.
+func (b *belowTracker) state(c Caller, taskID string) *api.TreeState {
+	type found struct {
+		id   string
+		path []string
+		t    *belowTask
+	}
+	var all []found
+	for id, t := range b.tasks {
+		if c.CanSee(t.owner) && taskstate.IsBelow(taskID, t.ancestors) {
+			all = append(all, found{id: id, path: append(slices.Clone(t.ancestors), id), t: t})
+		}
+	}
+	// Task ids grow with time: a path's order is the tree's, older first.
+	slices.SortFunc(all, func(a, b found) int { return strings.Compare(strings.Join(a.path, "/"), strings.Join(b.path, "/")) })
+	st := &api.TreeState{}
+	if len(all) > taskstate.MaxProgressBelow {
+		st.Omitted = uint32(len(all) - taskstate.MaxProgressBelow)
+		all = all[:taskstate.MaxProgressBelow]
+	}
+	for _, f := range all {
+		for _, ev := range f.t.p.Events() {
+			st.Events = append(st.Events, &api.TreeEvent{Path: f.path, Event: ev})
+		}
+	}
+	return st
+}
+
+// hubBelow asks the hub for a TreeState.
+type hubBelow struct {
+	caller Caller
+	taskID string
+	reply  chan *api.TreeState
+}
+
+// ProgressBelow returns the progress of the Tasks running below taskID
+// (its descendants the caller may see), as a subscription to it is told
+// when it starts: TreeEvents from the root, the latest of each Task's
+// events that make its progress, so that a client attaching mid-run shows
+// what one attached from the start shows. Events published after it are
+// newer than what it holds (an event already folded into it has a seq at
+// most its Task's latest in it).
+func (d *Daemon) ProgressBelow(ctx context.Context, c Caller, taskID string) (*api.TreeState, error) {
+	if _, err := d.Task(ctx, c, taskID); err != nil {
+		return nil, err
+	}
+	if err := d.usable(); err != nil {
+		return nil, err
+	}
+	m := &hubBelow{caller: c, taskID: taskID, reply: make(chan *api.TreeState, 1)}
+	d.env.system.Root.Send(d.env.hub, m)
+	select {
+	case st := <-m.reply:
+		return st, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
