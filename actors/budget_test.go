@@ -394,6 +394,17 @@ func TestOwnerDailyBudget(t *testing.T) {
 			t.Errorf("explanation %q lacks %q", sc.GetDetail(), w)
 		}
 	}
+	// Continued without a raise, its Cycle's start (now alone in its
+	// commit) is refused again; no request is made.
+	if _, err := h.d.Continue(ctx, actors.Operator, b, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor(b, "a second daily pause", func(evs []*api.Event) bool {
+		return countEvents(evs, func(e *api.Event) bool { return e.GetStatusChanged().GetBudget().GetLimit() == "daily tokens" }) == 2
+	})
+	if n := len(h.model.Requests()); n != 2 {
+		t.Fatalf("model requests after continuing without a raise = %d, want 2", n)
+	}
 	// Another owner still has its whole day.
 	c := create("bob", "DAY-C bob's")
 	h.waitStatus(c, api.TaskStatus_TASK_STATUS_FINISHED)
