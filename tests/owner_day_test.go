@@ -2,10 +2,13 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"lemo/api"
+	"lemo/client"
 	"lemo/providers/fake"
 )
 
@@ -72,5 +75,46 @@ func TestOwnerDailyBudgetEndToEnd(t *testing.T) {
 	waitTask(t, conn, b.GetTaskId(), "finish", statusIs(api.TaskStatus_TASK_STATUS_FINISHED))
 	if n := chats(); n != 3 {
 		t.Fatalf("the provider saw %d chat requests, want 3", n)
+	}
+}
+
+// After kill -9 during a held model call, the Cycle's reservation counts
+// in its owner's day (fail closed): with a daily budget that leaves less
+// than another Cycle beside it, the next Task pauses before its request.
+func TestOwnerDailyBudgetAcrossKill9(t *testing.T) {
+	srv := fake.StartServer(t, fake.Options{Flavor: fake.FlavorOllama, Script: []fake.Scenario{
+		{Match: "DAYHOLD", Text: []string{"working"}, Hold: true},
+	}})
+	data := t.TempDir()
+	env := []string{"LEMO_OLLAMA_BASE_URL=" + srv.URL(), "LEMO_BUDGETS_OUTPUT_TOKENS=100", "LEMO_BUDGETS_PER_OWNER_DAY_TOKENS=1000000000"}
+	d, conn := serveTreeEnv(t, data, env)
+	ctx := context.Background()
+	m, err := conn.CreateTask(ctx, client.CreateTask{Request: "DAYHOLD-1 go", Model: treeModel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := waitTask(t, conn, m.GetTaskId(), "the Cycle's reservation", func(m *api.TaskMeta) bool { return m.GetBudget().GetOpen() != nil })
+	r := api.ReservedTokens(held.GetBudget().GetOpen())
+	eventually(t, 10*time.Second, func() error {
+		if len(srv.ChatRequests()) == 0 {
+			return fmt.Errorf("the held request has not arrived")
+		}
+		return nil
+	})
+	d.kill()
+	_ = conn.Close()
+	// The daily budget now leaves half a Cycle beside the open one.
+	env[len(env)-1] = fmt.Sprintf("LEMO_BUDGETS_PER_OWNER_DAY_TOKENS=%d", r+r/2)
+	d, conn = serveTreeEnv(t, data, env)
+	m2, err := conn.CreateTask(ctx, client.CreateTask{Request: "DAYHOLD-2 go", Model: treeModel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := waitTask(t, conn, m2.GetTaskId(), "a pause for the daily budget", statusIs(api.TaskStatus_TASK_STATUS_PAUSED))
+	if p.GetPauseReason() != api.PauseReason_PAUSE_REASON_BUDGET || !strings.Contains(p.GetStatusDetail(), fmt.Sprintf("spent %d tokens", r)) {
+		t.Fatalf("second task = %v (%s); want paused for the daily budget with the first Cycle's %d tokens spent", p.GetStatus(), p.GetStatusDetail(), r)
+	}
+	if n := len(srv.ChatRequests()); n != 1 {
+		t.Fatalf("the provider saw %d chat requests, want 1 (the held one)\n%s", n, d.logs())
 	}
 }
