@@ -162,6 +162,9 @@ func (t *task) continueWith(c *cmdContinue) ([]proto.Message, error) {
 		if t.st.Budget.Sum.GetLimits().GetCostNanoUsd() > 0 && !c.price.GetKnown() {
 			return nil, fmt.Errorf("%w: the task has a cost limit and model %s has no known price: set %s in the config", ErrInvalid, sc.GetModel(), t.pricingKey())
 		}
+		if t.env.opts.Budget.PerOwnerDay.GetCostNanoUsd() > 0 && !c.price.GetKnown() {
+			return nil, fmt.Errorf("%w: owners have a daily cost budget (budgets.per_owner_day.cost) and model %s has no known price: set %s in the config", ErrInvalid, sc.GetModel(), t.pricingKey())
+		}
 		sc.Price = c.price
 	}
 	return bodies, nil

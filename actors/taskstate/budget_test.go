@@ -345,6 +345,10 @@ func TestSpawnBudget(t *testing.T) {
 			want: &api.BudgetAmounts{CostNanoUsd: 1_000_000}, wantPrice: true},
 		{name: "another model without a price and a cost limit: refused", s: budgeted(t, &api.BudgetAmounts{CostNanoUsd: 1_000_000}, priced, 0),
 			in: SpawnInput{Model: "fake/other"}, err: "no known price"},
+		{name: "another model without a price under a daily cost budget: refused", s: budgeted(t, nil, priced, 0),
+			in: SpawnInput{Model: "fake/other", DailyCost: true}, err: "budgets.per_owner_day.cost"},
+		{name: "a priced model under a daily cost budget", s: budgeted(t, nil, priced, 0),
+			in: SpawnInput{Model: "fake/other", DailyCost: true, Price: priced}, want: nil, wantPrice: true},
 	} {
 		in := tc.in
 		in.CallID, in.Request, in.Now = "c", "work", now
