@@ -59,6 +59,9 @@ func TestOwnerDailyBudgetEndToEnd(t *testing.T) {
 	if ex.GetSpent().GetTokens() != 100_000 {
 		t.Fatalf("task B's own spend = %v, want its one Cycle's 100000 tokens", ex.GetSpent())
 	}
+	if out, code := cli(t, data, "budget", "--owner", owner); code != 0 || !strings.Contains(out, "200000 of 200200 tokens spent") || !strings.Contains(out, "resets at") {
+		t.Fatalf("lemo budget --owner (show) exited %d:\n%s", code, out)
+	}
 	// Bad input is refused with what is accepted.
 	if out, code := cli(t, data, "budget", "--owner", owner, "--add-time", "1h"); code == 0 || !strings.Contains(out, "no working-time limit") {
 		t.Fatalf("lemo budget --owner --add-time exited %d:\n%s", code, out)

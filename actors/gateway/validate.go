@@ -216,6 +216,10 @@ func validate(r *api.Request) *cmdError {
 		if m.GetError() == "" && !json.Valid(m.GetOutput()) {
 			return invalid("service_result: output is not JSON")
 		}
+	case *api.Request_OwnerBudget:
+		if err := persistence.ValidOwner(c.OwnerBudget.GetOwner()); err != nil {
+			return invalid("owner_budget: owner: %v", err)
+		}
 	case *api.Request_RaiseBudget:
 		if o := c.RaiseBudget.GetOwner(); o != "" {
 			if c.RaiseBudget.GetTaskId() != "" {

@@ -76,8 +76,9 @@ func (b *budgetFlags) amounts() (*api.BudgetAmounts, error) {
 func raiseBudget(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newClientFlags("budget", "<task id> [--add-tokens N] [--add-cost USD] [--add-time D]\n       lemo budget --owner OWNER [--add-tokens N] [--add-cost USD]",
 		"Raise a Task's budget (its owner or an operator), or, with --owner, an owner's daily\n"+
-			"budget for the current UTC day (budgets.per_owner_day; an operator). A Task paused for\n"+
-			"its budget stays paused: go on with lemo continue <id>.", stdout, stderr)
+			"budget for the current UTC day (budgets.per_owner_day; an operator); --owner without an\n"+
+			"amount shows the owner's day. A Task paused for its budget stays paused: go on with\n"+
+			"lemo continue <id>.", stdout, stderr)
 	var b budgetFlags
 	b.add(f.fs, true)
 	owner := f.fs.String("owner", "", "raise the daily budget of `OWNER` for today (UTC) instead of a Task's")
@@ -134,15 +135,18 @@ func raiseOwnerBudget(ctx context.Context, f *clientFlags, owner string, add *ap
 	if add.GetTimeMs() > 0 {
 		return usageError("--add-time: a daily budget has no working-time limit; give --add-tokens N or --add-cost USD")
 	}
-	if add.GetTokens() == 0 && add.GetCostNanoUsd() == 0 {
-		return usageError("nothing to raise: give --add-tokens N or --add-cost USD")
-	}
 	c, err := f.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	ob, err := c.RaiseOwnerBudget(ctx, owner, add)
+	raise := add.GetTokens() > 0 || add.GetCostNanoUsd() > 0
+	var ob *api.OwnerBudget
+	if raise {
+		ob, err = c.RaiseOwnerBudget(ctx, owner, add)
+	} else {
+		ob, err = c.OwnerBudget(ctx, owner) // nothing to add: show the day
+	}
 	if err != nil {
 		return err
 	}
@@ -150,7 +154,12 @@ func raiseOwnerBudget(ctx context.Context, f *clientFlags, owner string, add *ap
 		printJSON(stdout, ob)
 		return nil
 	}
-	fmt.Fprintf(stdout, "owner %s: daily budget raised for %s (UTC): %s; it resets at %s\n", owner, ob.GetDay(), ownerBudgetLine(ob), ob.GetResets().AsTime().UTC().Format("2006-01-02 15:04 MST"))
+	resets := ob.GetResets().AsTime().UTC().Format("2006-01-02 15:04 MST")
+	if !raise {
+		fmt.Fprintf(stdout, "owner %s on %s (UTC): %s; it resets at %s\n", owner, ob.GetDay(), ownerBudgetLine(ob), resets)
+		return nil
+	}
+	fmt.Fprintf(stdout, "owner %s: daily budget raised for %s (UTC): %s; it resets at %s\n", owner, ob.GetDay(), ownerBudgetLine(ob), resets)
 	fmt.Fprintln(stdout, "tasks paused by it stay paused: go on with lemo continue <id>")
 	return nil
 }
@@ -166,7 +175,7 @@ func ownerBudgetLine(ob *api.OwnerBudget) string {
 		parts = append(parts, fmt.Sprintf("%s of %s spent", api.FormatUSD(s.GetCostNanoUsd()), api.FormatUSD(l.GetCostNanoUsd())))
 	}
 	if len(parts) == 0 {
-		return "no daily limit"
+		return fmt.Sprintf("no daily limit (%d tokens, %s spent)", s.GetTokens(), api.FormatUSD(s.GetCostNanoUsd()))
 	}
 	return strings.Join(parts, ", ")
 }
