@@ -47,7 +47,8 @@ type BudgetOptions struct {
 	PricingKey string
 	// PerOwnerDay is each owner's daily budget (tokens and cost; zero: no
 	// limit): what the Cycles of an owner's Tasks that start on one UTC
-	// day may spend together, raised for a day by RaiseOwnerBudget.
+	// day may spend together, raised for a day by RaiseOwnerBudget and
+	// replaced by SetOwnerDayBudget.
 	PerOwnerDay *api.BudgetAmounts
 }
 
@@ -113,7 +114,7 @@ func (d *Daemon) price(ctx context.Context, model string, budget *api.BudgetAmou
 		}
 		return nil, fmt.Errorf("%w: a cost limit needs the price of model %s, and none is known (its provider publishes none): set %s in the config (an entry with model: %s and input, output, cached_input in USD per million tokens), or give no cost limit", ErrInvalid, model, key, model)
 	}
-	if d.env.opts.Budget.PerOwnerDay.GetCostNanoUsd() > 0 && !p.GetKnown() {
+	if d.env.ownerDay().GetCostNanoUsd() > 0 && !p.GetKnown() {
 		key := d.env.opts.Budget.PricingKey
 		if key == "" {
 			key = "pricing"
@@ -162,7 +163,7 @@ func (t *task) continueWith(c *cmdContinue) ([]proto.Message, error) {
 		if t.st.Budget.Sum.GetLimits().GetCostNanoUsd() > 0 && !c.price.GetKnown() {
 			return nil, fmt.Errorf("%w: the task has a cost limit and model %s has no known price: set %s in the config", ErrInvalid, sc.GetModel(), t.pricingKey())
 		}
-		if t.env.opts.Budget.PerOwnerDay.GetCostNanoUsd() > 0 && !c.price.GetKnown() {
+		if t.env.ownerDay().GetCostNanoUsd() > 0 && !c.price.GetKnown() {
 			return nil, fmt.Errorf("%w: owners have a daily cost budget (budgets.per_owner_day.cost) and model %s has no known price: set %s in the config", ErrInvalid, sc.GetModel(), t.pricingKey())
 		}
 		sc.Price = c.price
@@ -181,7 +182,7 @@ func (t *task) pricingKey() string {
 // (taskstate.Reserve, through NextOptions.Budget).
 func (t *task) reserveOptions() *taskstate.ReserveOptions {
 	o := &taskstate.ReserveOptions{Now: t.env.now(), OutputTokens: t.env.opts.Budget.outputTokens(),
-		Tree: t.st.SharesTreeBudget(), Grant: t.tb.grant, GrantCycle: t.tb.grantCycle, Day: t.env.opts.Budget.hasDaily()}
+		Tree: t.st.SharesTreeBudget(), Grant: t.tb.grant, GrantCycle: t.tb.grantCycle, Day: hasDaily(t.env.ownerDay())}
 	if !t.st.Budget.KnowsInput() {
 		o.Overhead = t.overhead()
 	}
@@ -212,7 +213,7 @@ func (t *task) overhead() uint64 {
 // (0).
 func (t *task) maxOutput() int {
 	l := t.st.Budget.Sum.GetLimits()
-	if l.GetTokens() == 0 && l.GetCostNanoUsd() == 0 && !t.env.opts.Budget.hasDaily() {
+	if l.GetTokens() == 0 && l.GetCostNanoUsd() == 0 && !hasDaily(t.env.ownerDay()) {
 		return 0
 	}
 	return int(t.env.opts.Budget.outputTokens())
@@ -396,17 +397,27 @@ func (e *env) treeLeft(m *api.TaskMeta) (left *api.BudgetAmounts, tokens, cost, 
 	return left, tokens, cost, working, nil
 }
 
-func (o *BudgetOptions) hasDaily() bool {
-	return o.PerOwnerDay.GetTokens() > 0 || o.PerOwnerDay.GetCostNanoUsd() > 0
+func hasDaily(l *api.BudgetAmounts) bool {
+	return l.GetTokens() > 0 || l.GetCostNanoUsd() > 0
+}
+
+// ownerDay is each owner's daily budget in force (SetOwnerDayBudget).
+func (e *env) ownerDay() *api.BudgetAmounts { return e.dayLimits.Load() }
+
+// SetOwnerDayBudget replaces each owner's daily budget (nil or zero
+// amounts: none); Cycles that start from now on are checked against it.
+// It is safe to call at any time (a configuration reload).
+func (d *Daemon) SetOwnerDayBudget(l *api.BudgetAmounts) {
+	d.env.dayLimits.Store(&api.BudgetAmounts{Tokens: l.GetTokens(), CostNanoUsd: l.GetCostNanoUsd()})
 }
 
 // dayCheck is the store's check of a Cycle's start against the Task's
 // owner's daily budget (taskstate.CheckDay); nil without one.
 func (t *task) dayCheck() persistence.DayCheck {
-	if !t.env.opts.Budget.hasDaily() {
+	limits, owner := t.env.ownerDay(), t.st.Owner
+	if !hasDaily(limits) {
 		return nil
 	}
-	limits, owner := t.env.opts.Budget.PerOwnerDay, t.st.Owner
 	return func(day time.Time, spent, raised, charge *api.BudgetAmounts) error {
 		if ex := taskstate.CheckDay(limits, raised, spent, charge); ex != nil {
 			return &taskstate.DayExceeded{Owner: owner, Day: day, Raised: raised, Ex: ex}
@@ -430,7 +441,7 @@ func (d *Daemon) RaiseOwnerBudget(ctx context.Context, c Caller, owner string, a
 	if add.GetTimeMs() > 0 {
 		errs = append(errs, "a daily budget has no working-time limit (give --add-tokens or --add-cost)")
 	}
-	l := d.env.opts.Budget.PerOwnerDay
+	l := d.env.ownerDay()
 	if add.GetTokens() > 0 && l.GetTokens() == 0 {
 		errs = append(errs, "there is no daily token limit to raise (budgets.per_owner_day.tokens is not set)")
 	}
@@ -465,7 +476,7 @@ func (d *Daemon) OwnerBudget(ctx context.Context, c Caller, owner string) (*api.
 	if err != nil {
 		return nil, err
 	}
-	l := d.env.opts.Budget.PerOwnerDay
+	l := d.env.ownerDay()
 	limits := &api.BudgetAmounts{}
 	if l.GetTokens() > 0 {
 		limits.Tokens = taskstate.Plus(l, raised).GetTokens()

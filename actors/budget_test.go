@@ -433,4 +433,11 @@ func TestOwnerDailyBudget(t *testing.T) {
 	if ob, _ := h.d.OwnerBudget(ctx, actors.Operator, "alice"); ob.GetSpent().GetTokens() != 3*used {
 		t.Fatalf("alice's day = %v, want %d tokens spent", ob, 3*used)
 	}
+	// A reload lowers the daily budget: bob's next Task is checked
+	// against the new one.
+	h.d.SetOwnerDayBudget(&api.BudgetAmounts{Tokens: used + 100})
+	d := create("bob", "DAY-D bob's second")
+	if sc := lastPause(h.waitStatus(d, api.TaskStatus_TASK_STATUS_PAUSED)); sc.GetBudget().GetLimit() != "daily tokens" || sc.GetBudget().GetLimitAmount() != used+100 {
+		t.Fatalf("pause after the daily budget was lowered = %v", sc)
+	}
 }

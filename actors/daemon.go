@@ -291,6 +291,9 @@ type env struct {
 	// books are the tree roots' books (treebudget.go): they outlive the
 	// roots' actor incarnations.
 	books rootBooks
+	// dayLimits is each owner's daily budget in force (never nil after
+	// Start; SetOwnerDayBudget).
+	dayLimits atomic.Pointer[api.BudgetAmounts]
 }
 
 // approvalPolicy is the daemon's approval policy and the deadline of the
@@ -357,6 +360,7 @@ func Start(ctx context.Context, deps Deps, opts Options) (*Daemon, error) {
 	}
 	e := &env{deps: deps, opts: opts, log: deps.Log, inspector: newInspector(), workspaces: wp}
 	e.limits.Store(limitsOf(opts))
+	e.dayLimits.Store(&api.BudgetAmounts{Tokens: opts.Budget.PerOwnerDay.GetTokens(), CostNanoUsd: opts.Budget.PerOwnerDay.GetCostNanoUsd()})
 	e.policy.Store(&approvalPolicy{fn: opts.Approval, timeout: opts.ApprovalTimeout})
 	n, err := recoverStore(ctx, deps.Store, deps.Now(), stoppedNotes(opts.Stopped), rerunnable(deps.Tools), opts.Budget.recoveryCharge(deps.Tools))
 	if err != nil {

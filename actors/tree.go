@@ -160,7 +160,7 @@ func (b *treeBridge) Spawn(ctx context.Context, in tools.SpawnRequest) (string, 
 	m := &spawnReq{callID: b.callID, childID: id, reply: make(chan spawnReply, 1), in: taskstate.SpawnInput{
 		CallID: b.callID, Request: in.Request, Model: in.Model, Instructions: in.Instructions, Tools: in.Tools, Workspace: ws,
 		Budget: &api.BudgetAmounts{Tokens: in.MaxTokens, CostNanoUsd: in.MaxCostNanoUSD, TimeMs: uint64(in.MaxTime.Milliseconds())}, DescendantsSpent: desc, Price: price,
-		DailyCost: b.env.opts.Budget.PerOwnerDay.GetCostNanoUsd() > 0}}
+		DailyCost: b.env.ownerDay().GetCostNanoUsd() > 0}}
 	r, err := ask(ctx, b, m, m.reply)
 	if ws != "" && (err != nil || r.err != nil || r.id != id) {
 		_ = os.Remove(ws) // not this call's child: leave no empty folder

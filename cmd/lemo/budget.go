@@ -204,18 +204,23 @@ func spendColumns(b *api.BudgetSummary, now time.Time) (tokens, cost, working st
 	return tokens, cost, working
 }
 
+// ownerDayBudget is budgets.per_owner_day as the daemon takes it.
+func ownerDayBudget(cfg *config.Config) *api.BudgetAmounts {
+	cost, _ := api.ParseUSD(cfg.Budgets.PerOwnerDay.Cost) // Validate checked it
+	if cfg.Budgets.PerOwnerDay.Cost == "" {
+		cost = 0
+	}
+	return &api.BudgetAmounts{Tokens: uint64(max(cfg.Budgets.PerOwnerDay.Tokens, 0)), CostNanoUsd: cost}
+}
+
 // budgetOptions are the budgets keys as the daemon takes them.
 func budgetOptions(cfg *config.Config) actors.BudgetOptions {
 	cost, _ := api.ParseUSD(cfg.Budgets.MaxCost) // Validate checked it
-	dayCost, _ := api.ParseUSD(cfg.Budgets.PerOwnerDay.Cost)
 	if cfg.Budgets.MaxCost == "" {
 		cost = 0
 	}
-	if cfg.Budgets.PerOwnerDay.Cost == "" {
-		dayCost = 0
-	}
 	return actors.BudgetOptions{
-		PerOwnerDay:      &api.BudgetAmounts{Tokens: uint64(max(cfg.Budgets.PerOwnerDay.Tokens, 0)), CostNanoUsd: dayCost},
+		PerOwnerDay:      ownerDayBudget(cfg),
 		Default:          &api.BudgetAmounts{Tokens: uint64(max(cfg.Budgets.MaxTokens, 0)), CostNanoUsd: cost, TimeMs: uint64(max(cfg.Budgets.MaxTime, 0).Milliseconds())},
 		OutputTokens:     cfg.Budgets.OutputTokens,
 		UnreportedTokens: cfg.Budgets.UnreportedToolTokens,
