@@ -11,7 +11,8 @@ import (
 	"lemo/api"
 )
 
-// The children index: c/<parent>/<child> for every child Task, written by
+// The children index: c/<parent>/<child> for every child Task (its value:
+// the child's links, limits and spend, see encodeTreeValue), written by
 // the writer in the transaction that creates the child (for a spawn, the
 // one commit of the parent's record and the child's creation), so it never
 // disagrees with the Tasks' metadata. It lets a Task's tree be read
@@ -21,7 +22,7 @@ import (
 // writing, such a store is upgraded (upgradeFormat1).
 const storeFormat1 = "lemo-store-1"
 
-// MaxTreeTasks bounds the Tasks one Tree read returns.
+// MaxTreeTasks bounds the Tasks one Descendants read returns.
 const MaxTreeTasks = 100_000
 
 // errNoChildIndex refuses a tree read of a store opened read-only before
