@@ -120,7 +120,7 @@ func BenchmarkTreeReservation(b *testing.B) {
 		if err != nil || len(nodes) != 49 {
 			b.Fatalf("Descendants = %d, %v", len(nodes), err)
 		}
-		ans := treeAnswer(root, sum, &budgetRead{ask: ask, nodes: nodes}, &grants, at)
+		ans := treeAnswer(root, sum, 1, &budgetRead{ask: ask, nodes: nodes}, &grants, at)
 		if ans.ex != nil || ans.err != "" || grants.Len() != 1 {
 			b.Fatalf("answer = %+v", ans)
 		}

@@ -55,12 +55,13 @@ type cmdBudgetDone struct {
 }
 
 // budgetRead carries the descendants read for an ask by the incarnation
-// inc of the root.
+// inc of the root, and the grants pending when the read started.
 type budgetRead struct {
-	inc   uint64
-	ask   *cmdBudgetAsk
-	nodes []api.TreeNode
-	err   error
+	inc     uint64
+	ask     *cmdBudgetAsk
+	pending map[string]taskstate.Grant
+	nodes   []api.TreeNode
+	err     error
 }
 
 // treeBudget is a Task's part of its tree's budget as an asker: the Cycle
@@ -197,8 +198,9 @@ func (t *task) onBudgetAsk(ctx actor.Context, c *cmdBudgetAsk) {
 // nextBudgetAsk reads the descendants for the first queued ask. The
 // asker's earlier grant is no longer pending (it asks only once that
 // Cycle's start is recorded or never will be); the other pending grants
-// are counted when the read arrives, so one confirmed during the read
-// counts twice at worst, never not at all.
+// are taken as of now, when the read starts, and counted unless the read
+// shows their Cycle started (taskstate.Unrecorded): one confirmed during
+// the read counts once, whether the read saw its record or not.
 func (t *task) nextBudgetAsk(ctx actor.Context) {
 	b := t.tb.book
 	if b == nil || b.reading != nil || len(b.asks) == 0 || t.st == nil {
@@ -209,9 +211,10 @@ func (t *task) nextBudgetAsk(ctx actor.Context) {
 	b.asks = b.asks[1:]
 	b.grants.Asked(a.from)
 	b.reading, b.readInc = a, t.incarnation
+	pending := b.grants.Snapshot()
 	self, sys, store, id, inc := ctx.Self(), ctx.ActorSystem(), t.env.deps.Store, t.id, t.incarnation
 	t.env.goroutine(func() {
-		r := &budgetRead{inc: inc, ask: a}
+		r := &budgetRead{inc: inc, ask: a, pending: pending}
 		r.nodes, r.err = store.Descendants(id)
 		if r.err != nil {
 			r.err = fmt.Errorf("read the spend of task %s's tree: %w", id, r.err)
@@ -233,7 +236,7 @@ func (t *task) onBudgetRead(ctx actor.Context, m *budgetRead) {
 	}
 	b.reading = nil
 	a := m.ask
-	ans := treeAnswer(t.id, t.st.Budget.Sum, m, &b.grants, t.env.now())
+	ans := treeAnswer(t.id, t.st.Budget.Sum, t.meta.GetCycles(), m, &b.grants, t.env.now())
 	if a.from == t.id {
 		t.onBudgetAnswer(ctx, ans, nil)
 	} else {
@@ -249,9 +252,11 @@ func (t *task) onBudgetRead(ctx actor.Context, m *budgetRead) {
 
 // treeAnswer is the root's answer to the ask read in m: the tree's limits
 // (taskstate.TreeGrant over the root's spend sum, the descendants' and
-// the pending grants), then every limited Task between the asker and the
-// root (taskstate.PathGrant). A grant is added to grants.
-func treeAnswer(root string, sum *api.BudgetSummary, m *budgetRead, grants *taskstate.Grants, now time.Time) *cmdBudgetAnswer {
+// the grants pending when the read started that it did not see
+// recorded), then every limited Task between the asker and the root
+// (taskstate.PathGrant). rootCycles is the root's last recorded Cycle. A
+// grant is added to grants.
+func treeAnswer(root string, sum *api.BudgetSummary, rootCycles uint32, m *budgetRead, grants *taskstate.Grants, now time.Time) *cmdBudgetAnswer {
 	a := m.ask
 	ans := &cmdBudgetAnswer{root: root, cycle: a.cycle, r: a.r}
 	if m.err != nil {
@@ -259,7 +264,7 @@ func treeAnswer(root string, sum *api.BudgetSummary, m *budgetRead, grants *task
 		return ans
 	}
 	need := taskstate.Need(a.r)
-	pending, pendingBy := grants.Held()
+	pending, pendingBy := taskstate.Unrecorded(m.pending, m.nodes, root, rootCycles)
 	if ans.ex = taskstate.TreeGrant(sum, taskstate.NodesSpent(m.nodes, now), pending, need, now); ans.ex != nil {
 		ans.limitedBy = root
 		return ans

@@ -10,6 +10,9 @@ type TreeNode struct {
 	ID, Parent string
 	// Children is how many children the Task spawned.
 	Children uint32
+	// Cycles is the number of the Task's last Cycle that started (its
+	// reservation is in Spent from then on).
+	Cycles uint32
 	// Limits and Spent are the Task's BudgetSummary limits and spend
 	// (including its open reservation); never nil.
 	Limits, Spent *BudgetAmounts
@@ -21,7 +24,7 @@ type TreeNode struct {
 // TreeNodeOf is the TreeNode of a Task's metadata.
 func TreeNodeOf(m *TaskMeta) TreeNode {
 	b := m.GetBudget()
-	n := TreeNode{ID: m.GetTaskId(), Parent: m.GetParentId(), Children: m.GetChildren(), Limits: amountsOf(b.GetLimits()), Spent: amountsOf(b.GetSpent())}
+	n := TreeNode{ID: m.GetTaskId(), Parent: m.GetParentId(), Children: m.GetChildren(), Cycles: m.GetCycles(), Limits: amountsOf(b.GetLimits()), Spent: amountsOf(b.GetSpent())}
 	if rs := b.GetRunningSince(); rs != nil {
 		n.RunningSince = rs.AsTime()
 	}

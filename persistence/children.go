@@ -104,9 +104,10 @@ func (s *Store) descendants(root string, all bool) ([]api.TreeNode, error) {
 // The value of a children index entry: what a tree's budget needs of the
 // child (api.TreeNode), rewritten by the writer whenever it changes, in
 // the commit that changes the child's metadata. Fixed-width big-endian:
-// version 1, children (4 bytes), limits and spend (tokens, cost, time: 8
-// bytes each), running since (Unix nanoseconds, 0: not running).
-const treeValueLen = 1 + 4 + 6*8 + 8
+// version 1, children and cycles (4 bytes each), limits and spend
+// (tokens, cost, time: 8 bytes each), running since (Unix nanoseconds, 0:
+// not running).
+const treeValueLen = 1 + 4 + 4 + 6*8 + 8
 
 func encodeTreeValue(m *api.TaskMeta) []byte {
 	b := m.GetBudget()
@@ -114,6 +115,7 @@ func encodeTreeValue(m *api.TaskMeta) []byte {
 	v := make([]byte, 0, treeValueLen)
 	v = append(v, 1)
 	v = binary.BigEndian.AppendUint32(v, m.GetChildren())
+	v = binary.BigEndian.AppendUint32(v, m.GetCycles())
 	for _, x := range []uint64{l.GetTokens(), l.GetCostNanoUsd(), l.GetTimeMs(), sp.GetTokens(), sp.GetCostNanoUsd(), sp.GetTimeMs()} {
 		v = binary.BigEndian.AppendUint64(v, x)
 	}
@@ -124,14 +126,15 @@ func encodeTreeValue(m *api.TaskMeta) []byte {
 	return binary.BigEndian.AppendUint64(v, uint64(since))
 }
 
-// decodeTreeValue fills n's Children, Limits, Spent (which must not be nil)
+// decodeTreeValue fills n's Children, Cycles, Limits, Spent (which must not be nil)
 // and RunningSince from v.
 func decodeTreeValue(v []byte, n *api.TreeNode) error {
 	if len(v) != treeValueLen || v[0] != 1 {
 		return fmt.Errorf("%w: children index value of %d bytes, version %v", ErrInvalid, len(v), v[:min(len(v), 1)])
 	}
-	u := func(i int) uint64 { return binary.BigEndian.Uint64(v[5+8*i:]) }
+	u := func(i int) uint64 { return binary.BigEndian.Uint64(v[9+8*i:]) }
 	n.Children = binary.BigEndian.Uint32(v[1:])
+	n.Cycles = binary.BigEndian.Uint32(v[5:])
 	n.Limits.Tokens, n.Limits.CostNanoUsd, n.Limits.TimeMs = u(0), u(1), u(2)
 	n.Spent.Tokens, n.Spent.CostNanoUsd, n.Spent.TimeMs = u(3), u(4), u(5)
 	if since := int64(u(6)); since != 0 {

@@ -96,8 +96,8 @@ func TestChildrenIndex(t *testing.T) {
 			t.Fatalf("Descendants(root) = %+v; want a with 1 child, b with none, a1 under a", tree)
 		}
 		// a1's spend: its open reservation (1000 + 100 tokens), running.
-		if n := tree[2]; n.Spent.GetTokens() != 1100 || n.Limits.GetTokens() != 5000 || n.RunningSince.IsZero() {
-			t.Fatalf("a1 = %+v; want 1100 tokens spent of 5000, running", n)
+		if n := tree[2]; n.Spent.GetTokens() != 1100 || n.Limits.GetTokens() != 5000 || n.RunningSince.IsZero() || n.Cycles != 1 {
+			t.Fatalf("a1 = %+v; want 1100 tokens spent of 5000 in Cycle 1, running", n)
 		}
 		if sub, err := st.Descendants(a); err != nil || !slices.Equal(ids(sub), []string{a1}) {
 			t.Fatalf("Descendants(a) = %v, %v; want a1", ids(sub), err)

@@ -595,9 +595,45 @@ func (g *Grants) Done(task string, cycle uint32) {
 
 // Held is what the pending grants need, in all and by Task.
 func (g *Grants) Held() (*api.BudgetAmounts, map[string]*api.BudgetAmounts) {
-	all := &api.BudgetAmounts{}
-	by := make(map[string]*api.BudgetAmounts, len(g.pending))
+	return Unrecorded(g.Snapshot(), nil, "", 0)
+}
+
+// Snapshot copies the pending grants. The root takes it when it starts
+// reading its descendants' recorded spend, not when the read arrives: a
+// grant reported recorded during the read may be missing from what was
+// read, and must still count (Unrecorded).
+func (g *Grants) Snapshot() map[string]Grant {
+	out := make(map[string]Grant, len(g.pending))
 	for task, p := range g.pending {
+		out[task] = p
+	}
+	return out
+}
+
+// Unrecorded is what the grants of snap (pending when the root's read of
+// its tree began) need beyond what the read saw, in all and by Task: a
+// grant of Cycle n to a Task whose read node shows Cycle n or a later one
+// started (its reservation is in its spend) is not counted again; every
+// other grant counts. root and rootCycles are the root's own: its grants
+// to itself are seen in its own spend once its Cycle started.
+func Unrecorded(snap map[string]Grant, nodes []api.TreeNode, root string, rootCycles uint32) (*api.BudgetAmounts, map[string]*api.BudgetAmounts) {
+	seen := make(map[string]uint32, len(snap))
+	if len(snap) > 0 {
+		for i := range nodes {
+			if _, ok := snap[nodes[i].ID]; ok {
+				seen[nodes[i].ID] = nodes[i].Cycles
+			}
+		}
+		if root != "" {
+			seen[root] = rootCycles
+		}
+	}
+	all := &api.BudgetAmounts{}
+	by := make(map[string]*api.BudgetAmounts, len(snap))
+	for task, p := range snap {
+		if c, ok := seen[task]; ok && c >= p.Cycle {
+			continue
+		}
 		all = Plus(all, p.Need)
 		by[task] = p.Need
 	}

@@ -625,3 +625,38 @@ func TestDayPause(t *testing.T) {
 		t.Fatalf("Chain with a daily budget = %v, want the checked Cycle start chained", steps)
 	}
 }
+
+// A grant pending when the root's read began counts unless the read shows
+// its Cycle started (then its reservation is in the Task's spend).
+func TestUnrecorded(t *testing.T) {
+	need := func(n uint64) *api.BudgetAmounts { return &api.BudgetAmounts{Tokens: n, TimeMs: 1} }
+	snap := map[string]Grant{"A": {Cycle: 2, Need: need(100)}, "B": {Cycle: 1, Need: need(10)}, "R": {Cycle: 4, Need: need(1)}}
+	nodes := func(a, b uint32) []api.TreeNode {
+		return []api.TreeNode{{ID: "A", Cycles: a}, {ID: "B", Cycles: b}, {ID: "X", Cycles: 9}}
+	}
+	for _, tc := range []struct {
+		name       string
+		nodes      []api.TreeNode
+		rootCycles uint32
+		want       uint64
+		counted    []string
+	}{
+		{"nothing recorded yet", nodes(1, 0), 3, 111, []string{"A", "B", "R"}},
+		{"A's Cycle 2 read: not counted again", nodes(2, 0), 3, 11, []string{"B", "R"}},
+		{"a later Cycle read: the granted one started before", nodes(3, 1), 3, 1, []string{"R"}},
+		{"the root's own Cycle recorded", nodes(1, 0), 4, 110, []string{"A", "B"}},
+		{"a Task the read did not return still counts", []api.TreeNode{{ID: "X", Cycles: 9}}, 0, 111, []string{"A", "B", "R"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			all, by := Unrecorded(snap, tc.nodes, "R", tc.rootCycles)
+			if all.GetTokens() != tc.want || len(by) != len(tc.counted) {
+				t.Fatalf("Unrecorded = %d tokens by %v; want %d by %v", all.GetTokens(), by, tc.want, tc.counted)
+			}
+			for _, id := range tc.counted {
+				if by[id] == nil {
+					t.Errorf("%s's grant is not counted", id)
+				}
+			}
+		})
+	}
+}
