@@ -294,6 +294,9 @@ type env struct {
 	// dayLimits is each owner's daily budget in force (never nil after
 	// Start; SetOwnerDayBudget).
 	dayLimits atomic.Pointer[api.BudgetAmounts]
+	// admission is the admission of child Tasks, read at the start
+	// (admission.go).
+	admission *taskstate.Admission
 }
 
 // approvalPolicy is the daemon's approval policy and the deadline of the
@@ -368,6 +371,9 @@ func Start(ctx context.Context, deps Deps, opts Options) (*Daemon, error) {
 	}
 	if n > 0 {
 		e.log.Info().Int("tasks", n).Msg("recovered tasks left running or awaiting approval: paused as interrupted")
+	}
+	if e.admission, err = loadAdmission(deps.Store, opts.MaxRunningChildren); err != nil {
+		return nil, fmt.Errorf("read the child tasks' admission: %w", err)
 	}
 	e.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return logging.Slog(deps.Log, "protoactor")

@@ -4,10 +4,16 @@
 //
 //	daemon [daemon]
 //	├── hub [daemon/hub]            fan-out of committed events and live deltas
-//	└── tasks [daemon/tasks]        task manager: lazy activation, supervision
+//	└── tasks [daemon/tasks]        task manager: lazy activation, routing by id, root supervision
 //	    └── task [daemon/tasks/<id>]          single writer of its history
 //	        ├── cycle [.../cycle-<n>]         one model call
-//	        └── tool  [.../tool-<call id>]    one tool call
+//	        ├── tool  [.../tool-<call id>]    one tool call
+//	        └── task  [.../<child id>]        a running child Task, supervised by its parent
+//
+// A child Task's actor runs under its parent's actor (placement.go): the
+// manager activates a dormant parent first, a parent with child actors
+// is not passivated, and a parent's restart or stop stops its children's
+// actors, which recover from their histories under its next incarnation.
 //
 // Rules:
 //   - A Task persists events, waits for the durable acknowledgement, then
@@ -30,6 +36,12 @@
 //     recorded failure with the decision; a Task that panics restarts from
 //     its history (as after a daemon restart) and records the crash; one
 //     that keeps panicking is stopped and recorded as failed (supervise.go).
+//     A root Task's actor is decided by the manager, a child's by its
+//     parent's actor (level child_task), whose end then reaches the parent.
+//   - At most Options.MaxRunningChildren child Tasks hold a place at once
+//     daemon-wide, from their start to their end; the others are queued
+//     and record so (taskstate.Admission, derived from the recorded
+//     statuses at the start, so a restart keeps the queue and the limit).
 //   - Tasks are activated on demand and passivated when idle: a dormant Task
 //     costs storage, not memory.
 //   - A Task works in a folder of its own under Options.WorkspaceRoot unless

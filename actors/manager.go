@@ -1,45 +1,46 @@
 package actors
 
 import (
-	"fmt"
 	"strings"
-	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"lemo/actors/taskstate"
 	"lemo/api"
 	"lemo/supervision"
 )
 
-// childState is the manager's view of one activated Task.
+// childState is the manager's view of one activation of a Task.
 type childState int
 
 const (
-	childActive    childState = iota
-	childStopping             // passivating or stopped by supervision
-	childRecording            // its failure is being recorded after repeated crashes
+	childLocating childState = iota // its parent link is read, or its parent's actor awaited
+	childSpawning                   // its parent's actor is spawning it
+	childActive
+	childStopping  // passivating or stopped by supervision
+	childRecording // its failure is being recorded after repeated crashes
 )
 
 type child struct {
-	pid       *actor.PID
+	slot      *taskSlot
+	pid       *actor.PID // nil until its actor runs
 	state     childState
 	forwarded uint64 // commands forwarded to the child
-	// received counts the commands the child's instances received; it
-	// survives restarts.
-	received *atomic.Uint64
-	// crashed is the Failure supervision stopped it with (recorded once it
-	// stopped, when decision says so), nil otherwise.
-	crashed  *api.Failure
-	decision supervision.Decision
-	// crash hands the Failure that restarted it to its next incarnation,
-	// which records it.
-	crash *atomic.Pointer[api.Failure]
-	// pending holds commands that arrived while the child was stopping.
+	// pending holds commands that arrived before its actor ran or while
+	// it was stopping.
 	pending []*taskCommand
+	// parent is the Task whose actor its actor is a child of ("": the
+	// manager); kids counts its child Task actors (spawned or being
+	// spawned): it is not passivated while it has any; waiting are the
+	// Tasks waiting for its actor to run to be placed under it.
+	parent  string
+	kids    int
+	waiting []string
 }
 
 // manager activates Tasks on demand, routes commands to them, passivates
-// idle ones and supervises them.
+// idle ones and supervises the root ones (placement.go: where each
+// Task's actor lives).
 type manager struct {
 	env      *env
 	children map[string]*child
@@ -48,29 +49,9 @@ type manager struct {
 	// not answered it yet.
 	stopping *shutdown
 	waiting  map[string]bool
-	// Child Tasks started by spawns that have not ended (running), and
-	// the spawned ones waiting for a place among them (queued, in spawn
-	// order): at most MaxRunningChildren run at once daemon-wide.
-	running map[string]bool
-	queued  []string
+	// admission decides which child Tasks run (admission.go).
+	admission *taskstate.Admission
 }
-
-// childStart asks the manager to start a spawned child now or when a
-// place among the running children frees; reply learns which (nil: no
-// one asks).
-type childStart struct {
-	id    string
-	reply func(queued bool)
-}
-
-// childEnded tells the manager that a child Task ended: its place frees.
-type childEnded struct{ id string }
-
-// childRunning tells the manager that a child Task that had ended runs
-// again (reopened by a message, a person's message or continue): it counts
-// among the running children until it ends again. It does not queue: it
-// was started before, and what reopened it expects it to run.
-type childRunning struct{ id string }
 
 type failureRecorded struct {
 	taskID string
@@ -84,10 +65,10 @@ type failureRecorded struct {
 }
 
 func newManager(e *env) *manager {
-	m := &manager{env: e, children: make(map[string]*child), running: make(map[string]bool)}
-	// Strategy.Level stays nil: a child Task crashing past its budget
-	// is decided as a root Task is (stop, recorded failed), and markFailed
-	// tells its parent in the same commit (the tree's TellParent).
+	m := &manager{env: e, children: make(map[string]*child), admission: e.admission}
+	// Strategy.Level stays nil: the manager supervises the actors of root
+	// Tasks (a child Task's actor is supervised by its parent's, with the
+	// same budget: task.superviseKid).
 	m.strategy = &supervision.Strategy{Budget: e.opts.TaskBudget, OnFailure: m.onFailure}
 	return m
 }
@@ -100,27 +81,18 @@ func (m *manager) HandleFailure(system *actor.ActorSystem, sup actor.Supervisor,
 	m.strategy.HandleFailure(system, sup, pid, rs, reason, message)
 }
 
-// onFailure prepares what the decision about a crashed Task records: a
-// restarted Task's next incarnation records its crash before it recovers;
-// a stopped one is recorded as failed once it stopped (terminated).
+// onFailure prepares what the decision about a crashed Task records
+// (env.taskCrashed); commands for a stopped one wait for its record.
 func (m *manager) onFailure(pid *actor.PID, reason any, message any, recent int, d supervision.Decision) {
-	id := taskIDOf(pid)
-	m.env.log.Error().Str("task", id).Str("directive", d.Directive.String()).Int("crashes", recent).Interface("reason", reason).Msg("task actor crashed")
-	m.env.noteDecision(pid, supervision.LevelTask, reason, d)
-	if tc, ok := actor.UnwrapEnvelopeMessage(message).(*taskCommand); ok {
-		replyTo(tc.reply, reply{err: ErrInterrupted})
-	}
-	c := m.children[id]
+	c := m.children[taskIDOf(pid)]
 	if c == nil {
+		m.env.noteDecision(pid, supervision.LevelTask, reason, d)
 		return
 	}
-	f := crashFailure(reason, d, recent, m.env.opts.TaskBudget)
-	if d.Directive == supervision.Restart {
-		c.crash.Store(f)
-		return
+	m.env.taskCrashed(c.slot, pid, supervision.LevelTask, reason, message, recent, d)
+	if d.Directive == supervision.Stop {
+		c.state = childStopping
 	}
-	c.state = childStopping
-	c.crashed, c.decision = f, d
 }
 
 func taskIDOf(pid *actor.PID) string {
@@ -133,7 +105,7 @@ func (m *manager) Receive(ctx actor.Context) {
 		m.route(ctx, msg)
 	case *taskIdle:
 		c := m.children[msg.taskID]
-		if c != nil && c.state == childActive && c.forwarded == msg.received {
+		if c != nil && c.state == childActive && c.kids == 0 && c.forwarded == msg.received {
 			c.state = childStopping
 			ctx.Stop(c.pid)
 		}
@@ -142,25 +114,28 @@ func (m *manager) Receive(ctx actor.Context) {
 			ctx.Send(c.pid, msg)
 		}
 	case *actor.Terminated:
-		m.terminated(ctx, taskIDOf(msg.Who))
+		m.terminated(ctx, msg.Who)
+	case *parentRead:
+		m.onParentRead(ctx, msg)
+	case *taskSpawned:
+		m.onTaskSpawned(ctx, msg)
+	case *taskStopping:
+		if c := m.children[msg.id]; c != nil && c.state == childActive && c.pid.Equal(msg.pid) {
+			c.state = childStopping
+		}
 	case *failureRecorded:
 		if msg.err != nil {
 			m.env.log.Error().Err(msg.err).Str("task", msg.taskID).Msg("could not record the failure of a crashed task")
 		}
-		if c := m.children[msg.taskID]; c != nil && msg.err == nil {
-			m.crashRecorded(ctx, msg, c.decision)
+		if c := m.children[msg.taskID]; c != nil && msg.err == nil && c.slot.stopped.Load() != nil {
+			m.crashRecorded(ctx, msg, c.slot.stopped.Load().decision)
 		}
 		if msg.parent != "" {
 			// A child recorded failed: its parent takes the news.
 			m.route(ctx, &taskCommand{taskID: msg.parent, caller: Operator, cmd: &cmdInbox{}})
 			ctx.Send(ctx.Self(), &childEnded{id: msg.taskID})
 		}
-		if c := m.children[msg.taskID]; c != nil {
-			delete(m.children, msg.taskID)
-			for _, p := range c.pending {
-				m.route(ctx, p)
-			}
-		}
+		m.forget(ctx, msg.taskID)
 	case *diskFullNotice:
 		for _, c := range m.children {
 			if c.state == childActive {
@@ -168,26 +143,11 @@ func (m *manager) Receive(ctx actor.Context) {
 			}
 		}
 	case *childStart:
-		queued := len(m.running) >= m.env.opts.MaxRunningChildren
-		if queued {
-			m.queued = append(m.queued, msg.id)
-		} else {
-			m.startChild(ctx, msg.id)
-		}
-		if msg.reply != nil {
-			msg.reply(queued)
-		}
+		m.onChildStart(ctx, msg)
 	case *childEnded:
-		if m.running[msg.id] {
-			delete(m.running, msg.id)
-			for len(m.queued) > 0 && len(m.running) < m.env.opts.MaxRunningChildren {
-				id := m.queued[0]
-				m.queued = m.queued[1:]
-				m.startChild(ctx, id)
-			}
-		}
+		m.startChildren(ctx, m.admission.Ended(msg.id))
 	case *childRunning:
-		m.running[msg.id] = true
+		m.admission.Reopened(msg.id)
 	case *shutdown:
 		m.shutdown(ctx, msg)
 	case *taskShutdownDone:
@@ -196,57 +156,58 @@ func (m *manager) Receive(ctx actor.Context) {
 	}
 }
 
+// route forwards cmd to its Task's actor, activating a dormant Task
+// (placement.go); commands wait while its actor is placed or stopping.
 func (m *manager) route(ctx actor.Context, cmd *taskCommand) {
+	m.routeUnder(ctx, cmd, "")
+}
+
+// routeUnder is route for a Task whose parent is known ("": read it when
+// the Task is dormant).
+func (m *manager) routeUnder(ctx actor.Context, cmd *taskCommand, parent string) {
 	if m.stopping != nil {
 		replyTo(cmd.reply, reply{err: ErrStopped})
 		return
 	}
 	c := m.children[cmd.taskID]
-	if c != nil && c.state != childActive {
-		c.pending = append(c.pending, cmd)
-		return
-	}
 	if c == nil {
-		id := cmd.taskID
-		received := new(atomic.Uint64)
-		crash := new(atomic.Pointer[api.Failure])
-		// A Task activated to be created has no history to read: its
-		// first actor starts from an empty state (its creation is an
-		// append at seq 1, which the store refuses if the id had a log).
-		// An actor restarted after a crash reads the log as always.
-		fresh := new(atomic.Bool)
 		_, creating := cmd.cmd.(*cmdCreate)
-		fresh.Store(creating)
-		props := m.env.props("task", func() actor.Actor {
-			t := newTask(m.env, id, received)
-			t.crash = crash
-			t.fresh = fresh.Swap(false)
-			return t
-		})
-		pid, err := ctx.SpawnNamed(props, id)
-		if err != nil {
-			replyTo(cmd.reply, reply{err: fmt.Errorf("activate task %s: %w", id, err)})
+		var err error
+		if c, err = m.activate(ctx, cmd.taskID, creating, parent); err != nil {
+			replyTo(cmd.reply, reply{err: err})
 			return
 		}
-		c = &child{pid: pid, received: received, crash: crash}
-		m.children[id] = c
+	}
+	if c.state != childActive {
+		c.pending = append(c.pending, cmd)
+		return
 	}
 	c.forwarded++
 	ctx.Send(c.pid, cmd)
 }
 
-func (m *manager) terminated(ctx actor.Context, id string) {
+// terminated handles the end of a Task's actor: passivated, stopped by
+// supervision (recorded failed when the decision says so), or stopped
+// with its parent's actor (activated again under the parent's next one).
+func (m *manager) terminated(ctx actor.Context, who *actor.PID) {
+	id := taskIDOf(who)
 	c := m.children[id]
-	if c == nil {
+	if c == nil || c.pid == nil || !c.pid.Equal(who) {
 		return
 	}
+	m.unplace(c)
+	m.orphans(id, c)
 	if m.waiting[id] {
 		delete(m.waiting, id)
 		m.shutdownProgress()
 	}
-	if c.crashed != nil && c.decision.Record == supervision.RecordTaskFailed && m.stopping == nil {
+	if m.stopping != nil {
+		delete(m.children, id)
+		return
+	}
+	if st := c.slot.stopped.Load(); st != nil && st.decision.Record == supervision.RecordTaskFailed {
 		c.state = childRecording
-		f := c.crashed
+		f := st.failure
 		self, sys := ctx.Self(), ctx.ActorSystem()
 		m.env.goroutine(func() {
 			owner, parent, evs, err := markFailed(m.env.deps.Store, id, f, m.env.now())
@@ -258,10 +219,12 @@ func (m *manager) terminated(ctx actor.Context, id string) {
 		})
 		return
 	}
-	delete(m.children, id)
-	for _, p := range c.pending {
-		m.route(ctx, p)
+	if c.state == childActive && c.parent != "" && c.slot.stopped.Load() == nil {
+		// Stopped with its parent's actor, not by the manager.
+		m.reactivate(ctx, id, c)
+		return
 	}
+	m.forget(ctx, id)
 }
 
 func (m *manager) shutdown(ctx actor.Context, s *shutdown) {
@@ -276,6 +239,7 @@ func (m *manager) shutdown(ctx actor.Context, s *shutdown) {
 			m.waiting[id] = true
 			ctx.Send(c.pid, s)
 		}
+		c.waiting = nil
 	}
 	m.shutdownProgress()
 }
@@ -298,10 +262,4 @@ func (m *manager) shutdownProgress() {
 // in the same commit, and the manager wakes the parent.
 func (m *manager) crashRecorded(ctx actor.Context, r *failureRecorded, d supervision.Decision) {
 	ctx.Send(m.env.hub, &hubEvents{owner: r.owner, ancestors: r.ancestors, events: r.events})
-}
-
-// startChild starts a spawned child and counts it among the running ones.
-func (m *manager) startChild(ctx actor.Context, id string) {
-	m.running[id] = true
-	m.route(ctx, &taskCommand{taskID: id, caller: Operator, cmd: &cmdStart{}})
 }

@@ -41,13 +41,17 @@ func (e *env) noteDecision(child *actor.PID, level supervision.Level, reason any
 	e.deps.Observer.Supervised(level.String(), d.Directive.String())
 }
 
-// childLevel is the level of a child of a Task actor, from its name.
+// childLevel is the level of a child of a Task actor, from its name: a
+// Cycle ("cycle-<n>"), a Tool ("tool-<call>") or a child Task (its id).
 func childLevel(child *actor.PID) supervision.Level {
 	name := child.Id[strings.LastIndexByte(child.Id, '/')+1:]
-	if strings.HasPrefix(name, "cycle-") {
+	switch {
+	case strings.HasPrefix(name, "cycle-"):
 		return supervision.LevelCycle
+	case strings.HasPrefix(name, "tool-"):
+		return supervision.LevelTool
 	}
-	return supervision.LevelTool
+	return supervision.LevelChildTask
 }
 
 // crashFailure is the Failure a Task actor's crash records.

@@ -130,6 +130,9 @@ type task struct {
 	lastReservation *api.BudgetReservation
 	// The tree's budget (treebudget.go).
 	tb treeBudget
+	// kids are the actors of this Task's child Tasks that run under its
+	// own (placement.go), by actor id.
+	kids map[string]*taskSlot
 }
 
 // liveResult is the model's view of a call's output and the call's whole
@@ -151,7 +154,7 @@ type childCrashed struct {
 
 func newTask(e *env, id string, received *atomic.Uint64) *task {
 	return &task{env: e, id: id, received: received, tools: make(map[string]*actor.PID), live: make(map[string]liveResult), opened: make(map[string]*live.Result),
-		timers: make(map[string]*time.Timer), waiters: make(map[string]chan tools.Decision), stopped: make(map[string]string)}
+		timers: make(map[string]*time.Timer), waiters: make(map[string]chan tools.Decision), stopped: make(map[string]string), kids: make(map[string]*taskSlot)}
 }
 
 var _ actor.SupervisorStrategy = (*task)(nil)
@@ -159,9 +162,14 @@ var _ actor.SupervisorStrategy = (*task)(nil)
 // HandleFailure is the Task's supervision of its Cycle and Tool actors: it
 // decides (supervision.Decide), stops the child, and records the failure
 // with the decision through the Task's own path (childCrashed), which
-// answers whoever waits on the Cycle or the call.
+// answers whoever waits on the Cycle or the call. Its child Tasks' actors
+// are supervised as Tasks (superviseKid).
 func (t *task) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason interface{}, message interface{}) {
 	level := childLevel(child)
+	if level == supervision.LevelChildTask {
+		t.superviseKid(sys, sup, child, rs, reason, message)
+		return
+	}
 	d := supervision.Decide(t.env.opts.TaskBudget, supervision.Failure{Level: level, Reason: reason})
 	t.env.noteDecision(child, level, reason, d)
 	sup.StopChildren(child)
@@ -198,11 +206,15 @@ func (t *task) Receive(ctx actor.Context) {
 		}
 		if term, ok := m.(*actor.Terminated); ok && t.cycle != nil && term.Who.Equal(t.cycle) {
 			t.cycle = nil
+		} else if ok {
+			t.kidTerminated(ctx, term.Who)
 		}
+	case *spawnTask:
+		t.onSpawnTask(ctx, m)
 	case *actor.ReceiveTimeout:
 		ctx.CancelReceiveTimeout()
 		if _, ok := t.passivation(); ok {
-			ctx.Send(ctx.Parent(), &taskIdle{taskID: t.id, received: t.received.Load()})
+			ctx.Send(t.env.tasks, &taskIdle{taskID: t.id, received: t.received.Load()})
 		}
 	case *loaded:
 		if m.incarnation == t.incarnation {
@@ -295,7 +307,7 @@ func (t *task) settle(ctx actor.Context) {
 	if !t.st.Exists() {
 		// Nothing to keep: the manager stops this actor unless a command is
 		// on its way.
-		ctx.Send(ctx.Parent(), &taskIdle{taskID: t.id, received: t.received.Load()})
+		ctx.Send(t.env.tasks, &taskIdle{taskID: t.id, received: t.received.Load()})
 		return
 	}
 	t.env.deps.Live.SetIdle(t.id, !t.st.Running())
@@ -317,6 +329,7 @@ func (t *task) passivation() (time.Duration, bool) {
 		Calls:        len(t.tools),
 		LiveResults:  len(t.live),
 		ApprovalWait: len(t.timers),
+		ChildActors:  len(t.kids),
 	}, t.env.opts.IdleTimeout, t.env.opts.PausedLiveTimeout)
 }
 
@@ -328,15 +341,17 @@ type idleState struct {
 	Calls        int // running tool calls
 	LiveResults  int
 	ApprovalWait int // approval deadlines armed
+	ChildActors  int // child Tasks' actors running under its own
 }
 
 // passivateAfter decides whether a Task may be passivated once idle and
-// after how long: never while it works or has something in flight; after
+// after how long: never while it works, has something in flight or has
+// child Tasks' actors under its own (they would stop with it); after
 // liveTimeout when it only holds live results (which passivation
 // releases, as a restart would); after idleTimeout when it holds nothing.
 func passivateAfter(s idleState, idleTimeout, liveTimeout time.Duration) (time.Duration, bool) {
 	switch {
-	case s.Busy || s.Working || s.Cycle || s.Calls > 0 || s.ApprovalWait > 0:
+	case s.Busy || s.Working || s.Cycle || s.Calls > 0 || s.ApprovalWait > 0 || s.ChildActors > 0:
 		return 0, false
 	case s.LiveResults > 0:
 		return liveTimeout, true
@@ -404,7 +419,7 @@ func (t *task) onLoaded(ctx actor.Context, m *loaded) {
 		crash = t.crash.Swap(nil)
 	}
 	if t.st.Exists() {
-		t.env.inspector.setState(t.self.Id, taskstate.StatusName(t.st.Status), t.env.now())
+		t.env.inspector.setState(t.self.Id, t.st.StatusWord(), t.env.now())
 		t.meta = m.meta
 		t.st.Rerun(rerunnable(t.env.deps.Tools))
 		bodies := t.env.opts.Budget.recovered(t.env.deps.Tools, t.st, t.st.Recover(t.env.now()))
@@ -614,7 +629,7 @@ func (t *task) onAppended(ctx actor.Context, m *appended) {
 	}
 	t.keepHistory(inf.events)
 	t.meta = m.meta
-	t.env.inspector.setState(t.self.Id, taskstate.StatusName(t.st.Status), t.env.now())
+	t.env.inspector.setState(t.self.Id, t.st.StatusWord(), t.env.now())
 	ctx.Send(t.env.hub, &hubEvents{owner: t.st.Owner, ancestors: t.ancestors, events: inf.events})
 	for _, r := range inf.replies {
 		replyTo(r, reply{meta: m.meta})
@@ -625,10 +640,10 @@ func (t *task) onAppended(ctx actor.Context, m *appended) {
 		}
 	}
 	if t.st.ParentID != "" && t.st.Terminal() && !wasTerminal {
-		ctx.Send(ctx.Parent(), &childEnded{id: t.id})
+		ctx.Send(t.env.tasks, &childEnded{id: t.id})
 	}
 	if t.st.ParentID != "" && wasTerminal && !t.st.Terminal() {
-		ctx.Send(ctx.Parent(), &childRunning{id: t.id})
+		ctx.Send(t.env.tasks, &childRunning{id: t.id})
 	}
 	if inf.then != nil {
 		inf.then(ctx)
@@ -1381,7 +1396,7 @@ func (t *task) checkShutdown(ctx actor.Context) {
 	}
 	t.answered = true
 	t.failQueued(ErrStopped)
-	ctx.Send(ctx.Parent(), &taskShutdownDone{taskID: t.id})
+	ctx.Send(t.env.tasks, &taskShutdownDone{taskID: t.id})
 }
 
 // capText bounds s to max bytes on a rune boundary, saying how much was

@@ -321,12 +321,13 @@ func (t *task) onSpawn(ctx actor.Context, m *spawnReq) {
 	if len(ok) == 0 {
 		return
 	}
+	now := t.env.now()
 	t.persistTree(ctx, parent, &treeExtra{also: also}, func(ctx actor.Context) {
 		// The manager starts each now, or queues it behind the running
 		// children; each call learns which.
 		for i, r := range ok {
 			r, id := r, ids[i]
-			ctx.Send(ctx.Parent(), &childStart{id: id, reply: func(queued bool) { r.reply <- spawnReply{id: id, queued: queued} }})
+			ctx.Send(t.env.tasks, &childStart{id: id, parent: t.id, created: now, reply: func(queued bool) { r.reply <- spawnReply{id: id, queued: queued} }})
 		}
 	}, func(err error) {
 		for _, r := range ok {
@@ -476,9 +477,11 @@ func (t *task) treeCommand(ctx actor.Context, c any, r chan reply) bool {
 		bodies := t.st.Start("spawned by task " + t.st.ParentID)
 		if bodies == nil && !t.st.Running() {
 			// Cancelled while it was queued: its place frees at once.
-			ctx.Send(ctx.Parent(), &childEnded{id: t.id})
+			ctx.Send(t.env.tasks, &childEnded{id: t.id})
 		}
 		t.persist(ctx, bodies, []chan reply{r}, nil)
+	case *cmdQueued:
+		t.persist(ctx, t.st.Queue(c.holding, c.limit), []chan reply{r}, nil)
 	case *cmdBudgetAsk:
 		t.onBudgetAsk(ctx, c)
 		replyTo(r, reply{meta: t.meta})
@@ -494,6 +497,8 @@ func (t *task) treeCommand(ctx actor.Context, c any, r chan reply) bool {
 				t.stopWork(ctx)
 			case taskstate.CascadePause:
 				t.stopCycle(ctx)
+			case taskstate.CascadeContinue:
+				t.askPlace(ctx)
 			}
 			t.cascade(ctx, c.c)
 		})
@@ -514,7 +519,7 @@ func (t *task) cascade(ctx actor.Context, c taskstate.Cascade) {
 // tell sends a tree command to another Task through the manager (which
 // activates a dormant one).
 func (t *task) tell(ctx actor.Context, id string, cmd any) {
-	ctx.Send(ctx.Parent(), &taskCommand{taskID: id, caller: Operator, cmd: cmd})
+	ctx.Send(t.env.tasks, &taskCommand{taskID: id, caller: Operator, cmd: cmd})
 }
 
 // stopWork stops the Task's model call and cancels its running tools.

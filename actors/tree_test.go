@@ -122,8 +122,10 @@ func TestTreeRunningChildrenQueue(t *testing.T) {
 	if len(kids) != 2 {
 		t.Fatalf("spawned %d children, want 2:\n%s", len(kids), dump(evs))
 	}
-	if lastStatus(h.history(kids[1])) != api.TaskStatus_TASK_STATUS_UNSPECIFIED { // created, never started
-		t.Fatalf("the second child runs while the first holds the only place:\n%s", dump(h.history(kids[1])))
+	// Created, never started, and its history says it is queued.
+	queued := h.waitFor(kids[1], "its queued record", func(evs []*api.Event) bool { return lastStatus(evs) != api.TaskStatus_TASK_STATUS_UNSPECIFIED })
+	if sc := queued[len(queued)-1].GetStatusChanged(); sc.GetStatus() != api.TaskStatus_TASK_STATUS_CREATED || !strings.HasPrefix(sc.GetDetail(), "queued: ") || !strings.Contains(sc.GetDetail(), "1 of 1 places") {
+		t.Fatalf("the second child runs while the first holds the only place, or does not say it is queued:\n%s", dump(queued))
 	}
 	var results []string
 	for _, ev := range evs {

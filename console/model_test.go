@@ -384,6 +384,8 @@ func TestBuildRowsTree(t *testing.T) {
 		{Id: "daemon/tasks/P0000001", Kind: "task"},
 		{Id: "daemon/tasks/C0000002", Kind: "task"},
 		{Id: "daemon/tasks/C0000002/cycle-1", Kind: "cycle"},
+		{Id: "daemon/tasks/P0000001/C0000006", Kind: "task"},
+		{Id: "daemon/tasks/P0000001/C0000006/tool-call-1-1", Kind: "tool"},
 	}}
 	tasks := map[string]*taskState{
 		"P0000001": {meta: &api.TaskMeta{TaskId: "P0000001"}},
@@ -391,10 +393,17 @@ func TestBuildRowsTree(t *testing.T) {
 		"C0000003": {meta: &api.TaskMeta{TaskId: "C0000003", ParentId: "P0000001"}},
 		"G0000004": {meta: &api.TaskMeta{TaskId: "G0000004", ParentId: "C0000003"}},
 		"R0000005": {meta: &api.TaskMeta{TaskId: "R0000005", ParentId: "gone"}},
+		"C0000006": {meta: &api.TaskMeta{TaskId: "C0000006", ParentId: "P0000001"}},
 	}
 	var got []string
-	for _, r := range buildRows(tree, tasks) {
+	rows := buildRows(tree, tasks)
+	for _, r := range rows {
 		got = append(got, r.prefix+r.label)
+	}
+	for _, r := range rows {
+		if r.key == "daemon/tasks/P0000001/C0000006/tool-call-1-1" && (r.taskID != "C0000006" || r.callID != "call-1-1") {
+			t.Fatalf("the nested tool row belongs to task %q, call %q; want C0000006, call-1-1", r.taskID, r.callID)
+		}
 	}
 	want := []string{
 		"daemon",
@@ -402,8 +411,10 @@ func TestBuildRowsTree(t *testing.T) {
 		"  ├ P0000001",
 		"  │ ├ C0000002",
 		"  │ │ └ cycle-1",
-		"  │ └ C0000003",
-		"  │   └ G0000004",
+		"  │ ├ C0000003",
+		"  │ │ └ G0000004",
+		"  │ └ C0000006",
+		"  │   └ tool-call-1-1",
 		"  └ R0000005",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {

@@ -240,6 +240,16 @@ func statusName(st api.TaskStatus) string {
 	return strings.ToLower(strings.TrimPrefix(st.String(), "TASK_STATUS_"))
 }
 
+// metaStatus is a Task's status as people read it: "queued" for a child
+// Task that waits for a place among the running children (created, never
+// started: see actors/taskstate.StatusWord).
+func metaStatus(mt *api.TaskMeta) string {
+	if mt.GetParentId() != "" && mt.GetStatus() == api.TaskStatus_TASK_STATUS_CREATED {
+		return "queued"
+	}
+	return statusName(mt.GetStatus())
+}
+
 // terminal reports whether a Task in status st has stopped for good.
 func terminal(st api.TaskStatus) bool {
 	switch st {

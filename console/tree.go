@@ -32,18 +32,23 @@ const (
 )
 
 // rowPath splits an actor path into the Task and call it belongs to:
-// daemon/tasks/<task>/tool-<call>/session-<name>.
+// daemon/tasks/<task>/tool-<call>/session-<name>, where a running child
+// Task's actor sits under its parent's: daemon/tasks/<root>/<child>/cycle-1
+// belongs to <child>.
 func rowPath(id string) (taskID, callID string) {
 	parts := strings.Split(id, "/")
 	if len(parts) <= tasksDepth || strings.Join(parts[:tasksDepth], "/") != tasksPath {
 		return "", ""
 	}
-	taskID = parts[tasksDepth]
-	if len(parts) > tasksDepth+1 {
-		callID, _ = strings.CutPrefix(parts[tasksDepth+1], "tool-")
-		if callID == parts[tasksDepth+1] {
-			callID = ""
+	for _, p := range parts[tasksDepth:] {
+		if strings.HasPrefix(p, "cycle-") || strings.HasPrefix(p, "session-") {
+			break
 		}
+		if c, ok := strings.CutPrefix(p, "tool-"); ok {
+			callID = c
+			break
+		}
+		taskID = p
 	}
 	return taskID, callID
 }
@@ -136,6 +141,18 @@ func buildRows(tree *api.ActorTree, tasks map[string]*taskState, before ...func(
 			p := taskNodes[tasks[n.taskID].parentID()]
 			p.children = append(p.children, n)
 		}
+	}
+	// Under a Task: its own actors (Cycles, tools), then its children,
+	// running (their actors are its actor's) or not, in spawn order.
+	for _, n := range taskNodes {
+		sort.SliceStable(n.children, func(i, j int) bool {
+			a, b := n.children[i], n.children[j]
+			ka, kb := a.kind == "task" && a.callID == "", b.kind == "task" && b.callID == ""
+			if ka != kb {
+				return !ka
+			}
+			return ka && a.taskID < b.taskID
+		})
 	}
 	var out []row
 	var walk func(n *node, lead string, last, root bool)

@@ -232,7 +232,7 @@ func (m *Model) treeLines(w, body int) []string {
 		} else {
 			st := "dormant"
 			if t := m.tasks[r.taskID]; t != nil && t.meta != nil {
-				st = statusName(t.meta.GetStatus())
+				st = metaStatus(t.meta)
 				if k := len(t.pending()); k > 0 {
 					st = fmt.Sprintf("%s ?%d", st, k)
 				}
@@ -379,7 +379,7 @@ func (m *Model) taskLines(w, body int) []string {
 }
 
 func (m *Model) statusText(mt *api.TaskMeta) string {
-	s := statusName(mt.GetStatus())
+	s := metaStatus(mt)
 	switch mt.GetStatus() {
 	case api.TaskStatus_TASK_STATUS_FAILED:
 		return m.st.err.Render(s)

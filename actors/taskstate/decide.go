@@ -162,6 +162,8 @@ func hintFor(st api.TaskStatus) string {
 		return "continue it first"
 	case api.TaskStatus_TASK_STATUS_FAILED:
 		return "continue it to retry"
+	case api.TaskStatus_TASK_STATUS_CREATED:
+		return "it is a queued child task: it starts when a place among the running child tasks is free (tasks.max_running_children); after a restart, continue its parent"
 	}
 	return ""
 }

@@ -385,7 +385,8 @@ const (
 // FromParent returns what a cascade from the parent records in this Task:
 // a pause pauses it when it runs (reason parent, so a continue of the
 // parent continues it); a continue continues it when the parent's pause or
-// an interruption paused it (never a pause of its own person); a cancel
+// an interruption paused it (never a pause of its own person; a child
+// never started is left to the admission of running children); a cancel
 // cancels it unless it already ended. nil: nothing to record. A cascade
 // always goes on to the Task's own children.
 func (s *State) FromParent(c Cascade) []proto.Message {
@@ -399,9 +400,8 @@ func (s *State) FromParent(c Cascade) []proto.Message {
 		sc.PauseReason, sc.Detail = api.PauseReason_PAUSE_REASON_PARENT, "paused with its parent"
 		return out
 	case CascadeContinue:
-		if s.Status == api.TaskStatus_TASK_STATUS_CREATED {
-			return s.Start("started with its parent")
-		}
+		// A child never started waits for a place (Admission): the
+		// shell asks for one rather than starting it here.
 		if s.Status != api.TaskStatus_TASK_STATUS_PAUSED {
 			return nil
 		}

@@ -327,7 +327,7 @@ func TestFromParent(t *testing.T) {
 		{"continue an interrupted child", paused(api.PauseReason_PAUSE_REASON_INTERRUPTED), CascadeContinue, api.TaskStatus_TASK_STATUS_RUNNING, 0},
 		{"a child a person paused stays paused", paused(api.PauseReason_PAUSE_REASON_USER), CascadeContinue, 0, 0},
 		{"continue a running child", running, CascadeContinue, 0, 0},
-		{"continue a child never started", created, CascadeContinue, api.TaskStatus_TASK_STATUS_RUNNING, 0},
+		{"a child never started waits for a place", created, CascadeContinue, 0, 0},
 		{"pause a child never started", created, CascadePause, 0, 0},
 		{"cancel a running child", running, CascadeCancel, api.TaskStatus_TASK_STATUS_CANCELLED, 0},
 		{"cancel a paused child", paused(api.PauseReason_PAUSE_REASON_USER), CascadeCancel, api.TaskStatus_TASK_STATUS_CANCELLED, 0},

@@ -75,7 +75,7 @@ func listTasks(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if *tree {
 			tok += belowTokens(m.GetTaskId(), all, now)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", id, statusWord(m.GetStatus()), m.GetModel(), m.GetCycles(), tok, cost, working,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", id, taskstate.StatusWord(m), m.GetModel(), m.GetCycles(), tok, cost, working,
 			m.GetUpdated().AsTime().Local().Format(time.DateTime), m.GetOwner(), clip(m.GetTitle(), 50))
 	}
 	return tw.Flush()
