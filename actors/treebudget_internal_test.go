@@ -54,3 +54,46 @@ func TestTreeAnswerCountsGrantsPendingAtTheRead(t *testing.T) {
 		})
 	}
 }
+
+// A root's book outlives its actor's incarnations: the next incarnation
+// takes up the grants pending and the asks queued, and asks again the one
+// the crashed incarnation was reading (whose read it then ignores); the
+// daemon forgets a book only once it holds nothing.
+func TestRootBookOutlivesIncarnations(t *testing.T) {
+	e := &env{}
+	r := &api.BudgetReservation{InputTokens: 9000, OutputTokens: 1000}
+	first := &task{env: e, id: "R", incarnation: 1}
+	first.adoptBook() // a fresh root: no book yet
+	if first.tb.book != nil {
+		t.Fatal("a root without asks has a book")
+	}
+	first.tb.book = e.books.get("R", true)
+	b := first.tb.book
+	b.grants.Give("X", 1, taskstate.Need(r))
+	reading, queued := &cmdBudgetAsk{from: "Y", cycle: 1, r: r}, &cmdBudgetAsk{from: "Z", cycle: 1, r: r}
+	b.reading, b.readInc, b.asks = reading, 1, []*cmdBudgetAsk{queued}
+	first.dropBook() // the crashed incarnation stops: the book stays
+
+	next := &task{env: e, id: "R", incarnation: 2}
+	next.adoptBook()
+	nb := next.tb.book
+	if nb == nil || nb.grants.Len() != 1 || nb.reading != nil || len(nb.asks) != 2 || nb.asks[0] != reading || nb.asks[1] != queued {
+		t.Fatalf("next incarnation's book = %+v; want X's grant and the asks of Y (read again) and Z", nb)
+	}
+	if !next.tb.serving() {
+		t.Fatal("a root with asks queued is not serving (it could be passivated)")
+	}
+	// X's grant still counts for Y.
+	sum := &api.BudgetSummary{Limits: &api.BudgetAmounts{Tokens: 15_000}}
+	ans := treeAnswer("R", sum, 0, &budgetRead{ask: reading, pending: nb.grants.Snapshot()}, &nb.grants, time.Now())
+	if ans.ex == nil {
+		t.Fatal("Y granted beside X's grant from the crashed incarnation")
+	}
+	// Emptied, the book is forgotten when the actor stops.
+	nb.asks = nil
+	nb.grants.Done("X", 1)
+	next.dropBook()
+	if e.books.get("R", false) != nil {
+		t.Fatal("an empty book is kept")
+	}
+}

@@ -17,10 +17,13 @@ import (
 )
 
 // The tree's root actor crashes (an injected panic) right after it
-// granted a Cycle to one child and before that child recorded it: the
-// restarted root still counts the grant, so the other child, whose Cycle
-// the budget covers only without it, is refused and pauses for the
-// budget; its model request is never made.
+// granted a Cycle to one child and before that child recorded it. The
+// root's restart stops its children's actors too, so the grant may never
+// be recorded; the restarted root keeps it (and the asks it had queued)
+// until the child asks again. Continued, the tree never runs more than
+// the one Cycle its budget covers: the other child is refused and pauses
+// for the budget, its model request never made. (That the book outlives
+// the root's incarnations is TestRootBookOutlivesIncarnations.)
 func TestTreeGrantSurvivesRootCrash(t *testing.T) {
 	plan := treePlan(func(last string, tool bool) fake.Turn {
 		switch {
@@ -89,6 +92,14 @@ func TestTreeGrantSurvivesRootCrash(t *testing.T) {
 	if x != kids[0] && x != kids[1] {
 		t.Fatalf("the first grant went to %q, not to a child (%v)", x, kids)
 	}
+	// The root's restart stops its children's actors with it (each is
+	// recovered paused, or waits for a place if it had not started): a
+	// continue of the root carries on to them, and they ask again.
+	if h.waitFor(root, "the root's recovery", func(evs []*api.Event) bool { return lastStatus(evs) == api.TaskStatus_TASK_STATUS_PAUSED }) != nil {
+		if _, err := h.d.Continue(ctx, actors.Operator, root, ""); err != nil {
+			t.Fatalf("continue the root: %v", err)
+		}
+	}
 	evs := h.waitFor(y, "a pause for the tree's budget", func(evs []*api.Event) bool {
 		return lastPause(evs).GetPauseReason() == api.PauseReason_PAUSE_REASON_BUDGET
 	})
@@ -98,6 +109,8 @@ func TestTreeGrantSurvivesRootCrash(t *testing.T) {
 	if has(evs, func(e *api.Event) bool { return e.GetCycleStarted() != nil }) {
 		t.Fatalf("the refused child started a Cycle:\n%s", dump(evs))
 	}
+	// The granted child records its Cycle (or, stopped with the root,
+	// asks again when continued) and finishes.
 	releaseOnce.Do(func() { close(release) })
 	h.waitStatus(x, api.TaskStatus_TASK_STATUS_FINISHED)
 	kidRequests := 0
