@@ -35,6 +35,22 @@ func TestFoldMeta(t *testing.T) {
 	if !proto.Equal(m, want) {
 		t.Fatalf("FoldMeta = %v\nwant %v", m, want)
 	}
+	// FoldMetaEvents folds the same, from nothing or from part of the
+	// way, and leaves its input alone.
+	if got := FoldMetaEvents(nil, evs); !proto.Equal(got, want) {
+		t.Fatalf("FoldMetaEvents(nil, all) = %v\nwant %v", got, want)
+	}
+	mid := FoldMetaEvents(nil, evs[:3])
+	before := proto.Clone(mid)
+	if got := FoldMetaEvents(mid, evs[3:]); !proto.Equal(got, want) {
+		t.Fatalf("FoldMetaEvents(first 3, rest) = %v\nwant %v", got, want)
+	}
+	if !proto.Equal(mid, before) {
+		t.Fatal("FoldMetaEvents modified its input")
+	}
+	if got := FoldMetaEvents(mid, nil); got != mid {
+		t.Fatal("FoldMetaEvents with no events did not return its input")
+	}
 }
 
 func TestKindAndNewEvent(t *testing.T) {

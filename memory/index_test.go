@@ -1,16 +1,19 @@
 package memory
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"lemo/api"
 	"lemo/persistence"
@@ -378,4 +381,152 @@ func TestLargePostingListsUseChunks(t *testing.T) {
 		t.Fatal("a term in 3,000 documents was stored inline, want overflow chunks")
 	}
 	checkAgainstRef(t, e, texts, "common word5", 50)
+}
+
+// TestDocRowsDecodedOnce checks the decoded document table (row's memo)
+// against the plain decoding: every row of a block of several, with its
+// ref parsed as persistence.ParseRef parses it, and corrupt blocks refused.
+func TestDocRowsDecodedOnce(t *testing.T) {
+	var rows []docRow
+	for i := range docBlockDocs {
+		ref := persistence.EventRef(fmt.Sprintf("T%d", i%7), uint64(i)*1000003)
+		if i%5 == 0 {
+			ref = persistence.FactRef(fmt.Sprintf("T%d", i), fmt.Sprintf("F%d", i))
+		}
+		rows = append(rows, docRow{ref: string(ref), source: strings.Repeat("s", i%3), hash: uint64(i) * 7919, textBytes: uint32(i), untrusted: i%2 == 0})
+	}
+	blk := binaryUvarint(uint64(len(rows)))
+	for i := range rows {
+		blk = appendDocRow(blk, &rows[i])
+	}
+	want, err := decodeDocRows(blk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeParsedRows(blk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("decodeParsedRows: %d rows, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].docRow != want[i] {
+			t.Fatalf("row %d = %+v, want %+v", i, got[i].docRow, want[i])
+		}
+		task, seq, fact, ok := persistence.ParseRef([]byte(want[i].ref))
+		if !ok || got[i].task != task || got[i].seq != seq || got[i].fact != fact {
+			t.Fatalf("row %d ref parsed as %q %d %q, want %q %d %q", i, got[i].task, got[i].seq, got[i].fact, task, seq, fact)
+		}
+	}
+	for _, bad := range [][]byte{blk[:len(blk)-1], binaryUvarint(docBlockDocs + 1)} {
+		if _, err := decodeParsedRows(bad); err == nil {
+			t.Errorf("decodeParsedRows(%d bytes) accepted a corrupt block", len(bad))
+		}
+	}
+	for _, bad := range []string{"", "T1", "/e12345678", "T1/x", "T1/e123", "T1/f"} {
+		if _, _, _, ok := parseRef(bad); ok {
+			t.Errorf("parseRef(%q) ok", bad)
+		}
+	}
+}
+
+func binaryUvarint(v uint64) []byte {
+	var b [10]byte
+	n := binary.PutUvarint(b[:], v)
+	return b[:n]
+}
+
+// TestSortHits checks that sorting only the runs that tie gives the order
+// a full sort by score, time and ref gives, whether or not the hits come
+// in score and time order.
+func TestSortHits(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	t0 := time.UnixMilli(1_700_000_000_000)
+	for round := range 200 {
+		n := rng.Intn(60)
+		hits := make([]Hit, n)
+		refs := make([]string, n)
+		for i := range hits {
+			hits[i] = Hit{Score: float64(rng.Intn(4)), Time: t0.Add(time.Duration(rng.Intn(3)) * time.Millisecond), Seq: uint64(i)}
+			refs[i] = fmt.Sprintf("T%d", rng.Intn(1000))
+		}
+		if round%2 == 0 { // as searchWith gives them: by score and time
+			sort.Stable(byScoreTime{hits, refs})
+		}
+		wantHits, wantRefs := slices.Clone(hits), slices.Clone(refs)
+		sort.Stable(hitOrder{wantHits, wantRefs})
+		sortHits(hits, refs)
+		for i := range hits {
+			if hits[i].Seq != wantHits[i].Seq || refs[i] != wantRefs[i] {
+				t.Fatalf("round %d: hit %d is seq %d (%s), want seq %d (%s)", round, i, hits[i].Seq, refs[i], wantHits[i].Seq, wantRefs[i])
+			}
+		}
+	}
+}
+
+// byScoreTime orders hits by score and time only, best and newest first.
+type byScoreTime hitOrder
+
+func (o byScoreTime) Len() int { return len(o.hits) }
+func (o byScoreTime) Less(i, j int) bool {
+	a, b := &o.hits[i], &o.hits[j]
+	if a.Score != b.Score {
+		return a.Score > b.Score
+	}
+	return a.Time.After(b.Time)
+}
+func (o byScoreTime) Swap(i, j int) { hitOrder(o).Swap(i, j) }
+
+func TestMayBeIn(t *testing.T) {
+	submitted := map[string]uint64{"T1": 5}
+	through := func(task string) (uint64, bool) { s, ok := submitted[task]; return s, ok }
+	for _, c := range []struct {
+		ref  string
+		want bool
+	}{
+		{string(persistence.EventRef("T1", 5)), true},   // handed to a commit
+		{string(persistence.EventRef("T1", 6)), false},  // not yet: not in any snapshot opened before
+		{string(persistence.EventRef("T2", 99)), true},  // a Task the store does not know
+		{string(persistence.FactRef("T1", "F1")), true}, // facts have no seq
+		{"not a ref", true},
+	} {
+		if got := mayBeIn(c.ref, through); got != c.want {
+			t.Errorf("mayBeIn(%q) = %v, want %v", c.ref, got, c.want)
+		}
+	}
+}
+
+// TestConversationTexts: a candidate is in the conversation when a record
+// of it has the same trimmed text, failures included (their texts are
+// formatted only when a candidate is first compared).
+func TestConversationTexts(t *testing.T) {
+	task := "T1"
+	at := timestamppb.New(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
+	history := []*api.Event{
+		api.NewEvent(task, 1, at, user("deploy the key")),
+		api.NewEvent(task, 2, at, assistant("  done: the key is deployed ")),
+		api.NewEvent(task, 3, at, result("c1", `{"ok":true}`)),
+		api.NewEvent(task, 4, at, &api.ToolFailed{CallId: "c2", Kind: api.ToolFailureKind_TOOL_FAILURE_KIND_UNKNOWN_TOOL, Message: "tool x is not loaded"}),
+	}
+	_, failText, _, _, _, ok := recordText(history[3], nil)
+	if !ok {
+		t.Fatal("recordText(ToolFailed): not a record")
+	}
+	c := conversationTexts(history)
+	for _, tc := range []struct {
+		text string
+		want bool
+	}{
+		{"deploy the key", true},
+		{"done: the key is deployed", true},
+		{`{"ok":true}`, true},
+		{" " + failText + "\n", true},
+		{failText + "!", false},
+		{"deploy the keys", false},
+	} {
+		if got := c.has(tc.text); got != tc.want {
+			t.Errorf("has(%q) = %v, want %v", tc.text, got, tc.want)
+		}
+	}
 }

@@ -58,9 +58,13 @@ func (m *Memory) maintain(ctx context.Context, force bool) error {
 		if err := m.buildPending(ctx, owner, force); err != nil {
 			return fmt.Errorf("owner %s: build: %w", owner, err)
 		}
+		if m.merged[owner] {
+			continue // no segment built since the last look
+		}
 		if err := m.mergeTiers(ctx, owner); err != nil {
 			return fmt.Errorf("owner %s: merge: %w", owner, err)
 		}
+		m.merged[owner] = true
 	}
 	m.pruneCaches()
 	return nil
@@ -168,6 +172,7 @@ func (m *Memory) build(owner string, docs []*pdoc) error {
 	m.mu.Lock()
 	m.segOwners[owner] = true
 	m.mu.Unlock()
+	delete(m.merged, owner) // its tiers may need a merge now
 	return nil
 }
 

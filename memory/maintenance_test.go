@@ -303,3 +303,26 @@ func TestPendingTrackerCountsEachDocumentOnce(t *testing.T) {
 	}
 	t.Logf("%d concurrent queries, %d segments written", queries, e.mem.nextSeg)
 }
+
+// TestMergeLooksAgainAfterABuild: maintenance skips the merge check of an
+// owner whose segments needed none and have not changed since, and checks
+// again once a build added a segment.
+func TestMergeLooksAgainAfterABuild(t *testing.T) {
+	e := newEnv(t, Options{SegmentDocs: 4, MergeFactor: 2})
+	t0 := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	task := e.task("o", t0)
+	e.add("o", task, t0, user("alpha one"), assistant("bravo one"))
+	e.flush()
+	e.flush() // nothing new: the merge check is skipped
+	if segs, pending := e.counts("o"); segs != 1 || pending != 0 {
+		t.Fatalf("after the first build: %d segments, %d pending; want 1, 0", segs, pending)
+	}
+	e.add("o", task, t0.Add(time.Minute), user("alpha two"), assistant("bravo two"))
+	e.flush() // a second segment: two of a tier are merged
+	if segs, pending := e.counts("o"); segs != 1 || pending != 0 {
+		t.Fatalf("after the second build: %d segments, %d pending; want 1 (merged), 0", segs, pending)
+	}
+	if hits := e.search(Query{Owner: "o", Text: "alpha bravo", Limit: 10}); len(hits) != 4 {
+		t.Fatalf("search after the merge: %d hits, want 4", len(hits))
+	}
+}

@@ -30,6 +30,10 @@ var (
 // textCacheBytes bounds the cache of decoded record texts.
 const textCacheBytes = 8 << 20
 
+// rowCacheBytes bounds the decoded document table blocks kept (about
+// 15 KB a block of 128 rows).
+const rowCacheBytes = 8 << 20
+
 // formatValue is the memory format this code reads and writes (see
 // olderFormats for those it re-indexes).
 const formatValue = "lemo-memory-2"
@@ -111,7 +115,9 @@ type Memory struct {
 	cache *blockCache
 	// texts caches the decoded text of recently recalled records (events
 	// and facts are immutable); recalls reuses a Task's unchanged recall.
-	texts   *blockCache
+	texts *blockCache
+	// rows caches decoded document table blocks (see segment.row).
+	rows    *lru[[]parsedRow]
 	recalls *recallCache
 	// recallsComputed counts recalls that searched (not reused).
 	recallsComputed atomic.Int64
@@ -129,6 +135,12 @@ type Memory struct {
 	buildMu sync.Mutex
 	nextSeg uint64
 	seen    map[string]time.Time // owner -> when pending documents were first seen
+	// merged holds the owners whose live segments were found to need no
+	// merge and have had no segment built since (buildMu): maintenance
+	// looks at their segments again only after a build. Merges are
+	// decided by the segments' sizes alone, and only builds and merges
+	// (both under buildMu) change the segments.
+	merged map[string]bool
 
 	kick chan struct{}
 	// loaded is closed when load has run; loadErr is its error, which
@@ -161,11 +173,13 @@ func Open(ctx context.Context, store *persistence.Store, opt Options) (*Memory, 
 		log:       opt.Log,
 		cache:     newBlockCache(opt.CacheBytes),
 		texts:     newBlockCache(textCacheBytes),
+		rows:      newLRU(rowCacheBytes, rowsCost),
 		recalls:   newRecallCache(),
 		track:     newTracker(),
 		segs:      make(map[string]*segment),
 		segOwners: make(map[string]bool),
 		seen:      make(map[string]time.Time),
+		merged:    make(map[string]bool),
 		kick:      make(chan struct{}, 1),
 		loaded:    make(chan struct{}),
 		stop:      make(chan struct{}),

@@ -366,6 +366,25 @@ func (m *Memory) pendingSet(v *persistence.Snapshot, owner string) (*pendingSet,
 	return set, nil
 }
 
+// mayBeIn reports whether the pending document of ref may be in a
+// snapshot opened before this call: false when ref is an event whose
+// commit the store had not started then (see Store.SubmittedThrough), so
+// looking it up would find nothing. At T = 50 most unconfirmed keys at a
+// recall belong to appends still waiting for their commit, and each
+// missed lookup searched every level of the store.
+func (m *Memory) mayBeIn(ref string) bool {
+	return mayBeIn(ref, m.store.SubmittedThrough)
+}
+
+func mayBeIn(ref string, submitted func(task string) (uint64, bool)) bool {
+	task, seq, fact, ok := parseRef(ref)
+	if !ok || fact != "" {
+		return true
+	}
+	through, known := submitted(task)
+	return !known || seq <= through
+}
+
 // confirmWaiting looks up owner's unconfirmed keys in v: a committed one
 // is confirmed, one still absent after pendingGrace is dropped (its
 // append failed), as pendingDocs does.
@@ -374,7 +393,11 @@ func (m *Memory) confirmWaiting(v *persistence.Snapshot, owner string) error {
 	now := m.opt.Now()
 	var gone []string
 	for _, e := range m.track.waitingKeys(owner) {
-		b, err := v.GetCopy([]byte(e.key))
+		var b []byte
+		err := persistence.ErrNotFound
+		if m.mayBeIn(e.key[prefix:]) {
+			b, err = v.GetCopy([]byte(e.key))
+		}
 		if errors.Is(err, persistence.ErrNotFound) {
 			if now.Sub(e.added) > pendingGrace {
 				gone = append(gone, e.key)
@@ -409,7 +432,11 @@ func (m *Memory) pendingDocs(v *persistence.Snapshot, owner string, limit int) (
 		case e.doc != nil:
 			out = append(out, e.doc)
 		default:
-			b, err := v.GetCopy([]byte(e.key))
+			var b []byte
+			err := persistence.ErrNotFound
+			if m.mayBeIn(e.key[prefix:]) {
+				b, err = v.GetCopy([]byte(e.key))
+			}
 			if errors.Is(err, persistence.ErrNotFound) {
 				if now.Sub(e.added) > pendingGrace {
 					gone = append(gone, e.key)

@@ -215,7 +215,7 @@ type recaller struct {
 	v      *persistence.Snapshot
 	ctx    context.Context
 	owner  string
-	conv   convTexts
+	conv   *convTexts
 	all    []*candidate
 	byHash map[uint64]*candidate
 }
@@ -474,14 +474,22 @@ func excerptEvidence(h *Hit, text string, keep int) string {
 
 // convTexts indexes the indexable records of a Task's conversation by the
 // length of their trimmed text, so a candidate is compared only with
-// records of its own length (and no text is copied to build it).
+// records of its own length (and no text is copied to build it). Failure
+// records' texts are formatted, not stored, so they are made and indexed
+// only when a candidate is first compared: most Cycles' recalls compare
+// none, and a conversation of failed calls formatted every one of them at
+// every Cycle.
 type convTexts struct {
 	history []*api.Event
 	byLen   map[int][]int
+	// failures are the failure records not yet indexed; texts holds the
+	// trimmed texts of those indexed.
+	failures []int
+	texts    map[int]string
 }
 
-func conversationTexts(history []*api.Event) convTexts {
-	c := convTexts{history: history, byLen: make(map[int][]int)}
+func conversationTexts(history []*api.Event) *convTexts {
+	c := &convTexts{history: history, byLen: make(map[int][]int)}
 	for i, ev := range history {
 		n := -1
 		switch b := ev.Body.(type) {
@@ -492,10 +500,7 @@ func conversationTexts(history []*api.Event) convTexts {
 		case *api.Event_ToolResult:
 			n = len(bytes.TrimSpace(b.ToolResult.GetRetainedOutput()))
 		case *api.Event_ToolFailed, *api.Event_Failure:
-			_, text, _, _, _, ok := recordText(ev, nil)
-			if ok {
-				n = len(strings.TrimSpace(text))
-			}
+			c.failures = append(c.failures, i)
 		}
 		if n > 0 {
 			c.byLen[n] = append(c.byLen[n], i)
@@ -504,9 +509,33 @@ func conversationTexts(history []*api.Event) convTexts {
 	return c
 }
 
-func (c convTexts) has(text string) bool {
+// indexFailures formats the failure records' texts and indexes them.
+func (c *convTexts) indexFailures() {
+	if len(c.failures) == 0 {
+		return
+	}
+	c.texts = make(map[int]string, len(c.failures))
+	for _, i := range c.failures {
+		if _, text, _, _, _, ok := recordText(c.history[i], nil); ok {
+			if t := strings.TrimSpace(text); t != "" {
+				c.texts[i] = t
+				c.byLen[len(t)] = append(c.byLen[len(t)], i)
+			}
+		}
+	}
+	c.failures = nil
+}
+
+func (c *convTexts) has(text string) bool {
+	c.indexFailures()
 	t := strings.TrimSpace(text)
 	for _, i := range c.byLen[len(t)] {
+		if s, ok := c.texts[i]; ok {
+			if s == t {
+				return true
+			}
+			continue
+		}
 		if _, s, _, _, _, ok := recordText(c.history[i], nil); ok && strings.TrimSpace(s) == t {
 			return true
 		}

@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"container/heap"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -12,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unsafe"
 
 	"lemo/excerpt"
 	"lemo/persistence"
@@ -216,36 +216,56 @@ type scored struct {
 	p       *pdoc
 }
 
+// topK keeps the k best candidates offered, in a min-heap (the worst
+// first). It is a heap of its own rather than container/heap's, whose
+// interface boxes every candidate pushed.
 type topK struct {
 	k     int
 	items []scored
 }
 
-func (h *topK) Len() int { return len(h.items) }
-func (h *topK) Less(i, j int) bool {
-	a, b := h.items[i], h.items[j]
+// less orders candidates worst first: by score, then by time.
+func (h *topK) less(i, j int) bool {
+	a, b := &h.items[i], &h.items[j]
 	if a.score != b.score {
 		return a.score < b.score
 	}
 	return a.time < b.time
 }
-func (h *topK) Swap(i, j int) { h.items[i], h.items[j] = h.items[j], h.items[i] }
-func (h *topK) Push(x any)    { h.items = append(h.items, x.(scored)) }
-func (h *topK) Pop() any {
-	x := h.items[len(h.items)-1]
-	h.items = h.items[:len(h.items)-1]
-	return x
-}
 
 func (h *topK) offer(s scored) {
 	if len(h.items) < h.k {
-		heap.Push(h, s)
+		if h.items == nil {
+			h.items = make([]scored, 0, h.k)
+		}
+		h.items = append(h.items, s)
+		for j := len(h.items) - 1; j > 0; { // up
+			i := (j - 1) / 2
+			if !h.less(j, i) {
+				break
+			}
+			h.items[i], h.items[j] = h.items[j], h.items[i]
+			j = i
+		}
 		return
 	}
 	top := h.items[0]
 	if s.score > top.score || (s.score == top.score && s.time > top.time) {
 		h.items[0] = s
-		heap.Fix(h, 0)
+		for i, n := 0, len(h.items); ; { // down
+			j := 2*i + 1
+			if j >= n {
+				break
+			}
+			if j+1 < n && h.less(j+1, j) {
+				j++
+			}
+			if !h.less(j, i) {
+				break
+			}
+			h.items[i], h.items[j] = h.items[j], h.items[i]
+			i = j
+		}
 	}
 }
 
@@ -254,7 +274,16 @@ type accumulator struct {
 	score   []float64
 	matched []uint32
 	touched []uint32
+	// frac[tf<<8|norm] is a term's w·tf / (tf + K(norm)) for the common
+	// small tf, 0 until a posting needs it; fracSet lists the entries
+	// set, cleared after each term. It lives here, not on the stack: a
+	// 16 KiB frame made every search grow its goroutine's stack.
+	frac    [fracTFs << 8]float64
+	fracSet []uint16
 }
+
+// fracTFs: term frequencies below it use accumulator.frac.
+const fracTFs = 8
 
 var accPool = sync.Pool{New: func() any { return new(accumulator) }}
 
@@ -495,14 +524,12 @@ func (m *Memory) scoreSegment(src blockSource, s *segment, si int, qts []qterm, 
 		if !qt.has[si] {
 			continue
 		}
-		// frac[tf][norm] = tf / (tf + K(norm)) for the common small tf.
+		// Each frac entry is computed the first time a posting needs it
+		// (a posting's value is the same either way): filling the whole
+		// table for every term and segment cost more than the postings
+		// of a recall's query.
 		w := qt.idf * (bm25K1 + 1)
-		var frac [8][256]float64
-		for tf := 1; tf < len(frac); tf++ {
-			for n := range frac[tf] {
-				frac[tf][n] = w * float64(tf) / (float64(tf) + kNorm[n])
-			}
-		}
+		frac := &ap.frac
 		// The loop below is the search's hot path: postings are decoded
 		// inline (one-byte varints first) rather than through a callback.
 		err := s.chunks(src, qt.entries[si], func(b []byte) {
@@ -555,8 +582,17 @@ func (m *Memory) scoreSegment(src blockSource, s *segment, si int, qts []qterm, 
 				if acc[doc] == 0 {
 					touched = append(touched, doc)
 				}
-				if tf < uint32(len(frac)) {
-					acc[doc] += frac[tf][cols.norms[doc]]
+				if tf < fracTFs {
+					n := cols.norms[doc]
+					k := uint16(tf)<<8 | uint16(n)
+					v := frac[k]
+					if v == 0 {
+						ft := float64(tf)
+						v = w * ft / (ft + kNorm[n])
+						frac[k] = v
+						ap.fracSet = append(ap.fracSet, k)
+					}
+					acc[doc] += v
 				} else {
 					ft := float64(tf)
 					acc[doc] += w * ft / (ft + kNorm[cols.norms[doc]])
@@ -564,6 +600,10 @@ func (m *Memory) scoreSegment(src blockSource, s *segment, si int, qts []qterm, 
 				matched[doc] |= bit
 			}
 		})
+		for _, k := range ap.fracSet {
+			frac[k] = 0
+		}
+		ap.fracSet = ap.fracSet[:0]
 		if err != nil {
 			return err
 		}
@@ -605,7 +645,7 @@ func scorePendLayer(l *pendLayer, qts []qterm, f *filter, kNorm *[256]float64, t
 				continue
 			}
 			if f.task != "" || f.excludeTask != "" {
-				task, _, _, _ := persistence.ParseRef([]byte(p.ref))
+				task, _, _, _ := parseRef(p.ref)
 				if (f.task != "" && task != f.task) || (f.excludeTask != "" && task == f.excludeTask) {
 					continue
 				}
@@ -629,26 +669,104 @@ func containsDoc(sorted []uint32, doc uint32) bool {
 	return i < len(sorted) && sorted[i] == doc
 }
 
+// hitOrder sorts hits by score, time and ref (best, newest, greatest
+// first), keeping their refs beside them.
+type hitOrder struct {
+	hits []Hit
+	refs []string
+}
+
+func (o hitOrder) Len() int { return len(o.hits) }
+func (o hitOrder) Less(i, j int) bool {
+	a, b := &o.hits[i], &o.hits[j]
+	if a.Score != b.Score {
+		return a.Score > b.Score
+	}
+	if !a.Time.Equal(b.Time) {
+		return a.Time.After(b.Time)
+	}
+	return o.refs[i] > o.refs[j]
+}
+func (o hitOrder) Swap(i, j int) {
+	o.hits[i], o.hits[j] = o.hits[j], o.hits[i]
+	o.refs[i], o.refs[j] = o.refs[j], o.refs[i]
+}
+
+// sortHits sorts hits by score, time and ref. The candidates come ordered
+// by score and time already (searchWith), so only runs that tie on both
+// are sorted, by ref. A run is sorted as indexes, then each hit moved
+// once: moving whole hits in the sort's swaps is what cost (records
+// written in the same millisecond tie on time, and equal texts on score).
+func sortHits(hits []Hit, refs []string) {
+	o := hitOrder{hits, refs}
+	for i := 1; i < len(hits); i++ {
+		if o.Less(i, i-1) && (hits[i].Score != hits[i-1].Score || !hits[i].Time.Equal(hits[i-1].Time)) {
+			permuteHits(o, 0, len(hits)) // not in score and time order: sort them all
+			return
+		}
+	}
+	for i := 0; i < len(hits); {
+		j := i + 1
+		for j < len(hits) && hits[j].Score == hits[i].Score && hits[j].Time.Equal(hits[i].Time) {
+			j++
+		}
+		if j-i > 1 {
+			permuteHits(o, i, j)
+		}
+		i = j
+	}
+}
+
+// permuteHits sorts o's hits from..to (stably, by hitOrder) through a
+// permutation of their indexes.
+func permuteHits(o hitOrder, from, to int) {
+	idx := make([]int, to-from)
+	for i := range idx {
+		idx[i] = from + i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return o.Less(idx[a], idx[b]) })
+	// Position from+i takes the hit at idx[i]: follow each cycle.
+	for i := range idx {
+		if idx[i] == from+i {
+			continue
+		}
+		h, r := o.hits[from+i], o.refs[from+i]
+		j := i
+		for {
+			k := idx[j] - from
+			idx[j] = from + j
+			if k == i {
+				o.hits[from+j], o.refs[from+j] = h, r
+				break
+			}
+			o.hits[from+j], o.refs[from+j] = o.hits[from+k], o.refs[from+k]
+			j = k
+		}
+	}
+}
+
 // hits resolves candidates into hits, ordered by score, time and ref.
 func (m *Memory) hits(v *persistence.Snapshot, owner string, res *searchResult) ([]Hit, error) {
-	src := blockSource{v: v, cache: m.cache}
+	src := blockSource{v: v, cache: m.cache, rows: m.rows}
 	out := make([]Hit, 0, len(res.cands))
 	refs := make([]string, 0, len(res.cands))
 	for _, c := range res.cands {
 		var info docRow
+		var task, fact string
+		var seq uint64
 		kind := c.kind
 		if c.p != nil {
 			info = docRow{ref: c.p.ref, source: c.p.source, hash: c.p.hash, textBytes: c.p.textBytes, untrusted: c.p.untrusted}
+			var ok bool
+			if task, seq, fact, ok = parseRef(info.ref); !ok {
+				return nil, fmt.Errorf("%w: ref %q", errCorrupt, info.ref)
+			}
 		} else {
 			r, err := c.seg.row(src, c.doc)
 			if err != nil {
 				return nil, err
 			}
-			info = r
-		}
-		task, seq, fact, ok := persistence.ParseRef([]byte(info.ref))
-		if !ok {
-			return nil, fmt.Errorf("%w: ref %q", errCorrupt, info.ref)
+			info, task, seq, fact = r.docRow, r.task, r.seq, r.fact
 		}
 		h := Hit{TaskID: task, Seq: seq, FactID: fact, Kind: kind, Time: time.UnixMilli(c.time).UTC(), Source: info.source,
 			Score: c.score, Matched: bits.OnesCount32(c.matched), QueryTerms: res.terms, TextBytes: int(info.textBytes), Untrusted: info.untrusted, hash: info.hash}
@@ -658,24 +776,8 @@ func (m *Memory) hits(v *persistence.Snapshot, owner string, res *searchResult) 
 		out = append(out, h)
 		refs = append(refs, info.ref)
 	}
-	idx := make([]int, len(out))
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.SliceStable(idx, func(i, j int) bool {
-		a, b := out[idx[i]], out[idx[j]]
-		if a.Score != b.Score {
-			return a.Score > b.Score
-		}
-		if !a.Time.Equal(b.Time) {
-			return a.Time.After(b.Time)
-		}
-		return refs[idx[i]] > refs[idx[j]]
-	})
-	sorted := make([]Hit, len(out))
-	for i, j := range idx {
-		sorted[i] = out[j]
-	}
+	sortHits(out, refs)
+	sorted := out
 	for i := range sorted {
 		if sorted[i].FactID != "" {
 			by, err := supersededBy(v, owner, sorted[i].FactID)
@@ -769,13 +871,22 @@ func (m *Memory) validQuery(q *Query) error {
 // recordText reads the whole text of a hit's record, through the cache of
 // decoded texts (records are immutable).
 func (m *Memory) recordText(v *persistence.Snapshot, owner string, h *Hit) (string, error) {
-	key := owner + "\x00" + h.TaskID + "\x00" + h.FactID + "\x00" + strconv.FormatUint(h.Seq, 10)
-	if b, ok := m.texts.get(key); ok {
-		return string(b), nil
+	var buf [128]byte
+	key := append(buf[:0], owner...)
+	key = append(key, 0)
+	key = append(key, h.TaskID...)
+	key = append(key, 0)
+	key = append(key, h.FactID...)
+	key = append(key, 0)
+	key = strconv.AppendUint(key, h.Seq, 10)
+	if b, ok := m.texts.getBytes(key); ok {
+		// The cache never changes a value it holds, so the text may
+		// share its bytes.
+		return unsafe.String(unsafe.SliceData(b), len(b)), nil
 	}
 	text, err := m.readRecordText(v, owner, h)
 	if err == nil {
-		m.texts.put(key, []byte(text))
+		m.texts.put(string(key), []byte(text))
 	}
 	return text, err
 }

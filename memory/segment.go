@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
+	"unsafe"
 
 	"lemo/persistence"
 )
@@ -140,10 +142,12 @@ type entry struct {
 	lo, hi uint32
 }
 
-// blockSource fetches segment blocks, through the cache.
+// blockSource fetches segment blocks, through the cache, and decoded
+// document blocks through rows (nil: decoded each time).
 type blockSource struct {
 	v     *persistence.Snapshot
 	cache *blockCache
+	rows  *lru[[]parsedRow]
 }
 
 func (s blockSource) get(owner string, fam byte, seg uint64, n uint32) ([]byte, error) {
@@ -447,35 +451,104 @@ func decodeDocRows(b []byte) ([]docRow, error) {
 	return rows, nil
 }
 
-// row returns the document table row of doc (decoding only that row).
-func (s *segment) row(src blockSource, doc uint32) (docRow, error) {
-	blk, err := src.get(s.owner, persistence.BlockDocs, s.hdr.seg, doc/docBlockDocs)
-	if err != nil {
-		return docRow{}, err
+// row returns the document table row of doc, with its ref parsed. The
+// rows of a document block are decoded together the first time one of
+// them is asked for and kept in the memory's cache of decoded blocks
+// (src.rows, bounded in bytes): results come back to the same documents
+// Cycle after Cycle, and finding one row in an encoded block means
+// decoding the rows before it.
+func (s *segment) row(src blockSource, doc uint32) (*parsedRow, error) {
+	n := doc / docBlockDocs
+	key := persistence.BlockKey(s.owner, persistence.BlockDocs, s.hdr.seg, n)
+	rows, ok := src.rows.getBytes(key)
+	if !ok {
+		blk, err := src.get(s.owner, persistence.BlockDocs, s.hdr.seg, n)
+		if err != nil {
+			return nil, err
+		}
+		if rows, err = decodeParsedRows(blk); err != nil {
+			return nil, fmt.Errorf("segment %d: %w", s.hdr.seg, err)
+		}
+		src.rows.put(string(key), rows)
 	}
+	i := doc % docBlockDocs
+	if i >= uint32(len(rows)) {
+		return nil, fmt.Errorf("%w: segment %d has no row %d", errCorrupt, s.hdr.seg, doc)
+	}
+	return &rows[i], nil
+}
+
+// rowsCost is what a decoded document block holds: its rows and the text
+// their strings share.
+func rowsCost(rows []parsedRow) int {
+	n := len(rows) * int(unsafe.Sizeof(parsedRow{}))
+	for i := range rows {
+		n += len(rows[i].ref) + len(rows[i].source)
+	}
+	return n
+}
+
+// parsedRow is a document table row with its ref parsed.
+type parsedRow struct {
+	docRow
+	task string
+	seq  uint64
+	fact string
+}
+
+// decodeParsedRows decodes a document table block. The rows' strings
+// share one copy of the block.
+func decodeParsedRows(blk []byte) ([]parsedRow, error) {
+	text := string(blk)
 	r := reader{b: blk}
 	n := r.uvarint()
-	i := uint64(doc % docBlockDocs)
-	if i >= n {
-		return docRow{}, fmt.Errorf("%w: segment %d has no row %d", errCorrupt, s.hdr.seg, doc)
+	if n > uint64(len(blk)) || n > docBlockDocs {
+		return nil, fmt.Errorf("%w: document block of %d rows", errCorrupt, n)
 	}
-	for j := uint64(0); j < i && !r.err; j++ { // skip the rows before it
-		r.bytes()
-		r.bytes()
-		r.uint64()
-		r.uvarint()
-		r.byte()
+	str := func() string {
+		b := r.bytes()
+		if r.err {
+			return ""
+		}
+		at := len(blk) - len(r.b) - len(b)
+		return text[at : at+len(b)]
 	}
-	var row docRow
-	row.ref = r.string()
-	row.source = r.string()
-	row.hash = r.uint64()
-	row.textBytes = uint32(r.uvarint())
-	row.untrusted = r.byte()&1 != 0
-	if r.err {
-		return docRow{}, fmt.Errorf("%w: segment %d row %d", errCorrupt, s.hdr.seg, doc)
+	rows := make([]parsedRow, n)
+	for i := range rows {
+		row := &rows[i]
+		row.ref = str()
+		row.source = str()
+		row.hash = r.uint64()
+		row.textBytes = uint32(r.uvarint())
+		row.untrusted = r.byte()&1 != 0
+		if r.err {
+			return nil, fmt.Errorf("%w: document block row %d", errCorrupt, i)
+		}
+		var ok bool
+		if row.task, row.seq, row.fact, ok = parseRef(row.ref); !ok {
+			return nil, fmt.Errorf("%w: ref %q", errCorrupt, row.ref)
+		}
 	}
-	return row, nil
+	return rows, nil
+}
+
+// parseRef is persistence.ParseRef on a string, its parts sharing ref.
+func parseRef(ref string) (task string, seq uint64, fact string, ok bool) {
+	i := strings.IndexByte(ref, '/')
+	if i <= 0 {
+		return "", 0, "", false
+	}
+	task, rest := ref[:i], ref[i+1:]
+	switch {
+	case len(rest) == 9 && rest[0] == 'e':
+		for j := 1; j < 9; j++ {
+			seq = seq<<8 | uint64(rest[j])
+		}
+		return task, seq, "", true
+	case len(rest) > 1 && rest[0] == 'f':
+		return task, 0, rest[1:], true
+	}
+	return "", 0, "", false
 }
 
 // taskDocs returns the documents of task in the segment, sorted.

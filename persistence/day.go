@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"lemo/api"
 )
@@ -95,26 +96,38 @@ type dayDelta struct {
 	tokens, cost int64
 }
 
-// spendChange is what folding ev changed of a Task's spend, and the day it
-// counts on: the day the closed reservation's Cycle started for the event
-// that closes it, else the event's own.
-func spendChange(before, after *api.BudgetSummary, ev *api.Event) (day string, tokens, cost int64) {
+// spendMark is a Task's spend before an event is folded into its
+// metadata (which the fold changes in place).
+type spendMark struct {
+	tokens, cost uint64
+	open         *api.BudgetReservation
+	openSince    *timestamppb.Timestamp
+}
+
+func markSpend(b *api.BudgetSummary) spendMark {
+	return spendMark{tokens: b.GetSpent().GetTokens(), cost: b.GetSpent().GetCostNanoUsd(), open: b.GetOpen(), openSince: b.GetOpenSince()}
+}
+
+// spendChange is what folding ev changed of a Task's spend (before, and
+// after it), and the day it counts on: the day the closed reservation's
+// Cycle started for the event that closes it, else the event's own.
+func spendChange(before spendMark, after *api.BudgetSummary, ev *api.Event) (day string, tokens, cost int64) {
 	diff := func(a, b uint64) int64 { return int64(b - a) } // wraps to the signed change
-	tokens = diff(before.GetSpent().GetTokens(), after.GetSpent().GetTokens())
-	cost = diff(before.GetSpent().GetCostNanoUsd(), after.GetSpent().GetCostNanoUsd())
+	tokens = diff(before.tokens, after.GetSpent().GetTokens())
+	cost = diff(before.cost, after.GetSpent().GetCostNanoUsd())
 	if tokens == 0 && cost == 0 {
 		return "", 0, 0
 	}
 	at := ev.GetTime().AsTime()
-	if ev.GetCycleFinished() != nil && before.GetOpen() != nil {
-		if before.GetOpenSince() != nil {
-			at = before.GetOpenSince().AsTime()
+	if ev.GetCycleFinished() != nil && before.open != nil {
+		if before.openSince != nil {
+			at = before.openSince.AsTime()
 		} else {
 			// A reservation recorded before daily records existed was in
 			// no day's record: the day gets the Cycle's whole spend, not
 			// its correction.
-			tokens += int64(api.ReservedTokens(before.GetOpen()))
-			cost += int64(before.GetOpen().GetCostNanoUsd())
+			tokens += int64(api.ReservedTokens(before.open))
+			cost += int64(before.open.GetCostNanoUsd())
 		}
 	}
 	return Day(at), tokens, cost

@@ -173,6 +173,8 @@ type writer struct {
 	in       chan *request
 	maxBatch int
 	cache    *metaCache
+	// submitted is read by other goroutines (Store.SubmittedThrough).
+	submitted *submittedSeqs
 	// busy counts, per Task, the commits in flight that hold an append of
 	// it. An append is never planned against a commit in flight, which may
 	// still fail: the writer waits for its outcome first.
@@ -198,17 +200,18 @@ type writer struct {
 
 func newWriter(db *badger.DB, opt Options, statuses *statusCounts) *writer {
 	w := &writer{
-		statuses: statuses,
-		onCommit: opt.OnCommit,
-		onAck:    opt.OnAck,
-		db:       db,
-		in:       make(chan *request, 1024),
-		maxBatch: opt.MaxBatch,
-		cache:    newMetaCache(opt.MetaCacheSize),
-		busy:     make(map[string]int),
-		days:     make(map[string]dayValue),
-		done:     make(chan commitDone, maxInflight),
-		stopped:  make(chan struct{}),
+		statuses:  statuses,
+		onCommit:  opt.OnCommit,
+		onAck:     opt.OnAck,
+		db:        db,
+		in:        make(chan *request, 1024),
+		maxBatch:  opt.MaxBatch,
+		cache:     newMetaCache(opt.MetaCacheSize),
+		busy:      make(map[string]int),
+		submitted: newSubmittedSeqs(maxSubmittedTasks),
+		days:      make(map[string]dayValue),
+		done:      make(chan commitDone, maxInflight),
+		stopped:   make(chan struct{}),
 	}
 	if w.maxBatch <= 0 {
 		w.maxBatch = 256
@@ -504,6 +507,9 @@ func (w *writer) finish(txn *badger.Txn, group []staged) {
 	}
 	for _, st := range group {
 		w.busy[st.req.task]++
+		if n := len(st.req.events); n > 0 {
+			w.submitted.mark(st.req.task, st.req.events[n-1].GetSeq())
+		}
 	}
 	w.inflight++
 	g := append([]staged(nil), group...)
@@ -571,12 +577,16 @@ func checkAndFold(req *request, prev *api.TaskMeta) (*api.TaskMeta, []dayDelta, 
 	}
 	meta := prev
 	var deltas []dayDelta
-	for _, ev := range req.events {
+	for i, ev := range req.events {
 		if ev.GetTaskCreated() != nil && ev.GetSeq() != 1 {
 			return nil, nil, fmt.Errorf("%w: task %s: task_created at seq %d", ErrInvalid, req.task, ev.GetSeq())
 		}
-		before := meta.GetBudget()
-		meta = api.FoldMeta(meta, ev)
+		before := markSpend(meta.GetBudget())
+		if i == 0 {
+			meta = api.FoldMeta(prev, ev) // one copy of the meta for the append
+		} else {
+			api.FoldMetaInto(meta, ev)
+		}
 		if day, tokens, cost := spendChange(before, meta.GetBudget(), ev); day != "" {
 			key := string(dayKey(meta.GetOwner(), day))
 			if n := len(deltas); n > 0 && deltas[n-1].key == key {

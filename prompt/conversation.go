@@ -51,11 +51,24 @@ func conversation(history []*api.Event, live map[string]json.RawMessage, modelNa
 		failed    *api.ToolFailed
 		resultSeq uint64
 	}
-	calls := make(map[string]*callInfo)
+	// The slices are sized once: a message comes from one event at most.
+	ncalls, nmsgs := 0, 0
+	for _, ev := range history {
+		switch ev.Body.(type) {
+		case *api.Event_ToolCallRecorded:
+			ncalls++
+			nmsgs++
+		case *api.Event_UserMessage, *api.Event_AssistantMessage, *api.Event_MessageReceived, *api.Event_ChildEnded:
+			nmsgs++
+		}
+	}
+	infos := make([]callInfo, 0, ncalls)
+	calls := make(map[string]*callInfo, ncalls)
 	for _, ev := range history {
 		switch b := ev.Body.(type) {
 		case *api.Event_ToolCallRecorded:
-			calls[b.ToolCallRecorded.GetCallId()] = &callInfo{rec: b.ToolCallRecorded, recSeq: ev.GetSeq()}
+			infos = append(infos, callInfo{rec: b.ToolCallRecorded, recSeq: ev.GetSeq()})
+			calls[b.ToolCallRecorded.GetCallId()] = &infos[len(infos)-1]
 		case *api.Event_ToolResult:
 			if c := calls[b.ToolResult.GetCallId()]; c != nil {
 				c.result, c.resultSeq = b.ToolResult, ev.GetSeq()
@@ -67,8 +80,9 @@ func conversation(history []*api.Event, live map[string]json.RawMessage, modelNa
 		}
 	}
 
-	var out, deferred []providers.Message
-	var meta, deferredMeta []msgMeta
+	out, meta := make([]providers.Message, 0, nmsgs), make([]msgMeta, 0, nmsgs)
+	var deferred []providers.Message
+	var deferredMeta []msgMeta
 	hasResponse := false
 	holding := false // a Cycle is open, or an answer's calls are unanswered in out
 	release := func() {
@@ -113,9 +127,16 @@ func conversation(history []*api.Event, live map[string]json.RawMessage, modelNa
 			hasResponse = true
 			msg := providers.Message{Role: providers.RoleAssistant, Content: am.GetText(), Reasoning: am.GetReasoning(), ProviderMetadata: am.GetProviderMetadata()}
 			var mm msgMeta
-			var results []providers.Message
-			var resultMeta []msgMeta
-			for _, id := range am.GetToolCallIds() {
+			// The answer, then its calls' results right after it.
+			at := len(out)
+			out = append(out, msg)
+			meta = append(meta, mm)
+			ids := am.GetToolCallIds()
+			if len(ids) > 0 {
+				msg.ToolCalls = make([]providers.ToolCall, 0, len(ids))
+				mm.callSeqs = make([]uint64, 0, len(ids))
+			}
+			for _, id := range ids {
 				c := calls[id]
 				if c == nil {
 					continue
@@ -131,7 +152,7 @@ func conversation(history []*api.Event, live map[string]json.RawMessage, modelNa
 				msg.ToolCalls = append(msg.ToolCalls, providers.ToolCall{ID: id, Name: name, Arguments: args})
 				mm.callSeqs = append(mm.callSeqs, c.recSeq)
 				liveOut := live[id]
-				results = append(results, providers.Message{Role: providers.RoleTool, ToolCallID: id, ToolName: name, Content: resultText(c.result, c.failed, liveOut)})
+				out = append(out, providers.Message{Role: providers.RoleTool, ToolCallID: id, ToolName: name, Content: resultText(c.result, c.failed, liveOut)})
 				rm := msgMeta{resultSeq: c.resultSeq}
 				if c.result != nil {
 					rm.live = liveOut != nil
@@ -139,12 +160,12 @@ func conversation(history []*api.Event, live map[string]json.RawMessage, modelNa
 					rm.retainedBytes = len(c.result.GetRetainedOutput())
 					rm.outputBytes = int(c.result.GetOutputBytes())
 				}
-				resultMeta = append(resultMeta, rm)
+				meta = append(meta, rm)
 			}
-			out = append(out, msg)
-			meta = append(meta, mm)
-			out = append(out, results...)
-			meta = append(meta, resultMeta...)
+			if len(msg.ToolCalls) == 0 {
+				msg.ToolCalls, mm.callSeqs = nil, nil
+			}
+			out[at], meta[at] = msg, mm
 			holding = false
 			release()
 		}

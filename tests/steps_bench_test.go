@@ -320,8 +320,9 @@ func benchSteps(b *testing.B, tasks int) {
 
 // runStepTasks creates one Task on each connection at once, follows each
 // until it finishes (as lemo run does) and returns the CreateTask
-// latencies. A Task that ends otherwise, or with other than
-// stepsPerTask model calls, is an error.
+// latencies. A Task that ends otherwise, with a failed tool call, or with
+// other than stepsPerTask model calls and stepsToolResults tool results,
+// is an error.
 func runStepTasks(ctx context.Context, conns []*client.Conn) ([]time.Duration, error) {
 	lat := make([]time.Duration, len(conns))
 	errs := make([]error, len(conns))
@@ -333,13 +334,16 @@ func runStepTasks(ctx context.Context, conns []*client.Conn) ([]time.Duration, e
 			defer wg.Done()
 			<-start
 			t0 := time.Now()
-			meta, err := c.CreateTask(ctx, client.CreateTask{Request: "List the services of this daemon, again and again.", Model: "openai/" + stepsModel})
+			// The system tool is named: a Task otherwise starts with the
+			// discovery tools only, and its calls would be refused unrun.
+			meta, err := c.CreateTask(ctx, client.CreateTask{Request: "List the services of this daemon, again and again.", Model: "openai/" + stepsModel,
+				Tools: []string{"system"}, ToolsRestricted: true})
 			lat[i] = time.Since(t0)
 			if err != nil {
 				errs[i] = fmt.Errorf("CreateTask: %w", err)
 				return
 			}
-			cycles := 0
+			cycles, results := 0, 0
 			err = c.Follow(ctx, client.FollowOptions{TaskID: meta.GetTaskId(), FromSeq: 1}, func(u *api.Update) error {
 				ev := u.GetEvent()
 				if ev == nil {
@@ -347,6 +351,12 @@ func runStepTasks(ctx context.Context, conns []*client.Conn) ([]time.Duration, e
 				}
 				if ev.GetCycleFinished() != nil {
 					cycles++
+				}
+				if ev.GetToolResult() != nil {
+					results++
+				}
+				if f := ev.GetToolFailed(); f != nil {
+					return fmt.Errorf("task %s: a tool call failed: %v", meta.GetTaskId(), f)
 				}
 				if sc := ev.GetStatusChanged(); sc != nil {
 					switch sc.GetStatus() {
@@ -358,8 +368,8 @@ func runStepTasks(ctx context.Context, conns []*client.Conn) ([]time.Duration, e
 				}
 				return nil
 			})
-			if err == nil && cycles != stepsPerTask {
-				err = fmt.Errorf("task %s finished after %d model calls, want %d", meta.GetTaskId(), cycles, stepsPerTask)
+			if err == nil && (cycles != stepsPerTask || results != stepsToolResults) {
+				err = fmt.Errorf("task %s finished after %d model calls and %d tool results, want %d and %d", meta.GetTaskId(), cycles, results, stepsPerTask, stepsToolResults)
 			}
 			errs[i] = err
 		}()

@@ -49,8 +49,25 @@ func (e *StateError) Error() string {
 
 // StatusName returns a status as users read it ("running", "paused").
 func StatusName(st api.TaskStatus) string {
+	if n, ok := statusNames[st]; ok {
+		return n
+	}
+	return statusName(st)
+}
+
+func statusName(st api.TaskStatus) string {
 	return strings.ToLower(strings.TrimPrefix(st.String(), "TASK_STATUS_"))
 }
+
+// statusNames are the known statuses' names, made once: a Task names its
+// status at every append it applies.
+var statusNames = func() map[api.TaskStatus]string {
+	m := make(map[api.TaskStatus]string, len(api.TaskStatus_name))
+	for v := range api.TaskStatus_name {
+		m[api.TaskStatus(v)] = statusName(api.TaskStatus(v))
+	}
+	return m
+}()
 
 // CreateInput describes a new Task.
 type CreateInput struct {

@@ -33,6 +33,9 @@ type Tool struct {
 	input  json.RawMessage
 	state  json.RawMessage
 	result json.RawMessage
+	// desc is the description, formatted once (a Task's every model call
+	// asks for it).
+	desc string
 }
 
 var (
@@ -46,7 +49,7 @@ func New(cfg Config) (*Tool, error) {
 		return nil, err
 	}
 	cfg.fill()
-	t := &Tool{cfg: cfg, rules: compileRules(cfg.Policy), env: scrubEnv(cfg.Environ, cfg.PassEnv, cfg.DropEnv)}
+	t := &Tool{cfg: cfg, rules: compileRules(cfg.Policy), env: scrubEnv(cfg.Environ, cfg.PassEnv, cfg.DropEnv), desc: description(&cfg)}
 	t.input = mustJSON(object([]string{"command"}, obj{
 		"command": obj{"type": "string", "minLength": 1, "maxLength": MaxCommandBytes,
 			"description": "The command line, run as `sh -c <command>` in the workspace."},
@@ -101,13 +104,15 @@ func mustJSON(v any) json.RawMessage {
 func (t *Tool) Name() string { return Name }
 
 // Description tells the model what the tool does.
-func (t *Tool) Description() string {
+func (t *Tool) Description() string { return t.desc }
+
+func description(cfg *Config) string {
 	return fmt.Sprintf("Run a non-interactive shell command (`sh -c`) in the workspace folder. stdin is empty; nothing can "+
 		"prompt. The command is stopped after timeout_seconds (default %v s, at most %v s); processes it leaves running "+
 		"in the background are stopped when it exits. Returns the exit code and stdout and stderr, each shown as its "+
 		"first %d and last %d bytes when longer, with the total byte counts. Secrets are not in the environment. Some "+
 		"commands need a person's approval first, and some are refused by policy.",
-		t.cfg.DefaultTimeout.Seconds(), t.cfg.MaxTimeout.Seconds(), t.cfg.ModelHeadBytes, t.cfg.ModelTailBytes)
+		cfg.DefaultTimeout.Seconds(), cfg.MaxTimeout.Seconds(), cfg.ModelHeadBytes, cfg.ModelTailBytes)
 }
 
 // InputSchema: {"command": string, "timeout_seconds"?: number}.
