@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"lemo/actors/taskstate"
 	"lemo/api"
@@ -44,6 +45,11 @@ type BudgetOptions struct {
 	// PricingKey names the configuration that sets prices, for the error
 	// that refuses a cost limit on a model without a known price.
 	PricingKey string
+	// PerOwnerDay is each owner's daily budget (tokens and cost; zero: no
+	// limit): what the Cycles of an owner's Tasks that start on one UTC
+	// day may spend together, raised for a day by RaiseOwnerBudget and
+	// replaced by SetOwnerDayBudget.
+	PerOwnerDay *api.BudgetAmounts
 }
 
 // SpendObserver is an Observer that also counts spend (tokens and cost by
@@ -108,6 +114,13 @@ func (d *Daemon) price(ctx context.Context, model string, budget *api.BudgetAmou
 		}
 		return nil, fmt.Errorf("%w: a cost limit needs the price of model %s, and none is known (its provider publishes none): set %s in the config (an entry with model: %s and input, output, cached_input in USD per million tokens), or give no cost limit", ErrInvalid, model, key, model)
 	}
+	if d.env.ownerDay().GetCostNanoUsd() > 0 && !p.GetKnown() {
+		key := d.env.opts.Budget.PricingKey
+		if key == "" {
+			key = "pricing"
+		}
+		return nil, fmt.Errorf("%w: the daily cost budget of each owner (budgets.per_owner_day.cost) needs the price of model %s, and none is known: set %s in the config for it, or choose a priced model", ErrInvalid, model, key)
+	}
 	return p, nil
 }
 
@@ -150,6 +163,9 @@ func (t *task) continueWith(c *cmdContinue) ([]proto.Message, error) {
 		if t.st.Budget.Sum.GetLimits().GetCostNanoUsd() > 0 && !c.price.GetKnown() {
 			return nil, fmt.Errorf("%w: the task has a cost limit and model %s has no known price: set %s in the config", ErrInvalid, sc.GetModel(), t.pricingKey())
 		}
+		if t.env.ownerDay().GetCostNanoUsd() > 0 && !c.price.GetKnown() {
+			return nil, fmt.Errorf("%w: owners have a daily cost budget (budgets.per_owner_day.cost) and model %s has no known price: set %s in the config", ErrInvalid, sc.GetModel(), t.pricingKey())
+		}
 		sc.Price = c.price
 	}
 	return bodies, nil
@@ -166,7 +182,7 @@ func (t *task) pricingKey() string {
 // (taskstate.Reserve, through NextOptions.Budget).
 func (t *task) reserveOptions() *taskstate.ReserveOptions {
 	o := &taskstate.ReserveOptions{Now: t.env.now(), OutputTokens: t.env.opts.Budget.outputTokens(),
-		Tree: t.st.SharesTreeBudget(), Grant: t.tb.grant, GrantCycle: t.tb.grantCycle}
+		Tree: t.st.SharesTreeBudget(), Grant: t.tb.grant, GrantCycle: t.tb.grantCycle, Day: hasDaily(t.env.ownerDay())}
 	if !t.st.Budget.KnowsInput() {
 		o.Overhead = t.overhead()
 	}
@@ -193,10 +209,11 @@ func (t *task) overhead() uint64 {
 }
 
 // maxOutput is the output cap a Cycle sends: the reserved one when the
-// Task has a token or cost limit, else none (0).
+// Task has a token or cost limit or its owner a daily budget, else none
+// (0).
 func (t *task) maxOutput() int {
 	l := t.st.Budget.Sum.GetLimits()
-	if l.GetTokens() == 0 && l.GetCostNanoUsd() == 0 {
+	if l.GetTokens() == 0 && l.GetCostNanoUsd() == 0 && !hasDaily(t.env.ownerDay()) {
 		return 0
 	}
 	return int(t.env.opts.Budget.outputTokens())
@@ -350,35 +367,16 @@ func (o BudgetOptions) recoveryCharge(reg *tools.Registry) func(*taskstate.State
 	return func(s *taskstate.State, b []proto.Message) []proto.Message { return o.recovered(reg, s, b) }
 }
 
-// descendantsSpent is what the descendants of Task id (owned by owner, as
-// its whole tree is) have spent by now, derived from their recorded
-// histories (TaskMeta.budget): taskstate.TreeSpent over the owner's
-// Tasks. It reads the store: call it outside actors.
-func (e *env) descendantsSpent(owner, id string) (*api.BudgetAmounts, error) {
-	metas, err := e.ownerMetas(owner, id)
+// descendantsSpent is what the descendants of Task id have spent by now,
+// derived from their recorded histories as the store's children index
+// keeps them (persistence.Store.Descendants). It reads the store: call it
+// outside actors.
+func (e *env) descendantsSpent(id string) (*api.BudgetAmounts, error) {
+	nodes, err := e.deps.Store.Descendants(id)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read the spend of task %s's tree: %w", id, err)
 	}
-	return taskstate.TreeSpent(id, metas, e.now()), nil
-}
-
-// ownerMetas reads the metadata of owner's Tasks (their links and recorded
-// spend), for the tree of Task id. It reads the store: call it outside
-// actors.
-func (e *env) ownerMetas(owner, id string) ([]*api.TaskMeta, error) {
-	var metas []*api.TaskMeta
-	before := ""
-	for {
-		page, next, err := e.deps.Store.ListTasks(persistence.ListOptions{Owner: owner, Before: before, Limit: 500})
-		if err != nil {
-			return nil, fmt.Errorf("read the spend of task %s's tree: %w", id, err)
-		}
-		metas = append(metas, page...)
-		if next == "" {
-			return metas, nil
-		}
-		before = next
-	}
+	return taskstate.NodesSpent(nodes, e.now()), nil
 }
 
 // treeLeft is what the tree of the Task whose meta is m has left: its
@@ -391,10 +389,101 @@ func (e *env) treeLeft(m *api.TaskMeta) (left *api.BudgetAmounts, tokens, cost, 
 			return nil, false, false, false, fmt.Errorf("read the ancestors of task %s: %w", m.GetTaskId(), err)
 		}
 	}
-	desc, err := e.descendantsSpent(root.GetOwner(), root.GetTaskId())
+	desc, err := e.descendantsSpent(root.GetTaskId())
 	if err != nil {
 		return nil, false, false, false, err
 	}
 	left, tokens, cost, working = taskstate.TreeLeft(root.GetBudget(), desc, e.now())
 	return left, tokens, cost, working, nil
+}
+
+func hasDaily(l *api.BudgetAmounts) bool {
+	return l.GetTokens() > 0 || l.GetCostNanoUsd() > 0
+}
+
+// ownerDay is each owner's daily budget in force (SetOwnerDayBudget).
+func (e *env) ownerDay() *api.BudgetAmounts { return e.dayLimits.Load() }
+
+// SetOwnerDayBudget replaces each owner's daily budget (nil or zero
+// amounts: none); Cycles that start from now on are checked against it.
+// It is safe to call at any time (a configuration reload).
+func (d *Daemon) SetOwnerDayBudget(l *api.BudgetAmounts) {
+	d.env.dayLimits.Store(&api.BudgetAmounts{Tokens: l.GetTokens(), CostNanoUsd: l.GetCostNanoUsd()})
+}
+
+// dayCheck is the store's check of a Cycle's start against the Task's
+// owner's daily budget (taskstate.CheckDay); nil without one.
+func (t *task) dayCheck() persistence.DayCheck {
+	limits, owner := t.env.ownerDay(), t.st.Owner
+	if !hasDaily(limits) {
+		return nil
+	}
+	return func(day time.Time, spent, raised, charge *api.BudgetAmounts) error {
+		if ex := taskstate.CheckDay(limits, raised, spent, charge); ex != nil {
+			return &taskstate.DayExceeded{Owner: owner, Day: day, Raised: raised, Ex: ex}
+		}
+		return nil
+	}
+}
+
+// RaiseOwnerBudget raises owner's daily budget for the current UTC day by
+// add (tokens, cost), recorded in the store; operators only. Tasks paused
+// by the daily budget go on when continued. It returns the owner's budget
+// for the day after the raise.
+func (d *Daemon) RaiseOwnerBudget(ctx context.Context, c Caller, owner string, add *api.BudgetAmounts) (*api.OwnerBudget, error) {
+	if !c.Operator {
+		return nil, fmt.Errorf("%w: only an operator raises an owner's daily budget", ErrPermission)
+	}
+	if err := persistence.ValidOwner(owner); err != nil {
+		return nil, fmt.Errorf("%w: owner %q: %v", ErrInvalid, owner, err)
+	}
+	var errs []string
+	if add.GetTimeMs() > 0 {
+		errs = append(errs, "a daily budget has no working-time limit (give --add-tokens or --add-cost)")
+	}
+	l := d.env.ownerDay()
+	if add.GetTokens() > 0 && l.GetTokens() == 0 {
+		errs = append(errs, "there is no daily token limit to raise (budgets.per_owner_day.tokens is not set)")
+	}
+	if add.GetCostNanoUsd() > 0 && l.GetCostNanoUsd() == 0 {
+		errs = append(errs, "there is no daily cost limit to raise (budgets.per_owner_day.cost is not set)")
+	}
+	if add.GetTokens() == 0 && add.GetCostNanoUsd() == 0 && len(errs) == 0 {
+		errs = append(errs, "nothing to add: give --add-tokens N or --add-cost USD above zero")
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%w: raise the daily budget of owner %s: %s", ErrInvalid, owner, strings.Join(errs, "; "))
+	}
+	if err := d.env.deps.Store.CheckSpace(); err != nil {
+		return nil, err
+	}
+	now := d.env.now()
+	if err := d.env.deps.Store.RaiseDay(owner, now, persistence.NewTaskID(now), add); err != nil {
+		return nil, fmt.Errorf("raise the daily budget of owner %s: %w", owner, err)
+	}
+	return d.OwnerBudget(ctx, c, owner)
+}
+
+// OwnerBudget returns owner's daily budget for the current UTC day: the
+// limits (raises included), the raises and the spend recorded. An owner
+// sees its own; an operator any.
+func (d *Daemon) OwnerBudget(ctx context.Context, c Caller, owner string) (*api.OwnerBudget, error) {
+	if !c.CanSee(owner) {
+		return nil, fmt.Errorf("%w: owner %s", ErrNotFound, owner)
+	}
+	now := d.env.now()
+	spent, raised, err := d.env.deps.Store.DaySpend(owner, now)
+	if err != nil {
+		return nil, err
+	}
+	l := d.env.ownerDay()
+	limits := &api.BudgetAmounts{}
+	if l.GetTokens() > 0 {
+		limits.Tokens = taskstate.Plus(l, raised).GetTokens()
+	}
+	if l.GetCostNanoUsd() > 0 {
+		limits.CostNanoUsd = taskstate.Plus(l, raised).GetCostNanoUsd()
+	}
+	midnight := time.Date(now.UTC().Year(), now.UTC().Month(), now.UTC().Day(), 0, 0, 0, 0, time.UTC)
+	return &api.OwnerBudget{Owner: owner, Day: midnight.Format(time.DateOnly), Limits: limits, Raised: raised, Spent: spent, Resets: timestamppb.New(midnight.Add(24 * time.Hour))}, nil
 }

@@ -347,3 +347,97 @@ func TestRecoveryChargesAnUnknownSpend(t *testing.T) {
 		t.Fatalf("budget = %v, want 433 spent with one estimate", b)
 	}
 }
+
+// Two Tasks of one owner together reach the owner's daily token budget:
+// the third Cycle pauses before its model request, saying which limit,
+// spent, remaining, needed and when it resets; an operator's raise for
+// the day and a continue finish it. Another owner is not affected.
+func TestOwnerDailyBudget(t *testing.T) {
+	const used = 100_000
+	usage := providers.Usage{PromptTokens: used - 10_000, CompletionTokens: 10_000}
+	plan := func(n int, req *providers.Request) fake.Turn {
+		last := req.Messages[len(req.Messages)-1]
+		switch {
+		case last.Role == providers.RoleTool:
+			return fake.Turn{Text: "done after the tool", Usage: usage}
+		case strings.HasPrefix(last.Content, "DAY-B"):
+			return fake.Turn{ToolCalls: []providers.ToolCall{fake.ToolCall("p", "test_echo", map[string]string{"text": "x"})}, Usage: usage}
+		}
+		return fake.Turn{Text: "done", Usage: usage}
+	}
+	h := newHarnessWith(t, plan, func(o *actors.Options) {
+		o.Budget.OutputTokens = 100
+		o.Budget.PerOwnerDay = &api.BudgetAmounts{Tokens: 2*used + 200}
+	})
+	ctx := context.Background()
+	create := func(owner, request string) string {
+		m, err := h.d.CreateTask(ctx, actors.Caller{Owner: owner}, actors.CreateTask{Request: request, Model: "fake/m"})
+		if err != nil {
+			t.Fatalf("CreateTask: %v", err)
+		}
+		return m.GetTaskId()
+	}
+	a := create("alice", "DAY-A one Cycle")
+	h.waitStatus(a, api.TaskStatus_TASK_STATUS_FINISHED)
+	b := create("alice", "DAY-B a tool, then an answer")
+	evs := h.waitStatus(b, api.TaskStatus_TASK_STATUS_PAUSED)
+	if n := len(h.model.Requests()); n != 2 {
+		t.Fatalf("model requests = %d, want 2 (the third Cycle does not fit the day); history:\n%s", n, dump(evs))
+	}
+	sc := lastPause(evs)
+	ex := sc.GetBudget()
+	if sc.GetPauseReason() != api.PauseReason_PAUSE_REASON_BUDGET || ex.GetLimit() != "daily tokens" || ex.GetSpent() != 2*used || ex.GetRemaining() != 200 || ex.GetNeeded() <= 200 {
+		t.Fatalf("pause = %v, want the daily tokens limit: spent %d, remaining 200", sc, 2*used)
+	}
+	for _, w := range []string{"owner alice", "resets at", "UTC midnight", "lemo budget --owner alice --add-tokens N", "lemo continue " + b} {
+		if !strings.Contains(sc.GetDetail(), w) {
+			t.Errorf("explanation %q lacks %q", sc.GetDetail(), w)
+		}
+	}
+	// Continued without a raise, its Cycle's start (now alone in its
+	// commit) is refused again; no request is made.
+	if _, err := h.d.Continue(ctx, actors.Operator, b, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor(b, "a second daily pause", func(evs []*api.Event) bool {
+		return countEvents(evs, func(e *api.Event) bool { return e.GetStatusChanged().GetBudget().GetLimit() == "daily tokens" }) == 2
+	})
+	if n := len(h.model.Requests()); n != 2 {
+		t.Fatalf("model requests after continuing without a raise = %d, want 2", n)
+	}
+	// Another owner still has its whole day.
+	c := create("bob", "DAY-C bob's")
+	h.waitStatus(c, api.TaskStatus_TASK_STATUS_FINISHED)
+	// Only an operator raises the day; a raise of a dimension without a
+	// limit is refused, saying why.
+	if _, err := h.d.RaiseOwnerBudget(ctx, actors.Caller{Owner: "alice"}, "alice", &api.BudgetAmounts{Tokens: 1}); !errors.Is(err, actors.ErrPermission) {
+		t.Fatalf("owner's own raise: %v, want ErrPermission", err)
+	}
+	if _, err := h.d.RaiseOwnerBudget(ctx, actors.Operator, "alice", &api.BudgetAmounts{CostNanoUsd: 1}); !errors.Is(err, actors.ErrInvalid) || !strings.Contains(err.Error(), "budgets.per_owner_day.cost") {
+		t.Fatalf("raise of an unset cost limit: %v, want ErrInvalid naming the key", err)
+	}
+	ob, err := h.d.RaiseOwnerBudget(ctx, actors.Operator, "alice", &api.BudgetAmounts{Tokens: used})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ob.GetLimits().GetTokens() != 3*used+200 || ob.GetSpent().GetTokens() != 2*used || ob.GetRaised().GetTokens() != used {
+		t.Fatalf("owner budget after the raise = %v", ob)
+	}
+	if _, err := h.d.Continue(ctx, actors.Operator, b, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.waitStatus(b, api.TaskStatus_TASK_STATUS_FINISHED)
+	if n := len(h.model.Requests()); n != 4 {
+		t.Fatalf("model requests = %d, want 4", n)
+	}
+	if ob, _ := h.d.OwnerBudget(ctx, actors.Operator, "alice"); ob.GetSpent().GetTokens() != 3*used {
+		t.Fatalf("alice's day = %v, want %d tokens spent", ob, 3*used)
+	}
+	// A reload lowers the daily budget: bob's next Task is checked
+	// against the new one.
+	h.d.SetOwnerDayBudget(&api.BudgetAmounts{Tokens: used + 100})
+	d := create("bob", "DAY-D bob's second")
+	if sc := lastPause(h.waitStatus(d, api.TaskStatus_TASK_STATUS_PAUSED)); sc.GetBudget().GetLimit() != "daily tokens" || sc.GetBudget().GetLimitAmount() != used+100 {
+		t.Fatalf("pause after the daily budget was lowered = %v", sc)
+	}
+}

@@ -288,6 +288,12 @@ type env struct {
 	policy atomic.Pointer[approvalPolicy]
 	// workspaces decides the workspaces requests name.
 	workspaces WorkspacePolicy
+	// books are the tree roots' books (treebudget.go): they outlive the
+	// roots' actor incarnations.
+	books rootBooks
+	// dayLimits is each owner's daily budget in force (never nil after
+	// Start; SetOwnerDayBudget).
+	dayLimits atomic.Pointer[api.BudgetAmounts]
 	// admission is the admission of child Tasks, read at the start
 	// (admission.go).
 	admission *taskstate.Admission
@@ -357,6 +363,7 @@ func Start(ctx context.Context, deps Deps, opts Options) (*Daemon, error) {
 	}
 	e := &env{deps: deps, opts: opts, log: deps.Log, inspector: newInspector(), workspaces: wp}
 	e.limits.Store(limitsOf(opts))
+	e.dayLimits.Store(&api.BudgetAmounts{Tokens: opts.Budget.PerOwnerDay.GetTokens(), CostNanoUsd: opts.Budget.PerOwnerDay.GetCostNanoUsd()})
 	e.policy.Store(&approvalPolicy{fn: opts.Approval, timeout: opts.ApprovalTimeout})
 	n, err := recoverStore(ctx, deps.Store, deps.Now(), stoppedNotes(opts.Stopped), rerunnable(deps.Tools), opts.Budget.recoveryCharge(deps.Tools))
 	if err != nil {

@@ -29,6 +29,8 @@ func TestStepFailpoint(t *testing.T) {
 		{"denial: the call never ran", evs(&api.ApprovalResolved{ApprovalId: "a"}, &api.ToolFailed{CallId: "c", Kind: api.ToolFailureKind_TOOL_FAILURE_KIND_NOT_APPROVED}), FailApprovalResolve},
 		{"approval", evs(&api.ApprovalResolved{ApprovalId: "a"}), FailApprovalResolve},
 		{"end cancels the call's approvals", evs(&api.ApprovalResolved{ApprovalId: "a"}, &api.ToolResult{CallId: "c"}), FailToolEnd},
+		{"cycle start", evs(&api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_RUNNING}, &api.CycleStarted{Cycle: 1}), FailCycleStart},
+		{"a result and the next Cycle's start", evs(&api.ToolResult{CallId: "c"}, &api.CycleStarted{Cycle: 2}), FailToolEnd},
 		{"end as outcome unknown", evs(&api.ApprovalResolved{ApprovalId: "a"}, &api.ToolFailed{CallId: "c", Kind: api.ToolFailureKind_TOOL_FAILURE_KIND_OUTCOME_UNKNOWN}), FailToolEnd},
 	} {
 		if got := stepFailpoint(c.evs); got != c.want {

@@ -47,6 +47,11 @@ type inflight struct {
 	// answers a tree request when the append fails.
 	tree  *treeExtra
 	onErr func(error)
+	// dayCheck makes the append conditional on the owner's daily budget
+	// (it records a Cycle's start: budget.go); dayRefused records instead
+	// what the Task does when the store refuses it.
+	dayCheck   persistence.DayCheck
+	dayRefused func(ctx actor.Context, day *taskstate.DayExceeded)
 }
 
 // task is the actor of one Task: the single writer of its history.
@@ -178,6 +183,7 @@ func (t *task) Receive(ctx actor.Context) {
 	case *actor.Started:
 		t.self = ctx.Self()
 		t.incarnation = t.env.incarnations.Add(1)
+		t.adoptBook()
 		if t.fresh {
 			s := taskstate.New()
 			s.TaskID = t.id
@@ -195,6 +201,9 @@ func (t *task) Receive(ctx actor.Context) {
 		t.stopTimers()
 		t.releaseLive(true)
 	case *actor.Stopped, *actor.Terminated:
+		if _, ok := m.(*actor.Stopped); ok {
+			t.dropBook()
+		}
 		if term, ok := m.(*actor.Terminated); ok && t.cycle != nil && term.Who.Equal(t.cycle) {
 			t.cycle = nil
 		} else if ok {
@@ -423,6 +432,8 @@ func (t *task) onLoaded(ctx actor.Context, m *loaded) {
 		t.armPendingApprovals(ctx)
 		// What was sent while it was dormant or the daemon was down.
 		t.readInbox(ctx)
+		// Asks a previous incarnation of this root did not answer.
+		t.nextBudgetAsk(ctx)
 	}
 	t.settle(ctx)
 }
@@ -502,7 +513,7 @@ func (t *task) persistFull(ctx actor.Context, inf *inflight, bodies []proto.Mess
 			if mem != nil {
 				extra = mem.Postings(owner, evs)
 			}
-			a := persistence.Append{TaskID: id, Events: evs, Reserve: reserve}
+			a := persistence.Append{TaskID: id, Events: evs, Reserve: reserve, DayCheck: inf.dayCheck}
 			if x != nil {
 				a.Also = x.also
 				if x.extra != nil {
@@ -533,16 +544,23 @@ const (
 	FailToolEnd = "actors.tool-end"
 	// FailApprovalResolve: the record of an approval's resolution.
 	FailApprovalResolve = "actors.approval-resolve"
+	// FailCycleStart: the record of a Cycle's start (with its
+	// reservation), made before the model call, when the append records
+	// none of the steps above.
+	FailCycleStart = "actors.cycle-start"
 )
 
 // stepFailpoint names the failpoint of the step evs record; "" for none.
 // A call's start wins over the end of another call, the end of a call that
-// ran over the approvals it cancels, and a resolution over the refusal it
-// records for a call that never ran.
+// ran over the approvals it cancels, a resolution over the refusal it
+// records for a call that never ran, and each of them over a Cycle's
+// start.
 func stepFailpoint(evs []*api.Event) string {
-	start, end, resolve := false, false, false
+	start, end, resolve, cycle := false, false, false, false
 	for _, ev := range evs {
 		switch b := ev.Body.(type) {
+		case *api.Event_CycleStarted:
+			cycle = true
 		case *api.Event_ToolExecutionStarted:
 			start = true
 		case *api.Event_ToolResult:
@@ -560,6 +578,8 @@ func stepFailpoint(evs []*api.Event) string {
 		return FailToolEnd
 	case resolve:
 		return FailApprovalResolve
+	case cycle:
+		return FailCycleStart
 	}
 	return ""
 }
@@ -567,6 +587,16 @@ func stepFailpoint(evs []*api.Event) string {
 func (t *task) onAppended(ctx actor.Context, m *appended) {
 	inf := t.inflight
 	t.inflight = nil
+	var day *taskstate.DayExceeded
+	if m.err != nil && inf.dayRefused != nil && errors.As(m.err, &day) {
+		// The owner's daily budget refused the Cycle's start: nothing was
+		// written; the Task records the pause instead. A grant of its
+		// tree's root for that Cycle goes back.
+		t.grantUsed(ctx, t.tb.grantCycle)
+		inf.dayRefused(ctx, day)
+		t.settle(ctx)
+		return
+	}
 	if m.err != nil {
 		for _, r := range inf.replies {
 			replyTo(r, reply{err: fmt.Errorf("record: %w", m.err)})
@@ -725,6 +755,12 @@ func (t *task) reconcile(ctx actor.Context) {
 		t.askBudget(ctx, step)
 		return
 	}
+	if step.DayChecked {
+		t.persistFull(ctx, &inflight{then: t.stepAction(step), dayCheck: t.dayCheck(), dayRefused: func(ctx actor.Context, day *taskstate.DayExceeded) {
+			t.persist(ctx, t.st.DayPause(day), nil, nil)
+		}}, step.Bodies)
+		return
+	}
 	t.persist(ctx, step.Bodies, nil, t.stepAction(step))
 }
 
@@ -807,11 +843,26 @@ func (t *task) persistStep(ctx actor.Context, bodies []proto.Message, replies []
 			actions = append(actions, a)
 		}
 	}
-	t.persist(ctx, all, replies, func(ctx actor.Context) {
+	inf := &inflight{replies: replies, then: func(ctx actor.Context) {
 		for _, a := range actions {
 			a(ctx)
 		}
-	})
+	}}
+	if last := steps[len(steps)-1]; last.Kind == taskstate.StepStartCycle && last.DayChecked {
+		// The Cycle's start ends the chain; refused by the owner's daily
+		// budget, what preceded it is recorded with the pause instead.
+		inf.dayCheck = t.dayCheck()
+		before := all[: len(all)-len(last.Bodies) : len(all)-len(last.Bodies)]
+		earlier := actions[:len(actions)-1] // all but the Cycle's start
+		inf.dayRefused = func(ctx actor.Context, day *taskstate.DayExceeded) {
+			t.persist(ctx, append(before, t.st.DayPause(day)...), replies, func(ctx actor.Context) {
+				for _, a := range earlier {
+					a(ctx)
+				}
+			})
+		}
+	}
+	t.persistFull(ctx, inf, all)
 }
 
 // approvalNeed combines what a call needs before it runs: the tool's own

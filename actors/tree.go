@@ -122,14 +122,14 @@ func (b *treeBridge) Spawn(ctx context.Context, in tools.SpawnRequest) (string, 
 	// What the tree's other children spent is charged to this Task: the
 	// child's budget is capped at what is left once it is counted. Only a
 	// Task with limits caps its children (taskstate.ChildBudget), so only
-	// then is the owner's Task list read.
+	// then are its descendants read (the store's children index).
 	self, err := b.env.deps.Store.Meta(b.taskID)
 	if err != nil {
 		return "", false, err
 	}
 	desc := &api.BudgetAmounts{}
 	if api.HasBudget(self.GetBudget().GetLimits()) {
-		if desc, err = b.env.descendantsSpent(self.GetOwner(), b.taskID); err != nil {
+		if desc, err = b.env.descendantsSpent(b.taskID); err != nil {
 			return "", false, err
 		}
 	}
@@ -159,7 +159,8 @@ func (b *treeBridge) Spawn(ctx context.Context, in tools.SpawnRequest) (string, 
 	}
 	m := &spawnReq{callID: b.callID, childID: id, reply: make(chan spawnReply, 1), in: taskstate.SpawnInput{
 		CallID: b.callID, Request: in.Request, Model: in.Model, Instructions: in.Instructions, Tools: in.Tools, Workspace: ws,
-		Budget: &api.BudgetAmounts{Tokens: in.MaxTokens, CostNanoUsd: in.MaxCostNanoUSD, TimeMs: uint64(in.MaxTime.Milliseconds())}, DescendantsSpent: desc, Price: price}}
+		Budget: &api.BudgetAmounts{Tokens: in.MaxTokens, CostNanoUsd: in.MaxCostNanoUSD, TimeMs: uint64(in.MaxTime.Milliseconds())}, DescendantsSpent: desc, Price: price,
+		DailyCost: b.env.ownerDay().GetCostNanoUsd() > 0}}
 	r, err := ask(ctx, b, m, m.reply)
 	if ws != "" && (err != nil || r.err != nil || r.id != id) {
 		_ = os.Remove(ws) // not this call's child: leave no empty folder
@@ -487,7 +488,7 @@ func (t *task) treeCommand(ctx actor.Context, c any, r chan reply) bool {
 	case *cmdBudgetAnswer:
 		t.onBudgetAnswer(ctx, c, r)
 	case *cmdBudgetDone:
-		t.tb.done(c)
+		t.budgetDone(c)
 		replyTo(r, reply{meta: t.meta})
 	case *cmdCascade:
 		t.persist(ctx, t.st.FromParent(c.c), []chan reply{r}, func(ctx actor.Context) {

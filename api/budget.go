@@ -112,7 +112,7 @@ func FoldBudget(b *BudgetSummary, ev *Event) {
 		if r == nil {
 			return
 		}
-		b.Open, b.OpenCycle = r, x.CycleStarted.GetCycle()
+		b.Open, b.OpenCycle, b.OpenSince = r, x.CycleStarted.GetCycle(), ev.GetTime()
 		s.Tokens = addSat(s.Tokens, ReservedTokens(r))
 		s.CostNanoUsd = addSat(s.CostNanoUsd, r.GetCostNanoUsd())
 	case *Event_CycleFinished:
@@ -126,7 +126,7 @@ func FoldBudget(b *BudgetSummary, ev *Event) {
 			return
 		}
 		r := b.Open
-		b.Open, b.OpenCycle = nil, 0
+		b.Open, b.OpenCycle, b.OpenSince = nil, 0, nil
 		if used == 0 {
 			b.EstimatedCharges++
 			return

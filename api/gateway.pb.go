@@ -161,6 +161,7 @@ type Request struct {
 	//	*Request_StopCall
 	//	*Request_ListDelegateSessions
 	//	*Request_RaiseBudget
+	//	*Request_OwnerBudget
 	Command       isRequest_Command `protobuf_oneof:"command"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -435,6 +436,15 @@ func (x *Request) GetRaiseBudget() *RaiseBudgetRequest {
 	return nil
 }
 
+func (x *Request) GetOwnerBudget() *OwnerBudgetRequest {
+	if x != nil {
+		if x, ok := x.Command.(*Request_OwnerBudget); ok {
+			return x.OwnerBudget
+		}
+	}
+	return nil
+}
+
 type isRequest_Command interface {
 	isRequest_Command()
 }
@@ -545,6 +555,12 @@ type Request_RaiseBudget struct {
 	RaiseBudget *RaiseBudgetRequest `protobuf:"bytes,120,opt,name=raise_budget,json=raiseBudget,proto3,oneof"`
 }
 
+type Request_OwnerBudget struct {
+	// An owner's daily budget today (its own, or any for an operator);
+	// answered with an OwnerBudget.
+	OwnerBudget *OwnerBudgetRequest `protobuf:"bytes,400,opt,name=owner_budget,json=ownerBudget,proto3,oneof"`
+}
+
 func (*Request_Hello) isRequest_Command() {}
 
 func (*Request_CreateTask) isRequest_Command() {}
@@ -595,6 +611,54 @@ func (*Request_ListDelegateSessions) isRequest_Command() {}
 
 func (*Request_RaiseBudget) isRequest_Command() {}
 
+func (*Request_OwnerBudget) isRequest_Command() {}
+
+// OwnerBudgetRequest asks for an owner's daily budget on the current UTC
+// day (Response.owner_budget).
+type OwnerBudgetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Owner         string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OwnerBudgetRequest) Reset() {
+	*x = OwnerBudgetRequest{}
+	mi := &file_gateway_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OwnerBudgetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OwnerBudgetRequest) ProtoMessage() {}
+
+func (x *OwnerBudgetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OwnerBudgetRequest.ProtoReflect.Descriptor instead.
+func (*OwnerBudgetRequest) Descriptor() ([]byte, []int) {
+	return file_gateway_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *OwnerBudgetRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
 // Hello opens a session. The token travels in the gRPC metadata of the
 // connection ("lemo-token"), never in a message.
 type Hello struct {
@@ -613,7 +677,7 @@ type Hello struct {
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_gateway_proto_msgTypes[1]
+	mi := &file_gateway_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +689,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[1]
+	mi := &file_gateway_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +702,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{1}
+	return file_gateway_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Hello) GetProtocolVersion() uint32 {
@@ -685,7 +749,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_gateway_proto_msgTypes[2]
+	mi := &file_gateway_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -697,7 +761,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[2]
+	mi := &file_gateway_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -710,7 +774,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{2}
+	return file_gateway_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Welcome) GetSession() string {
@@ -778,7 +842,7 @@ type Goodbye struct {
 
 func (x *Goodbye) Reset() {
 	*x = Goodbye{}
-	mi := &file_gateway_proto_msgTypes[3]
+	mi := &file_gateway_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -790,7 +854,7 @@ func (x *Goodbye) String() string {
 func (*Goodbye) ProtoMessage() {}
 
 func (x *Goodbye) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[3]
+	mi := &file_gateway_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -803,7 +867,7 @@ func (x *Goodbye) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Goodbye.ProtoReflect.Descriptor instead.
 func (*Goodbye) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{3}
+	return file_gateway_proto_rawDescGZIP(), []int{4}
 }
 
 type TaskRef struct {
@@ -815,7 +879,7 @@ type TaskRef struct {
 
 func (x *TaskRef) Reset() {
 	*x = TaskRef{}
-	mi := &file_gateway_proto_msgTypes[4]
+	mi := &file_gateway_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -827,7 +891,7 @@ func (x *TaskRef) String() string {
 func (*TaskRef) ProtoMessage() {}
 
 func (x *TaskRef) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[4]
+	mi := &file_gateway_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -840,7 +904,7 @@ func (x *TaskRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskRef.ProtoReflect.Descriptor instead.
 func (*TaskRef) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{4}
+	return file_gateway_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *TaskRef) GetTaskId() string {
@@ -871,7 +935,7 @@ type CreateTaskRequest struct {
 
 func (x *CreateTaskRequest) Reset() {
 	*x = CreateTaskRequest{}
-	mi := &file_gateway_proto_msgTypes[5]
+	mi := &file_gateway_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -883,7 +947,7 @@ func (x *CreateTaskRequest) String() string {
 func (*CreateTaskRequest) ProtoMessage() {}
 
 func (x *CreateTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[5]
+	mi := &file_gateway_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -896,7 +960,7 @@ func (x *CreateTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTaskRequest.ProtoReflect.Descriptor instead.
 func (*CreateTaskRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{5}
+	return file_gateway_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateTaskRequest) GetRequest() string {
@@ -951,16 +1015,20 @@ func (x *CreateTaskRequest) GetBudget() *BudgetAmounts {
 // RaiseBudgetRequest adds to a Task's limits; the Task stays paused until
 // continued.
 type RaiseBudgetRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	Add           *BudgetAmounts         `protobuf:"bytes,2,opt,name=add,proto3" json:"add,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Add    *BudgetAmounts         `protobuf:"bytes,2,opt,name=add,proto3" json:"add,omitempty"`
+	// Instead of a Task's: raise the daily budget of this owner for the
+	// current UTC day (budgets.per_owner_day; operators only). task_id is
+	// then empty; the answer is an OwnerBudget.
+	Owner         string `protobuf:"bytes,400,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RaiseBudgetRequest) Reset() {
 	*x = RaiseBudgetRequest{}
-	mi := &file_gateway_proto_msgTypes[6]
+	mi := &file_gateway_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -972,7 +1040,7 @@ func (x *RaiseBudgetRequest) String() string {
 func (*RaiseBudgetRequest) ProtoMessage() {}
 
 func (x *RaiseBudgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[6]
+	mi := &file_gateway_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -985,7 +1053,7 @@ func (x *RaiseBudgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaiseBudgetRequest.ProtoReflect.Descriptor instead.
 func (*RaiseBudgetRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{6}
+	return file_gateway_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RaiseBudgetRequest) GetTaskId() string {
@@ -1002,6 +1070,103 @@ func (x *RaiseBudgetRequest) GetAdd() *BudgetAmounts {
 	return nil
 }
 
+func (x *RaiseBudgetRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+// OwnerBudget is an owner's daily budget on one UTC day: the limits
+// (budgets.per_owner_day, plus what operators raised that day), and the
+// spend of the owner's Tasks' Cycles that started that day.
+type OwnerBudget struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Owner string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	// The UTC day, YYYY-MM-DD.
+	Day string `protobuf:"bytes,2,opt,name=day,proto3" json:"day,omitempty"`
+	// Limits in force that day, the raises included (0: no limit).
+	Limits *BudgetAmounts `protobuf:"bytes,3,opt,name=limits,proto3" json:"limits,omitempty"`
+	Raised *BudgetAmounts `protobuf:"bytes,4,opt,name=raised,proto3" json:"raised,omitempty"`
+	Spent  *BudgetAmounts `protobuf:"bytes,5,opt,name=spent,proto3" json:"spent,omitempty"`
+	// When the day ends and a new day's budget begins (UTC midnight).
+	Resets        *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=resets,proto3" json:"resets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OwnerBudget) Reset() {
+	*x = OwnerBudget{}
+	mi := &file_gateway_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OwnerBudget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OwnerBudget) ProtoMessage() {}
+
+func (x *OwnerBudget) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OwnerBudget.ProtoReflect.Descriptor instead.
+func (*OwnerBudget) Descriptor() ([]byte, []int) {
+	return file_gateway_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *OwnerBudget) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *OwnerBudget) GetDay() string {
+	if x != nil {
+		return x.Day
+	}
+	return ""
+}
+
+func (x *OwnerBudget) GetLimits() *BudgetAmounts {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *OwnerBudget) GetRaised() *BudgetAmounts {
+	if x != nil {
+		return x.Raised
+	}
+	return nil
+}
+
+func (x *OwnerBudget) GetSpent() *BudgetAmounts {
+	if x != nil {
+		return x.Spent
+	}
+	return nil
+}
+
+func (x *OwnerBudget) GetResets() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Resets
+	}
+	return nil
+}
+
 type SendMessageRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
@@ -1012,7 +1177,7 @@ type SendMessageRequest struct {
 
 func (x *SendMessageRequest) Reset() {
 	*x = SendMessageRequest{}
-	mi := &file_gateway_proto_msgTypes[7]
+	mi := &file_gateway_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1024,7 +1189,7 @@ func (x *SendMessageRequest) String() string {
 func (*SendMessageRequest) ProtoMessage() {}
 
 func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[7]
+	mi := &file_gateway_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1037,7 +1202,7 @@ func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageRequest.ProtoReflect.Descriptor instead.
 func (*SendMessageRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{7}
+	return file_gateway_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SendMessageRequest) GetTaskId() string {
@@ -1065,7 +1230,7 @@ type ContinueRequest struct {
 
 func (x *ContinueRequest) Reset() {
 	*x = ContinueRequest{}
-	mi := &file_gateway_proto_msgTypes[8]
+	mi := &file_gateway_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1242,7 @@ func (x *ContinueRequest) String() string {
 func (*ContinueRequest) ProtoMessage() {}
 
 func (x *ContinueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[8]
+	mi := &file_gateway_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1255,7 @@ func (x *ContinueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContinueRequest.ProtoReflect.Descriptor instead.
 func (*ContinueRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{8}
+	return file_gateway_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ContinueRequest) GetTaskId() string {
@@ -1119,7 +1284,7 @@ type ListTasksRequest struct {
 
 func (x *ListTasksRequest) Reset() {
 	*x = ListTasksRequest{}
-	mi := &file_gateway_proto_msgTypes[9]
+	mi := &file_gateway_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1131,7 +1296,7 @@ func (x *ListTasksRequest) String() string {
 func (*ListTasksRequest) ProtoMessage() {}
 
 func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[9]
+	mi := &file_gateway_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1144,7 +1309,7 @@ func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksRequest.ProtoReflect.Descriptor instead.
 func (*ListTasksRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{9}
+	return file_gateway_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListTasksRequest) GetBefore() string {
@@ -1172,7 +1337,7 @@ type TaskPage struct {
 
 func (x *TaskPage) Reset() {
 	*x = TaskPage{}
-	mi := &file_gateway_proto_msgTypes[10]
+	mi := &file_gateway_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1184,7 +1349,7 @@ func (x *TaskPage) String() string {
 func (*TaskPage) ProtoMessage() {}
 
 func (x *TaskPage) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[10]
+	mi := &file_gateway_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1197,7 +1362,7 @@ func (x *TaskPage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskPage.ProtoReflect.Descriptor instead.
 func (*TaskPage) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{10}
+	return file_gateway_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TaskPage) GetTasks() []*TaskMeta {
@@ -1228,7 +1393,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_gateway_proto_msgTypes[11]
+	mi := &file_gateway_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1240,7 +1405,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[11]
+	mi := &file_gateway_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1253,7 +1418,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{11}
+	return file_gateway_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HistoryRequest) GetTaskId() string {
@@ -1291,7 +1456,7 @@ type HistoryPage struct {
 
 func (x *HistoryPage) Reset() {
 	*x = HistoryPage{}
-	mi := &file_gateway_proto_msgTypes[12]
+	mi := &file_gateway_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1303,7 +1468,7 @@ func (x *HistoryPage) String() string {
 func (*HistoryPage) ProtoMessage() {}
 
 func (x *HistoryPage) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[12]
+	mi := &file_gateway_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1316,7 +1481,7 @@ func (x *HistoryPage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryPage.ProtoReflect.Descriptor instead.
 func (*HistoryPage) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{12}
+	return file_gateway_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HistoryPage) GetTaskId() string {
@@ -1355,7 +1520,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_gateway_proto_msgTypes[13]
+	mi := &file_gateway_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1367,7 +1532,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[13]
+	mi := &file_gateway_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1380,7 +1545,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{13}
+	return file_gateway_proto_rawDescGZIP(), []int{15}
 }
 
 // ToolInfo is a tool's contract, for Views and for people.
@@ -1409,7 +1574,7 @@ type ToolInfo struct {
 
 func (x *ToolInfo) Reset() {
 	*x = ToolInfo{}
-	mi := &file_gateway_proto_msgTypes[14]
+	mi := &file_gateway_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1421,7 +1586,7 @@ func (x *ToolInfo) String() string {
 func (*ToolInfo) ProtoMessage() {}
 
 func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[14]
+	mi := &file_gateway_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1434,7 +1599,7 @@ func (x *ToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
 func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{14}
+	return file_gateway_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ToolInfo) GetName() string {
@@ -1516,7 +1681,7 @@ type ToolList struct {
 
 func (x *ToolList) Reset() {
 	*x = ToolList{}
-	mi := &file_gateway_proto_msgTypes[15]
+	mi := &file_gateway_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1528,7 +1693,7 @@ func (x *ToolList) String() string {
 func (*ToolList) ProtoMessage() {}
 
 func (x *ToolList) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[15]
+	mi := &file_gateway_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1541,7 +1706,7 @@ func (x *ToolList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolList.ProtoReflect.Descriptor instead.
 func (*ToolList) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{15}
+	return file_gateway_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ToolList) GetTools() []*ToolInfo {
@@ -1559,7 +1724,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_gateway_proto_msgTypes[16]
+	mi := &file_gateway_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1571,7 +1736,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[16]
+	mi := &file_gateway_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1584,7 +1749,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{16}
+	return file_gateway_proto_rawDescGZIP(), []int{18}
 }
 
 type ModelInfo struct {
@@ -1602,7 +1767,7 @@ type ModelInfo struct {
 
 func (x *ModelInfo) Reset() {
 	*x = ModelInfo{}
-	mi := &file_gateway_proto_msgTypes[17]
+	mi := &file_gateway_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1614,7 +1779,7 @@ func (x *ModelInfo) String() string {
 func (*ModelInfo) ProtoMessage() {}
 
 func (x *ModelInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[17]
+	mi := &file_gateway_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1627,7 +1792,7 @@ func (x *ModelInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelInfo.ProtoReflect.Descriptor instead.
 func (*ModelInfo) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{17}
+	return file_gateway_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ModelInfo) GetId() string {
@@ -1682,7 +1847,7 @@ type ProviderFailure struct {
 
 func (x *ProviderFailure) Reset() {
 	*x = ProviderFailure{}
-	mi := &file_gateway_proto_msgTypes[18]
+	mi := &file_gateway_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1694,7 +1859,7 @@ func (x *ProviderFailure) String() string {
 func (*ProviderFailure) ProtoMessage() {}
 
 func (x *ProviderFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[18]
+	mi := &file_gateway_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1707,7 +1872,7 @@ func (x *ProviderFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderFailure.ProtoReflect.Descriptor instead.
 func (*ProviderFailure) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{18}
+	return file_gateway_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ProviderFailure) GetProvider() string {
@@ -1735,7 +1900,7 @@ type ModelList struct {
 
 func (x *ModelList) Reset() {
 	*x = ModelList{}
-	mi := &file_gateway_proto_msgTypes[19]
+	mi := &file_gateway_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1747,7 +1912,7 @@ func (x *ModelList) String() string {
 func (*ModelList) ProtoMessage() {}
 
 func (x *ModelList) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[19]
+	mi := &file_gateway_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1760,7 +1925,7 @@ func (x *ModelList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelList.ProtoReflect.Descriptor instead.
 func (*ModelList) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{19}
+	return file_gateway_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ModelList) GetModels() []*ModelInfo {
@@ -1787,7 +1952,7 @@ type TaskSeq struct {
 
 func (x *TaskSeq) Reset() {
 	*x = TaskSeq{}
-	mi := &file_gateway_proto_msgTypes[20]
+	mi := &file_gateway_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1799,7 +1964,7 @@ func (x *TaskSeq) String() string {
 func (*TaskSeq) ProtoMessage() {}
 
 func (x *TaskSeq) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[20]
+	mi := &file_gateway_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1812,7 +1977,7 @@ func (x *TaskSeq) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskSeq.ProtoReflect.Descriptor instead.
 func (*TaskSeq) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{20}
+	return file_gateway_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TaskSeq) GetTaskId() string {
@@ -1847,7 +2012,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_gateway_proto_msgTypes[21]
+	mi := &file_gateway_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1859,7 +2024,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[21]
+	mi := &file_gateway_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1872,7 +2037,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{21}
+	return file_gateway_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SubscribeRequest) GetSubscription() uint64 {
@@ -1921,7 +2086,7 @@ type Subscribed struct {
 
 func (x *Subscribed) Reset() {
 	*x = Subscribed{}
-	mi := &file_gateway_proto_msgTypes[22]
+	mi := &file_gateway_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1933,7 +2098,7 @@ func (x *Subscribed) String() string {
 func (*Subscribed) ProtoMessage() {}
 
 func (x *Subscribed) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[22]
+	mi := &file_gateway_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1946,7 +2111,7 @@ func (x *Subscribed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Subscribed.ProtoReflect.Descriptor instead.
 func (*Subscribed) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{22}
+	return file_gateway_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Subscribed) GetSubscription() uint64 {
@@ -1972,7 +2137,7 @@ type UnsubscribeRequest struct {
 
 func (x *UnsubscribeRequest) Reset() {
 	*x = UnsubscribeRequest{}
-	mi := &file_gateway_proto_msgTypes[23]
+	mi := &file_gateway_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1984,7 +2149,7 @@ func (x *UnsubscribeRequest) String() string {
 func (*UnsubscribeRequest) ProtoMessage() {}
 
 func (x *UnsubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[23]
+	mi := &file_gateway_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1997,7 +2162,7 @@ func (x *UnsubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnsubscribeRequest.ProtoReflect.Descriptor instead.
 func (*UnsubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{23}
+	return file_gateway_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *UnsubscribeRequest) GetSubscription() uint64 {
@@ -2018,7 +2183,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_gateway_proto_msgTypes[24]
+	mi := &file_gateway_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2030,7 +2195,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[24]
+	mi := &file_gateway_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2043,7 +2208,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{24}
+	return file_gateway_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Ack) GetSubscription() uint64 {
@@ -2071,7 +2236,7 @@ type UpdateBatch struct {
 
 func (x *UpdateBatch) Reset() {
 	*x = UpdateBatch{}
-	mi := &file_gateway_proto_msgTypes[25]
+	mi := &file_gateway_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2083,7 +2248,7 @@ func (x *UpdateBatch) String() string {
 func (*UpdateBatch) ProtoMessage() {}
 
 func (x *UpdateBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[25]
+	mi := &file_gateway_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2096,7 +2261,7 @@ func (x *UpdateBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBatch.ProtoReflect.Descriptor instead.
 func (*UpdateBatch) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{25}
+	return file_gateway_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *UpdateBatch) GetSubscription() uint64 {
@@ -2131,7 +2296,7 @@ type Update struct {
 
 func (x *Update) Reset() {
 	*x = Update{}
-	mi := &file_gateway_proto_msgTypes[26]
+	mi := &file_gateway_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2143,7 +2308,7 @@ func (x *Update) String() string {
 func (*Update) ProtoMessage() {}
 
 func (x *Update) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[26]
+	mi := &file_gateway_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2156,7 +2321,7 @@ func (x *Update) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Update.ProtoReflect.Descriptor instead.
 func (*Update) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{26}
+	return file_gateway_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Update) GetBody() isUpdate_Body {
@@ -2303,7 +2468,7 @@ type TreeEvent struct {
 
 func (x *TreeEvent) Reset() {
 	*x = TreeEvent{}
-	mi := &file_gateway_proto_msgTypes[27]
+	mi := &file_gateway_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2315,7 +2480,7 @@ func (x *TreeEvent) String() string {
 func (*TreeEvent) ProtoMessage() {}
 
 func (x *TreeEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[27]
+	mi := &file_gateway_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2328,7 +2493,7 @@ func (x *TreeEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeEvent.ProtoReflect.Descriptor instead.
 func (*TreeEvent) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{27}
+	return file_gateway_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TreeEvent) GetPath() []string {
@@ -2363,7 +2528,7 @@ type TreeState struct {
 
 func (x *TreeState) Reset() {
 	*x = TreeState{}
-	mi := &file_gateway_proto_msgTypes[28]
+	mi := &file_gateway_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2375,7 +2540,7 @@ func (x *TreeState) String() string {
 func (*TreeState) ProtoMessage() {}
 
 func (x *TreeState) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[28]
+	mi := &file_gateway_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2388,7 +2553,7 @@ func (x *TreeState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeState.ProtoReflect.Descriptor instead.
 func (*TreeState) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{28}
+	return file_gateway_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TreeState) GetEvents() []*TreeEvent {
@@ -2413,7 +2578,7 @@ type CaughtUp struct {
 
 func (x *CaughtUp) Reset() {
 	*x = CaughtUp{}
-	mi := &file_gateway_proto_msgTypes[29]
+	mi := &file_gateway_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2425,7 +2590,7 @@ func (x *CaughtUp) String() string {
 func (*CaughtUp) ProtoMessage() {}
 
 func (x *CaughtUp) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[29]
+	mi := &file_gateway_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2438,7 +2603,7 @@ func (x *CaughtUp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaughtUp.ProtoReflect.Descriptor instead.
 func (*CaughtUp) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{29}
+	return file_gateway_proto_rawDescGZIP(), []int{31}
 }
 
 type FellBehind struct {
@@ -2451,7 +2616,7 @@ type FellBehind struct {
 
 func (x *FellBehind) Reset() {
 	*x = FellBehind{}
-	mi := &file_gateway_proto_msgTypes[30]
+	mi := &file_gateway_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2463,7 +2628,7 @@ func (x *FellBehind) String() string {
 func (*FellBehind) ProtoMessage() {}
 
 func (x *FellBehind) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[30]
+	mi := &file_gateway_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2476,7 +2641,7 @@ func (x *FellBehind) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FellBehind.ProtoReflect.Descriptor instead.
 func (*FellBehind) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{30}
+	return file_gateway_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *FellBehind) GetLast() []*TaskSeq {
@@ -2495,7 +2660,7 @@ type Ended struct {
 
 func (x *Ended) Reset() {
 	*x = Ended{}
-	mi := &file_gateway_proto_msgTypes[31]
+	mi := &file_gateway_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2507,7 +2672,7 @@ func (x *Ended) String() string {
 func (*Ended) ProtoMessage() {}
 
 func (x *Ended) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[31]
+	mi := &file_gateway_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2520,7 +2685,7 @@ func (x *Ended) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ended.ProtoReflect.Descriptor instead.
 func (*Ended) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{31}
+	return file_gateway_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Ended) GetReason() string {
@@ -2538,7 +2703,7 @@ type ListApprovalsRequest struct {
 
 func (x *ListApprovalsRequest) Reset() {
 	*x = ListApprovalsRequest{}
-	mi := &file_gateway_proto_msgTypes[32]
+	mi := &file_gateway_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2550,7 +2715,7 @@ func (x *ListApprovalsRequest) String() string {
 func (*ListApprovalsRequest) ProtoMessage() {}
 
 func (x *ListApprovalsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[32]
+	mi := &file_gateway_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2563,7 +2728,7 @@ func (x *ListApprovalsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApprovalsRequest.ProtoReflect.Descriptor instead.
 func (*ListApprovalsRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{32}
+	return file_gateway_proto_rawDescGZIP(), []int{34}
 }
 
 type ApprovalList struct {
@@ -2576,7 +2741,7 @@ type ApprovalList struct {
 
 func (x *ApprovalList) Reset() {
 	*x = ApprovalList{}
-	mi := &file_gateway_proto_msgTypes[33]
+	mi := &file_gateway_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2588,7 +2753,7 @@ func (x *ApprovalList) String() string {
 func (*ApprovalList) ProtoMessage() {}
 
 func (x *ApprovalList) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[33]
+	mi := &file_gateway_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2601,7 +2766,7 @@ func (x *ApprovalList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalList.ProtoReflect.Descriptor instead.
 func (*ApprovalList) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{33}
+	return file_gateway_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ApprovalList) GetApprovals() []*Event {
@@ -2627,7 +2792,7 @@ type ResolveApprovalRequest struct {
 
 func (x *ResolveApprovalRequest) Reset() {
 	*x = ResolveApprovalRequest{}
-	mi := &file_gateway_proto_msgTypes[34]
+	mi := &file_gateway_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2639,7 +2804,7 @@ func (x *ResolveApprovalRequest) String() string {
 func (*ResolveApprovalRequest) ProtoMessage() {}
 
 func (x *ResolveApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[34]
+	mi := &file_gateway_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2652,7 +2817,7 @@ func (x *ResolveApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveApprovalRequest.ProtoReflect.Descriptor instead.
 func (*ResolveApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{34}
+	return file_gateway_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ResolveApprovalRequest) GetApprovalId() string {
@@ -2696,7 +2861,7 @@ type SteerRequest struct {
 
 func (x *SteerRequest) Reset() {
 	*x = SteerRequest{}
-	mi := &file_gateway_proto_msgTypes[35]
+	mi := &file_gateway_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2708,7 +2873,7 @@ func (x *SteerRequest) String() string {
 func (*SteerRequest) ProtoMessage() {}
 
 func (x *SteerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[35]
+	mi := &file_gateway_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2721,7 +2886,7 @@ func (x *SteerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SteerRequest.ProtoReflect.Descriptor instead.
 func (*SteerRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{35}
+	return file_gateway_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SteerRequest) GetTaskId() string {
@@ -2755,7 +2920,7 @@ type InspectRequest struct {
 
 func (x *InspectRequest) Reset() {
 	*x = InspectRequest{}
-	mi := &file_gateway_proto_msgTypes[36]
+	mi := &file_gateway_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2767,7 +2932,7 @@ func (x *InspectRequest) String() string {
 func (*InspectRequest) ProtoMessage() {}
 
 func (x *InspectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[36]
+	mi := &file_gateway_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2780,7 +2945,7 @@ func (x *InspectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectRequest.ProtoReflect.Descriptor instead.
 func (*InspectRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{36}
+	return file_gateway_proto_rawDescGZIP(), []int{38}
 }
 
 // ActorInfo describes one live actor of the daemon's internal tree.
@@ -2814,7 +2979,7 @@ type ActorInfo struct {
 
 func (x *ActorInfo) Reset() {
 	*x = ActorInfo{}
-	mi := &file_gateway_proto_msgTypes[37]
+	mi := &file_gateway_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2826,7 +2991,7 @@ func (x *ActorInfo) String() string {
 func (*ActorInfo) ProtoMessage() {}
 
 func (x *ActorInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[37]
+	mi := &file_gateway_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2839,7 +3004,7 @@ func (x *ActorInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorInfo.ProtoReflect.Descriptor instead.
 func (*ActorInfo) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{37}
+	return file_gateway_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ActorInfo) GetId() string {
@@ -2931,7 +3096,7 @@ type ActorTree struct {
 
 func (x *ActorTree) Reset() {
 	*x = ActorTree{}
-	mi := &file_gateway_proto_msgTypes[38]
+	mi := &file_gateway_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2943,7 +3108,7 @@ func (x *ActorTree) String() string {
 func (*ActorTree) ProtoMessage() {}
 
 func (x *ActorTree) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[38]
+	mi := &file_gateway_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2956,7 +3121,7 @@ func (x *ActorTree) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorTree.ProtoReflect.Descriptor instead.
 func (*ActorTree) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{38}
+	return file_gateway_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ActorTree) GetActors() []*ActorInfo {
@@ -2987,7 +3152,7 @@ type StopCallRequest struct {
 
 func (x *StopCallRequest) Reset() {
 	*x = StopCallRequest{}
-	mi := &file_gateway_proto_msgTypes[39]
+	mi := &file_gateway_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2999,7 +3164,7 @@ func (x *StopCallRequest) String() string {
 func (*StopCallRequest) ProtoMessage() {}
 
 func (x *StopCallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[39]
+	mi := &file_gateway_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3012,7 +3177,7 @@ func (x *StopCallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopCallRequest.ProtoReflect.Descriptor instead.
 func (*StopCallRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{39}
+	return file_gateway_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *StopCallRequest) GetTaskId() string {
@@ -3044,7 +3209,7 @@ type ServiceOperation struct {
 
 func (x *ServiceOperation) Reset() {
 	*x = ServiceOperation{}
-	mi := &file_gateway_proto_msgTypes[40]
+	mi := &file_gateway_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3056,7 +3221,7 @@ func (x *ServiceOperation) String() string {
 func (*ServiceOperation) ProtoMessage() {}
 
 func (x *ServiceOperation) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[40]
+	mi := &file_gateway_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3069,7 +3234,7 @@ func (x *ServiceOperation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceOperation.ProtoReflect.Descriptor instead.
 func (*ServiceOperation) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{40}
+	return file_gateway_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ServiceOperation) GetName() string {
@@ -3114,7 +3279,7 @@ type ServiceSpec struct {
 
 func (x *ServiceSpec) Reset() {
 	*x = ServiceSpec{}
-	mi := &file_gateway_proto_msgTypes[41]
+	mi := &file_gateway_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3126,7 +3291,7 @@ func (x *ServiceSpec) String() string {
 func (*ServiceSpec) ProtoMessage() {}
 
 func (x *ServiceSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[41]
+	mi := &file_gateway_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3139,7 +3304,7 @@ func (x *ServiceSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceSpec.ProtoReflect.Descriptor instead.
 func (*ServiceSpec) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{41}
+	return file_gateway_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ServiceSpec) GetName() string {
@@ -3172,7 +3337,7 @@ type RegisterServiceRequest struct {
 
 func (x *RegisterServiceRequest) Reset() {
 	*x = RegisterServiceRequest{}
-	mi := &file_gateway_proto_msgTypes[42]
+	mi := &file_gateway_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3184,7 +3349,7 @@ func (x *RegisterServiceRequest) String() string {
 func (*RegisterServiceRequest) ProtoMessage() {}
 
 func (x *RegisterServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[42]
+	mi := &file_gateway_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3197,7 +3362,7 @@ func (x *RegisterServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterServiceRequest.ProtoReflect.Descriptor instead.
 func (*RegisterServiceRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{42}
+	return file_gateway_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RegisterServiceRequest) GetService() *ServiceSpec {
@@ -3216,7 +3381,7 @@ type UnregisterServiceRequest struct {
 
 func (x *UnregisterServiceRequest) Reset() {
 	*x = UnregisterServiceRequest{}
-	mi := &file_gateway_proto_msgTypes[43]
+	mi := &file_gateway_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3228,7 +3393,7 @@ func (x *UnregisterServiceRequest) String() string {
 func (*UnregisterServiceRequest) ProtoMessage() {}
 
 func (x *UnregisterServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[43]
+	mi := &file_gateway_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3241,7 +3406,7 @@ func (x *UnregisterServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterServiceRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterServiceRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{43}
+	return file_gateway_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *UnregisterServiceRequest) GetName() string {
@@ -3271,7 +3436,7 @@ type ServiceCall struct {
 
 func (x *ServiceCall) Reset() {
 	*x = ServiceCall{}
-	mi := &file_gateway_proto_msgTypes[44]
+	mi := &file_gateway_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3283,7 +3448,7 @@ func (x *ServiceCall) String() string {
 func (*ServiceCall) ProtoMessage() {}
 
 func (x *ServiceCall) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[44]
+	mi := &file_gateway_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3296,7 +3461,7 @@ func (x *ServiceCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceCall.ProtoReflect.Descriptor instead.
 func (*ServiceCall) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{44}
+	return file_gateway_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ServiceCall) GetCall() uint64 {
@@ -3367,7 +3532,7 @@ type ServiceResult struct {
 
 func (x *ServiceResult) Reset() {
 	*x = ServiceResult{}
-	mi := &file_gateway_proto_msgTypes[45]
+	mi := &file_gateway_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3379,7 +3544,7 @@ func (x *ServiceResult) String() string {
 func (*ServiceResult) ProtoMessage() {}
 
 func (x *ServiceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[45]
+	mi := &file_gateway_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3392,7 +3557,7 @@ func (x *ServiceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceResult.ProtoReflect.Descriptor instead.
 func (*ServiceResult) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{45}
+	return file_gateway_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ServiceResult) GetCall() uint64 {
@@ -3426,7 +3591,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_gateway_proto_msgTypes[46]
+	mi := &file_gateway_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3438,7 +3603,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[46]
+	mi := &file_gateway_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3451,7 +3616,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{46}
+	return file_gateway_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Error) GetCode() ErrorCode {
@@ -3477,7 +3642,7 @@ type Done struct {
 
 func (x *Done) Reset() {
 	*x = Done{}
-	mi := &file_gateway_proto_msgTypes[47]
+	mi := &file_gateway_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3489,7 +3654,7 @@ func (x *Done) String() string {
 func (*Done) ProtoMessage() {}
 
 func (x *Done) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[47]
+	mi := &file_gateway_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3502,7 +3667,7 @@ func (x *Done) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Done.ProtoReflect.Descriptor instead.
 func (*Done) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{47}
+	return file_gateway_proto_rawDescGZIP(), []int{49}
 }
 
 // Response answers one Request.
@@ -3523,6 +3688,7 @@ type Response struct {
 	//	*Response_Done
 	//	*Response_Actors
 	//	*Response_DelegateSessions
+	//	*Response_OwnerBudget
 	Result        isResponse_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3530,7 +3696,7 @@ type Response struct {
 
 func (x *Response) Reset() {
 	*x = Response{}
-	mi := &file_gateway_proto_msgTypes[48]
+	mi := &file_gateway_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3542,7 +3708,7 @@ func (x *Response) String() string {
 func (*Response) ProtoMessage() {}
 
 func (x *Response) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[48]
+	mi := &file_gateway_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3555,7 +3721,7 @@ func (x *Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Response.ProtoReflect.Descriptor instead.
 func (*Response) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{48}
+	return file_gateway_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Response) GetId() uint64 {
@@ -3680,6 +3846,15 @@ func (x *Response) GetDelegateSessions() *DelegateSessionList {
 	return nil
 }
 
+func (x *Response) GetOwnerBudget() *OwnerBudget {
+	if x != nil {
+		if x, ok := x.Result.(*Response_OwnerBudget); ok {
+			return x.OwnerBudget
+		}
+	}
+	return nil
+}
+
 type isResponse_Result interface {
 	isResponse_Result()
 }
@@ -3732,6 +3907,10 @@ type Response_DelegateSessions struct {
 	DelegateSessions *DelegateSessionList `protobuf:"bytes,21,opt,name=delegate_sessions,json=delegateSessions,proto3,oneof"`
 }
 
+type Response_OwnerBudget struct {
+	OwnerBudget *OwnerBudget `protobuf:"bytes,400,opt,name=owner_budget,json=ownerBudget,proto3,oneof"`
+}
+
 func (*Response_Error) isResponse_Result() {}
 
 func (*Response_Welcome) isResponse_Result() {}
@@ -3756,6 +3935,8 @@ func (*Response_Actors) isResponse_Result() {}
 
 func (*Response_DelegateSessions) isResponse_Result() {}
 
+func (*Response_OwnerBudget) isResponse_Result() {}
+
 type ListDelegateSessionsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only that Task's sessions; empty: every session the caller may see.
@@ -3766,7 +3947,7 @@ type ListDelegateSessionsRequest struct {
 
 func (x *ListDelegateSessionsRequest) Reset() {
 	*x = ListDelegateSessionsRequest{}
-	mi := &file_gateway_proto_msgTypes[49]
+	mi := &file_gateway_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3778,7 +3959,7 @@ func (x *ListDelegateSessionsRequest) String() string {
 func (*ListDelegateSessionsRequest) ProtoMessage() {}
 
 func (x *ListDelegateSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[49]
+	mi := &file_gateway_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3791,7 +3972,7 @@ func (x *ListDelegateSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDelegateSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListDelegateSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{49}
+	return file_gateway_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListDelegateSessionsRequest) GetTaskId() string {
@@ -3828,7 +4009,7 @@ type DelegateSession struct {
 
 func (x *DelegateSession) Reset() {
 	*x = DelegateSession{}
-	mi := &file_gateway_proto_msgTypes[50]
+	mi := &file_gateway_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3840,7 +4021,7 @@ func (x *DelegateSession) String() string {
 func (*DelegateSession) ProtoMessage() {}
 
 func (x *DelegateSession) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[50]
+	mi := &file_gateway_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3853,7 +4034,7 @@ func (x *DelegateSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DelegateSession.ProtoReflect.Descriptor instead.
 func (*DelegateSession) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{50}
+	return file_gateway_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DelegateSession) GetSessionId() string {
@@ -3951,7 +4132,7 @@ type DelegateSessionList struct {
 
 func (x *DelegateSessionList) Reset() {
 	*x = DelegateSessionList{}
-	mi := &file_gateway_proto_msgTypes[51]
+	mi := &file_gateway_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3963,7 +4144,7 @@ func (x *DelegateSessionList) String() string {
 func (*DelegateSessionList) ProtoMessage() {}
 
 func (x *DelegateSessionList) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[51]
+	mi := &file_gateway_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3976,7 +4157,7 @@ func (x *DelegateSessionList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DelegateSessionList.ProtoReflect.Descriptor instead.
 func (*DelegateSessionList) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{51}
+	return file_gateway_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *DelegateSessionList) GetSessions() []*DelegateSession {
@@ -4008,7 +4189,7 @@ type ToClient struct {
 
 func (x *ToClient) Reset() {
 	*x = ToClient{}
-	mi := &file_gateway_proto_msgTypes[52]
+	mi := &file_gateway_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4020,7 +4201,7 @@ func (x *ToClient) String() string {
 func (*ToClient) ProtoMessage() {}
 
 func (x *ToClient) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[52]
+	mi := &file_gateway_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4033,7 +4214,7 @@ func (x *ToClient) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToClient.ProtoReflect.Descriptor instead.
 func (*ToClient) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{52}
+	return file_gateway_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ToClient) GetBody() isToClient_Body {
@@ -4106,7 +4287,7 @@ type Chunk struct {
 
 func (x *Chunk) Reset() {
 	*x = Chunk{}
-	mi := &file_gateway_proto_msgTypes[53]
+	mi := &file_gateway_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4118,7 +4299,7 @@ func (x *Chunk) String() string {
 func (*Chunk) ProtoMessage() {}
 
 func (x *Chunk) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[53]
+	mi := &file_gateway_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4131,7 +4312,7 @@ func (x *Chunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Chunk.ProtoReflect.Descriptor instead.
 func (*Chunk) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{53}
+	return file_gateway_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Chunk) GetId() uint64 {
@@ -4167,7 +4348,7 @@ var File_gateway_proto protoreflect.FileDescriptor
 const file_gateway_proto_rawDesc = "" +
 	"\n" +
 	"\rgateway.proto\x12\alemo.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\n" +
-	"lemo.proto\"\x81\f\n" +
+	"lemo.proto\"\xc4\f\n" +
 	"\aRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12&\n" +
 	"\x05hello\x18\n" +
@@ -4199,8 +4380,11 @@ const file_gateway_proto_rawDesc = "" +
 	"\ainspect\x18\x1f \x01(\v2\x17.lemo.v1.InspectRequestH\x00R\ainspect\x127\n" +
 	"\tstop_call\x18  \x01(\v2\x18.lemo.v1.StopCallRequestH\x00R\bstopCall\x12\\\n" +
 	"\x16list_delegate_sessions\x18! \x01(\v2$.lemo.v1.ListDelegateSessionsRequestH\x00R\x14listDelegateSessions\x12@\n" +
-	"\fraise_budget\x18x \x01(\v2\x1b.lemo.v1.RaiseBudgetRequestH\x00R\vraiseBudgetB\t\n" +
-	"\acommand\"s\n" +
+	"\fraise_budget\x18x \x01(\v2\x1b.lemo.v1.RaiseBudgetRequestH\x00R\vraiseBudget\x12A\n" +
+	"\fowner_budget\x18\x90\x03 \x01(\v2\x1b.lemo.v1.OwnerBudgetRequestH\x00R\vownerBudgetB\t\n" +
+	"\acommand\"*\n" +
+	"\x12OwnerBudgetRequest\x12\x14\n" +
+	"\x05owner\x18\x01 \x01(\tR\x05owner\"s\n" +
 	"\x05Hello\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x16\n" +
 	"\x06client\x18\x02 \x01(\tR\x06client\x12'\n" +
@@ -4224,10 +4408,18 @@ const file_gateway_proto_rawDesc = "" +
 	"\x10tools_restricted\x18\x04 \x01(\bR\x0ftoolsRestricted\x12\x1c\n" +
 	"\tworkspace\x18\x05 \x01(\tR\tworkspace\x123\n" +
 	"\tapprovals\x18\x06 \x03(\v2\x15.lemo.v1.ToolApprovalR\tapprovals\x12.\n" +
-	"\x06budget\x18x \x01(\v2\x16.lemo.v1.BudgetAmountsR\x06budget\"W\n" +
+	"\x06budget\x18x \x01(\v2\x16.lemo.v1.BudgetAmountsR\x06budget\"n\n" +
 	"\x12RaiseBudgetRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12(\n" +
-	"\x03add\x18\x02 \x01(\v2\x16.lemo.v1.BudgetAmountsR\x03add\"A\n" +
+	"\x03add\x18\x02 \x01(\v2\x16.lemo.v1.BudgetAmountsR\x03add\x12\x15\n" +
+	"\x05owner\x18\x90\x03 \x01(\tR\x05owner\"\xf7\x01\n" +
+	"\vOwnerBudget\x12\x14\n" +
+	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x10\n" +
+	"\x03day\x18\x02 \x01(\tR\x03day\x12.\n" +
+	"\x06limits\x18\x03 \x01(\v2\x16.lemo.v1.BudgetAmountsR\x06limits\x12.\n" +
+	"\x06raised\x18\x04 \x01(\v2\x16.lemo.v1.BudgetAmountsR\x06raised\x12,\n" +
+	"\x05spent\x18\x05 \x01(\v2\x16.lemo.v1.BudgetAmountsR\x05spent\x122\n" +
+	"\x06resets\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x06resets\"A\n" +
 	"\x12SendMessageRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\"@\n" +
@@ -4388,7 +4580,7 @@ const file_gateway_proto_rawDesc = "" +
 	"\x05Error\x12&\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x12.lemo.v1.ErrorCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"\x06\n" +
-	"\x04Done\"\xe7\x04\n" +
+	"\x04Done\"\xa3\x05\n" +
 	"\bResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12&\n" +
 	"\x05error\x18\n" +
@@ -4405,7 +4597,8 @@ const file_gateway_proto_rawDesc = "" +
 	"\tapprovals\x18\x12 \x01(\v2\x15.lemo.v1.ApprovalListH\x00R\tapprovals\x12#\n" +
 	"\x04done\x18\x13 \x01(\v2\r.lemo.v1.DoneH\x00R\x04done\x12,\n" +
 	"\x06actors\x18\x14 \x01(\v2\x12.lemo.v1.ActorTreeH\x00R\x06actors\x12K\n" +
-	"\x11delegate_sessions\x18\x15 \x01(\v2\x1c.lemo.v1.DelegateSessionListH\x00R\x10delegateSessionsB\b\n" +
+	"\x11delegate_sessions\x18\x15 \x01(\v2\x1c.lemo.v1.DelegateSessionListH\x00R\x10delegateSessions\x12:\n" +
+	"\fowner_budget\x18\x90\x03 \x01(\v2\x14.lemo.v1.OwnerBudgetH\x00R\vownerBudgetB\b\n" +
 	"\x06result\"6\n" +
 	"\x1bListDelegateSessionsRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\xf8\x02\n" +
@@ -4467,149 +4660,157 @@ func file_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_gateway_proto_goTypes = []any{
 	(ErrorCode)(0),                      // 0: lemo.v1.ErrorCode
 	(*Request)(nil),                     // 1: lemo.v1.Request
-	(*Hello)(nil),                       // 2: lemo.v1.Hello
-	(*Welcome)(nil),                     // 3: lemo.v1.Welcome
-	(*Goodbye)(nil),                     // 4: lemo.v1.Goodbye
-	(*TaskRef)(nil),                     // 5: lemo.v1.TaskRef
-	(*CreateTaskRequest)(nil),           // 6: lemo.v1.CreateTaskRequest
-	(*RaiseBudgetRequest)(nil),          // 7: lemo.v1.RaiseBudgetRequest
-	(*SendMessageRequest)(nil),          // 8: lemo.v1.SendMessageRequest
-	(*ContinueRequest)(nil),             // 9: lemo.v1.ContinueRequest
-	(*ListTasksRequest)(nil),            // 10: lemo.v1.ListTasksRequest
-	(*TaskPage)(nil),                    // 11: lemo.v1.TaskPage
-	(*HistoryRequest)(nil),              // 12: lemo.v1.HistoryRequest
-	(*HistoryPage)(nil),                 // 13: lemo.v1.HistoryPage
-	(*ListToolsRequest)(nil),            // 14: lemo.v1.ListToolsRequest
-	(*ToolInfo)(nil),                    // 15: lemo.v1.ToolInfo
-	(*ToolList)(nil),                    // 16: lemo.v1.ToolList
-	(*ListModelsRequest)(nil),           // 17: lemo.v1.ListModelsRequest
-	(*ModelInfo)(nil),                   // 18: lemo.v1.ModelInfo
-	(*ProviderFailure)(nil),             // 19: lemo.v1.ProviderFailure
-	(*ModelList)(nil),                   // 20: lemo.v1.ModelList
-	(*TaskSeq)(nil),                     // 21: lemo.v1.TaskSeq
-	(*SubscribeRequest)(nil),            // 22: lemo.v1.SubscribeRequest
-	(*Subscribed)(nil),                  // 23: lemo.v1.Subscribed
-	(*UnsubscribeRequest)(nil),          // 24: lemo.v1.UnsubscribeRequest
-	(*Ack)(nil),                         // 25: lemo.v1.Ack
-	(*UpdateBatch)(nil),                 // 26: lemo.v1.UpdateBatch
-	(*Update)(nil),                      // 27: lemo.v1.Update
-	(*TreeEvent)(nil),                   // 28: lemo.v1.TreeEvent
-	(*TreeState)(nil),                   // 29: lemo.v1.TreeState
-	(*CaughtUp)(nil),                    // 30: lemo.v1.CaughtUp
-	(*FellBehind)(nil),                  // 31: lemo.v1.FellBehind
-	(*Ended)(nil),                       // 32: lemo.v1.Ended
-	(*ListApprovalsRequest)(nil),        // 33: lemo.v1.ListApprovalsRequest
-	(*ApprovalList)(nil),                // 34: lemo.v1.ApprovalList
-	(*ResolveApprovalRequest)(nil),      // 35: lemo.v1.ResolveApprovalRequest
-	(*SteerRequest)(nil),                // 36: lemo.v1.SteerRequest
-	(*InspectRequest)(nil),              // 37: lemo.v1.InspectRequest
-	(*ActorInfo)(nil),                   // 38: lemo.v1.ActorInfo
-	(*ActorTree)(nil),                   // 39: lemo.v1.ActorTree
-	(*StopCallRequest)(nil),             // 40: lemo.v1.StopCallRequest
-	(*ServiceOperation)(nil),            // 41: lemo.v1.ServiceOperation
-	(*ServiceSpec)(nil),                 // 42: lemo.v1.ServiceSpec
-	(*RegisterServiceRequest)(nil),      // 43: lemo.v1.RegisterServiceRequest
-	(*UnregisterServiceRequest)(nil),    // 44: lemo.v1.UnregisterServiceRequest
-	(*ServiceCall)(nil),                 // 45: lemo.v1.ServiceCall
-	(*ServiceResult)(nil),               // 46: lemo.v1.ServiceResult
-	(*Error)(nil),                       // 47: lemo.v1.Error
-	(*Done)(nil),                        // 48: lemo.v1.Done
-	(*Response)(nil),                    // 49: lemo.v1.Response
-	(*ListDelegateSessionsRequest)(nil), // 50: lemo.v1.ListDelegateSessionsRequest
-	(*DelegateSession)(nil),             // 51: lemo.v1.DelegateSession
-	(*DelegateSessionList)(nil),         // 52: lemo.v1.DelegateSessionList
-	(*ToClient)(nil),                    // 53: lemo.v1.ToClient
-	(*Chunk)(nil),                       // 54: lemo.v1.Chunk
-	(*ToolApproval)(nil),                // 55: lemo.v1.ToolApproval
-	(*BudgetAmounts)(nil),               // 56: lemo.v1.BudgetAmounts
-	(*TaskMeta)(nil),                    // 57: lemo.v1.TaskMeta
-	(*Event)(nil),                       // 58: lemo.v1.Event
-	(*Delta)(nil),                       // 59: lemo.v1.Delta
-	(*timestamppb.Timestamp)(nil),       // 60: google.protobuf.Timestamp
+	(*OwnerBudgetRequest)(nil),          // 2: lemo.v1.OwnerBudgetRequest
+	(*Hello)(nil),                       // 3: lemo.v1.Hello
+	(*Welcome)(nil),                     // 4: lemo.v1.Welcome
+	(*Goodbye)(nil),                     // 5: lemo.v1.Goodbye
+	(*TaskRef)(nil),                     // 6: lemo.v1.TaskRef
+	(*CreateTaskRequest)(nil),           // 7: lemo.v1.CreateTaskRequest
+	(*RaiseBudgetRequest)(nil),          // 8: lemo.v1.RaiseBudgetRequest
+	(*OwnerBudget)(nil),                 // 9: lemo.v1.OwnerBudget
+	(*SendMessageRequest)(nil),          // 10: lemo.v1.SendMessageRequest
+	(*ContinueRequest)(nil),             // 11: lemo.v1.ContinueRequest
+	(*ListTasksRequest)(nil),            // 12: lemo.v1.ListTasksRequest
+	(*TaskPage)(nil),                    // 13: lemo.v1.TaskPage
+	(*HistoryRequest)(nil),              // 14: lemo.v1.HistoryRequest
+	(*HistoryPage)(nil),                 // 15: lemo.v1.HistoryPage
+	(*ListToolsRequest)(nil),            // 16: lemo.v1.ListToolsRequest
+	(*ToolInfo)(nil),                    // 17: lemo.v1.ToolInfo
+	(*ToolList)(nil),                    // 18: lemo.v1.ToolList
+	(*ListModelsRequest)(nil),           // 19: lemo.v1.ListModelsRequest
+	(*ModelInfo)(nil),                   // 20: lemo.v1.ModelInfo
+	(*ProviderFailure)(nil),             // 21: lemo.v1.ProviderFailure
+	(*ModelList)(nil),                   // 22: lemo.v1.ModelList
+	(*TaskSeq)(nil),                     // 23: lemo.v1.TaskSeq
+	(*SubscribeRequest)(nil),            // 24: lemo.v1.SubscribeRequest
+	(*Subscribed)(nil),                  // 25: lemo.v1.Subscribed
+	(*UnsubscribeRequest)(nil),          // 26: lemo.v1.UnsubscribeRequest
+	(*Ack)(nil),                         // 27: lemo.v1.Ack
+	(*UpdateBatch)(nil),                 // 28: lemo.v1.UpdateBatch
+	(*Update)(nil),                      // 29: lemo.v1.Update
+	(*TreeEvent)(nil),                   // 30: lemo.v1.TreeEvent
+	(*TreeState)(nil),                   // 31: lemo.v1.TreeState
+	(*CaughtUp)(nil),                    // 32: lemo.v1.CaughtUp
+	(*FellBehind)(nil),                  // 33: lemo.v1.FellBehind
+	(*Ended)(nil),                       // 34: lemo.v1.Ended
+	(*ListApprovalsRequest)(nil),        // 35: lemo.v1.ListApprovalsRequest
+	(*ApprovalList)(nil),                // 36: lemo.v1.ApprovalList
+	(*ResolveApprovalRequest)(nil),      // 37: lemo.v1.ResolveApprovalRequest
+	(*SteerRequest)(nil),                // 38: lemo.v1.SteerRequest
+	(*InspectRequest)(nil),              // 39: lemo.v1.InspectRequest
+	(*ActorInfo)(nil),                   // 40: lemo.v1.ActorInfo
+	(*ActorTree)(nil),                   // 41: lemo.v1.ActorTree
+	(*StopCallRequest)(nil),             // 42: lemo.v1.StopCallRequest
+	(*ServiceOperation)(nil),            // 43: lemo.v1.ServiceOperation
+	(*ServiceSpec)(nil),                 // 44: lemo.v1.ServiceSpec
+	(*RegisterServiceRequest)(nil),      // 45: lemo.v1.RegisterServiceRequest
+	(*UnregisterServiceRequest)(nil),    // 46: lemo.v1.UnregisterServiceRequest
+	(*ServiceCall)(nil),                 // 47: lemo.v1.ServiceCall
+	(*ServiceResult)(nil),               // 48: lemo.v1.ServiceResult
+	(*Error)(nil),                       // 49: lemo.v1.Error
+	(*Done)(nil),                        // 50: lemo.v1.Done
+	(*Response)(nil),                    // 51: lemo.v1.Response
+	(*ListDelegateSessionsRequest)(nil), // 52: lemo.v1.ListDelegateSessionsRequest
+	(*DelegateSession)(nil),             // 53: lemo.v1.DelegateSession
+	(*DelegateSessionList)(nil),         // 54: lemo.v1.DelegateSessionList
+	(*ToClient)(nil),                    // 55: lemo.v1.ToClient
+	(*Chunk)(nil),                       // 56: lemo.v1.Chunk
+	(*ToolApproval)(nil),                // 57: lemo.v1.ToolApproval
+	(*BudgetAmounts)(nil),               // 58: lemo.v1.BudgetAmounts
+	(*timestamppb.Timestamp)(nil),       // 59: google.protobuf.Timestamp
+	(*TaskMeta)(nil),                    // 60: lemo.v1.TaskMeta
+	(*Event)(nil),                       // 61: lemo.v1.Event
+	(*Delta)(nil),                       // 62: lemo.v1.Delta
 }
 var file_gateway_proto_depIdxs = []int32{
-	2,  // 0: lemo.v1.Request.hello:type_name -> lemo.v1.Hello
-	6,  // 1: lemo.v1.Request.create_task:type_name -> lemo.v1.CreateTaskRequest
-	8,  // 2: lemo.v1.Request.send_message:type_name -> lemo.v1.SendMessageRequest
-	5,  // 3: lemo.v1.Request.pause:type_name -> lemo.v1.TaskRef
-	9,  // 4: lemo.v1.Request.continue_task:type_name -> lemo.v1.ContinueRequest
-	5,  // 5: lemo.v1.Request.cancel:type_name -> lemo.v1.TaskRef
-	5,  // 6: lemo.v1.Request.get_task:type_name -> lemo.v1.TaskRef
-	10, // 7: lemo.v1.Request.list_tasks:type_name -> lemo.v1.ListTasksRequest
-	12, // 8: lemo.v1.Request.history:type_name -> lemo.v1.HistoryRequest
-	14, // 9: lemo.v1.Request.list_tools:type_name -> lemo.v1.ListToolsRequest
-	17, // 10: lemo.v1.Request.list_models:type_name -> lemo.v1.ListModelsRequest
-	22, // 11: lemo.v1.Request.subscribe:type_name -> lemo.v1.SubscribeRequest
-	24, // 12: lemo.v1.Request.unsubscribe:type_name -> lemo.v1.UnsubscribeRequest
-	25, // 13: lemo.v1.Request.ack:type_name -> lemo.v1.Ack
-	33, // 14: lemo.v1.Request.list_approvals:type_name -> lemo.v1.ListApprovalsRequest
-	35, // 15: lemo.v1.Request.resolve_approval:type_name -> lemo.v1.ResolveApprovalRequest
-	36, // 16: lemo.v1.Request.steer:type_name -> lemo.v1.SteerRequest
-	43, // 17: lemo.v1.Request.register_service:type_name -> lemo.v1.RegisterServiceRequest
-	44, // 18: lemo.v1.Request.unregister_service:type_name -> lemo.v1.UnregisterServiceRequest
-	46, // 19: lemo.v1.Request.service_result:type_name -> lemo.v1.ServiceResult
-	4,  // 20: lemo.v1.Request.goodbye:type_name -> lemo.v1.Goodbye
-	37, // 21: lemo.v1.Request.inspect:type_name -> lemo.v1.InspectRequest
-	40, // 22: lemo.v1.Request.stop_call:type_name -> lemo.v1.StopCallRequest
-	50, // 23: lemo.v1.Request.list_delegate_sessions:type_name -> lemo.v1.ListDelegateSessionsRequest
-	7,  // 24: lemo.v1.Request.raise_budget:type_name -> lemo.v1.RaiseBudgetRequest
-	55, // 25: lemo.v1.CreateTaskRequest.approvals:type_name -> lemo.v1.ToolApproval
-	56, // 26: lemo.v1.CreateTaskRequest.budget:type_name -> lemo.v1.BudgetAmounts
-	56, // 27: lemo.v1.RaiseBudgetRequest.add:type_name -> lemo.v1.BudgetAmounts
-	57, // 28: lemo.v1.TaskPage.tasks:type_name -> lemo.v1.TaskMeta
-	58, // 29: lemo.v1.HistoryPage.events:type_name -> lemo.v1.Event
-	15, // 30: lemo.v1.ToolList.tools:type_name -> lemo.v1.ToolInfo
-	18, // 31: lemo.v1.ModelList.models:type_name -> lemo.v1.ModelInfo
-	19, // 32: lemo.v1.ModelList.failures:type_name -> lemo.v1.ProviderFailure
-	21, // 33: lemo.v1.SubscribeRequest.resume:type_name -> lemo.v1.TaskSeq
-	57, // 34: lemo.v1.Subscribed.task:type_name -> lemo.v1.TaskMeta
-	27, // 35: lemo.v1.UpdateBatch.updates:type_name -> lemo.v1.Update
-	58, // 36: lemo.v1.Update.event:type_name -> lemo.v1.Event
-	59, // 37: lemo.v1.Update.delta:type_name -> lemo.v1.Delta
-	30, // 38: lemo.v1.Update.caught_up:type_name -> lemo.v1.CaughtUp
-	31, // 39: lemo.v1.Update.fell_behind:type_name -> lemo.v1.FellBehind
-	32, // 40: lemo.v1.Update.ended:type_name -> lemo.v1.Ended
-	28, // 41: lemo.v1.Update.tree_event:type_name -> lemo.v1.TreeEvent
-	29, // 42: lemo.v1.Update.tree_state:type_name -> lemo.v1.TreeState
-	58, // 43: lemo.v1.TreeEvent.event:type_name -> lemo.v1.Event
-	28, // 44: lemo.v1.TreeState.events:type_name -> lemo.v1.TreeEvent
-	21, // 45: lemo.v1.FellBehind.last:type_name -> lemo.v1.TaskSeq
-	58, // 46: lemo.v1.ApprovalList.approvals:type_name -> lemo.v1.Event
-	60, // 47: lemo.v1.ActorInfo.state_since:type_name -> google.protobuf.Timestamp
-	60, // 48: lemo.v1.ActorInfo.started:type_name -> google.protobuf.Timestamp
-	38, // 49: lemo.v1.ActorTree.actors:type_name -> lemo.v1.ActorInfo
-	60, // 50: lemo.v1.ActorTree.time:type_name -> google.protobuf.Timestamp
-	41, // 51: lemo.v1.ServiceSpec.operations:type_name -> lemo.v1.ServiceOperation
-	42, // 52: lemo.v1.RegisterServiceRequest.service:type_name -> lemo.v1.ServiceSpec
-	60, // 53: lemo.v1.ServiceCall.deadline:type_name -> google.protobuf.Timestamp
-	0,  // 54: lemo.v1.Error.code:type_name -> lemo.v1.ErrorCode
-	47, // 55: lemo.v1.Response.error:type_name -> lemo.v1.Error
-	3,  // 56: lemo.v1.Response.welcome:type_name -> lemo.v1.Welcome
-	57, // 57: lemo.v1.Response.task:type_name -> lemo.v1.TaskMeta
-	11, // 58: lemo.v1.Response.tasks:type_name -> lemo.v1.TaskPage
-	13, // 59: lemo.v1.Response.history:type_name -> lemo.v1.HistoryPage
-	16, // 60: lemo.v1.Response.tools:type_name -> lemo.v1.ToolList
-	20, // 61: lemo.v1.Response.models:type_name -> lemo.v1.ModelList
-	23, // 62: lemo.v1.Response.subscribed:type_name -> lemo.v1.Subscribed
-	34, // 63: lemo.v1.Response.approvals:type_name -> lemo.v1.ApprovalList
-	48, // 64: lemo.v1.Response.done:type_name -> lemo.v1.Done
-	39, // 65: lemo.v1.Response.actors:type_name -> lemo.v1.ActorTree
-	52, // 66: lemo.v1.Response.delegate_sessions:type_name -> lemo.v1.DelegateSessionList
-	60, // 67: lemo.v1.DelegateSession.created:type_name -> google.protobuf.Timestamp
-	60, // 68: lemo.v1.DelegateSession.modified:type_name -> google.protobuf.Timestamp
-	51, // 69: lemo.v1.DelegateSessionList.sessions:type_name -> lemo.v1.DelegateSession
-	49, // 70: lemo.v1.ToClient.response:type_name -> lemo.v1.Response
-	26, // 71: lemo.v1.ToClient.updates:type_name -> lemo.v1.UpdateBatch
-	45, // 72: lemo.v1.ToClient.service_call:type_name -> lemo.v1.ServiceCall
-	73, // [73:73] is the sub-list for method output_type
-	73, // [73:73] is the sub-list for method input_type
-	73, // [73:73] is the sub-list for extension type_name
-	73, // [73:73] is the sub-list for extension extendee
-	0,  // [0:73] is the sub-list for field type_name
+	3,  // 0: lemo.v1.Request.hello:type_name -> lemo.v1.Hello
+	7,  // 1: lemo.v1.Request.create_task:type_name -> lemo.v1.CreateTaskRequest
+	10, // 2: lemo.v1.Request.send_message:type_name -> lemo.v1.SendMessageRequest
+	6,  // 3: lemo.v1.Request.pause:type_name -> lemo.v1.TaskRef
+	11, // 4: lemo.v1.Request.continue_task:type_name -> lemo.v1.ContinueRequest
+	6,  // 5: lemo.v1.Request.cancel:type_name -> lemo.v1.TaskRef
+	6,  // 6: lemo.v1.Request.get_task:type_name -> lemo.v1.TaskRef
+	12, // 7: lemo.v1.Request.list_tasks:type_name -> lemo.v1.ListTasksRequest
+	14, // 8: lemo.v1.Request.history:type_name -> lemo.v1.HistoryRequest
+	16, // 9: lemo.v1.Request.list_tools:type_name -> lemo.v1.ListToolsRequest
+	19, // 10: lemo.v1.Request.list_models:type_name -> lemo.v1.ListModelsRequest
+	24, // 11: lemo.v1.Request.subscribe:type_name -> lemo.v1.SubscribeRequest
+	26, // 12: lemo.v1.Request.unsubscribe:type_name -> lemo.v1.UnsubscribeRequest
+	27, // 13: lemo.v1.Request.ack:type_name -> lemo.v1.Ack
+	35, // 14: lemo.v1.Request.list_approvals:type_name -> lemo.v1.ListApprovalsRequest
+	37, // 15: lemo.v1.Request.resolve_approval:type_name -> lemo.v1.ResolveApprovalRequest
+	38, // 16: lemo.v1.Request.steer:type_name -> lemo.v1.SteerRequest
+	45, // 17: lemo.v1.Request.register_service:type_name -> lemo.v1.RegisterServiceRequest
+	46, // 18: lemo.v1.Request.unregister_service:type_name -> lemo.v1.UnregisterServiceRequest
+	48, // 19: lemo.v1.Request.service_result:type_name -> lemo.v1.ServiceResult
+	5,  // 20: lemo.v1.Request.goodbye:type_name -> lemo.v1.Goodbye
+	39, // 21: lemo.v1.Request.inspect:type_name -> lemo.v1.InspectRequest
+	42, // 22: lemo.v1.Request.stop_call:type_name -> lemo.v1.StopCallRequest
+	52, // 23: lemo.v1.Request.list_delegate_sessions:type_name -> lemo.v1.ListDelegateSessionsRequest
+	8,  // 24: lemo.v1.Request.raise_budget:type_name -> lemo.v1.RaiseBudgetRequest
+	2,  // 25: lemo.v1.Request.owner_budget:type_name -> lemo.v1.OwnerBudgetRequest
+	57, // 26: lemo.v1.CreateTaskRequest.approvals:type_name -> lemo.v1.ToolApproval
+	58, // 27: lemo.v1.CreateTaskRequest.budget:type_name -> lemo.v1.BudgetAmounts
+	58, // 28: lemo.v1.RaiseBudgetRequest.add:type_name -> lemo.v1.BudgetAmounts
+	58, // 29: lemo.v1.OwnerBudget.limits:type_name -> lemo.v1.BudgetAmounts
+	58, // 30: lemo.v1.OwnerBudget.raised:type_name -> lemo.v1.BudgetAmounts
+	58, // 31: lemo.v1.OwnerBudget.spent:type_name -> lemo.v1.BudgetAmounts
+	59, // 32: lemo.v1.OwnerBudget.resets:type_name -> google.protobuf.Timestamp
+	60, // 33: lemo.v1.TaskPage.tasks:type_name -> lemo.v1.TaskMeta
+	61, // 34: lemo.v1.HistoryPage.events:type_name -> lemo.v1.Event
+	17, // 35: lemo.v1.ToolList.tools:type_name -> lemo.v1.ToolInfo
+	20, // 36: lemo.v1.ModelList.models:type_name -> lemo.v1.ModelInfo
+	21, // 37: lemo.v1.ModelList.failures:type_name -> lemo.v1.ProviderFailure
+	23, // 38: lemo.v1.SubscribeRequest.resume:type_name -> lemo.v1.TaskSeq
+	60, // 39: lemo.v1.Subscribed.task:type_name -> lemo.v1.TaskMeta
+	29, // 40: lemo.v1.UpdateBatch.updates:type_name -> lemo.v1.Update
+	61, // 41: lemo.v1.Update.event:type_name -> lemo.v1.Event
+	62, // 42: lemo.v1.Update.delta:type_name -> lemo.v1.Delta
+	32, // 43: lemo.v1.Update.caught_up:type_name -> lemo.v1.CaughtUp
+	33, // 44: lemo.v1.Update.fell_behind:type_name -> lemo.v1.FellBehind
+	34, // 45: lemo.v1.Update.ended:type_name -> lemo.v1.Ended
+	30, // 46: lemo.v1.Update.tree_event:type_name -> lemo.v1.TreeEvent
+	31, // 47: lemo.v1.Update.tree_state:type_name -> lemo.v1.TreeState
+	61, // 48: lemo.v1.TreeEvent.event:type_name -> lemo.v1.Event
+	30, // 49: lemo.v1.TreeState.events:type_name -> lemo.v1.TreeEvent
+	23, // 50: lemo.v1.FellBehind.last:type_name -> lemo.v1.TaskSeq
+	61, // 51: lemo.v1.ApprovalList.approvals:type_name -> lemo.v1.Event
+	59, // 52: lemo.v1.ActorInfo.state_since:type_name -> google.protobuf.Timestamp
+	59, // 53: lemo.v1.ActorInfo.started:type_name -> google.protobuf.Timestamp
+	40, // 54: lemo.v1.ActorTree.actors:type_name -> lemo.v1.ActorInfo
+	59, // 55: lemo.v1.ActorTree.time:type_name -> google.protobuf.Timestamp
+	43, // 56: lemo.v1.ServiceSpec.operations:type_name -> lemo.v1.ServiceOperation
+	44, // 57: lemo.v1.RegisterServiceRequest.service:type_name -> lemo.v1.ServiceSpec
+	59, // 58: lemo.v1.ServiceCall.deadline:type_name -> google.protobuf.Timestamp
+	0,  // 59: lemo.v1.Error.code:type_name -> lemo.v1.ErrorCode
+	49, // 60: lemo.v1.Response.error:type_name -> lemo.v1.Error
+	4,  // 61: lemo.v1.Response.welcome:type_name -> lemo.v1.Welcome
+	60, // 62: lemo.v1.Response.task:type_name -> lemo.v1.TaskMeta
+	13, // 63: lemo.v1.Response.tasks:type_name -> lemo.v1.TaskPage
+	15, // 64: lemo.v1.Response.history:type_name -> lemo.v1.HistoryPage
+	18, // 65: lemo.v1.Response.tools:type_name -> lemo.v1.ToolList
+	22, // 66: lemo.v1.Response.models:type_name -> lemo.v1.ModelList
+	25, // 67: lemo.v1.Response.subscribed:type_name -> lemo.v1.Subscribed
+	36, // 68: lemo.v1.Response.approvals:type_name -> lemo.v1.ApprovalList
+	50, // 69: lemo.v1.Response.done:type_name -> lemo.v1.Done
+	41, // 70: lemo.v1.Response.actors:type_name -> lemo.v1.ActorTree
+	54, // 71: lemo.v1.Response.delegate_sessions:type_name -> lemo.v1.DelegateSessionList
+	9,  // 72: lemo.v1.Response.owner_budget:type_name -> lemo.v1.OwnerBudget
+	59, // 73: lemo.v1.DelegateSession.created:type_name -> google.protobuf.Timestamp
+	59, // 74: lemo.v1.DelegateSession.modified:type_name -> google.protobuf.Timestamp
+	53, // 75: lemo.v1.DelegateSessionList.sessions:type_name -> lemo.v1.DelegateSession
+	51, // 76: lemo.v1.ToClient.response:type_name -> lemo.v1.Response
+	28, // 77: lemo.v1.ToClient.updates:type_name -> lemo.v1.UpdateBatch
+	47, // 78: lemo.v1.ToClient.service_call:type_name -> lemo.v1.ServiceCall
+	79, // [79:79] is the sub-list for method output_type
+	79, // [79:79] is the sub-list for method input_type
+	79, // [79:79] is the sub-list for extension type_name
+	79, // [79:79] is the sub-list for extension extendee
+	0,  // [0:79] is the sub-list for field type_name
 }
 
 func init() { file_gateway_proto_init() }
@@ -4644,8 +4845,9 @@ func file_gateway_proto_init() {
 		(*Request_StopCall)(nil),
 		(*Request_ListDelegateSessions)(nil),
 		(*Request_RaiseBudget)(nil),
+		(*Request_OwnerBudget)(nil),
 	}
-	file_gateway_proto_msgTypes[26].OneofWrappers = []any{
+	file_gateway_proto_msgTypes[28].OneofWrappers = []any{
 		(*Update_Event)(nil),
 		(*Update_Delta)(nil),
 		(*Update_CaughtUp)(nil),
@@ -4654,7 +4856,7 @@ func file_gateway_proto_init() {
 		(*Update_TreeEvent)(nil),
 		(*Update_TreeState)(nil),
 	}
-	file_gateway_proto_msgTypes[48].OneofWrappers = []any{
+	file_gateway_proto_msgTypes[50].OneofWrappers = []any{
 		(*Response_Error)(nil),
 		(*Response_Welcome)(nil),
 		(*Response_Task)(nil),
@@ -4667,8 +4869,9 @@ func file_gateway_proto_init() {
 		(*Response_Done)(nil),
 		(*Response_Actors)(nil),
 		(*Response_DelegateSessions)(nil),
+		(*Response_OwnerBudget)(nil),
 	}
-	file_gateway_proto_msgTypes[52].OneofWrappers = []any{
+	file_gateway_proto_msgTypes[54].OneofWrappers = []any{
 		(*ToClient_Response)(nil),
 		(*ToClient_Updates)(nil),
 		(*ToClient_ServiceCall)(nil),
@@ -4679,7 +4882,7 @@ func file_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gateway_proto_rawDesc), len(file_gateway_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   54,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

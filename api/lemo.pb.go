@@ -3155,7 +3155,9 @@ type TaskMeta struct {
 	ParentId string `protobuf:"bytes,40,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
 	Depth    uint32 `protobuf:"varint,41,opt,name=depth,proto3" json:"depth,omitempty"`
 	// What the Task spent and may still spend.
-	Budget        *BudgetSummary `protobuf:"bytes,120,opt,name=budget,proto3" json:"budget,omitempty"`
+	Budget *BudgetSummary `protobuf:"bytes,120,opt,name=budget,proto3" json:"budget,omitempty"`
+	// How many children the Task spawned (ChildSpawned events).
+	Children      uint32 `protobuf:"varint,400,opt,name=children,proto3" json:"children,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3293,6 +3295,13 @@ func (x *TaskMeta) GetBudget() *BudgetSummary {
 		return x.Budget
 	}
 	return nil
+}
+
+func (x *TaskMeta) GetChildren() uint32 {
+	if x != nil {
+		return x.Children
+	}
+	return 0
 }
 
 // Delta is live progress that is never stored: model text and reasoning as
@@ -3846,7 +3855,10 @@ type BudgetSummary struct {
 	// spent grows from there).
 	RunningSince *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=running_since,json=runningSince,proto3" json:"running_since,omitempty"`
 	// The price of the Task's current model.
-	Price         *Price `protobuf:"bytes,7,opt,name=price,proto3" json:"price,omitempty"`
+	Price *Price `protobuf:"bytes,7,opt,name=price,proto3" json:"price,omitempty"`
+	// When the open reservation was made (its CycleStarted): the spend of a
+	// Cycle counts on the UTC day it started, for the owner's daily budget.
+	OpenSince     *timestamppb.Timestamp `protobuf:"bytes,400,opt,name=open_since,json=openSince,proto3" json:"open_since,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3926,6 +3938,13 @@ func (x *BudgetSummary) GetRunningSince() *timestamppb.Timestamp {
 func (x *BudgetSummary) GetPrice() *Price {
 	if x != nil {
 		return x.Price
+	}
+	return nil
+}
+
+func (x *BudgetSummary) GetOpenSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OpenSince
 	}
 	return nil
 }
@@ -4139,7 +4158,7 @@ const file_lemo_proto_rawDesc = "" +
 	"\boverflow\x18\x06 \x01(\v2\x11.lemo.v1.OverflowR\boverflow\x12\x1a\n" +
 	"\bdecision\x18P \x01(\tR\bdecision\x12\x18\n" +
 	"\acrashes\x18Q \x01(\rR\acrashes\x12\x16\n" +
-	"\x06budget\x18R \x01(\rR\x06budget\"\x90\x04\n" +
+	"\x06budget\x18R \x01(\rR\x06budget\"\xad\x04\n" +
 	"\bTaskMeta\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12+\n" +
@@ -4156,7 +4175,8 @@ const file_lemo_proto_rawDesc = "" +
 	"\tworkspace\x18\f \x01(\tR\tworkspace\x12\x1b\n" +
 	"\tparent_id\x18( \x01(\tR\bparentId\x12\x14\n" +
 	"\x05depth\x18) \x01(\rR\x05depth\x12.\n" +
-	"\x06budget\x18x \x01(\v2\x16.lemo.v1.BudgetSummaryR\x06budget\"\xe9\x01\n" +
+	"\x06budget\x18x \x01(\v2\x16.lemo.v1.BudgetSummaryR\x06budget\x12\x1b\n" +
+	"\bchildren\x18\x90\x03 \x01(\rR\bchildren\"\xe9\x01\n" +
 	"\x05Delta\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05cycle\x18\x02 \x01(\rR\x05cycle\x12&\n" +
@@ -4195,7 +4215,7 @@ const file_lemo_proto_rawDesc = "" +
 	"\flimit_amount\x18\x02 \x01(\x04R\vlimitAmount\x12\x14\n" +
 	"\x05spent\x18\x03 \x01(\x04R\x05spent\x12\x1c\n" +
 	"\tremaining\x18\x04 \x01(\x04R\tremaining\x12\x16\n" +
-	"\x06needed\x18\x05 \x01(\x04R\x06needed\"\xd0\x02\n" +
+	"\x06needed\x18\x05 \x01(\x04R\x06needed\"\x8c\x03\n" +
 	"\rBudgetSummary\x12.\n" +
 	"\x06limits\x18\x01 \x01(\v2\x16.lemo.v1.BudgetAmountsR\x06limits\x12,\n" +
 	"\x05spent\x18\x02 \x01(\v2\x16.lemo.v1.BudgetAmountsR\x05spent\x12.\n" +
@@ -4204,7 +4224,9 @@ const file_lemo_proto_rawDesc = "" +
 	"open_cycle\x18\x04 \x01(\rR\topenCycle\x12+\n" +
 	"\x11estimated_charges\x18\x05 \x01(\rR\x10estimatedCharges\x12?\n" +
 	"\rrunning_since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\frunningSince\x12$\n" +
-	"\x05price\x18\a \x01(\v2\x0e.lemo.v1.PriceR\x05price*\xe3\x01\n" +
+	"\x05price\x18\a \x01(\v2\x0e.lemo.v1.PriceR\x05price\x12:\n" +
+	"\n" +
+	"open_since\x18\x90\x03 \x01(\v2\x1a.google.protobuf.TimestampR\topenSince*\xe3\x01\n" +
 	"\n" +
 	"TaskStatus\x12\x1b\n" +
 	"\x17TASK_STATUS_UNSPECIFIED\x10\x00\x12\x17\n" +
@@ -4392,11 +4414,12 @@ var file_lemo_proto_depIdxs = []int32{
 	41, // 61: lemo.v1.BudgetSummary.open:type_name -> lemo.v1.BudgetReservation
 	46, // 62: lemo.v1.BudgetSummary.running_since:type_name -> google.protobuf.Timestamp
 	40, // 63: lemo.v1.BudgetSummary.price:type_name -> lemo.v1.Price
-	64, // [64:64] is the sub-list for method output_type
-	64, // [64:64] is the sub-list for method input_type
-	64, // [64:64] is the sub-list for extension type_name
-	64, // [64:64] is the sub-list for extension extendee
-	0,  // [0:64] is the sub-list for field type_name
+	46, // 64: lemo.v1.BudgetSummary.open_since:type_name -> google.protobuf.Timestamp
+	65, // [65:65] is the sub-list for method output_type
+	65, // [65:65] is the sub-list for method input_type
+	65, // [65:65] is the sub-list for extension type_name
+	65, // [65:65] is the sub-list for extension extendee
+	0,  // [0:65] is the sub-list for field type_name
 }
 
 func init() { file_lemo_proto_init() }

@@ -33,6 +33,11 @@ func FoldMetaEvents(meta *TaskMeta, evs []*Event) *TaskMeta {
 	return m
 }
 
+// FoldMetaInto applies ev to m in place (m must be a copy its caller
+// owns, as FoldMeta returns), for a caller that looks at the metadata
+// between events (the store's daily records).
+func FoldMetaInto(m *TaskMeta, ev *Event) { foldMetaInto(m, ev) }
+
 // foldMetaInto applies ev to m.
 func foldMetaInto(m *TaskMeta, ev *Event) {
 	if m.Budget == nil {
@@ -62,5 +67,7 @@ func foldMetaInto(m *TaskMeta, ev *Event) {
 		if c := b.CycleStarted.GetCycle(); c > m.Cycles {
 			m.Cycles = c
 		}
+	case *Event_ChildSpawned:
+		m.Children++
 	}
 }

@@ -80,6 +80,35 @@ func (c *Conn) RaiseBudget(ctx context.Context, taskID string, add *api.BudgetAm
 	return taskMeta(c.call(ctx, &api.Request{Command: &api.Request_RaiseBudget{RaiseBudget: &api.RaiseBudgetRequest{TaskId: taskID, Add: add}}}))
 }
 
+// RaiseOwnerBudget raises owner's daily budget for the current UTC day
+// (operator tokens only) and returns it after the raise.
+func (c *Conn) RaiseOwnerBudget(ctx context.Context, owner string, add *api.BudgetAmounts) (*api.OwnerBudget, error) {
+	resp, err := c.call(ctx, &api.Request{Command: &api.Request_RaiseBudget{RaiseBudget: &api.RaiseBudgetRequest{Owner: owner, Add: add}}})
+	if err != nil {
+		return nil, err
+	}
+	ob := resp.GetOwnerBudget()
+	if ob == nil {
+		return nil, unexpected(resp, "owner_budget")
+	}
+	return ob, nil
+}
+
+// OwnerBudget returns owner's daily budget on the current UTC day: its
+// limits, raises and spend (a token sees its own owner's; an operator
+// any).
+func (c *Conn) OwnerBudget(ctx context.Context, owner string) (*api.OwnerBudget, error) {
+	resp, err := c.call(ctx, &api.Request{Command: &api.Request_OwnerBudget{OwnerBudget: &api.OwnerBudgetRequest{Owner: owner}}})
+	if err != nil {
+		return nil, err
+	}
+	ob := resp.GetOwnerBudget()
+	if ob == nil {
+		return nil, unexpected(resp, "owner_budget")
+	}
+	return ob, nil
+}
+
 // Cancel cancels a Task.
 func (c *Conn) Cancel(ctx context.Context, taskID string) (*api.TaskMeta, error) {
 	return taskMeta(c.call(ctx, &api.Request{Command: &api.Request_Cancel{Cancel: &api.TaskRef{TaskId: taskID}}}))

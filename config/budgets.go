@@ -20,6 +20,15 @@ type Budgets struct {
 	OutputTokens int           `yaml:"output_tokens" env:"LEMO_BUDGETS_OUTPUT_TOKENS" help:"output tokens each model call reserves, and its output cap when the Task has a token or cost budget"`
 	// UnreportedToolTokens is charged for a delegate run without usage.
 	UnreportedToolTokens int `yaml:"unreported_tool_tokens" env:"LEMO_BUDGETS_UNREPORTED_TOOL_TOKENS" help:"tokens charged, marked as an estimate, for a delegate agent's run that reported no usage (it failed or was stopped)"`
+	// PerOwnerDay caps what each owner's Tasks spend together per UTC day.
+	PerOwnerDay OwnerDay `yaml:"per_owner_day"`
+}
+
+// OwnerDay is each owner's daily budget: what the Cycles of its Tasks that
+// start on one UTC day may spend together (0 or empty: no limit).
+type OwnerDay struct {
+	Tokens int64  `yaml:"tokens" env:"LEMO_BUDGETS_PER_OWNER_DAY_TOKENS" help:"daily token budget of each owner: tokens of all its Tasks' model calls on one UTC day (resets at UTC midnight; lemo budget --owner raises it for the day); 0: no limit"`
+	Cost   string `yaml:"cost" env:"LEMO_BUDGETS_PER_OWNER_DAY_COST" help:"daily cost budget of each owner in US dollars (5.00), for all its Tasks on one UTC day; empty: no limit; needs the models' prices"`
 }
 
 // Pricing prices models for cost budgets where the provider publishes no
@@ -99,6 +108,14 @@ func (c *Config) budgetProblems() []error {
 	}
 	if b.UnreportedToolTokens < 0 {
 		add("budgets.unreported_tool_tokens", "must not be negative (got %d)", b.UnreportedToolTokens)
+	}
+	if b.PerOwnerDay.Tokens < 0 {
+		add("budgets.per_owner_day.tokens", "must not be negative (got %d; 0: no limit)", b.PerOwnerDay.Tokens)
+	}
+	if b.PerOwnerDay.Cost != "" {
+		if _, err := api.ParseUSD(b.PerOwnerDay.Cost); err != nil {
+			add("budgets.per_owner_day.cost", "%v", err)
+		}
 	}
 	seen := map[string]int{}
 	for i, s := range c.Pricing.Models {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -68,5 +69,29 @@ func TestPricingFromEnvironment(t *testing.T) {
 	}
 	if p := c.Pricing.Parsed(); len(p) != 2 || p["zen/b"].CachedInput != 1 || c.Budgets.MaxCost != "1.25" {
 		t.Fatalf("pricing = %v, budgets = %+v", p, c.Budgets)
+	}
+}
+
+// Token budgets and the owners' daily budget come from the environment
+// too (whole numbers of 64 bits), and bad values are named.
+func TestBudgetsFromEnvironment(t *testing.T) {
+	c := Default()
+	if errs := c.ApplyEnv([]string{"LEMO_BUDGETS_MAX_TOKENS=5000000000", "LEMO_BUDGETS_PER_OWNER_DAY_TOKENS=200000", "LEMO_BUDGETS_PER_OWNER_DAY_COST=5"}); len(errs) > 0 {
+		t.Fatalf("ApplyEnv: %v", errs)
+	}
+	if b := c.Budgets; b.MaxTokens != 5_000_000_000 || b.PerOwnerDay.Tokens != 200_000 || b.PerOwnerDay.Cost != "5" {
+		t.Fatalf("budgets = %+v", b)
+	}
+	c = Default()
+	if errs := c.ApplyEnv([]string{"LEMO_BUDGETS_PER_OWNER_DAY_TOKENS=lots"}); len(errs) != 1 || !strings.Contains(errs[0].Error(), "not a whole number") {
+		t.Fatalf("ApplyEnv of a bad number = %v", errs)
+	}
+	c = Default()
+	c.Budgets.PerOwnerDay = OwnerDay{Tokens: -1, Cost: "five"}
+	joined := fmt.Sprint(c.Validate())
+	for _, want := range []string{"budgets.per_owner_day.tokens: must not be negative", "budgets.per_owner_day.cost"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("problems lack %q:\n%s", want, joined)
+		}
 	}
 }

@@ -429,6 +429,12 @@ func set(f reflect.Value, value string) error {
 			return fmt.Errorf("%q is not a number", value)
 		}
 		f.SetFloat(x)
+	case int64:
+		n, err := strconv.ParseInt(value, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%q is not a whole number", value)
+		}
+		f.SetInt(n)
 	case []string:
 		var out []string
 		for _, p := range strings.Split(value, ",") {

@@ -5,7 +5,10 @@
 // range scan reads them in order; sequence numbers are contiguous from 1. A
 // Task's metadata (status, model, last seq) and the status and owner indexes
 // are written in the same transaction as the events they summarise, so they
-// can never disagree with the log.
+// can never disagree with the log. So are the children index (each child
+// under its parent, with its links, limits and spend: Descendants reads a
+// tree without its owner's other Tasks) and each owner's spend per UTC day
+// (DaySpend; an append may be conditional on it: Append.DayCheck).
 //
 // All writes go through one group-commit writer goroutine: it batches appends
 // from many Tasks into one transaction and acknowledges each append only after
@@ -27,7 +30,9 @@
 //  1. OpenDataDir locks the data folder (a second daemon gets ErrLocked and
 //     changes nothing) and checks its format marker.
 //  2. Open opens the store in it; a store that cannot be read is an error, and
-//     an existing folder is never replaced by a fresh store.
+//     an existing folder is never replaced by a fresh store. A store of an
+//     older format this code upgrades (format 1: no children index) is
+//     upgraded when opened for writing.
 //  3. Append, Meta, Events, ListTasks, TasksWithStatus serve the daemon.
 //  4. Close stops the writer after the queued appends and closes the store;
 //     DataDir.Close releases the lock.

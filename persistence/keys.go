@@ -15,6 +15,7 @@ import (
 //	s/<status:1>/<task>                status index (empty value)
 //	o/<owner>/<task>                   owner index (empty value)
 //	a/<owner>/<approval id>            pending approval (its ApprovalRequested event)
+//	c/<parent>/<child>                 children index: the child's links, limits and spend (children.go)
 //
 // Task ids and owners contain no '/', so "e/<task>/" is a prefix of exactly
 // one Task's events. Other packages' records (memory, indexes) use their own
@@ -25,6 +26,7 @@ const (
 	prefixStatus   = 's'
 	prefixOwner    = 'o'
 	prefixApproval = 'a'
+	prefixChild    = 'c'
 )
 
 var formatKey = []byte("f")
@@ -77,4 +79,15 @@ func approvalPrefix(owner string) []byte {
 
 func approvalKey(owner, id string) []byte {
 	return append(approvalPrefix(owner), id...)
+}
+
+func childPrefix(parent string) []byte {
+	k := make([]byte, 0, len(parent)+3+26)
+	k = append(k, prefixChild, '/')
+	k = append(k, parent...)
+	return append(k, '/')
+}
+
+func childKey(parent, child string) []byte {
+	return append(childPrefix(parent), child...)
 }

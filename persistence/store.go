@@ -26,8 +26,10 @@ const (
 	storeDir   = "store"
 	// formatText identifies a Lemo data folder and its layout version.
 	formatText = "lemo data folder, format 1\n"
-	// storeFormat is the value of the format key inside the store.
-	storeFormat = "lemo-store-1"
+	// storeFormat is the value of the format key inside the store. Format
+	// 2 added the children index (c/); a store of format 1 is upgraded
+	// when opened for writing (upgradeFormat).
+	storeFormat = "lemo-store-2"
 	// badgerMagic makes Badger refuse stores written with another layout.
 	badgerMagic = 0x4c31 // "L1"
 )
@@ -205,6 +207,9 @@ type Store struct {
 	space *diskGuard
 	// statuses counts Tasks by status, kept by the writer.
 	statuses statusCounts
+	// noChildIndex: a store of format 1 opened read-only, which has no
+	// children index yet (Children and Tree refuse it).
+	noChildIndex bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -325,6 +330,15 @@ func (s *Store) checkFormat(fresh, readOnly bool) error {
 	})
 	switch {
 	case err == nil:
+		if string(have) == storeFormat1 {
+			if readOnly {
+				// Inspection reads no index; the daemon upgrades the store
+				// the next time it opens it.
+				s.noChildIndex = true
+				return nil
+			}
+			return s.upgradeFormat1()
+		}
 		if !bytes.Equal(have, []byte(storeFormat)) {
 			return fmt.Errorf("store format %q, this lemo reads %q", have, storeFormat)
 		}

@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -45,6 +46,14 @@ type Append struct {
 	// itself when the disk is full: the records that pause Tasks because
 	// of it (or because the daemon stops). Others get ErrDiskFull then.
 	Reserve bool
+	// DayCheck, when set, makes the append conditional on its owner's
+	// daily budget: before the append is planned, the store asks it with
+	// the owner's spend recorded on the UTC day of the last event, that
+	// day's raises, and what the append adds to that day; an error
+	// refuses the append (nothing lands) and is what Append returns. The
+	// check and the record of the spend are one step of the writer, so
+	// concurrent appends of one owner never pass a limit together.
+	DayCheck DayCheck
 	// Also are appends to other Tasks committed in the same transaction:
 	// all of them land or none does (a parent's record of a spawn and the
 	// child's creation). Each is checked like an append of its own; any
@@ -80,6 +89,8 @@ type request struct {
 	reserve bool
 	// also are the linked appends of Append.Also, committed with this one.
 	also []*request
+	// dayCheck: Append.DayCheck.
+	dayCheck DayCheck
 }
 
 type result struct {
@@ -96,7 +107,7 @@ func prepare(a Append) (*request, error) {
 	if len(a.Events) == 0 && len(a.Extra) == 0 {
 		return nil, fmt.Errorf("%w: empty append for task %s", ErrInvalid, a.TaskID)
 	}
-	req := &request{queued: time.Now(), task: a.TaskID, events: a.Events, extra: a.Extra, raw: make([][]byte, len(a.Events)), done: make(chan result, 1), reserve: a.Reserve}
+	req := &request{queued: time.Now(), task: a.TaskID, events: a.Events, extra: a.Extra, raw: make([][]byte, len(a.Events)), done: make(chan result, 1), reserve: a.Reserve, dayCheck: a.DayCheck}
 	for i, ev := range a.Events {
 		if ev.GetTaskId() != a.TaskID {
 			return nil, fmt.Errorf("%w: event for task %q in an append to %q", ErrInvalid, ev.GetTaskId(), a.TaskID)
@@ -179,6 +190,8 @@ type writer struct {
 	splits atomic.Int64
 	// guard refuses batches the disk cannot take (nil: no check).
 	guard *diskGuard
+	// days caches committed owners' daily records (day.go) by key.
+	days map[string]dayValue
 
 	mu      sync.Mutex // guards closed against submit
 	closed  bool
@@ -196,6 +209,7 @@ func newWriter(db *badger.DB, opt Options, statuses *statusCounts) *writer {
 		cache:     newMetaCache(opt.MetaCacheSize),
 		busy:      make(map[string]int),
 		submitted: newSubmittedSeqs(maxSubmittedTasks),
+		days:      make(map[string]dayValue),
 		done:      make(chan commitDone, maxInflight),
 		stopped:   make(chan struct{}),
 	}
@@ -303,6 +317,18 @@ func (w *writer) complete(d commitDone) {
 			w.onCommit(len(d.group), events, time.Since(oldest))
 		}
 	}
+	if d.err != nil {
+		clear(w.days) // what the failed commit staged is not what is stored
+	} else {
+		for _, st := range d.group {
+			for _, dw := range st.days {
+				if _, ok := w.days[dw.key]; !ok && len(w.days) >= maxDayCache {
+					clear(w.days)
+				}
+				w.days[dw.key] = dw.v
+			}
+		}
+	}
 	now := time.Now()
 	for _, st := range d.group {
 		task := st.req.task
@@ -330,11 +356,16 @@ func (w *writer) await(task string) {
 	}
 }
 
-// staged is one request's planned effect: the metadata before and after it.
+// staged is one request's planned effect: the metadata before and after
+// it, and the owners' daily records it writes.
 type staged struct {
 	req        *request
 	prev, meta *api.TaskMeta
+	days       []dayWrite
 }
+
+// maxDayCache bounds the writer's cache of daily records.
+const maxDayCache = 4096
 
 // commit writes a batch in as few transactions as Badger allows and answers
 // every request. A request that does not fit with the others goes into the
@@ -437,11 +468,15 @@ func (w *writer) plan(req *request, group []staged) (staged, error) {
 			return staged{}, err
 		}
 	}
-	meta, err := checkAndFold(req, prev)
+	meta, deltas, err := checkAndFold(req, prev)
 	if err != nil {
 		return staged{}, err
 	}
-	return staged{req: req, prev: prev, meta: meta}, nil
+	days, err := w.planDays(req, meta.GetOwner(), deltas, group)
+	if err != nil {
+		return staged{}, err
+	}
+	return staged{req: req, prev: prev, meta: meta, days: days}, nil
 }
 
 // commitGroup commits group in a fresh transaction.
@@ -520,13 +555,14 @@ func (w *writer) loadMeta(task string) (*api.TaskMeta, error) {
 	return m, nil
 }
 
-// checkAndFold checks that req continues prev and returns the metadata after it.
-func checkAndFold(req *request, prev *api.TaskMeta) (*api.TaskMeta, error) {
+// checkAndFold checks that req continues prev and returns the metadata
+// after it, and what it changes of its owner's spend by day.
+func checkAndFold(req *request, prev *api.TaskMeta) (*api.TaskMeta, []dayDelta, error) {
 	if len(req.events) == 0 {
 		if prev == nil {
-			return nil, fmt.Errorf("%w: task %s", ErrNotFound, req.task)
+			return nil, nil, fmt.Errorf("%w: task %s", ErrNotFound, req.task)
 		}
-		return prev, nil
+		return prev, nil, nil
 	}
 	want := uint64(1)
 	if prev != nil {
@@ -534,17 +570,34 @@ func checkAndFold(req *request, prev *api.TaskMeta) (*api.TaskMeta, error) {
 	}
 	first := req.events[0]
 	if first.GetSeq() != want {
-		return nil, fmt.Errorf("%w: task %s: append at seq %d, log continues at %d", ErrSeqConflict, req.task, first.GetSeq(), want)
+		return nil, nil, fmt.Errorf("%w: task %s: append at seq %d, log continues at %d", ErrSeqConflict, req.task, first.GetSeq(), want)
 	}
 	if want == 1 && first.GetTaskCreated() == nil {
-		return nil, fmt.Errorf("%w: task %s: first event must be task_created", ErrInvalid, req.task)
+		return nil, nil, fmt.Errorf("%w: task %s: first event must be task_created", ErrInvalid, req.task)
 	}
-	for _, ev := range req.events {
+	meta := prev
+	var deltas []dayDelta
+	for i, ev := range req.events {
 		if ev.GetTaskCreated() != nil && ev.GetSeq() != 1 {
-			return nil, fmt.Errorf("%w: task %s: task_created at seq %d", ErrInvalid, req.task, ev.GetSeq())
+			return nil, nil, fmt.Errorf("%w: task %s: task_created at seq %d", ErrInvalid, req.task, ev.GetSeq())
+		}
+		before := markSpend(meta.GetBudget())
+		if i == 0 {
+			meta = api.FoldMeta(prev, ev) // one copy of the meta for the append
+		} else {
+			api.FoldMetaInto(meta, ev)
+		}
+		if day, tokens, cost := spendChange(before, meta.GetBudget(), ev); day != "" {
+			key := string(dayKey(meta.GetOwner(), day))
+			if n := len(deltas); n > 0 && deltas[n-1].key == key {
+				deltas[n-1].tokens += tokens
+				deltas[n-1].cost += cost
+			} else {
+				deltas = append(deltas, dayDelta{key: key, day: day, tokens: tokens, cost: cost})
+			}
 		}
 	}
-	return api.FoldMetaEvents(prev, req.events), nil
+	return meta, deltas, nil
 }
 
 // stage writes one planned request into txn.
@@ -578,6 +631,18 @@ func stage(txn *badger.Txn, st staged) error {
 				return err
 			}
 		}
+		// A child's creation commits its entry in its parent's children
+		// index (a spawn: in the same transaction as the parent's record
+		// of it), and every change of its links, limits or spend rewrites
+		// it with the metadata.
+		if p := meta.GetParentId(); p != "" {
+			v := encodeTreeValue(meta)
+			if prev == nil || !bytes.Equal(v, encodeTreeValue(prev)) {
+				if err := txn.Set(childKey(p, req.task), v); err != nil {
+					return err
+				}
+			}
+		}
 		for i, ev := range req.events {
 			var err error
 			switch b := ev.Body.(type) {
@@ -589,6 +654,11 @@ func stage(txn *badger.Txn, st staged) error {
 			if err != nil {
 				return err
 			}
+		}
+	}
+	for _, d := range st.days {
+		if err := txn.Set([]byte(d.key), d.v.encode()); err != nil {
+			return err
 		}
 	}
 	for _, kv := range req.extra {

@@ -99,19 +99,36 @@ func (g *Gateway) execute(ctx context.Context, caller actors.Caller, req *api.Re
 		return g.stopCall(ctx, caller, c.StopCall)
 	case *api.Request_ListDelegateSessions:
 		return g.delegateSessions(ctx, caller, c.ListDelegateSessions)
+	case *api.Request_OwnerBudget:
+		r, ok := d.(BudgetRaiser)
+		if !ok {
+			return errorResponse(&cmdError{code: api.ErrorCode_ERROR_CODE_UNAVAILABLE, msg: "this daemon does not report owners' budgets over the remote API"})
+		}
+		ob, err := r.OwnerBudget(ctx, caller, c.OwnerBudget.GetOwner())
+		return result(&api.Response{Result: &api.Response_OwnerBudget{OwnerBudget: ob}}, err)
 	case *api.Request_RaiseBudget:
 		r, ok := d.(BudgetRaiser)
 		if !ok {
 			return errorResponse(&cmdError{code: api.ErrorCode_ERROR_CODE_UNAVAILABLE, msg: "this daemon does not raise budgets over the remote API"})
+		}
+		if o := c.RaiseBudget.GetOwner(); o != "" {
+			if !caller.Operator {
+				return errorResponse(notOperator)
+			}
+			ob, err := r.RaiseOwnerBudget(ctx, caller, o, c.RaiseBudget.GetAdd())
+			return result(&api.Response{Result: &api.Response_OwnerBudget{OwnerBudget: ob}}, err)
 		}
 		return taskResult(r.RaiseBudget(ctx, caller, c.RaiseBudget.GetTaskId(), c.RaiseBudget.GetAdd()))
 	}
 	return errorResponse(invalid("unknown command"))
 }
 
-// BudgetRaiser is a Backend that raises Tasks' budgets (*actors.Daemon).
+// BudgetRaiser is a Backend that raises Tasks' budgets and owners' daily
+// budgets (*actors.Daemon).
 type BudgetRaiser interface {
 	RaiseBudget(ctx context.Context, c actors.Caller, taskID string, add *api.BudgetAmounts) (*api.TaskMeta, error)
+	RaiseOwnerBudget(ctx context.Context, c actors.Caller, owner string, add *api.BudgetAmounts) (*api.OwnerBudget, error)
+	OwnerBudget(ctx context.Context, c actors.Caller, owner string) (*api.OwnerBudget, error)
 }
 
 var _ BudgetRaiser = (*actors.Daemon)(nil)

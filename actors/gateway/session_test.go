@@ -124,6 +124,24 @@ func TestOwnerScoping(t *testing.T) {
 			t.Errorf("bob %T on alice's task: code %v, want NOT_FOUND", req.GetCommand(), got)
 		}
 	}
+	// An owner's daily budget: bob sees his own day, not alice's; only an
+	// operator raises one.
+	ownerBudget := func(owner string) *api.Request {
+		return &api.Request{Command: &api.Request_OwnerBudget{OwnerBudget: &api.OwnerBudgetRequest{Owner: owner}}}
+	}
+	if got := errCode(b.call(ownerBudget("alice"))); got != api.ErrorCode_ERROR_CODE_NOT_FOUND {
+		t.Errorf("bob asks for alice's daily budget: code %v, want NOT_FOUND", got)
+	}
+	if ob := b.call(ownerBudget("bob")).GetOwnerBudget(); ob.GetOwner() != "bob" || ob.GetResets() == nil {
+		t.Errorf("bob's own daily budget = %v", ob)
+	}
+	raiseDay := &api.Request{Command: &api.Request_RaiseBudget{RaiseBudget: &api.RaiseBudgetRequest{Owner: "bob", Add: &api.BudgetAmounts{Tokens: 1}}}}
+	if got := errCode(b.call(raiseDay)); got != api.ErrorCode_ERROR_CODE_PERMISSION_DENIED {
+		t.Errorf("bob raises his own daily budget: code %v, want PERMISSION_DENIED", got)
+	}
+	if got := errCode(b.call(ownerBudget("a/b"))); got != api.ErrorCode_ERROR_CODE_INVALID {
+		t.Errorf("an invalid owner: code %v, want INVALID", got)
+	}
 	if l := b.call(&api.Request{Command: &api.Request_ListTasks{ListTasks: &api.ListTasksRequest{}}}).GetTasks(); len(l.GetTasks()) != 0 {
 		t.Errorf("bob lists %v", l.GetTasks())
 	}

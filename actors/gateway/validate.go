@@ -216,8 +216,19 @@ func validate(r *api.Request) *cmdError {
 		if m.GetError() == "" && !json.Valid(m.GetOutput()) {
 			return invalid("service_result: output is not JSON")
 		}
+	case *api.Request_OwnerBudget:
+		if err := persistence.ValidOwner(c.OwnerBudget.GetOwner()); err != nil {
+			return invalid("owner_budget: owner: %v", err)
+		}
 	case *api.Request_RaiseBudget:
-		if err := taskID(c.RaiseBudget.GetTaskId()); err != nil {
+		if o := c.RaiseBudget.GetOwner(); o != "" {
+			if c.RaiseBudget.GetTaskId() != "" {
+				return invalid("raise_budget: give task_id (a Task's budget) or owner (an owner's daily budget), not both")
+			}
+			if err := persistence.ValidOwner(o); err != nil {
+				return invalid("raise_budget: owner: %v", err)
+			}
+		} else if err := taskID(c.RaiseBudget.GetTaskId()); err != nil {
 			return err
 		}
 		if !api.HasBudget(c.RaiseBudget.GetAdd()) {

@@ -154,6 +154,10 @@ type ReserveOptions struct {
 	Overhead uint64
 	// OutputTokens is the output cap reserved for every Cycle.
 	OutputTokens uint64
+	// Day: the Task's owner has a daily budget (budgets.per_owner_day),
+	// which the store checks when it commits the Cycle's start (CheckDay,
+	// Step.DayChecked).
+	Day bool
 }
 
 // Reservation is what the Task's next Cycle reserves: its estimated input
@@ -187,7 +191,9 @@ func (s *State) Reserve(step Step, o ReserveOptions) Step {
 	if o.Tree && r != o.Grant {
 		return Step{Kind: StepAskBudget, Cycle: step.Cycle, Reservation: r}
 	}
-	return WithReservation(step, r)
+	step = WithReservation(step, r)
+	step.DayChecked = o.Day
+	return step
 }
 
 // SharesTreeBudget reports whether the Task's Cycles need its tree root's
@@ -436,13 +442,20 @@ func Plus(a, b *api.BudgetAmounts) *api.BudgetAmounts {
 // metas by their parent links. It is what the Task root is charged for
 // its tree beyond its own spend; root itself is not counted.
 func TreeSpent(root string, metas []*api.TaskMeta, now time.Time) *api.BudgetAmounts {
+	return NodesSpent(Descendants(root, metas), now)
+}
+
+// Descendants returns the descendants of root among metas (found by their
+// parent links), breadth first, as the store's children index reads them
+// (persistence.Store.Descendants).
+func Descendants(root string, metas []*api.TaskMeta) []api.TreeNode {
 	kids := map[string][]*api.TaskMeta{}
 	for _, m := range metas {
 		if p := m.GetParentId(); p != "" {
 			kids[p] = append(kids[p], m)
 		}
 	}
-	out := &api.BudgetAmounts{}
+	var out []api.TreeNode
 	seen := map[string]bool{root: true}
 	queue := []string{root}
 	for len(queue) > 0 {
@@ -453,9 +466,19 @@ func TreeSpent(root string, metas []*api.TaskMeta, now time.Time) *api.BudgetAmo
 				continue
 			}
 			seen[m.GetTaskId()] = true
-			out = Plus(out, api.BudgetSpent(m.GetBudget(), now))
+			out = append(out, api.TreeNodeOf(m))
 			queue = append(queue, m.GetTaskId())
 		}
+	}
+	return out
+}
+
+// NodesSpent is what the Tasks nodes spent by now, together: for a root's
+// descendants, what the root is charged for its tree beyond its own spend.
+func NodesSpent(nodes []api.TreeNode, now time.Time) *api.BudgetAmounts {
+	out := &api.BudgetAmounts{}
+	for i := range nodes {
+		nodes[i].AddSpent(out, now)
 	}
 	return out
 }
@@ -475,14 +498,20 @@ func TreeLeft(sum *api.BudgetSummary, desc *api.BudgetAmounts, now time.Time) (l
 // TreeGrant's): what a child spends is charged to every ancestor, so each
 // limited Task on the path must cover its own spend, its descendants'
 // recorded spend, the root's pending grants to Tasks under it, and need
-// (for the asker without descendants this is its own Reserve's check). metas are the owner's Tasks (the tree's links
-// and each one's recorded spend), pending the grants not yet recorded by
-// Task. It returns the first Task (nearest the asker) whose limit refuses,
-// and how.
-func PathGrant(metas []*api.TaskMeta, root, asker string, pending map[string]*api.BudgetAmounts, need *api.BudgetAmounts, now time.Time) (string, *api.BudgetExceeded) {
-	byID := make(map[string]*api.TaskMeta, len(metas))
-	for _, m := range metas {
-		byID[m.GetTaskId()] = m
+// (for the asker without descendants this is its own Reserve's check).
+// nodes are the root's descendants (their links and each one's recorded
+// spend), pending the grants not yet recorded by Task. It returns the
+// first Task (nearest the asker) whose limit refuses, and how.
+func PathGrant(nodes []api.TreeNode, root, asker string, pending map[string]*api.BudgetAmounts, need *api.BudgetAmounts, now time.Time) (string, *api.BudgetExceeded) {
+	byID := make(map[string]*api.TreeNode, len(nodes))
+	for i := range nodes {
+		byID[nodes[i].ID] = &nodes[i]
+	}
+	parent := func(id string) string {
+		if n := byID[id]; n != nil {
+			return n.Parent
+		}
+		return ""
 	}
 	// under reports whether id is anc or one of its descendants.
 	under := func(id, anc string) bool {
@@ -490,19 +519,24 @@ func PathGrant(metas []*api.TaskMeta, root, asker string, pending map[string]*ap
 			if id == anc {
 				return true
 			}
-			id = byID[id].GetParentId()
+			id = parent(id)
 		}
 		return false
 	}
 	id := asker
-	for i := 0; i < maxTreeWalk; i, id = i+1, byID[id].GetParentId() {
-		m := byID[id]
-		if id == "" || id == root || m == nil {
+	for i := 0; i < maxTreeWalk; i, id = i+1, parent(id) {
+		n := byID[id]
+		if id == "" || id == root || n == nil {
 			return "", nil
 		}
-		sum := m.GetBudget()
-		if !api.HasBudget(sum.GetLimits()) {
+		if !api.HasBudget(n.Limits) {
 			continue
+		}
+		spent := &api.BudgetAmounts{}
+		for j := range nodes {
+			if under(nodes[j].ID, id) {
+				nodes[j].AddSpent(spent, now)
+			}
 		}
 		held := &api.BudgetAmounts{}
 		for task, p := range pending {
@@ -510,7 +544,7 @@ func PathGrant(metas []*api.TaskMeta, root, asker string, pending map[string]*ap
 				held = Plus(held, p)
 			}
 		}
-		if ex := TreeGrant(sum, TreeSpent(id, metas, now), held, need, now); ex != nil {
+		if ex := CheckBudget(n.Limits, Plus(spent, held), need); ex != nil {
 			return id, ex
 		}
 	}
@@ -520,3 +554,153 @@ func PathGrant(metas []*api.TaskMeta, root, asker string, pending map[string]*ap
 // maxTreeWalk bounds a walk up a tree's links (deeper than any limit
 // allows; a loop in damaged links ends there).
 const maxTreeWalk = 64
+
+// Grants are the Cycles a tree's root granted whose askers have not yet
+// reported their CycleStarted durable: each counts as spent from the
+// moment it is given until its asker reports it recorded (Done), asks for
+// another Cycle (by then the granted one was recorded, and counts in the
+// asker's spend, or never will be), or gives it back. The root keeps them
+// beyond its actor's restarts (the daemon holds them for it), so a crash
+// of the root alone forgets no grant in flight: the tree fails closed. A
+// crash of the daemon forgets them with the askers that held them, whose
+// Cycles either never started or were recorded with their reservation.
+type Grants struct {
+	pending map[string]Grant
+}
+
+// Grant is one Cycle granted to a Task and what it needs.
+type Grant struct {
+	Cycle uint32
+	Need  *api.BudgetAmounts
+}
+
+// Asked takes a new ask of task: its earlier grant is no longer pending.
+func (g *Grants) Asked(task string) { delete(g.pending, task) }
+
+// Give records the grant of task's Cycle cycle, which needs need.
+func (g *Grants) Give(task string, cycle uint32, need *api.BudgetAmounts) {
+	if g.pending == nil {
+		g.pending = map[string]Grant{}
+	}
+	g.pending[task] = Grant{Cycle: cycle, Need: need}
+}
+
+// Done takes task's report that its Cycle cycle is recorded (or was not
+// used): that grant is no longer pending; another Cycle's stays.
+func (g *Grants) Done(task string, cycle uint32) {
+	if p, ok := g.pending[task]; ok && p.Cycle == cycle {
+		delete(g.pending, task)
+	}
+}
+
+// Held is what the pending grants need, in all and by Task.
+func (g *Grants) Held() (*api.BudgetAmounts, map[string]*api.BudgetAmounts) {
+	return Unrecorded(g.Snapshot(), nil, "", 0)
+}
+
+// Snapshot copies the pending grants. The root takes it when it starts
+// reading its descendants' recorded spend, not when the read arrives: a
+// grant reported recorded during the read may be missing from what was
+// read, and must still count (Unrecorded).
+func (g *Grants) Snapshot() map[string]Grant {
+	out := make(map[string]Grant, len(g.pending))
+	for task, p := range g.pending {
+		out[task] = p
+	}
+	return out
+}
+
+// Unrecorded is what the grants of snap (pending when the root's read of
+// its tree began) need beyond what the read saw, in all and by Task: a
+// grant of Cycle n to a Task whose read node shows Cycle n or a later one
+// started (its reservation is in its spend) is not counted again; every
+// other grant counts. root and rootCycles are the root's own: its grants
+// to itself are seen in its own spend once its Cycle started.
+func Unrecorded(snap map[string]Grant, nodes []api.TreeNode, root string, rootCycles uint32) (*api.BudgetAmounts, map[string]*api.BudgetAmounts) {
+	seen := make(map[string]uint32, len(snap))
+	if len(snap) > 0 {
+		for i := range nodes {
+			if _, ok := snap[nodes[i].ID]; ok {
+				seen[nodes[i].ID] = nodes[i].Cycles
+			}
+		}
+		if root != "" {
+			seen[root] = rootCycles
+		}
+	}
+	all := &api.BudgetAmounts{}
+	by := make(map[string]*api.BudgetAmounts, len(snap))
+	for task, p := range snap {
+		if c, ok := seen[task]; ok && c >= p.Cycle {
+			continue
+		}
+		all = Plus(all, p.Need)
+		by[task] = p.Need
+	}
+	return all, by
+}
+
+// Len is the number of pending grants.
+func (g *Grants) Len() int { return len(g.pending) }
+
+// CheckDay is the rule of an owner's daily budget: the Cycle's charge (its
+// reservation, as the store attributes it to the day) must fit what is
+// left of the day's limits (limits, each raised by what operators added
+// that day: raised) after the spend recorded that day (spent, open
+// reservations included). A zero limit is no limit; working time has none.
+// It returns the limit crossed ("daily tokens" or "daily cost"), with the
+// amounts as of the day, raises included; nil when the Cycle fits.
+func CheckDay(limits, raised, spent, charge *api.BudgetAmounts) *api.BudgetExceeded {
+	eff := &api.BudgetAmounts{}
+	if limits.GetTokens() > 0 {
+		eff.Tokens = Plus(limits, raised).GetTokens()
+	}
+	if limits.GetCostNanoUsd() > 0 {
+		eff.CostNanoUsd = Plus(limits, raised).GetCostNanoUsd()
+	}
+	ex := CheckBudget(eff, spent, &api.BudgetAmounts{Tokens: charge.GetTokens(), CostNanoUsd: charge.GetCostNanoUsd()})
+	if ex != nil {
+		ex.Limit = "daily " + ex.GetLimit()
+	}
+	return ex
+}
+
+// DayExceeded is the refusal of a Cycle's start by its owner's daily
+// budget (the error the store's check returns).
+type DayExceeded struct {
+	Owner string
+	// Day is the UTC day (its midnight); the budget resets a day later.
+	Day    time.Time
+	Raised *api.BudgetAmounts
+	Ex     *api.BudgetExceeded
+}
+
+func (e *DayExceeded) Error() string {
+	return fmt.Sprintf("%s budget of owner %s on %s: limit %d, spent %d, remaining %d, needed %d", e.Ex.GetLimit(), e.Owner, e.Day.Format(time.DateOnly),
+		e.Ex.GetLimitAmount(), e.Ex.GetSpent(), e.Ex.GetRemaining(), e.Ex.GetNeeded())
+}
+
+// DayPause is the pause of a running Task whose Cycle its owner's daily
+// budget refused: which limit, spent, remaining, needed, when the budget
+// resets (UTC midnight) and how to go on. It is recorded instead of the
+// Cycle's start, after what was recorded with it (so the Task's state is
+// not checked here: it is the one the start was decided on).
+func (s *State) DayPause(e *DayExceeded) []proto.Message {
+	f, flag := func(v uint64) string { return fmt.Sprintf("%d tokens", v) }, "--add-tokens N"
+	if e.Ex.GetLimit() == "daily cost" {
+		f, flag = api.FormatUSD, "--add-cost USD"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "paused: the %s budget of owner %s cannot cover the next model call: limit %s today", e.Ex.GetLimit(), e.Owner, f(e.Ex.GetLimitAmount()))
+	if r := e.Raised; r.GetTokens() > 0 || r.GetCostNanoUsd() > 0 {
+		n := r.GetTokens()
+		if e.Ex.GetLimit() == "daily cost" {
+			n = r.GetCostNanoUsd()
+		}
+		fmt.Fprintf(&b, " (%s of it raised today)", f(n))
+	}
+	reset := e.Day.Add(24 * time.Hour)
+	fmt.Fprintf(&b, ", spent %s, remaining %s, needed %s; it resets at %s (UTC midnight); an operator can raise it for today with lemo budget --owner %s %s, then lemo continue %s",
+		f(e.Ex.GetSpent()), f(e.Ex.GetRemaining()), f(e.Ex.GetNeeded()), reset.Format("2006-01-02 15:04 MST"), e.Owner, flag, s.TaskID)
+	return []proto.Message{&api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_PAUSED, PauseReason: api.PauseReason_PAUSE_REASON_BUDGET, Detail: b.String(), Budget: e.Ex}}
+}

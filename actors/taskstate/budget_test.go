@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"lemo/api"
 )
@@ -344,6 +345,10 @@ func TestSpawnBudget(t *testing.T) {
 			want: &api.BudgetAmounts{CostNanoUsd: 1_000_000}, wantPrice: true},
 		{name: "another model without a price and a cost limit: refused", s: budgeted(t, &api.BudgetAmounts{CostNanoUsd: 1_000_000}, priced, 0),
 			in: SpawnInput{Model: "fake/other"}, err: "no known price"},
+		{name: "another model without a price under a daily cost budget: refused", s: budgeted(t, nil, priced, 0),
+			in: SpawnInput{Model: "fake/other", DailyCost: true}, err: "budgets.per_owner_day.cost"},
+		{name: "a priced model under a daily cost budget", s: budgeted(t, nil, priced, 0),
+			in: SpawnInput{Model: "fake/other", DailyCost: true, Price: priced}, want: nil, wantPrice: true},
 	} {
 		in := tc.in
 		in.CallID, in.Request, in.Now = "c", "work", now
@@ -381,6 +386,13 @@ func TestTreeSpent(t *testing.T) {
 		if got := TreeSpent(tc.root, metas, now).GetTokens(); got != tc.want {
 			t.Errorf("TreeSpent(%s) = %d tokens; want %d", tc.root, got, tc.want)
 		}
+	}
+	// A running Task's working time grows until now.
+	running := meta("Z", "R", 5)
+	running.Budget.Spent.TimeMs = 1000
+	running.Budget.RunningSince = timestamppb.New(now.Add(-2 * time.Second))
+	if got := NodesSpent(Descendants("R", append(metas, running)), now); got.GetTokens() != 135 || got.GetTimeMs() != 3000 {
+		t.Errorf("NodesSpent(R with a running child) = %v; want 135 tokens, 3000 ms", got)
 	}
 	left, tokens, cost, _ := TreeLeft(&api.BudgetSummary{Limits: &api.BudgetAmounts{Tokens: 200}, Spent: &api.BudgetAmounts{Tokens: 1}}, TreeSpent("R", metas, now), now)
 	if left.GetTokens() != 69 || !tokens || cost {
@@ -492,9 +504,158 @@ func TestPathGrant(t *testing.T) {
 		{"and its children's pending grants", "M", map[string]*api.BudgetAmounts{"G": {Tokens: 1000}}, need, "M"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			who, ex := PathGrant(metas, "R", tc.asker, tc.pending, tc.need, now)
+			who, ex := PathGrant(Descendants("R", metas), "R", tc.asker, tc.pending, tc.need, now)
 			if who != tc.who || (tc.who == "") != (ex == nil) {
 				t.Fatalf("PathGrant = %q, %v; want refused by %q", who, ex, tc.who)
+			}
+		})
+	}
+}
+
+// A grant counts until its asker reports it recorded or asks again; a
+// report for another Cycle leaves it pending.
+func TestGrants(t *testing.T) {
+	need := func(n uint64) *api.BudgetAmounts { return &api.BudgetAmounts{Tokens: n, TimeMs: 1} }
+	type op struct {
+		kind  string // give, done, asked
+		task  string
+		cycle uint32
+		n     uint64
+	}
+	for _, tc := range []struct {
+		name string
+		ops  []op
+		want uint64            // tokens held in all
+		by   map[string]uint64 // tokens held by Task
+	}{
+		{"none", nil, 0, map[string]uint64{}},
+		{"given grants count", []op{{"give", "A", 1, 100}, {"give", "B", 3, 50}}, 150, map[string]uint64{"A": 100, "B": 50}},
+		{"recorded: no longer pending", []op{{"give", "A", 1, 100}, {"give", "B", 3, 50}, {"done", "A", 1, 0}}, 50, map[string]uint64{"B": 50}},
+		{"a report of another Cycle leaves it", []op{{"give", "A", 2, 100}, {"done", "A", 1, 0}}, 100, map[string]uint64{"A": 100}},
+		{"a new ask drops the asker's earlier grant", []op{{"give", "A", 1, 100}, {"asked", "A", 0, 0}}, 0, map[string]uint64{}},
+		{"and only the asker's", []op{{"give", "A", 1, 100}, {"give", "B", 1, 70}, {"asked", "A", 0, 0}, {"give", "A", 2, 30}}, 100, map[string]uint64{"A": 30, "B": 70}},
+		{"a report from a Task without a grant changes nothing", []op{{"give", "A", 1, 100}, {"done", "C", 1, 0}}, 100, map[string]uint64{"A": 100}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var g Grants
+			for _, o := range tc.ops {
+				switch o.kind {
+				case "give":
+					g.Give(o.task, o.cycle, need(o.n))
+				case "done":
+					g.Done(o.task, o.cycle)
+				case "asked":
+					g.Asked(o.task)
+				}
+			}
+			all, by := g.Held()
+			if all.GetTokens() != tc.want || g.Len() != len(tc.by) {
+				t.Fatalf("Held = %d tokens in %d grants, want %d in %d", all.GetTokens(), g.Len(), tc.want, len(tc.by))
+			}
+			for task, n := range tc.by {
+				if by[task].GetTokens() != n {
+					t.Errorf("held by %s = %d tokens, want %d", task, by[task].GetTokens(), n)
+				}
+			}
+		})
+	}
+}
+
+// An owner's daily budget: the Cycle's charge must fit what the day's
+// limits, raised by the day's raises, leave after the day's spend.
+func TestCheckDay(t *testing.T) {
+	a := func(tokens, cost uint64) *api.BudgetAmounts {
+		return &api.BudgetAmounts{Tokens: tokens, CostNanoUsd: cost}
+	}
+	for _, tc := range []struct {
+		name                          string
+		limits, raised, spent, charge *api.BudgetAmounts
+		want                          string // "" fits, else the limit crossed
+		remaining                     uint64
+	}{
+		{"no daily budget", a(0, 0), a(0, 0), a(1<<40, 1<<40), a(1000, 1000), "", 0},
+		{"room left", a(10_000, 0), a(0, 0), a(4000, 0), a(6000, 0), "", 0},
+		{"over the token limit", a(10_000, 0), a(0, 0), a(4001, 0), a(6000, 0), "daily tokens", 5999},
+		{"a raise makes room", a(10_000, 0), a(1, 0), a(4001, 0), a(6000, 0), "", 0},
+		{"a raise of cost leaves tokens alone", a(10_000, 0), a(0, 500), a(4001, 0), a(6000, 0), "daily tokens", 5999},
+		{"over the cost limit", a(0, 1000), a(0, 0), a(900, 900), a(10, 101), "daily cost", 100},
+		{"nothing left: even a free Cycle waits", a(0, 1000), a(0, 0), a(0, 1000), a(10, 0), "daily cost", 0},
+		{"tokens are checked before cost", a(100, 100), a(0, 0), a(100, 100), a(1, 1), "daily tokens", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ex := CheckDay(tc.limits, tc.raised, tc.spent, tc.charge)
+			switch {
+			case tc.want == "" && ex != nil:
+				t.Fatalf("CheckDay = %v, want the Cycle to fit", ex)
+			case tc.want != "" && (ex == nil || ex.GetLimit() != tc.want || ex.GetRemaining() != tc.remaining):
+				t.Fatalf("CheckDay = %v, want %s crossed with %d remaining", ex, tc.want, tc.remaining)
+			}
+		})
+	}
+}
+
+// The pause names the owner's daily limit, spend, remaining, need, the
+// reset at UTC midnight and the operator's raise.
+func TestDayPause(t *testing.T) {
+	s := buildBudget(t, nil, priced)
+	s.Owner = "alice"
+	day := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+	ex := CheckDay(&api.BudgetAmounts{Tokens: 5000}, &api.BudgetAmounts{Tokens: 1000}, &api.BudgetAmounts{Tokens: 4000}, &api.BudgetAmounts{Tokens: 2500})
+	got := s.DayPause(&DayExceeded{Owner: "alice", Day: day, Raised: &api.BudgetAmounts{Tokens: 1000}, Ex: ex})
+	if len(got) != 1 {
+		t.Fatalf("DayPause = %v", got)
+	}
+	sc := got[0].(*api.StatusChanged)
+	if sc.GetPauseReason() != api.PauseReason_PAUSE_REASON_BUDGET || sc.GetBudget().GetLimit() != "daily tokens" {
+		t.Fatalf("pause = %v", sc)
+	}
+	for _, w := range []string{"daily tokens budget of owner alice", "limit 6000 tokens today (1000 tokens of it raised today)", "spent 4000 tokens", "remaining 2000 tokens", "needed 2500 tokens", "resets at 2026-12-07 00:00 UTC", "lemo budget --owner alice --add-tokens N", "lemo continue " + s.TaskID} {
+		if !strings.Contains(sc.GetDetail(), w) {
+			t.Errorf("explanation %q lacks %q", sc.GetDetail(), w)
+		}
+	}
+	// Reserve marks a Cycle's start as checked against the owner's day.
+	step := s.Reserve(s.Next(NextOptions{}), ReserveOptions{Now: now, OutputTokens: 100, Day: true})
+	if step.Kind != StepStartCycle || !step.DayChecked {
+		t.Fatalf("Reserve with a daily budget = %v checked %v, want a Cycle start checked against the day", step.Kind, step.DayChecked)
+	}
+	// Chain still chains it after what precedes it.
+	o := NextOptions{Now: now, Budget: &ReserveOptions{Now: now, OutputTokens: 100, Day: true}}
+	if _, steps := s.Chain([]proto.Message{&api.UserMessage{Text: "more"}}, o); len(steps) != 1 || steps[0].Kind != StepStartCycle || !steps[0].DayChecked {
+		t.Fatalf("Chain with a daily budget = %v, want the checked Cycle start chained", steps)
+	}
+}
+
+// A grant pending when the root's read began counts unless the read shows
+// its Cycle started (then its reservation is in the Task's spend).
+func TestUnrecorded(t *testing.T) {
+	need := func(n uint64) *api.BudgetAmounts { return &api.BudgetAmounts{Tokens: n, TimeMs: 1} }
+	snap := map[string]Grant{"A": {Cycle: 2, Need: need(100)}, "B": {Cycle: 1, Need: need(10)}, "R": {Cycle: 4, Need: need(1)}}
+	nodes := func(a, b uint32) []api.TreeNode {
+		return []api.TreeNode{{ID: "A", Cycles: a}, {ID: "B", Cycles: b}, {ID: "X", Cycles: 9}}
+	}
+	for _, tc := range []struct {
+		name       string
+		nodes      []api.TreeNode
+		rootCycles uint32
+		want       uint64
+		counted    []string
+	}{
+		{"nothing recorded yet", nodes(1, 0), 3, 111, []string{"A", "B", "R"}},
+		{"A's Cycle 2 read: not counted again", nodes(2, 0), 3, 11, []string{"B", "R"}},
+		{"a later Cycle read: the granted one started before", nodes(3, 1), 3, 1, []string{"R"}},
+		{"the root's own Cycle recorded", nodes(1, 0), 4, 110, []string{"A", "B"}},
+		{"a Task the read did not return still counts", []api.TreeNode{{ID: "X", Cycles: 9}}, 0, 111, []string{"A", "B", "R"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			all, by := Unrecorded(snap, tc.nodes, "R", tc.rootCycles)
+			if all.GetTokens() != tc.want || len(by) != len(tc.counted) {
+				t.Fatalf("Unrecorded = %d tokens by %v; want %d by %v", all.GetTokens(), by, tc.want, tc.counted)
+			}
+			for _, id := range tc.counted {
+				if by[id] == nil {
+					t.Errorf("%s's grant is not counted", id)
+				}
 			}
 		})
 	}

@@ -604,6 +604,11 @@ type Step struct {
 	Bodies []proto.Message
 	// Reservation is what a StepAskBudget asks the tree's root to grant.
 	Reservation *api.BudgetReservation
+	// DayChecked: the append that records the step (a Cycle's start) is
+	// conditional on the owner's daily budget, which the store may refuse:
+	// the Task then records, instead of the step, its pause (DayPause),
+	// after whatever that append held before the step.
+	DayChecked bool
 }
 
 // ApprovalNeed says whether a call needs approval before it runs, or is

@@ -49,6 +49,9 @@ type SpawnInput struct {
 	// Price is the child's model's price when it is not the parent's
 	// model (the shell resolved it); the parent's model copies its price.
 	Price *api.Price
+	// DailyCost: owners have a daily cost budget, so the child's model
+	// needs a known price too.
+	DailyCost bool
 }
 
 // Spawned is what a spawn records: the parent's ChildSpawned and the
@@ -149,6 +152,9 @@ func (s *State) childBudget(model string, in SpawnInput) (*api.BudgetAmounts, *a
 	}
 	if b.GetCostNanoUsd() > 0 && !price.GetKnown() {
 		return nil, nil, fmt.Errorf("%w: this task has a cost limit and model %s has no known price: spawn the child on your own model (%s) or on a priced one", ErrInvalid, model, s.Model)
+	}
+	if in.DailyCost && !price.GetKnown() {
+		return nil, nil, fmt.Errorf("%w: owners have a daily cost budget (budgets.per_owner_day.cost) and model %s has no known price: spawn the child on a priced model", ErrInvalid, model)
 	}
 	if !api.HasBudget(b) {
 		b = nil

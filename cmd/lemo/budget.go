@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"lemo/actors"
@@ -12,6 +13,7 @@ import (
 	"lemo/client"
 	"lemo/config"
 	"lemo/metrics"
+	"lemo/persistence"
 	"lemo/providers"
 	"lemo/providers/pricing"
 )
@@ -72,17 +74,31 @@ func (b *budgetFlags) amounts() (*api.BudgetAmounts, error) {
 
 // raiseBudget implements lemo budget.
 func raiseBudget(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newClientFlags("budget", "<task id> [--add-tokens N] [--add-cost USD] [--add-time D]", "Raise a Task's budget (its owner or an operator). A Task paused for its budget\n"+
-		"stays paused: go on with lemo continue <id>.", stdout, stderr)
+	f := newClientFlags("budget", "<task id> [--add-tokens N] [--add-cost USD] [--add-time D]\n       lemo budget --owner OWNER [--add-tokens N] [--add-cost USD]",
+		"Raise a Task's budget (its owner or an operator), or, with --owner, an owner's daily\n"+
+			"budget for the current UTC day (budgets.per_owner_day; an operator); --owner without an\n"+
+			"amount shows the owner's day. A Task paused for its budget stays paused: go on with\n"+
+			"lemo continue <id>.", stdout, stderr)
 	var b budgetFlags
 	b.add(f.fs, true)
-	pos, err := f.parse(args, 1, 1)
+	owner := f.fs.String("owner", "", "raise the daily budget of `OWNER` for today (UTC) instead of a Task's")
+	pos, err := f.parse(args, 0, 1)
 	if err != nil {
 		return helpOK(err)
 	}
 	add, err := b.amounts()
 	if err != nil {
 		return err
+	}
+	ownerSet := false
+	f.fs.Visit(func(fl *flag.Flag) { ownerSet = ownerSet || fl.Name == "owner" })
+	switch {
+	case ownerSet && len(pos) > 0:
+		return usageError("give a task id (a Task's budget) or --owner OWNER (an owner's daily budget), not both")
+	case ownerSet:
+		return raiseOwnerBudget(ctx, f, *owner, add, stdout)
+	case len(pos) == 0:
+		return usageError("give the id of the task whose budget to raise, or --owner OWNER for an owner's daily budget")
 	}
 	if add == nil {
 		return usageError("nothing to raise: give --add-tokens N, --add-cost USD or --add-time DURATION")
@@ -111,6 +127,59 @@ func raiseBudget(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return nil
 }
 
+// raiseOwnerBudget is lemo budget --owner.
+func raiseOwnerBudget(ctx context.Context, f *clientFlags, owner string, add *api.BudgetAmounts, stdout io.Writer) error {
+	if err := persistence.ValidOwner(owner); err != nil {
+		return usageError("--owner: %v", err)
+	}
+	if add.GetTimeMs() > 0 {
+		return usageError("--add-time: a daily budget has no working-time limit; give --add-tokens N or --add-cost USD")
+	}
+	c, err := f.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	raise := add.GetTokens() > 0 || add.GetCostNanoUsd() > 0
+	var ob *api.OwnerBudget
+	if raise {
+		ob, err = c.RaiseOwnerBudget(ctx, owner, add)
+	} else {
+		ob, err = c.OwnerBudget(ctx, owner) // nothing to add: show the day
+	}
+	if err != nil {
+		return err
+	}
+	if f.json {
+		printJSON(stdout, ob)
+		return nil
+	}
+	resets := ob.GetResets().AsTime().UTC().Format("2006-01-02 15:04 MST")
+	if !raise {
+		fmt.Fprintf(stdout, "owner %s on %s (UTC): %s; it resets at %s\n", owner, ob.GetDay(), ownerBudgetLine(ob), resets)
+		return nil
+	}
+	fmt.Fprintf(stdout, "owner %s: daily budget raised for %s (UTC): %s; it resets at %s\n", owner, ob.GetDay(), ownerBudgetLine(ob), resets)
+	fmt.Fprintln(stdout, "tasks paused by it stay paused: go on with lemo continue <id>")
+	return nil
+}
+
+// ownerBudgetLine says what an owner spent today of its daily limits.
+func ownerBudgetLine(ob *api.OwnerBudget) string {
+	var parts []string
+	l, s := ob.GetLimits(), ob.GetSpent()
+	if l.GetTokens() > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d tokens spent", s.GetTokens(), l.GetTokens()))
+	}
+	if l.GetCostNanoUsd() > 0 {
+		parts = append(parts, fmt.Sprintf("%s of %s spent", api.FormatUSD(s.GetCostNanoUsd()), api.FormatUSD(l.GetCostNanoUsd())))
+	}
+	if len(parts) == 0 {
+		return fmt.Sprintf("no daily limit (%d tokens, %s spent)", s.GetTokens(), api.FormatUSD(s.GetCostNanoUsd()))
+	}
+	return strings.Join(parts, ", ")
+}
+
 // spendColumns are lemo tasks' TOKENS, COST and TIME cells: used, and
 // used/limit where a limit is set.
 func spendColumns(b *api.BudgetSummary, now time.Time) (tokens, cost, working string) {
@@ -135,6 +204,15 @@ func spendColumns(b *api.BudgetSummary, now time.Time) (tokens, cost, working st
 	return tokens, cost, working
 }
 
+// ownerDayBudget is budgets.per_owner_day as the daemon takes it.
+func ownerDayBudget(cfg *config.Config) *api.BudgetAmounts {
+	cost, _ := api.ParseUSD(cfg.Budgets.PerOwnerDay.Cost) // Validate checked it
+	if cfg.Budgets.PerOwnerDay.Cost == "" {
+		cost = 0
+	}
+	return &api.BudgetAmounts{Tokens: uint64(max(cfg.Budgets.PerOwnerDay.Tokens, 0)), CostNanoUsd: cost}
+}
+
 // budgetOptions are the budgets keys as the daemon takes them.
 func budgetOptions(cfg *config.Config) actors.BudgetOptions {
 	cost, _ := api.ParseUSD(cfg.Budgets.MaxCost) // Validate checked it
@@ -142,6 +220,7 @@ func budgetOptions(cfg *config.Config) actors.BudgetOptions {
 		cost = 0
 	}
 	return actors.BudgetOptions{
+		PerOwnerDay:      ownerDayBudget(cfg),
 		Default:          &api.BudgetAmounts{Tokens: uint64(max(cfg.Budgets.MaxTokens, 0)), CostNanoUsd: cost, TimeMs: uint64(max(cfg.Budgets.MaxTime, 0).Milliseconds())},
 		OutputTokens:     cfg.Budgets.OutputTokens,
 		UnreportedTokens: cfg.Budgets.UnreportedToolTokens,

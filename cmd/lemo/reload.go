@@ -19,6 +19,8 @@ var liveKeys = []string{
 	"approvals.ask",
 	"approvals.deny",
 	"approvals.timeout",
+	"budgets.per_owner_day.cost",
+	"budgets.per_owner_day.tokens",
 	"log.level",
 	"storage.min_free_mib",
 	"tasks.max_cycles",
@@ -45,6 +47,7 @@ func planReload(cur, next *config.Config) (run *config.Config, live, restart []s
 	r.Tasks.MaxParallelTools = next.Tasks.MaxParallelTools
 	r.Tasks.MaxRequestBytes = next.Tasks.MaxRequestBytes
 	r.Approvals = next.Approvals
+	r.Budgets.PerOwnerDay = next.Budgets.PerOwnerDay
 	return &r, live, restart
 }
 
@@ -70,6 +73,10 @@ func liveValue(c *config.Config, key string) string {
 		return strings.Join(c.Approvals.Deny, ",")
 	case "approvals.timeout":
 		return c.Approvals.Timeout.String()
+	case "budgets.per_owner_day.tokens":
+		return fmt.Sprint(c.Budgets.PerOwnerDay.Tokens)
+	case "budgets.per_owner_day.cost":
+		return c.Budgets.PerOwnerDay.Cost
 	}
 	return "?"
 }
@@ -108,6 +115,7 @@ func newReloader(cur *config.Config, load func() (*config.Config, error), store 
 		o.floor.Store(floor)
 		d.SetLimits(actors.Limits{MaxCycles: c.Tasks.MaxCycles, MaxParallelTools: c.Tasks.MaxParallelTools, MaxRequestBytes: c.Tasks.MaxRequestBytes})
 		d.SetApproval(approvalPolicy(c), c.Approvals.Timeout)
+		d.SetOwnerDayBudget(ownerDayBudget(c))
 	}}
 }
 

@@ -37,6 +37,10 @@ func TestPlanReload(t *testing.T) {
 			c.Approvals.Ask = []string{"shell.*"}
 			c.Approvals.Timeout = time.Minute
 		}, []string{"approvals.ask", "approvals.timeout"}, nil},
+		{"owners' daily budget", func(c *config.Config) {
+			c.Budgets.PerOwnerDay = config.OwnerDay{Tokens: 1000, Cost: "2"}
+		}, []string{"budgets.per_owner_day.tokens", "budgets.per_owner_day.cost"}, nil},
+		{"a Task's default budget needs a restart", func(c *config.Config) { c.Budgets.MaxTokens = 5 }, nil, []string{"budgets.max_tokens"}},
 		{"log output needs a restart", func(c *config.Config) { c.Log.Output = "stdout" }, nil, []string{"log.output"}},
 		{"both", func(c *config.Config) {
 			c.Log.Level = "warn"
