@@ -113,11 +113,13 @@ func NewAdmission(limit int, metas []*api.TaskMeta) *Admission {
 
 // Ask asks a place for a child that has not started: it starts now (the
 // result holds it, with older children that asked) or waits (queued). A
-// child already holding a place is not started again, one waiting is not
-// queued twice.
+// child asks only while it has not started, so one that holds a place
+// already lost the command that started it (its parent's actor restarted
+// as it was sent): it is started again, in the place it holds. One
+// waiting is not queued twice.
 func (a *Admission) Ask(w Waiting) (start []Waiting, queued bool) {
 	if a.holding[w.ID] {
-		return nil, false
+		return []Waiting{w}, false
 	}
 	found := false
 	for i := range a.queue {

@@ -98,10 +98,10 @@ func TestAdmissionSteps(t *testing.T) {
 		{"ask", w("c1", 1), "c1", false, "", 1},
 		{"ask", w("c2", 2), "c2", false, "", 2},
 		{"ask", w("c4", 4), "", true, "c4", 2},
-		{"ask", w("c3", 3), "", true, "c3,c4", 2},  // created before c4: starts before it
-		{"ask", w("c3", 3), "", true, "c3,c4", 2},  // asked again (a continue cascade): once
-		{"ask", w("c1", 1), "", false, "c3,c4", 2}, // holds a place already
-		{"end", w("c4", 0), "", false, "c3", 2},    // cancelled while it waited
+		{"ask", w("c3", 3), "", true, "c3,c4", 2},    // created before c4: starts before it
+		{"ask", w("c3", 3), "", true, "c3,c4", 2},    // asked again (a continue cascade): once
+		{"ask", w("c1", 1), "c1", false, "c3,c4", 2}, // holds a place, still not started (its start was lost): started again, no second place
+		{"end", w("c4", 0), "", false, "c3", 2},      // cancelled while it waited
 		{"end", w("c1", 0), "c3", false, "", 2},
 		{"end", w("c9", 0), "", false, "", 2}, // unknown: nothing
 		{"end", w("c2", 0), "", false, "", 1},
