@@ -281,7 +281,9 @@ type env struct {
 	gor sync.WaitGroup
 	// incarnations numbers Task actor instances.
 	incarnations atomic.Uint64
-	inspector    *inspector
+	// appending tracks the Tasks' appends in flight (load waits for them).
+	appending appending
+	inspector *inspector
 	// limits are the part of opts that may change (SetLimits).
 	limits atomic.Pointer[Limits]
 	// policy is the daemon's approval policy (SetApproval).

@@ -392,7 +392,9 @@ func (t *task) failQueued(err error) {
 func (t *task) load(ctx actor.Context) {
 	t.loading = true
 	inc, self, sys, store, id := t.incarnation, ctx.Self(), ctx.ActorSystem(), t.env.deps.Store, t.id
+	settled := t.env.appending.settled(id)
 	t.env.goroutine(func() {
+		<-settled // what an earlier incarnation appended lands first
 		s, meta, err := loadActivation(store, id)
 		var anc []string
 		if err == nil {
@@ -505,7 +507,9 @@ func (t *task) persistFull(ctx actor.Context, inf *inflight, bodies []proto.Mess
 	if failpoint.Armed() {
 		fp = stepFailpoint(evs)
 	}
+	end := t.env.appending.begin(id)
 	t.env.goroutine(func() {
+		defer end()
 		var meta *api.TaskMeta
 		err := failpoint.Eval(fp, evs)
 		if err == nil {
