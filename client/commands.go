@@ -83,22 +83,18 @@ func (c *Conn) RaiseBudget(ctx context.Context, taskID string, add *api.BudgetAm
 // RaiseOwnerBudget raises owner's daily budget for the current UTC day
 // (operator tokens only) and returns it after the raise.
 func (c *Conn) RaiseOwnerBudget(ctx context.Context, owner string, add *api.BudgetAmounts) (*api.OwnerBudget, error) {
-	resp, err := c.call(ctx, &api.Request{Command: &api.Request_RaiseBudget{RaiseBudget: &api.RaiseBudgetRequest{Owner: owner, Add: add}}})
-	if err != nil {
-		return nil, err
-	}
-	ob := resp.GetOwnerBudget()
-	if ob == nil {
-		return nil, unexpected(resp, "owner_budget")
-	}
-	return ob, nil
+	return ownerBudget(c.call(ctx, &api.Request{Command: &api.Request_RaiseBudget{RaiseBudget: &api.RaiseBudgetRequest{Owner: owner, Add: add}}}))
 }
 
 // OwnerBudget returns owner's daily budget on the current UTC day: its
 // limits, raises and spend (a token sees its own owner's; an operator
 // any).
 func (c *Conn) OwnerBudget(ctx context.Context, owner string) (*api.OwnerBudget, error) {
-	resp, err := c.call(ctx, &api.Request{Command: &api.Request_OwnerBudget{OwnerBudget: &api.OwnerBudgetRequest{Owner: owner}}})
+	return ownerBudget(c.call(ctx, &api.Request{Command: &api.Request_OwnerBudget{OwnerBudget: &api.OwnerBudgetRequest{Owner: owner}}}))
+}
+
+// ownerBudget is the owner's day an answer carries.
+func ownerBudget(resp *api.Response, err error) (*api.OwnerBudget, error) {
 	if err != nil {
 		return nil, err
 	}

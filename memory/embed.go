@@ -237,18 +237,23 @@ func (m *Memory) dropVectors() error {
 	}
 	prefixes = append(prefixes, persistence.EmbedWatermarkPrefix())
 	for _, p := range prefixes {
-		if err := m.deletePrefix(p); err != nil {
+		if err := m.deletePrefix(p, nil); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (m *Memory) deletePrefix(prefix []byte) error {
+// deletePrefix deletes every key under prefix but except (nil: none), in
+// batches of reindexBatch.
+func (m *Memory) deletePrefix(prefix, except []byte) error {
 	for {
 		var batch []persistence.KV
 		err := m.store.View(func(v *persistence.Snapshot) error {
 			return v.Scan(prefix, persistence.ScanOptions{KeysOnly: true}, func(k, _ []byte) error {
+				if except != nil && string(k) == string(except) {
+					return nil
+				}
 				batch = append(batch, persistence.KV{Key: append([]byte(nil), k...), Delete: true})
 				if len(batch) == reindexBatch {
 					return errBatchFull

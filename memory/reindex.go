@@ -25,34 +25,8 @@ var olderFormats = map[string]bool{
 // catchUp. The format marker is left as it was: it is rewritten once the
 // index is whole again, so a crash in between starts the rebuild over.
 func (m *Memory) dropIndex() (facts int, err error) {
-	del := func(prefix []byte) error {
-		for {
-			var batch []persistence.KV
-			err := m.store.View(func(v *persistence.Snapshot) error {
-				return v.Scan(prefix, persistence.ScanOptions{KeysOnly: true}, func(k, _ []byte) error {
-					if string(k) == string(persistence.IndexFormatKey()) {
-						return nil
-					}
-					batch = append(batch, persistence.KV{Key: append([]byte(nil), k...), Delete: true})
-					if len(batch) == reindexBatch {
-						return errBatchFull
-					}
-					return nil
-				})
-			})
-			if err != nil && !errors.Is(err, errBatchFull) {
-				return err
-			}
-			if len(batch) == 0 {
-				return nil
-			}
-			if err := m.store.UpdateIndex(batch); err != nil {
-				return err
-			}
-		}
-	}
 	for _, p := range [][]byte{persistence.IndexPrefix(), persistence.WatermarkPrefix(), persistence.UnindexedPrefix(), persistence.MarkersKey(), persistence.EmbedWatermarkPrefix()} {
-		if err := del(p); err != nil {
+		if err := m.deletePrefix(p, persistence.IndexFormatKey()); err != nil {
 			return 0, fmt.Errorf("delete the old index: %w", err)
 		}
 	}
