@@ -168,6 +168,13 @@ func (b *treeBridge) Spawn(ctx context.Context, in tools.SpawnRequest) (string, 
 	if err != nil {
 		return "", false, err
 	}
+	if r.err == nil && r.id != id {
+		// An earlier run of this call spawned the child (the call runs
+		// again after a restart): it may still wait for a place.
+		if m, err := b.env.deps.Store.Meta(r.id); err == nil {
+			r.queued = taskstate.IsQueued(m)
+		}
+	}
 	return r.id, r.queued, r.err
 }
 
