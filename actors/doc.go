@@ -68,7 +68,7 @@
 //     (stop one running tool call) and Subscribe serve callers (the
 //     gateway, tests, cmd/lemo); a subscription to a Task is told what
 //     runs below it when it starts (ProgressBelow, folded by the hub from
-//     its running children's events) and what waits below it
+//     the events of its children that have not ended) and what waits below it
 //     (PendingBelow), then its descendants' TreeEvents live; Inspect
 //     reports the live tree.
 //     SetLimits changes the limits a reload may change (cycles, parallel

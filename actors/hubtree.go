@@ -9,14 +9,15 @@ import (
 	"lemo/api"
 )
 
-// maxBelowTracked bounds the running child Tasks whose progress the hub
-// keeps. The running-children limit (tasks.max_running_children) keeps
-// their number far below it; the bound holds if that limit is set very
+// maxBelowTracked bounds the child Tasks whose progress the hub keeps (the
+// running and paused ones, which hold places among the running children).
+// The running-children limit (tasks.max_running_children) keeps their
+// number far below it; the bound holds if that limit is set very
 // high (the Tasks past it are then not told of at subscription).
 const maxBelowTracked = 4096
 
-// belowTask is the hub's record of a running child Task: what a new
-// subscription to one of its ancestors is told of it (TreeState).
+// belowTask is the hub's record of a child Task that has not ended: what a
+// new subscription to one of its ancestors is told of it (TreeState).
 type belowTask struct {
 	owner     string
 	ancestors []string
@@ -57,8 +58,8 @@ func (b *belowTracker) events(m *hubEvents) {
 	}
 }
 
-// state is what a subscription to taskID by c is told of the Tasks running
-// below it: the progress of at most taskstate.MaxProgressBelow of them
+// state is what a subscription to taskID by c is told of the Tasks below
+// it that have not ended: the progress of at most taskstate.MaxProgressBelow of them
 // (oldest first), the others counted.
 func (b *belowTracker) state(c Caller, taskID string) *api.TreeState {
 	type found struct {
@@ -94,8 +95,8 @@ type hubBelow struct {
 	reply  chan *api.TreeState
 }
 
-// ProgressBelow returns the progress of the Tasks running below taskID
-// (its descendants the caller may see), as a subscription to it is told
+// ProgressBelow returns the progress of the Tasks below taskID that have
+// not ended (its descendants the caller may see), as a subscription to it is told
 // when it starts: TreeEvents from the root, the latest of each Task's
 // events that make its progress, so that a client attaching mid-run shows
 // what one attached from the start shows. Events published after it are

@@ -356,6 +356,76 @@ func TestTreeProgressBelowTellsRunningChild(t *testing.T) {
 	})
 }
 
+// A child paused by a person is told of with its pause and the Cycle it
+// reached (its call ended with the pause), until it ends: a client
+// attaching then shows the line of the child that waits, as one attached
+// before it does.
+func TestTreeProgressBelowTellsPausedChild(t *testing.T) {
+	var h *harness
+	plan := treePlan(func(last string, tool bool) fake.Turn {
+		switch {
+		case strings.Contains(last, "released"), strings.Contains(last, "interrupted"), strings.Contains(last, "stopped"):
+			return fake.Turn{Text: "child done"}
+		case strings.Contains(last, "CHILD"):
+			return fake.Turn{ToolCalls: []providers.ToolCall{call("b", "test_block", "paused-call")}}
+		case last == "PARENT":
+			return fake.Turn{ToolCalls: []providers.ToolCall{fake.ToolCall("c1", "tasks_spawn", map[string]any{"request": "CHILD x", "wait": true, "timeout": 60})}}
+		default:
+			return fake.Turn{Text: "parent saw: " + last}
+		}
+	})
+	h = newHarness(t, plan, tasks.NewTree(lazyStoreOf(&h))...)
+	id := h.create("PARENT")
+	eventually(t, "the child's call", func() error {
+		if !h.blocks.isRunning("paused-call") {
+			return fmt.Errorf("the child's call has not started")
+		}
+		return nil
+	})
+	var child string
+	for _, ev := range h.history(id) {
+		if cs := ev.GetChildSpawned(); cs != nil {
+			child = cs.GetChildId()
+		}
+	}
+	ctx := context.Background()
+	if _, err := h.d.Pause(ctx, actors.Operator, child); err != nil {
+		t.Fatal(err)
+	}
+	h.waitStatus(child, api.TaskStatus_TASK_STATUS_PAUSED)
+	var kinds []string
+	eventually(t, "the paused child told of", func() error {
+		st, err := h.d.ProgressBelow(ctx, actors.Operator, id)
+		if err != nil {
+			return err
+		}
+		kinds = kinds[:0]
+		paused := false
+		for _, te := range st.GetEvents() {
+			kinds = append(kinds, api.Kind(te.GetEvent()))
+			if sc := te.GetEvent().GetStatusChanged(); sc.GetStatus() == api.TaskStatus_TASK_STATUS_PAUSED && sc.GetPauseReason() == api.PauseReason_PAUSE_REASON_USER {
+				paused = true
+			}
+		}
+		if want := "cycle_started status_changed"; strings.Join(kinds, " ") != want || !paused {
+			return fmt.Errorf("told %v, want %s with the user's pause", kinds, want)
+		}
+		return nil
+	})
+	if _, err := h.d.Continue(ctx, actors.Operator, child, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.blocks.release("paused-call")
+	h.waitStatus(id, api.TaskStatus_TASK_STATUS_FINISHED)
+	eventually(t, "the child forgotten", func() error {
+		st, err := h.d.ProgressBelow(ctx, actors.Operator, id)
+		if err != nil || len(st.GetEvents()) != 0 {
+			return fmt.Errorf("after the child ended: %v, %v", st, err)
+		}
+		return nil
+	})
+}
+
 // A parent that sends a follow-up to its child that finished gets it
 // read: the child is reopened by the message (recorded as such), runs a
 // Cycle that reads it and finishes again, and the parent's wait returns

@@ -2510,17 +2510,18 @@ func (x *TreeEvent) GetEvent() *Event {
 	return nil
 }
 
-// TreeState is, at each (re)subscription to a Task, what the Tasks running
-// below it are doing: for each (at most 64), the latest of its events that
-// make its progress (its status, the Cycle it is in, the calls it has not
-// ended), as TreeEvents in seq order, so that a client attaching mid-run
-// folds them into the lines a client following from the start shows. It
-// replaces what a client knew of the Tasks below: one not in it is not
-// running now (it ended or is paused). TreeEvents that follow are newer.
+// TreeState is, at each (re)subscription to a Task, what the Tasks below it
+// that have not ended are doing: for each (at most 64), the latest of its
+// events that make its progress (its status, with its pause when paused;
+// the Cycle it is in; the calls it has not ended), as TreeEvents in seq
+// order, so that a client attaching mid-run folds them into the lines a
+// client following from the start shows. It replaces what a client knew
+// of the Tasks below: one not in it has ended (or paused before the
+// daemon started). TreeEvents that follow are newer.
 type TreeState struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Events []*TreeEvent           `protobuf:"bytes,351,rep,name=events,proto3" json:"events,omitempty"`
-	// Tasks running below that were left out past the bound.
+	// Tasks below that were left out past the bound.
 	Omitted       uint32 `protobuf:"varint,352,opt,name=omitted,proto3" json:"omitted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

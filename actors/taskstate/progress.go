@@ -16,11 +16,11 @@ const MaxProgressBelow = 64
 // for.
 const MaxProgressCalls = 4
 
-// Progress is what a subscription to an ancestor of a running Task is told
-// of it when the subscription starts, so that a client attaching mid-run
-// shows the same progress line as one that followed from the start: the
-// latest of the Task's events that a client folds into that line (its
-// status, the Cycle it is in, the calls it has not ended). It is folded
+// Progress is what a subscription to an ancestor of a running or paused
+// Task is told of it when the subscription starts, so that a client
+// attaching mid-run shows the same progress line as one that followed from
+// the start: the latest of the Task's events that a client folds into that
+// line (its status, the Cycle it is in, the calls it has not ended). It is folded
 // from the Task's events as they are published (Apply) and holds nothing
 // else.
 type Progress struct {
@@ -42,9 +42,12 @@ func IsProgress(ev *api.Event) bool {
 }
 
 // Apply folds ev, an event of the Task, and reports whether the Task is
-// still one to tell of: false once it stopped running (ended or paused);
-// its Progress is then dropped. Events that are not progress change
-// nothing.
+// still one to tell of: false once it ended (finished, failed or
+// cancelled); its Progress is then dropped. A paused Task is told of with
+// its pause (why, in the status) and the Cycle it reached, so a client
+// attaching later shows the line of a child that waits for a person as
+// one attached before shows it; its open calls ended with the pause.
+// Events that are not progress change nothing.
 func (p *Progress) Apply(ev *api.Event) bool {
 	p.last = max(p.last, ev.GetSeq())
 	switch b := ev.GetBody().(type) {
@@ -52,6 +55,8 @@ func (p *Progress) Apply(ev *api.Event) bool {
 		switch b.StatusChanged.GetStatus() {
 		case api.TaskStatus_TASK_STATUS_RUNNING, api.TaskStatus_TASK_STATUS_AWAITING_APPROVAL, api.TaskStatus_TASK_STATUS_CREATED:
 			p.status = ev
+		case api.TaskStatus_TASK_STATUS_PAUSED:
+			p.status, p.calls = ev, nil
 		default:
 			*p = Progress{}
 			return false

@@ -54,8 +54,15 @@ func TestProgress(t *testing.T) {
 		{"finished: forgotten", []*api.Event{
 			progEv(1, running), progEv(2, &api.CycleStarted{Cycle: 1}), progEv(3, api.TaskStatus_TASK_STATUS_FINISHED),
 		}, nil, false, 0, true},
-		{"paused: forgotten", []*api.Event{
-			progEv(1, running), progEv(2, api.TaskStatus_TASK_STATUS_PAUSED),
+		{"paused: its pause and Cycle kept, its calls ended", []*api.Event{
+			progEv(1, running), progEv(2, &api.CycleStarted{Cycle: 1}), progEv(3, &api.ToolCallRecorded{CallId: "a"}),
+			progEv(4, api.TaskStatus_TASK_STATUS_PAUSED),
+		}, []uint64{2, 4}, true, 4, false},
+		{"paused, then continued", []*api.Event{
+			progEv(1, running), progEv(2, api.TaskStatus_TASK_STATUS_PAUSED), progEv(3, running),
+		}, []uint64{3}, true, 3, false},
+		{"paused, then cancelled: forgotten", []*api.Event{
+			progEv(1, running), progEv(2, api.TaskStatus_TASK_STATUS_PAUSED), progEv(3, api.TaskStatus_TASK_STATUS_CANCELLED),
 		}, nil, false, 0, true},
 		{"cancelled: forgotten", []*api.Event{progEv(1, running), progEv(2, api.TaskStatus_TASK_STATUS_CANCELLED)}, nil, false, 0, true},
 		{"failed: forgotten", []*api.Event{progEv(1, running), progEv(2, api.TaskStatus_TASK_STATUS_FAILED)}, nil, false, 0, true},

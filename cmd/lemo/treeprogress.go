@@ -32,9 +32,9 @@ type treeProgress struct {
 	told      bool
 }
 
-// state takes in what a (re)subscription tells of the Tasks running below
-// (api.TreeState): it replaces what the follower knew of them (a Task not
-// in it no longer runs), and returns the line of each whose line is not
+// state takes in what a (re)subscription tells of the Tasks below that
+// have not ended (api.TreeState): it replaces what the follower knew of
+// them (a Task not in it has ended), and returns the line of each whose line is not
 // the one last printed for it, then how many were left out.
 func (p *treeProgress) state(ts *api.TreeState) []string {
 	before := p.kids
