@@ -406,22 +406,25 @@ func TestDiskFullUnderServe(t *testing.T) {
 	for _, id := range busy {
 		waitTask(t, c, id, "appending", func(m *api.TaskMeta) bool { return m.GetLastSeq() > 20 })
 	}
-	filling := create("fake/shell", "head -c 200M /dev/zero > big; echo wrote")
-	for _, id := range busy {
-		waitTask(t, c, id, "paused: disk full (shell while Tasks append)", diskPaused)
-	}
-	// The filling Task pauses too, unless its command, still writing
-	// while the busy Tasks recorded their pauses, took the reserve the
-	// store released for them before it was stopped: then its command
-	// is stopped all the same and its pause is recorded once space is
-	// freed (below), as a person freeing space would see it.
 	tag, err := isolation.RunTag(data)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// reserveTaken: the filling command, still writing when the store
+	// released its reserve for the first pause record, took it before it
+	// was stopped. It is stopped all the same, and a pause that no longer
+	// fits is recorded once space is freed (below), as a person freeing
+	// space would see it. 12 MiB: what the store needs to record a pause
+	// (1.5 memtables).
+	reserveTaken := func() bool { return len(taggedProcs(tag)) == 0 && freeMiB(t, mnt) < 12 }
+	filling := create("fake/shell", "head -c 200M /dev/zero > big; echo wrote")
+	for _, id := range busy {
+		waitTask(t, c, id, "paused: disk full, or stopped with no room to record it (shell while Tasks append)", func(m *api.TaskMeta) bool {
+			return diskPaused(m) || reserveTaken()
+		})
+	}
 	waitTask(t, c, filling, "paused: disk full, or stopped with no room to record it (shell while Tasks append)", func(m *api.TaskMeta) bool {
-		// 12 MiB: what the store needs to record a pause (1.5 memtables).
-		return diskPaused(m) || (len(taggedProcs(tag)) == 0 && freeMiB(t, mnt) < 12)
+		return diskPaused(m) || reserveTaken()
 	})
 	alive("after a shell command filled the disk while Tasks appended")
 	for _, id := range busy {
