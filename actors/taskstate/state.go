@@ -1,6 +1,7 @@
 package taskstate
 
 import (
+	"maps"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -330,32 +331,29 @@ func (s *State) Stamp(bodies []proto.Message, now time.Time) []*api.Event {
 // clone returns a copy of s that shares nothing Apply changes.
 func (s *State) clone() *State {
 	c := *s
-	c.Calls = make(map[string]*Call, len(s.Calls))
-	for id, call := range s.Calls {
-		cc := *call
-		c.Calls[id] = &cc
-	}
+	c.Calls = clonePointed(s.Calls)
 	c.Order = append([]string(nil), s.Order...)
-	c.Approvals = make(map[string]*Approval, len(s.Approvals))
-	for id, a := range s.Approvals {
-		ac := *a
-		c.Approvals[id] = &ac
-	}
+	c.Approvals = clonePointed(s.Approvals)
 	c.Allows = s.Allows[:len(s.Allows):len(s.Allows)]
 	c.Loaded = s.Loaded[:len(s.Loaded):len(s.Loaded)]
-	c.Children = make(map[string]*Child, len(s.Children))
-	for id, ch := range s.Children {
-		cc := *ch
-		c.Children[id] = &cc
-	}
+	c.Children = clonePointed(s.Children)
 	c.ChildOrder = s.ChildOrder[:len(s.ChildOrder):len(s.ChildOrder)]
 	c.Received = s.Received[:len(s.Received):len(s.Received)]
 	c.Sent = make(map[string]uint64, len(s.Sent))
-	for id, seq := range s.Sent {
-		c.Sent[id] = seq
-	}
+	maps.Copy(c.Sent, s.Sent)
 	if s.Budget.Sum != nil {
 		c.Budget.Sum = proto.Clone(s.Budget.Sum).(*api.BudgetSummary)
 	}
 	return &c
+}
+
+// clonePointed copies m and the values its pointers point to (a map that
+// is never nil).
+func clonePointed[V any](m map[string]*V) map[string]*V {
+	out := make(map[string]*V, len(m))
+	for k, v := range m {
+		vc := *v
+		out[k] = &vc
+	}
+	return out
 }
