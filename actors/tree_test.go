@@ -287,19 +287,17 @@ func TestTreeRootSubscriptionSeesChildFail(t *testing.T) {
 	}
 }
 
-// A subscription that starts after a child's first events (lemo run
-// subscribes once its Task exists; a client attaches mid-run or again
-// after a reconnect) is still told what the child is doing: ProgressBelow
-// holds its status, its Cycle and its open call, labelled from the root,
-// and forgets it once it ended.
-func TestTreeProgressBelowTellsRunningChild(t *testing.T) {
-	var h *harness
+// blockedChild starts a parent that spawns a child and waits for it; the
+// child's call (test.block, marker) runs until released. It returns once
+// that call runs, with the parent's id and the child's.
+func blockedChild(t *testing.T, marker string) (h *harness, parent, child string) {
+	t.Helper()
 	plan := treePlan(func(last string, tool bool) fake.Turn {
 		switch {
-		case strings.Contains(last, "released"):
+		case strings.Contains(last, "released"), strings.Contains(last, "interrupted"), strings.Contains(last, "stopped"):
 			return fake.Turn{Text: "child done"}
 		case strings.Contains(last, "CHILD"):
-			return fake.Turn{ToolCalls: []providers.ToolCall{call("b", "test_block", "child-call")}}
+			return fake.Turn{ToolCalls: []providers.ToolCall{call("b", "test_block", marker)}}
 		case last == "PARENT":
 			return fake.Turn{ToolCalls: []providers.ToolCall{fake.ToolCall("c1", "tasks_spawn", map[string]any{"request": "CHILD x", "wait": true, "timeout": 60})}}
 		default:
@@ -307,19 +305,28 @@ func TestTreeProgressBelowTellsRunningChild(t *testing.T) {
 		}
 	})
 	h = newHarness(t, plan, tasks.NewTree(lazyStoreOf(&h))...)
-	id := h.create("PARENT")
+	parent = h.create("PARENT")
 	eventually(t, "the child's call", func() error {
-		if !h.blocks.isRunning("child-call") {
+		if !h.blocks.isRunning(marker) {
 			return fmt.Errorf("the child's call has not started")
 		}
 		return nil
 	})
-	var child string
-	for _, ev := range h.history(id) {
+	for _, ev := range h.history(parent) {
 		if cs := ev.GetChildSpawned(); cs != nil {
 			child = cs.GetChildId()
 		}
 	}
+	return h, parent, child
+}
+
+// A subscription that starts after a child's first events (lemo run
+// subscribes once its Task exists; a client attaches mid-run or again
+// after a reconnect) is still told what the child is doing: ProgressBelow
+// holds its status, its Cycle and its open call, labelled from the root,
+// and forgets it once it ended.
+func TestTreeProgressBelowTellsRunningChild(t *testing.T) {
+	h, id, child := blockedChild(t, "child-call")
 	ctx := context.Background()
 	st, err := h.d.ProgressBelow(ctx, actors.Operator, id)
 	if err != nil {
@@ -361,33 +368,7 @@ func TestTreeProgressBelowTellsRunningChild(t *testing.T) {
 // attaching then shows the line of the child that waits, as one attached
 // before it does.
 func TestTreeProgressBelowTellsPausedChild(t *testing.T) {
-	var h *harness
-	plan := treePlan(func(last string, tool bool) fake.Turn {
-		switch {
-		case strings.Contains(last, "released"), strings.Contains(last, "interrupted"), strings.Contains(last, "stopped"):
-			return fake.Turn{Text: "child done"}
-		case strings.Contains(last, "CHILD"):
-			return fake.Turn{ToolCalls: []providers.ToolCall{call("b", "test_block", "paused-call")}}
-		case last == "PARENT":
-			return fake.Turn{ToolCalls: []providers.ToolCall{fake.ToolCall("c1", "tasks_spawn", map[string]any{"request": "CHILD x", "wait": true, "timeout": 60})}}
-		default:
-			return fake.Turn{Text: "parent saw: " + last}
-		}
-	})
-	h = newHarness(t, plan, tasks.NewTree(lazyStoreOf(&h))...)
-	id := h.create("PARENT")
-	eventually(t, "the child's call", func() error {
-		if !h.blocks.isRunning("paused-call") {
-			return fmt.Errorf("the child's call has not started")
-		}
-		return nil
-	})
-	var child string
-	for _, ev := range h.history(id) {
-		if cs := ev.GetChildSpawned(); cs != nil {
-			child = cs.GetChildId()
-		}
-	}
+	h, id, child := blockedChild(t, "paused-call")
 	ctx := context.Background()
 	if _, err := h.d.Pause(ctx, actors.Operator, child); err != nil {
 		t.Fatal(err)
