@@ -35,21 +35,23 @@ func TestFoldMeta(t *testing.T) {
 	if !proto.Equal(m, want) {
 		t.Fatalf("FoldMeta = %v\nwant %v", m, want)
 	}
-	// FoldMetaEvents folds the same, from nothing or from part of the
-	// way, and leaves its input alone.
-	if got := FoldMetaEvents(nil, evs); !proto.Equal(got, want) {
-		t.Fatalf("FoldMetaEvents(nil, all) = %v\nwant %v", got, want)
+	// FoldMetaInto over the rest of the events (as the store folds an
+	// append into one copy) folds the same, and FoldMeta leaves its input
+	// alone.
+	mid := FoldMeta(nil, evs[0])
+	for _, ev := range evs[1:3] {
+		FoldMetaInto(mid, ev)
 	}
-	mid := FoldMetaEvents(nil, evs[:3])
 	before := proto.Clone(mid)
-	if got := FoldMetaEvents(mid, evs[3:]); !proto.Equal(got, want) {
-		t.Fatalf("FoldMetaEvents(first 3, rest) = %v\nwant %v", got, want)
+	got := FoldMeta(mid, evs[3])
+	for _, ev := range evs[4:] {
+		FoldMetaInto(got, ev)
+	}
+	if !proto.Equal(got, want) {
+		t.Fatalf("FoldMeta then FoldMetaInto = %v\nwant %v", got, want)
 	}
 	if !proto.Equal(mid, before) {
-		t.Fatal("FoldMetaEvents modified its input")
-	}
-	if got := FoldMetaEvents(mid, nil); got != mid {
-		t.Fatal("FoldMetaEvents with no events did not return its input")
+		t.Fatal("FoldMeta modified its input")
 	}
 }
 

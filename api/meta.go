@@ -15,31 +15,15 @@ func FoldMeta(meta *TaskMeta, ev *Event) *TaskMeta {
 	} else {
 		m = proto.Clone(meta).(*TaskMeta)
 	}
-	foldMetaInto(m, ev)
-	return m
-}
-
-// FoldMetaEvents is FoldMeta over evs in order, with one copy of meta for
-// all of them (the store folds every append it commits). It never
-// modifies meta; with no events it returns meta.
-func FoldMetaEvents(meta *TaskMeta, evs []*Event) *TaskMeta {
-	if len(evs) == 0 {
-		return meta
-	}
-	m := FoldMeta(meta, evs[0])
-	for _, ev := range evs[1:] {
-		foldMetaInto(m, ev)
-	}
+	FoldMetaInto(m, ev)
 	return m
 }
 
 // FoldMetaInto applies ev to m in place (m must be a copy its caller
-// owns, as FoldMeta returns), for a caller that looks at the metadata
-// between events (the store's daily records).
-func FoldMetaInto(m *TaskMeta, ev *Event) { foldMetaInto(m, ev) }
-
-// foldMetaInto applies ev to m.
-func foldMetaInto(m *TaskMeta, ev *Event) {
+// owns, as FoldMeta returns): the store folds an append's events into one
+// copy, looking at the metadata between events (the owners' daily
+// records).
+func FoldMetaInto(m *TaskMeta, ev *Event) {
 	if m.Budget == nil {
 		m.Budget = &BudgetSummary{}
 	}
