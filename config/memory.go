@@ -7,7 +7,19 @@ import (
 
 // Memory configures the memory's recall.
 type Memory struct {
-	Embeddings Embeddings `yaml:"embeddings"`
+	RecallReuseCycles int        `yaml:"recall_reuse_cycles" env:"LEMO_MEMORY_RECALL_REUSE_CYCLES" help:"Cycles in a row (0 to 64) a Task whose recall query is unchanged reuses its recall after other Tasks of its owner added records, before it searches again; 0: only while they added none"`
+	Embeddings        Embeddings `yaml:"embeddings"`
+}
+
+// maxRecallReuse bounds memory.recall_reuse_cycles.
+const maxRecallReuse = 64
+
+// validate reports the problems of the memory's settings.
+func (m *Memory) validate(add func(where, format string, args ...any)) {
+	if m.RecallReuseCycles < 0 || m.RecallReuseCycles > maxRecallReuse {
+		add("memory.recall_reuse_cycles", "%d: want 0 to %d", m.RecallReuseCycles, maxRecallReuse)
+	}
+	m.Embeddings.validate(add)
 }
 
 // Embeddings configures the optional semantic recall: records get vectors

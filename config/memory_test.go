@@ -6,27 +6,31 @@ import (
 	"time"
 )
 
-func TestEmbeddingsValidation(t *testing.T) {
+func TestMemoryValidation(t *testing.T) {
 	tests := []struct {
 		name string
-		set  func(e *Embeddings)
+		set  func(m *Memory)
 		want string // "" for no problem
 	}{
-		{"defaults: off", func(e *Embeddings) {}, ""},
-		{"a model", func(e *Embeddings) { e.Model = "ollama/nomic-embed-text" }, ""},
-		{"model without provider", func(e *Embeddings) { e.Model = "nomic-embed-text" }, "memory.embeddings.model: \"nomic-embed-text\": want provider/model"},
-		{"model without name", func(e *Embeddings) { e.Model = "ollama/" }, "memory.embeddings.model"},
-		{"batch 0", func(e *Embeddings) { e.Batch = 0 }, "memory.embeddings.batch: 0: want 1 to 256"},
-		{"batch 257", func(e *Embeddings) { e.Batch = 257 }, "memory.embeddings.batch"},
-		{"no timeout", func(e *Embeddings) { e.Timeout = 0 }, "memory.embeddings.timeout"},
-		{"no query timeout", func(e *Embeddings) { e.QueryTimeout = -1 }, "memory.embeddings.query_timeout"},
-		{"similarity over 1", func(e *Embeddings) { e.MinSimilarity = 1.5 }, "memory.embeddings.min_similarity: 1.5: want more than 0, at most 1"},
-		{"similarity 0", func(e *Embeddings) { e.MinSimilarity = 0 }, "memory.embeddings.min_similarity"},
+		{"defaults: reuse 4 Cycles, embeddings off", func(m *Memory) {}, ""},
+		{"exact reuse", func(m *Memory) { m.RecallReuseCycles = 0 }, ""},
+		{"reuse 64", func(m *Memory) { m.RecallReuseCycles = 64 }, ""},
+		{"reuse 65", func(m *Memory) { m.RecallReuseCycles = 65 }, "memory.recall_reuse_cycles: 65: want 0 to 64"},
+		{"reuse -1", func(m *Memory) { m.RecallReuseCycles = -1 }, "memory.recall_reuse_cycles: -1"},
+		{"a model", func(m *Memory) { m.Embeddings.Model = "ollama/nomic-embed-text" }, ""},
+		{"model without provider", func(m *Memory) { m.Embeddings.Model = "nomic-embed-text" }, "memory.embeddings.model: \"nomic-embed-text\": want provider/model"},
+		{"model without name", func(m *Memory) { m.Embeddings.Model = "ollama/" }, "memory.embeddings.model"},
+		{"batch 0", func(m *Memory) { m.Embeddings.Batch = 0 }, "memory.embeddings.batch: 0: want 1 to 256"},
+		{"batch 257", func(m *Memory) { m.Embeddings.Batch = 257 }, "memory.embeddings.batch"},
+		{"no timeout", func(m *Memory) { m.Embeddings.Timeout = 0 }, "memory.embeddings.timeout"},
+		{"no query timeout", func(m *Memory) { m.Embeddings.QueryTimeout = -1 }, "memory.embeddings.query_timeout"},
+		{"similarity over 1", func(m *Memory) { m.Embeddings.MinSimilarity = 1.5 }, "memory.embeddings.min_similarity: 1.5: want more than 0, at most 1"},
+		{"similarity 0", func(m *Memory) { m.Embeddings.MinSimilarity = 0 }, "memory.embeddings.min_similarity"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := Default()
-			tt.set(&c.Memory.Embeddings)
+			tt.set(&c.Memory)
 			errs := c.Validate()
 			if tt.want == "" {
 				if len(errs) != 0 {
@@ -40,6 +44,12 @@ func TestEmbeddingsValidation(t *testing.T) {
 		})
 	}
 	c := Default()
+	if c.Memory.RecallReuseCycles != 4 {
+		t.Fatalf("default memory.recall_reuse_cycles %d, want 4", c.Memory.RecallReuseCycles)
+	}
+	if errs := c.ApplyEnv([]string{"LEMO_MEMORY_RECALL_REUSE_CYCLES=0"}); len(errs) != 0 || c.Memory.RecallReuseCycles != 0 {
+		t.Fatalf("from the environment: %v, %d", errs, c.Memory.RecallReuseCycles)
+	}
 	if errs := c.ApplyEnv([]string{"LEMO_MEMORY_EMBEDDINGS_MODEL=openai/text-embedding-3-small", "LEMO_MEMORY_EMBEDDINGS_TIMEOUT=3s",
 		"LEMO_MEMORY_EMBEDDINGS_MIN_SIMILARITY=0.35"}); len(errs) != 0 {
 		t.Fatal(errs)

@@ -125,7 +125,7 @@ func (c *Config) Validate() []error {
 	ps = append(ps, c.Tools.initialProblems()...)
 	ps = append(ps, c.MCP.Problems()...)
 	ps = append(ps, c.budgetProblems()...)
-	c.Memory.Embeddings.validate(add)
+	c.Memory.validate(add)
 	return ps
 }
 

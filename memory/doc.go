@@ -80,8 +80,11 @@
 // given, which is not indexed). Recall therefore never reinforces itself,
 // which makes reuse exact: a Cycle whose query is unchanged since its
 // Task's previous one gets that result again while the owner's index
-// gained only the Task's own records (recallcache.go); decoded record
-// texts are cached (records are immutable).
+// gained only the Task's own records (recallcache.go). After other Tasks
+// of the owner added records, an unchanged query still reuses its result
+// for Options.RecallReuse Cycles in a row (memory.recall_reuse_cycles,
+// default 4), so a result lags them by at most that many Cycles; 0 keeps
+// reuse exact. Decoded record texts are cached (records are immutable).
 //
 // Lifecycle:
 //  1. Open(ctx, store, Options{...}) after the store and before the daemon

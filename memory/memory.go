@@ -68,6 +68,11 @@ type Options struct {
 	IndexInterval time.Duration
 	// CacheBytes bounds the cache of segment blocks (default 32 MiB).
 	CacheBytes int
+	// RecallReuse is how many Cycles in a row an unchanged recall query
+	// may reuse its result after other Tasks of the owner added records
+	// (recallcache.go); 0, the default here, reuses only while they added
+	// none. lemo serve sets memory.recall_reuse_cycles (default 4).
+	RecallReuse int
 	// ReconcileInterval is how often the indexer scans for committed
 	// pending documents the tracker missed (default 5m; see pending.go).
 	ReconcileInterval time.Duration
@@ -122,6 +127,7 @@ func (o *Options) defaults() {
 	if o.CacheBytes <= 0 {
 		o.CacheBytes = 32 << 20
 	}
+	o.RecallReuse = max(o.RecallReuse, 0)
 	if o.ReconcileInterval <= 0 {
 		o.ReconcileInterval = 5 * time.Minute
 	}

@@ -123,7 +123,7 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 	conv := conversationTexts(q.History)
 	// The cached result answers for the query and the recall's settings.
 	key := fmt.Sprintf("%d/%d/%g\x00%s", m.opt.RecallTokens, m.opt.RecallItems, m.opt.MinRelevance, text)
-	if cached, ok := m.recalls.get(q.Owner, q.TaskID, key); ok {
+	if cached, ok := m.recalls.get(q.Owner, q.TaskID, key, m.opt.RecallReuse); ok {
 		out := make([]prompt.Evidence, 0, len(cached))
 		for _, e := range cached {
 			if !conv.has(e.Text) {

@@ -334,3 +334,37 @@ func TestRecallShowsTheMatchingPassageOfALongRecord(t *testing.T) {
 		t.Fatalf("the excerpt has %d tokens, over %d", n, maxItemTokens)
 	}
 }
+
+// With RecallReuse, an unchanged query reuses its result that many
+// Cycles after another Task's record, then searches again and finds it.
+func TestRecallReuseLagsAtMostRecallReuse(t *testing.T) {
+	e := newEnv(t, Options{RecallReuse: 2})
+	a := e.task("o", t0)
+	e.add("o", a, t0.Add(time.Minute), user("Which port does the billing api use?"), assistant("The billing api listens on port 8443 on bil-app-02."))
+	c := e.task("o", t0.Add(time.Hour))
+	h := history(c, user("What port is the billing api on?"))
+	e.add("o", c, t0.Add(time.Hour), h[1].GetUserMessage())
+	first := e.recall("o", c, h)
+	if len(first) == 0 {
+		t.Fatal("nothing recalled")
+	}
+	computed := e.mem.recallsComputed.Load()
+	b := e.task("o", t0.Add(2*time.Hour))
+	e.add("o", b, t0.Add(2*time.Hour), assistant("Update: the billing api moved to port 9443 on bil-app-03."))
+	for i := range 2 {
+		again := e.recall("o", c, h)
+		if e.mem.recallsComputed.Load() != computed || !reflect.DeepEqual(describe(again), describe(first)) {
+			t.Fatalf("lagging reuse %d of 2: searched %d times more, recalled %q", i+1, e.mem.recallsComputed.Load()-computed, describe(again))
+		}
+	}
+	after := e.recall("o", c, h)
+	if e.mem.recallsComputed.Load() != computed+1 || !strings.Contains(strings.Join(describe(after), "\n"), "9443") {
+		t.Fatalf("after 2 lagging reuses: searched %d times more, recalled %q", e.mem.recallsComputed.Load()-computed, describe(after))
+	}
+	// A changed query searches at once.
+	h = append(h, api.NewEvent(c, 3, nil, user("And which host?")))
+	e.recall("o", c, h)
+	if e.mem.recallsComputed.Load() != computed+2 {
+		t.Fatal("a changed query reused the result")
+	}
+}

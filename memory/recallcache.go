@@ -18,6 +18,17 @@ import (
 // conversation is applied again (a new tool result may now hold a
 // recalled text). Records are never removed from the index while the
 // daemon runs (builds and merges move them, which changes no score).
+//
+// When other Tasks of the owner did add records, an unchanged query may
+// still reuse its result for Options.RecallReuse Cycles in a row
+// (memory.recall_reuse_cycles, default 4) before it searches again: the
+// result may then lag the owner's other Tasks by that many Cycles. A
+// Task in a loop of the same call asks the same question each Cycle;
+// what recall brings is background evidence, and searching an owner's
+// whole index at every step of fifty busy Tasks was a third of the
+// daemon's CPU (docs/performance.md). Nothing else is given up: the
+// result was exact when computed, its own records never enter it, and a
+// changed query always searches. 0 keeps reuse exact.
 type recallCache struct {
 	mu sync.Mutex
 	// gen counts the records indexed for each owner; own counts those of
@@ -32,7 +43,23 @@ type recallEntry struct {
 	// the result was computed.
 	other uint64
 	own   uint64
-	out   []prompt.Evidence
+	// lagged counts the reuses since it was computed while other Tasks'
+	// records had been added.
+	lagged int
+	out    []prompt.Evidence
+}
+
+// reuse says whether e answers query when the owner's generation is gen
+// and at most maxLag reuses may lag other Tasks' records; lag says
+// whether this reuse is one of those.
+func (e *recallEntry) reuse(owner, query string, gen uint64, maxLag int) (ok, lag bool) {
+	if e == nil || e.owner != owner || e.query != query {
+		return false, false
+	}
+	if gen-e.own == e.other {
+		return true, false
+	}
+	return e.lagged < maxLag, true
 }
 
 // maxRecallEntries bounds the cached results (one per Task; about 8 KB of
@@ -65,13 +92,18 @@ func (c *recallCache) reset() {
 	clear(c.entries)
 }
 
-// get returns task's cached result for query when it is still valid.
-func (c *recallCache) get(owner, task, query string) ([]prompt.Evidence, bool) {
+// get returns task's cached result for query when it may be reused, at
+// most maxLag times in a row after other Tasks added records.
+func (c *recallCache) get(owner, task, query string, maxLag int) ([]prompt.Evidence, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entries[task]
-	if e == nil || e.owner != owner || e.query != query || c.gen[owner]-e.own != e.other {
+	ok, lag := e.reuse(owner, query, c.gen[owner], maxLag)
+	if !ok {
 		return nil, false
+	}
+	if lag {
+		e.lagged++
 	}
 	return e.out, true
 }

@@ -38,10 +38,11 @@ func liveText(lv *live.Accountant) func(task, callID string) (tasks.LiveText, bo
 	}
 }
 
-// memoryOptions are the memory's options of cfg: semantic recall through
-// the provider of memory.embeddings.model when it is set.
+// memoryOptions are the memory's options of cfg: recall's reuse, and
+// semantic recall through the provider of memory.embeddings.model when it
+// is set.
 func memoryOptions(cfg *config.Config, provs *providers.Registry, log zerolog.Logger) (memory.Options, error) {
-	opt := memory.Options{Log: log}
+	opt := memory.Options{Log: log, RecallReuse: cfg.Memory.RecallReuseCycles}
 	e := cfg.Memory.Embeddings
 	if e.Model == "" {
 		return opt, nil
