@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"lemo/internal/folders"
+	"lemo/internal/names"
 )
 
 // Workspaces configures where Tasks may work. A Task works in a folder of
@@ -24,9 +24,6 @@ type Workspaces struct {
 // maxGrants bounds workspaces.grants.
 const maxGrants = 256
 
-// ownerName is an owner as tokens name it (persistence.ValidOwner).
-var ownerName = regexp.MustCompile(`^[A-Za-z0-9_.@-]{1,64}$`)
-
 // Grant is one parsed entry of workspaces.grants.
 type Grant struct {
 	// Owner is an owner, or "*" for operator tokens.
@@ -41,8 +38,8 @@ func ParseGrant(s string) (Grant, error) {
 	switch {
 	case !ok:
 		return Grant{}, fmt.Errorf("%q: want OWNER=/absolute/folder (* as the owner for operator tokens)", s)
-	case owner != "*" && !ownerName.MatchString(owner):
-		return Grant{}, fmt.Errorf("%q: owner %q: want 1 to 64 characters of A-Z, a-z, 0-9, '_', '-', '.' or '@', or * for operator tokens", s, owner)
+	case owner != "*" && !names.Owner(owner):
+		return Grant{}, fmt.Errorf("%q: owner %q: want %s, or * for operator tokens", s, owner, names.OwnerForm)
 	case !filepath.IsAbs(root):
 		return Grant{}, fmt.Errorf("%q: folder %q: want an absolute path", s, root)
 	}

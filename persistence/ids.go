@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"time"
+
+	"lemo/internal/names"
 )
 
 // crockford is the ULID alphabet: time-sortable, no '/', case-insensitive.
@@ -36,8 +38,8 @@ func encode128(b [16]byte) string {
 // ValidTaskID checks the form of a Task id: 1 to 64 characters of
 // [0-9A-Za-z_-]. Ids never contain '/', which protoactor uses for its tree.
 func ValidTaskID(id string) error {
-	if !validWord(id, 64, false) {
-		return fmt.Errorf("%w task id %q: want 1 to 64 characters of A-Z, a-z, 0-9, '_' or '-'", ErrInvalid, id)
+	if !names.TaskID(id) {
+		return fmt.Errorf("%w task id %q: want %s", ErrInvalid, id, names.TaskIDForm)
 	}
 	return nil
 }
@@ -45,24 +47,8 @@ func ValidTaskID(id string) error {
 // ValidOwner checks the form of an owner name: 1 to 64 characters of
 // [0-9A-Za-z_.@-].
 func ValidOwner(owner string) error {
-	if !validWord(owner, 64, true) {
-		return fmt.Errorf("%w owner %q: want 1 to 64 characters of A-Z, a-z, 0-9, '_', '-', '.' or '@'", ErrInvalid, owner)
+	if !names.Owner(owner) {
+		return fmt.Errorf("%w owner %q: want %s", ErrInvalid, owner, names.OwnerForm)
 	}
 	return nil
-}
-
-func validWord(s string, max int, extra bool) bool {
-	if len(s) == 0 || len(s) > max {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= '0' && c <= '9', c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c == '_', c == '-':
-		case extra && (c == '.' || c == '@'):
-		default:
-			return false
-		}
-	}
-	return true
 }

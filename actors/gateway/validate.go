@@ -9,6 +9,7 @@ import (
 
 	"lemo/actors"
 	"lemo/api"
+	"lemo/internal/names"
 	"lemo/persistence"
 	"lemo/tools"
 )
@@ -342,8 +343,8 @@ func validService(s *api.ServiceSpec) *cmdError {
 }
 
 func taskID(id string) *cmdError {
-	if err := persistence.ValidTaskID(id); err != nil {
-		return invalid("task id %q: want 1 to 64 characters of A-Z, a-z, 0-9, '_' or '-'", clip(id))
+	if !names.TaskID(id) {
+		return invalid("task id %q: want %s", clip(id), names.TaskIDForm)
 	}
 	return nil
 }
