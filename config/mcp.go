@@ -31,7 +31,7 @@ type MCPServer struct {
 	Retain          string            `yaml:"retain" help:"what of a result the Task's history keeps: excerpt (the text's head and tail within retain_bytes, small structured content, content sizes), full (the bounded result) or none; empty: excerpt"`
 	RetainBytes     int               `yaml:"retain_bytes" help:"bound of a retained excerpt; 0: 8192"`
 	Approval        string            `yaml:"approval" help:"annotations (read-only tools run unasked, destructive or open-world ones ask, the rest follow approvals.*), ask (every call) or allow (approvals.* alone decides); empty: annotations"`
-	Timeout         time.Duration     `yaml:"timeout" help:"longest a call may take; after it the server is sent MCP's cancellation and the outcome is unknown; 0: 60s"`
+	Timeout         time.Duration     `yaml:"timeout" help:"longest a call may take; after it the server is sent MCP's cancellation, the outcome is unknown, and a stdio server is stopped as hung with its processes (a death for the restart backoff; its other calls in flight are outcome unknown too) and starts again on the next call; 0: 60s"`
 	StartTimeout    time.Duration     `yaml:"start_timeout" help:"longest a start and the MCP handshake may take; 0: 30s"`
 	MaxOutputBytes  int               `yaml:"max_output_bytes" help:"bound of a result's text and of its structured content (each) shown to the model; 0: 65536"`
 	MaxMessageBytes int               `yaml:"max_message_bytes" help:"largest message accepted from the server; a larger one ends its connection; 0: 16 MiB"`

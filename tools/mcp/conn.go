@@ -3,6 +3,7 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -39,11 +40,21 @@ type conn struct {
 	// death.
 	stopping atomic.Bool
 	// reason says how it ended; set before dead is closed.
-	reason   string
+	reason string
+	// verdict, when set, says why the daemon stopped it as hung: calls in
+	// flight on it fail with it.
+	verdict  atomic.Pointer[string]
 	stopOnce sync.Once
+	// Under the server's mu: the calls in flight on it; retired once it
+	// takes no new calls (it is stopped when the last ends); gone once it
+	// ended.
+	inFlight int
+	retired  bool
+	gone     bool
 	// stdio only
 	child  *proc.Process
 	stdin  *os.File
+	wire   *wire
 	tag    string
 	stderr *tail
 	limit  *lineLimit
@@ -60,6 +71,9 @@ func (c *conn) alive() bool {
 
 // why says how a dead connection ended, for errors and the server's state.
 func (c *conn) why() string {
+	if v := c.verdict.Load(); v != nil {
+		return *v
+	}
 	if !c.alive() && c.reason != "" {
 		return c.reason
 	}
@@ -185,7 +199,8 @@ func (s *server) connectStdio(ctx context.Context, client *gomcp.Client) (*conn,
 		_, _ = io.Copy(c.stderr, errR)
 	})
 	c.limit = &lineLimit{r: outR, max: s.cfg.MaxMessageBytes}
-	t := &gomcp.IOTransport{Reader: c.limit, Writer: inW, MaxLineLength: -1}
+	c.wire = &wire{w: inW}
+	t := &gomcp.IOTransport{Reader: c.limit, Writer: c.wire, MaxLineLength: -1}
 	cs, err := client.Connect(ctx, t, nil)
 	if err != nil {
 		s.stopStdio(c)
@@ -289,6 +304,114 @@ func (l *lineLimit) Read(p []byte) (int, error) {
 }
 
 func (l *lineLimit) Close() error { return l.r.Close() }
+
+// wire writes Lemo's messages to a stdio server (the SDK writes each in
+// one Write) and notes the request id of every tools/call by its progress
+// token, and which cancellations were written, so that a call that ended
+// early can tell when the server was sent its cancellation (the SDK sends
+// it on a goroutine of its own).
+type wire struct {
+	w       io.WriteCloser
+	mu      sync.Mutex
+	ids     map[string]string        // progress token → request id
+	written map[string]chan struct{} // request id → closed once its cancellation is written
+}
+
+var (
+	cancelledMethod = []byte(`"notifications/cancelled"`)
+	callMethod      = []byte(`"tools/call"`)
+)
+
+func (w *wire) Write(p []byte) (int, error) {
+	n, err := w.w.Write(p)
+	if err == nil {
+		w.note(p)
+	}
+	return n, err
+}
+
+func (w *wire) Close() error { return w.w.Close() }
+
+func (w *wire) note(p []byte) {
+	switch {
+	case bytes.Contains(p, cancelledMethod):
+		var m struct {
+			Method string
+			Params struct {
+				RequestID json.RawMessage `json:"requestId"`
+			}
+		}
+		if json.Unmarshal(p, &m) != nil || m.Method != "notifications/cancelled" {
+			return
+		}
+		w.mu.Lock()
+		if ch, ok := w.written[compactID(m.Params.RequestID)]; ok {
+			select {
+			case <-ch:
+			default:
+				close(ch)
+			}
+		}
+		w.mu.Unlock()
+	case bytes.Contains(p, callMethod):
+		var m struct {
+			ID     json.RawMessage
+			Method string
+			Params struct {
+				Meta struct {
+					ProgressToken any `json:"progressToken"`
+				} `json:"_meta"`
+			}
+		}
+		if json.Unmarshal(p, &m) != nil || m.Method != "tools/call" {
+			return
+		}
+		token, ok := m.Params.Meta.ProgressToken.(string)
+		if !ok {
+			return
+		}
+		id := compactID(m.ID)
+		w.mu.Lock()
+		if w.ids == nil {
+			w.ids = make(map[string]string)
+			w.written = make(map[string]chan struct{})
+		}
+		w.ids[token] = id
+		w.written[id] = make(chan struct{})
+		w.mu.Unlock()
+	}
+}
+
+// cancelWritten is closed once the cancellation of the call with the
+// progress token was written; already when the call itself never was.
+func (w *wire) cancelWritten(token string) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ch, ok := w.written[w.ids[token]]; ok {
+		return ch
+	}
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}
+
+// forget drops what w noted of the call with the progress token.
+func (w *wire) forget(token string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if id, ok := w.ids[token]; ok {
+		delete(w.written, id)
+		delete(w.ids, token)
+	}
+}
+
+func compactID(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	return b.String()
+}
 
 // tail keeps the last max bytes written to it (a server's stderr).
 type tail struct {

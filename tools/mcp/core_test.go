@@ -168,3 +168,34 @@ func TestMapResult(t *testing.T) {
 		t.Errorf("structured over the bound: %+v", o)
 	}
 }
+
+func TestAfterCall(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		end      callEnd
+		stdio    bool
+		gone     bool
+		retired  bool
+		inFlight int
+		want     connAction
+	}{
+		{"answered", endDone, true, false, false, 0, keepConn},
+		{"answered with others in flight", endDone, true, false, false, 2, keepConn},
+		{"timed out: hung", endTimedOut, true, false, false, 0, killConn},
+		{"timed out with others in flight: they fail too", endTimedOut, true, false, false, 3, killConn},
+		{"timed out on a retired server", endTimedOut, true, false, true, 1, killConn},
+		{"cancelled, alone", endCancelled, true, false, false, 0, stopConn},
+		{"cancelled, others in flight", endCancelled, true, false, false, 1, retireConn},
+		{"cancelled again on a retired server", endCancelled, true, false, true, 1, retireConn},
+		{"last call of a retired server", endDone, true, false, true, 0, stopConn},
+		{"a call of a retired server, others left", endDone, true, false, true, 1, keepConn},
+		{"timed out on a server already gone", endTimedOut, true, true, false, 0, keepConn},
+		{"cancelled on a server already gone", endCancelled, true, true, true, 0, keepConn},
+		{"http: timed out", endTimedOut, false, false, false, 0, keepConn},
+		{"http: cancelled", endCancelled, false, false, false, 0, keepConn},
+	} {
+		if got := afterCall(c.end, c.stdio, c.gone, c.retired, c.inFlight); got != c.want {
+			t.Errorf("%s: afterCall = %d, want %d", c.name, got, c.want)
+		}
+	}
+}

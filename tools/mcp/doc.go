@@ -46,7 +46,15 @@
 //  4. Progress notifications of a call become its state updates (Progress),
 //     which clients see live. Cancelling a call, or its timeout, sends MCP's
 //     cancellation; a call that timed out after it was sent is outcome
-//     unknown.
+//     unknown. A stdio server is then stopped (as in step 6), once the
+//     cancellation was written (at most a second later), so that nothing
+//     it started for the call outlives it (afterCall decides): after a
+//     timeout at once, as hung, which counts as a death (step 5) and fails
+//     its other calls in flight as outcome unknown; after a cancel once no
+//     other call is in flight on it, as it may ignore the cancellation
+//     (until then it takes no new calls: the next call starts it again, and
+//     the stop is not a death). An HTTP server's session is kept: its
+//     process is not Lemo's, and each call is a request of its own.
 //  5. A server that ends (its process exits, its session closes, it sends
 //     a message over the size bound) fails the calls in flight as outcome
 //     unknown: they are never sent again. The next call starts it again

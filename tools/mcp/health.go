@@ -51,3 +51,58 @@ func (p RestartPolicy) Next(deaths []time.Time, now time.Time) (wait time.Durati
 	}
 	return 0, false
 }
+
+// callEnd is how a call that reached its server ended.
+type callEnd int
+
+const (
+	// endDone: it was answered, or failed with its connection.
+	endDone callEnd = iota
+	// endCancelled: the caller cancelled it; the server was sent MCP's
+	// cancellation.
+	endCancelled
+	// endTimedOut: its timeout passed; the server was sent MCP's
+	// cancellation.
+	endTimedOut
+)
+
+// connAction is what becomes of a connection when one of its calls ends.
+type connAction int
+
+const (
+	// keepConn: nothing changes.
+	keepConn connAction = iota
+	// retireConn: the connection takes no new calls (the next one starts
+	// the server again) and is stopped when its last call ends.
+	retireConn
+	// stopConn: stopped now, as the daemon's decision (not a death).
+	stopConn
+	// killConn: the server hung; stopped now and counted as a death (the
+	// restart policy's backoff and failure apply); the calls still in
+	// flight on it fail as outcome unknown.
+	killConn
+)
+
+// afterCall decides what becomes of a connection when one of its calls
+// ends as end, with inFlight calls still on it. Only a stdio server's
+// process is Lemo's to stop: an HTTP server's session is kept (its other
+// calls are requests of their own). A server that did not answer within
+// the timeout is hung: it is stopped, with the calls in flight on it, so
+// that the process tree working on the call is gone. A cancelled call may
+// still run on a server that ignored the cancellation: the server is
+// stopped once no other call is in flight on it, and takes no new calls
+// until then, so that the work lives at most as long as the longest call
+// in flight (itself bounded by the timeout).
+func afterCall(end callEnd, stdio, gone, retired bool, inFlight int) connAction {
+	switch {
+	case !stdio || gone:
+		return keepConn
+	case end == endTimedOut:
+		return killConn
+	case end == endCancelled && inFlight > 0:
+		return retireConn
+	case end == endCancelled, retired && inFlight == 0:
+		return stopConn
+	}
+	return keepConn
+}

@@ -297,7 +297,7 @@ func (s *server) newTool(name string, t *gomcp.Tool) (*Tool, error) {
 	if err != nil || t.InputSchema == nil {
 		return nil, errors.New("its input schema is missing or not JSON")
 	}
-	tool := &Tool{srv: s, name: name, remote: t.Name, input: in, ann: t.Annotations}
+	tool := &Tool{srv: s, name: name, remote: t.Name, input: in, ann: t.Annotations, timeout: s.cfg.CallTimeout}
 	desc := t.Description
 	if desc == "" && t.Annotations != nil {
 		desc = t.Annotations.Title

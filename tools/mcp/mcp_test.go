@@ -184,6 +184,11 @@ func TestKeepsDyingMarksFailed(t *testing.T) {
 	}
 }
 
+// A call that times out leaves the server hung: it is sent MCP's
+// cancellation, then stopped with its process tree (before the daemon
+// stops), failing the other call in flight as outcome unknown; the next
+// call starts it again. A cancelled call stops the server too once no
+// other call is in flight on it.
 func TestHangTimesOutCancelsAndLeavesNoProcess(t *testing.T) {
 	dir := t.TempDir()
 	tree := "MCPTEST_TREE=" + strconv.FormatInt(time.Now().UnixNano(), 10)
@@ -194,44 +199,113 @@ func TestHangTimesOutCancelsAndLeavesNoProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = call(t, context.Background(), ts["mcp.local.hang"], `{}`, nil)
-	if !errors.Is(err, supervision.ErrOutcomeUnknown) || !strings.Contains(err.Error(), "timed out after 500ms (mcp.servers.local.timeout)") {
-		t.Fatalf("hang: %v, want a timeout with outcome unknown", err)
-	}
-	// The server was sent MCP's cancellation.
+	// A call in flight on the same server, whose own timeout is far away.
+	waitDone := make(chan error, 1)
+	go func() {
+		_, err := call(t, context.Background(), withTimeout(ts["mcp.local.wait"], time.Minute), `{}`, nil)
+		waitDone <- err
+	}()
 	eventually(t, 10*time.Second, func() error {
-		if got := readMarker(dir, "hang"); len(got) < 2 || got[1] != "cancelled" {
-			return fmt.Errorf("hang markers %v, want the cancellation seen", got)
+		if got := readMarker(dir, "wait"); len(got) != 1 {
+			return fmt.Errorf("wait markers %v", got)
 		}
 		return nil
 	})
-	// A cancelled call also sends it.
+	_, err = call(t, context.Background(), ts["mcp.local.hang"], `{}`, nil)
+	if !errors.Is(err, supervision.ErrOutcomeUnknown) || !strings.Contains(err.Error(), "timed out after 500ms (mcp.servers.local.timeout)") || !strings.Contains(err.Error(), "stopped as hung") {
+		t.Fatalf("hang: %v, want a timeout with outcome unknown that says the server was stopped", err)
+	}
+	err = <-waitDone
+	if !errors.Is(err, supervision.ErrOutcomeUnknown) || !strings.Contains(err.Error(), "did not answer mcp.local.hang within 500ms") {
+		t.Fatalf("the call in flight on the hung server: %v, want outcome unknown saying the server hung", err)
+	}
+	// The hung call started a child that left the server's process group;
+	// it is gone with the server, before the daemon stops.
+	if got := readMarker(dir, "hang"); len(got) == 0 || !strings.HasPrefix(got[0], "child ") {
+		t.Fatalf("hang markers %v, want its child started", got)
+	}
+	noSurvivors(t, tree)
+	// The server was sent MCP's cancellation before it was stopped.
+	if got := readMarker(dir, "received"); len(got) != 1 {
+		t.Errorf("the server read cancellations %v, want one", got)
+	}
+	if st := m.Status()[0]; st.State != StateRestarting || !strings.Contains(st.LastError, "stopped it as hung") {
+		t.Errorf("status after the hang = %+v, want restarting and why", st)
+	}
+	// A cancelled call sends the cancellation, and the server (started
+	// again by this call) is stopped, as no other call is in flight.
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { _, err := call(t, ctx, ts["mcp.local.hang"], `{}`, nil); done <- err }()
+	go func() { _, err := call(t, ctx, withTimeout(ts["mcp.local.hang"], time.Minute), `{}`, nil); done <- err }()
 	eventually(t, 10*time.Second, func() error {
 		if got := readMarker(dir, "hang"); len(got) < 3 {
 			return fmt.Errorf("second hang not started: %v", got)
 		}
 		return nil
 	})
+	if ps, _ := proc.Survivors(proc.WithEnv(tree)); len(ps) < 2 {
+		t.Fatalf("want the started server and its child alive during the call, got %+v", ps)
+	}
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled call: %v", err)
 	}
-	eventually(t, 10*time.Second, func() error {
-		if got := readMarker(dir, "hang"); len(got) < 4 || got[3] != "cancelled" {
-			return fmt.Errorf("hang markers %v", got)
+	noSurvivors(t, tree)
+	if got := readMarker(dir, "received"); len(got) != 2 {
+		t.Errorf("the server read cancellations %v, want two", got)
+	}
+	// The next call starts the server again.
+	if _, err := call(t, context.Background(), ts["mcp.local.echo"], `{"text":"again"}`, nil); err != nil {
+		t.Fatalf("the call after the stops: %v", err)
+	}
+	if st := m.Status()[0].State; st != StateRunning {
+		t.Errorf("state after the next call = %s, want %s", st, StateRunning)
+	}
+}
+
+// A timeout counts as a death: a server that keeps hanging is failed.
+func TestRepeatedTimeoutsMarkFailed(t *testing.T) {
+	dir := t.TempDir()
+	sc := stdioServer(t, "local", dir)
+	sc.CallTimeout = 300 * time.Millisecond
+	m := newManager(t, sc)
+	ts, err := listed(t, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range fastRestart.FailAfter {
+		if _, err := call(t, context.Background(), ts["mcp.local.hang"], `{}`, nil); !errors.Is(err, supervision.ErrOutcomeUnknown) {
+			t.Fatalf("hang %d: %v, want outcome unknown", i, err)
+		}
+	}
+	_, err = call(t, context.Background(), ts["mcp.local.echo"], `{"text":"x"}`, nil)
+	if !errors.Is(err, ErrServerFailed) || !strings.Contains(err.Error(), "stopped it as hung") {
+		t.Fatalf("a call to a server that keeps hanging: %v, want ErrServerFailed saying why", err)
+	}
+}
+
+// withTimeout is r with its tool's call timeout set to d.
+func withTimeout(r *tools.Registered, d time.Duration) *tools.Registered {
+	tool := *r.Tool.(*Tool)
+	tool.timeout = d
+	c := *r
+	c.Tool = &tool
+	return &c
+}
+
+// noSurvivors waits until no process whose environment holds kv is left.
+func noSurvivors(t testing.TB, kv string) {
+	t.Helper()
+	eventually(t, 20*time.Second, func() error {
+		ps, err := proc.Survivors(proc.WithEnv(kv))
+		if err != nil {
+			return err
+		}
+		if len(ps) > 0 {
+			return fmt.Errorf("processes of the server outlived its stop: %+v", ps)
 		}
 		return nil
 	})
-	if ps, _ := proc.Survivors(proc.WithEnv(tree)); len(ps) < 3 {
-		t.Fatalf("want the server and its two children alive before the stop, got %+v", ps)
-	}
-	m.Close()
-	if ps, _ := proc.Survivors(proc.WithEnv(tree)); len(ps) > 0 {
-		t.Fatalf("processes of the server outlived the stop: %+v", ps)
-	}
 }
 
 func TestOutputSchemaFailure(t *testing.T) {

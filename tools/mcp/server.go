@@ -42,8 +42,11 @@ type server struct {
 	cfg ServerConfig
 	m   *Manager
 
-	mu       sync.Mutex
-	cur      *conn
+	mu  sync.Mutex
+	cur *conn
+	// retired are connections that take no new calls and are being
+	// stopped or wait for their last call (afterCall); Close stops them.
+	retired  map[*conn]bool
 	starting chan struct{} // closed when the start under way ends
 	deaths   []time.Time
 	lastErr  string
@@ -56,8 +59,10 @@ type server struct {
 
 // session returns the live connection, starting the server when it has
 // none (after the restart policy's backoff; never while it is failed). A
-// start under way is shared.
-func (s *server) session(ctx context.Context) (*conn, error) {
+// start under way is shared. With call set, a call is counted in flight on
+// the connection as it is handed out (so that no decision to stop it falls
+// between the two); the caller ends it with finish.
+func (s *server) session(ctx context.Context, call bool) (*conn, error) {
 	for {
 		s.mu.Lock()
 		switch {
@@ -66,6 +71,9 @@ func (s *server) session(ctx context.Context) (*conn, error) {
 			return nil, ErrClosed
 		case s.cur != nil && s.cur.alive():
 			c := s.cur
+			if call {
+				c.inFlight++
+			}
 			s.mu.Unlock()
 			return c, nil
 		case s.starting != nil:
@@ -105,6 +113,9 @@ func (s *server) session(ctx context.Context) (*conn, error) {
 			return nil, err
 		}
 		s.cur = c
+		if call {
+			c.inFlight++
+		}
 		s.mu.Unlock()
 		return c, nil
 	}
@@ -133,6 +144,8 @@ func (s *server) start(ctx context.Context, wait time.Duration) (*conn, error) {
 func (s *server) ended(c *conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	c.gone = true
+	delete(s.retired, c)
 	if s.cur == c {
 		s.cur = nil
 	}
@@ -161,9 +174,16 @@ func (s *server) close() {
 	s.mu.Lock()
 	c := s.cur
 	s.cur = nil
+	var retired []*conn
+	for r := range s.retired {
+		retired = append(retired, r)
+	}
 	s.mu.Unlock()
 	if c != nil {
 		s.stop(c)
+	}
+	for _, r := range retired {
+		s.stop(r)
 	}
 }
 
@@ -177,6 +197,61 @@ func (s *server) release() {
 	if c != nil {
 		s.stop(c)
 	}
+}
+
+// cancelWriteBound bounds the wait of a call that ended early for its
+// cancellation to be written to a stdio server before the server is
+// stopped (a server that does not read may hold the write up).
+const cancelWriteBound = time.Second
+
+// finish ends a call on c counted by session (token: its progress token;
+// tool: its name) and
+// carries out what afterCall decides for c: a stdio server is stopped in
+// the background once the call's cancellation was written, as a death when
+// it hung.
+func (s *server) finish(c *conn, end callEnd, token, tool string) {
+	if c.wire != nil {
+		if end != endDone {
+			t := time.NewTimer(cancelWriteBound)
+			select {
+			case <-c.wire.cancelWritten(token):
+			case <-t.C:
+			}
+			t.Stop()
+		}
+		c.wire.forget(token)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.inFlight--
+	// A connection stopped as hung is as good as gone.
+	act := afterCall(end, c.child != nil, c.gone || c.verdict.Load() != nil, c.retired, c.inFlight)
+	if act == keepConn {
+		return
+	}
+	c.retired = true
+	if s.cur == c {
+		s.cur = nil
+	}
+	if s.retired == nil {
+		s.retired = make(map[*conn]bool)
+	}
+	s.retired[c] = true
+	switch act {
+	case retireConn:
+		return
+	case killConn:
+		why := fmt.Sprintf("it did not answer %s within %s (mcp.servers.%s.timeout), so the daemon stopped it as hung", tool, s.cfg.CallTimeout, s.cfg.Name)
+		c.verdict.Store(&why)
+		now := s.m.now()
+		s.deaths = append(s.m.cfg.Restart.recent(s.deaths, now), now)
+		s.lastErr = why
+		s.m.cfg.Log.Warn().Str("mcp_server", s.cfg.Name).Str("tool", tool).Dur("timeout", s.cfg.CallTimeout).Msg("MCP server hung; stopping it, it starts again on the next call")
+	}
+	if s.closed {
+		return // Close stops it
+	}
+	s.m.goroutine(func() { s.stop(c) })
 }
 
 // State is the server's state now.
@@ -202,7 +277,7 @@ func (s *server) state() string {
 
 // list returns the server's tools, every page of them.
 func (s *server) list(ctx context.Context) ([]*gomcp.Tool, error) {
-	c, err := s.session(ctx)
+	c, err := s.session(ctx, false)
 	if err != nil {
 		return nil, err
 	}

@@ -96,8 +96,15 @@ func testServer() *gomcp.Server {
 				mark("hang", "child "+strconv.Itoa(child.Process.Pid))
 			}
 			<-ctx.Done()
-			mark("hang", "cancelled")
+			mark("hang", "ended")
 			select {} // and still no answer
+		})
+	s.AddTool(&gomcp.Tool{Name: "wait", Description: "Answer once the call is cancelled or the connection ends.", InputSchema: obj(``)},
+		func(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+			mark("wait", "started")
+			<-ctx.Done()
+			select {} // and no answer either
+
 		})
 	s.AddTool(&gomcp.Tool{Name: "badout", Description: "Return structured content that fails its schema.", InputSchema: obj(``),
 		OutputSchema: obj(`"n":{"type":"integer"}`, "n")},
@@ -176,12 +183,25 @@ func (e expandWriter) Write(p []byte) (int, error) {
 
 // serveTestStdio runs the in-test server over stdio until stdin closes.
 func serveTestStdio() int {
-	t := &gomcp.IOTransport{Reader: os.Stdin, Writer: nopCloser{expandWriter{os.Stdout}}}
+	t := &gomcp.IOTransport{Reader: seenReader{os.Stdin}, Writer: nopCloser{expandWriter{os.Stdout}}}
 	if err := testServer().Run(context.Background(), t); err != nil {
 		fmt.Fprintln(os.Stderr, "test server:", err)
 		return 1
 	}
 	return 0
+}
+
+// seenReader marks "received" with every cancellation the server reads.
+type seenReader struct{ io.ReadCloser }
+
+func (r seenReader) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	for _, line := range bytes.Split(p[:n], []byte("\n")) {
+		if bytes.Contains(line, []byte(`"notifications/cancelled"`)) {
+			mark("received", "cancelled")
+		}
+	}
+	return n, err
 }
 
 type nopCloser struct{ io.Writer }

@@ -35,6 +35,8 @@ type Tool struct {
 	input  json.RawMessage
 	output *tools.Schema // nil: the tool declares no output schema
 	ann    *gomcp.ToolAnnotations
+	// timeout bounds a call: the server's call timeout.
+	timeout time.Duration
 }
 
 var (
@@ -112,7 +114,8 @@ func decideApproval(server, mode string, ann *gomcp.ToolAnnotations) tools.Appro
 // Execute calls the tool on its server, starting the server when it is not
 // running. Progress notifications become state updates. A call whose
 // server ends while it runs, or that times out, fails as outcome unknown:
-// the server may have done it, and it is never sent again.
+// the server may have done it, and it is never sent again. A stdio server
+// whose call timed out or was cancelled is then stopped (afterCall).
 func (t *Tool) Execute(ctx context.Context, call tools.Call, emit tools.Emit) (json.RawMessage, error) {
 	s := t.srv
 	out, outcome, err := t.execute(ctx, call, emit)
@@ -122,9 +125,9 @@ func (t *Tool) Execute(ctx context.Context, call tools.Call, emit tools.Emit) (j
 
 func (t *Tool) execute(ctx context.Context, call tools.Call, emit tools.Emit) (json.RawMessage, string, error) {
 	s := t.srv
-	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.CallTimeout, errCallTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, t.timeout, errCallTimeout)
 	defer cancel()
-	c, err := s.session(ctx)
+	c, err := s.session(ctx, true)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, outcomeOf(ctx), t.ctxError(ctx, false)
@@ -136,6 +139,8 @@ func (t *Tool) execute(ctx context.Context, call tools.Call, emit tools.Emit) (j
 		_ = emit(b)
 	})
 	defer done()
+	end := endDone
+	defer func() { s.finish(c, end, token, t.name) }()
 	params := &gomcp.CallToolParams{Name: t.remote, Arguments: call.Input}
 	params.SetProgressToken(token)
 	res, err := c.cs.CallTool(ctx, params)
@@ -143,22 +148,31 @@ func (t *Tool) execute(ctx context.Context, call tools.Call, emit tools.Emit) (j
 		var rpc *jsonrpc.Error
 		switch {
 		case ctx.Err() != nil:
+			end = endCancelled
+			if errors.Is(context.Cause(ctx), errCallTimeout) {
+				end = endTimedOut
+			}
 			return nil, outcomeOf(ctx), t.ctxError(ctx, true)
 		case errors.As(err, &rpc):
 			// The server answered: the call failed there.
 			return nil, OutcomeError, fmt.Errorf("the MCP server %s refused %s: %s", s.cfg.Name, t.remote, sanitize(rpc.Message, 1000))
 		default:
 			// The connection failed: it is ending (the watcher says how
-			// once the process or the session is gone).
-			wait := time.NewTimer(2 * time.Second)
-			select {
-			case <-c.dead:
-			case <-wait.C:
-			}
-			wait.Stop()
+			// once the process or the session is gone), or the daemon
+			// stopped it as hung (its verdict says so).
 			why := "its connection failed: " + sanitize(err.Error(), 300)
-			if !c.alive() {
-				why = c.why()
+			if v := c.verdict.Load(); v != nil {
+				why = *v
+			} else {
+				wait := time.NewTimer(2 * time.Second)
+				select {
+				case <-c.dead:
+				case <-wait.C:
+				}
+				wait.Stop()
+				if !c.alive() {
+					why = c.why()
+				}
 			}
 			return nil, OutcomeUnknown, fmt.Errorf("%w: the MCP server %s ended while %s ran (%s); it may have done it, and the call is not sent again", supervision.ErrOutcomeUnknown, s.cfg.Name, t.name, why)
 		}
@@ -216,9 +230,13 @@ func outcomeOf(ctx context.Context) string {
 func (t *Tool) ctxError(ctx context.Context, sent bool) error {
 	if errors.Is(context.Cause(ctx), errCallTimeout) {
 		if !sent {
-			return fmt.Errorf("%s timed out after %s (mcp.servers.%s.timeout) before its server was ready; it was not sent", t.name, t.srv.cfg.CallTimeout, t.srv.cfg.Name)
+			return fmt.Errorf("%s timed out after %s (mcp.servers.%s.timeout) before its server was ready; it was not sent", t.name, t.timeout, t.srv.cfg.Name)
 		}
-		return fmt.Errorf("%w: %s timed out after %s (mcp.servers.%s.timeout); the server was sent MCP's cancellation, and may have done it", supervision.ErrOutcomeUnknown, t.name, t.srv.cfg.CallTimeout, t.srv.cfg.Name)
+		stopped := ""
+		if t.srv.cfg.Command != "" {
+			stopped = ", then stopped as hung (it starts again on the next call)"
+		}
+		return fmt.Errorf("%w: %s timed out after %s (mcp.servers.%s.timeout); the server was sent MCP's cancellation%s, and may have done it", supervision.ErrOutcomeUnknown, t.name, t.timeout, t.srv.cfg.Name, stopped)
 	}
 	return ctx.Err()
 }
