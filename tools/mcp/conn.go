@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"os"
 	"os/exec"
@@ -51,6 +52,10 @@ type conn struct {
 	inFlight int
 	retired  bool
 	gone     bool
+	// HTTP only: its transport; endErr is what its session ended with
+	// (set before reason).
+	http   *headerTransport
+	endErr error
 	// stdio only
 	child  *proc.Process
 	stdin  *os.File
@@ -81,6 +86,8 @@ func (c *conn) why() string {
 	switch {
 	case c.limit != nil && c.limit.exceeded.Load():
 		parts = append(parts, fmt.Sprintf("it sent a message over %d bytes (mcp.servers.<name>.max_message_bytes)", c.limit.max))
+	case c.http != nil && c.http.exceeded.Load():
+		parts = append(parts, fmt.Sprintf("it sent a response over %d bytes (mcp.servers.<name>.max_message_bytes)", c.http.max))
 	case c.child != nil:
 		select {
 		case <-c.child.Done():
@@ -93,6 +100,8 @@ func (c *conn) why() string {
 		default:
 			parts = append(parts, "its connection closed")
 		}
+	case c.endErr != nil:
+		parts = append(parts, "its session ended: "+sanitize(c.endErr.Error(), 300))
 	default:
 		parts = append(parts, "its session closed")
 	}
@@ -118,15 +127,16 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 }
 
 func (s *server) connectHTTP(ctx context.Context, client *gomcp.Client) (*conn, error) {
-	hc := &http.Client{Transport: &headerTransport{base: http.DefaultTransport, headers: s.cfg.Headers}}
+	ht := &headerTransport{base: http.DefaultTransport, headers: s.cfg.Headers, max: s.cfg.MaxMessageBytes}
+	hc := &http.Client{Transport: ht}
 	t := &gomcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxEventSize: s.cfg.MaxMessageBytes}
 	cs, err := client.Connect(ctx, t, nil)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", redactURL(s.cfg.URL), err)
 	}
-	c := &conn{cs: cs, dead: make(chan struct{})}
+	c := &conn{cs: cs, dead: make(chan struct{}), http: ht}
 	s.m.goroutine(func() {
-		_ = cs.Wait()
+		c.endErr = cs.Wait()
 		c.reason = c.why()
 		s.ended(c)
 		close(c.dead)
@@ -134,10 +144,17 @@ func (s *server) connectHTTP(ctx context.Context, client *gomcp.Client) (*conn, 
 	return c, nil
 }
 
-// headerTransport adds the configured headers to every request.
+// headerTransport adds the configured headers to every request, and
+// bounds every response body that is not an event stream: the SDK reads
+// such a body (one message) whole, where it bounds each event of a stream
+// itself (MaxEventSize).
 type headerTransport struct {
 	base    http.RoundTripper
 	headers map[string]string
+	// max bounds a body (MaxMessageBytes); exceeded is set once a body
+	// went over it.
+	max      int
+	exceeded atomic.Bool
 }
 
 func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -145,8 +162,46 @@ func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	for k, v := range t.headers {
 		r.Header.Set(k, v)
 	}
-	return t.base.RoundTrip(r)
+	resp, err := t.base.RoundTrip(r)
+	if err != nil || t.max <= 0 {
+		return resp, err
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+		b := &boundedBody{rc: resp.Body, left: t.max, exceeded: &t.exceeded}
+		if resp.ContentLength > int64(t.max) {
+			b.left = -1 // said too large: not one byte read
+			t.exceeded.Store(true)
+		}
+		resp.Body = b
+	}
+	return resp, nil
 }
+
+// boundedBody fails reading once more than left bytes came, handing on
+// none of them.
+type boundedBody struct {
+	rc       io.ReadCloser
+	left     int
+	exceeded *atomic.Bool
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, errTooLarge
+	}
+	if len(p) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= n
+	if b.left < 0 {
+		b.exceeded.Store(true)
+		return 0, errTooLarge
+	}
+	return n, err
+}
+
+func (b *boundedBody) Close() error { return b.rc.Close() }
 
 // redactURL drops a URL's user information and query (they may hold
 // secrets) for messages.

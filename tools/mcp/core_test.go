@@ -2,7 +2,9 @@ package mcp
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -196,6 +198,47 @@ func TestAfterCall(t *testing.T) {
 	} {
 		if got := afterCall(c.end, c.stdio, c.gone, c.retired, c.inFlight); got != c.want {
 			t.Errorf("%s: afterCall = %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func TestHeaderTransportBoundsBodies(t *testing.T) {
+	for _, c := range []struct {
+		name, contentType string
+		body              int
+		contentLength     int64
+		wantErr           bool
+	}{
+		{"json within", "application/json", 100, -1, false},
+		{"json at the bound", "application/json", 1000, -1, false},
+		{"json over", "application/json; charset=utf-8", 1001, -1, true},
+		{"said too large", "application/json", 10, 5000, true},
+		{"no type over", "", 2000, -1, true},
+		{"event stream: the SDK bounds each event", "text/event-stream", 5000, -1, false},
+	} {
+		tr := &headerTransport{max: 1000, headers: map[string]string{"X-Key": "v"}, base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if r.Header.Get("X-Key") != "v" {
+				t.Errorf("%s: header not sent", c.name)
+			}
+			h := http.Header{}
+			h.Set("Content-Type", c.contentType)
+			return &http.Response{StatusCode: 200, Header: h, ContentLength: c.contentLength, Body: io.NopCloser(strings.NewReader(strings.Repeat("x", c.body)))}, nil
+		})}
+		req, _ := http.NewRequest("POST", "http://example.invalid/", nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		if gotErr := err != nil; gotErr != c.wantErr || gotErr != tr.exceeded.Load() {
+			t.Errorf("%s: read %d bytes, %v (exceeded %v); want an error %v", c.name, len(b), err, tr.exceeded.Load(), c.wantErr)
+		}
+		if err != nil && (!errors.Is(err, errTooLarge) || len(b) > 1000) {
+			t.Errorf("%s: %v after %d bytes, want errTooLarge within the bound", c.name, err, len(b))
 		}
 	}
 }

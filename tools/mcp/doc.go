@@ -66,8 +66,12 @@
 //     namespace.
 //
 // Limits: a message from a server is bounded (MaxMessageBytes, 16 MiB by
-// default; a 100 MB result ends the connection and allocates about 56 MiB
-// on the way, in the tests); a server lists at most 1024 tools; the tool
+// default): on stdio by line; over HTTP a response body that is one JSON
+// message by the transport, each event of an event stream by the SDK. A
+// larger one ends the connection, its calls outcome unknown. A 100 MB
+// result allocates about 56 MiB on the way over stdio, with a 4 MiB bound
+// 9 MiB as JSON and 20 MiB as an event stream over HTTP (the SDK's
+// readers cost a few times the bound; see the tests); a server lists at most 1024 tools; the tool
 // list is read at the daemon's start only (a server's later list changes
 // take a restart).
 //

@@ -1,9 +1,11 @@
 package mcp
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -17,8 +19,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(roleVariable) == "server" {
+	switch os.Getenv(roleVariable) {
+	case "server":
 		os.Exit(serveTestStdio())
+	case "http-server":
+		os.Exit(serveTestHTTP())
 	}
 	// The in-test HTTP server that "goes away" (TestHTTPServerGoneAndBack)
 	// keeps the server side of the session its client gave up: a goroutine
@@ -38,6 +43,39 @@ func stdioServer(t testing.TB, name, dir string, env ...string) ServerConfig {
 		t.Fatal(err)
 	}
 	return ServerConfig{Name: name, Command: self, Env: append([]string{roleVariable + "=server", "MCPTEST_DIR=" + dir}, env...), Approval: ApprovalAllow}
+}
+
+// httpServerProcess starts the in-test server over streamable HTTP in a
+// process of its own (so that what it allocates is not counted as the
+// daemon's) and returns its URL; env adds to its environment.
+func httpServerProcess(t testing.TB, env ...string) string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), append([]string{roleVariable + "=http-server"}, env...)...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = stdin.Close()
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("the HTTP test server did not say its URL: %v", err)
+	}
+	return strings.TrimSpace(line)
 }
 
 // fastRestart lets tests see restarts and failures quickly.

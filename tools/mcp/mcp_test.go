@@ -76,7 +76,7 @@ func TestStdioToolsCallAndProgress(t *testing.T) {
 }
 
 func TestHTTPServerWithHeaders(t *testing.T) {
-	srv := httptest.NewServer(testHTTPHandler())
+	srv := httptest.NewServer(testHTTPHandler(nil))
 	t.Cleanup(srv.Close) // after the managers' Close (cleanups run last first)
 	bad := newManager(t, ServerConfig{Name: "web", URL: srv.URL, StartTimeout: 10 * time.Second})
 	if _, err := bad.Tools(context.Background()); err == nil || !strings.Contains(err.Error(), "web") {
@@ -362,6 +362,64 @@ func TestLargeResultsAreBounded(t *testing.T) {
 	}
 }
 
+// Over streamable HTTP a result is bounded as on stdio: a response that is
+// one JSON message by the transport's body bound, an event stream by the
+// SDK's event bound. The bound is 4 MiB here so that what a 100 MB result
+// costs is seen to follow the bound, not the result: the SDK's io.ReadAll
+// keeps its chunks and makes a final copy even on an error (about twice
+// the bound, four times under -race), and its event scanner grows a line
+// by append (about six times the bound).
+func TestLargeHTTPResultsAreBounded(t *testing.T) {
+	const bound = 4 << 20
+	for _, c := range []struct {
+		name string
+		json bool
+		want string
+	}{
+		{"json", true, "it sent a response over 4194304 bytes (mcp.servers.<name>.max_message_bytes)"},
+		{"sse", false, "SSE event exceeded 4194304 bytes"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var env []string
+			if c.json {
+				env = append(env, "MCPTEST_JSON=1")
+			}
+			url := httpServerProcess(t, env...)
+			m := newManager(t, ServerConfig{Name: "web", URL: url, Headers: map[string]string{"X-Test": "yes"}, MaxMessageBytes: bound})
+			ts, err := listed(t, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := call(t, context.Background(), ts["mcp.web.big"], `{"bytes": 1000000}`, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !out.Truncated || out.TextBytes != 1000000 {
+				t.Fatalf("1 MB result: truncated %v, text_bytes %d", out.Truncated, out.TextBytes)
+			}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			_, err = call(t, context.Background(), ts["mcp.web.big"], `{"bytes": 100000000}`, nil)
+			runtime.ReadMemStats(&after)
+			t.Logf("100 MB call ended: %v", err)
+			if !errors.Is(err, supervision.ErrOutcomeUnknown) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("100 MB result: %v, want outcome unknown naming the bound (%s)", err, c.want)
+			}
+			alloc := after.TotalAlloc - before.TotalAlloc
+			t.Logf("a 100 MB result allocated %d MiB in the daemon", alloc>>20)
+			if alloc > 8*bound {
+				t.Errorf("a 100 MB result allocated %d MiB, want under %d (8 times the bound)", alloc>>20, 8*bound>>20)
+			}
+			// The session is started again on the next call.
+			eventually(t, 20*time.Second, func() error {
+				_, err := call(t, context.Background(), ts["mcp.web.echo"], `{"text":"again"}`, nil)
+				return err
+			})
+		})
+	}
+}
+
 func TestServerEnvironmentHoldsOnlyWhatConfigPasses(t *testing.T) {
 	m := newManager(t, stdioServer(t, "local", t.TempDir(), "OPENROUTER_API_KEY", "SET_BY_CONFIG=yes"))
 	ts, err := listed(t, m)
@@ -410,7 +468,7 @@ func (f *flaky) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // is back (with none of the old sessions), the next call connects again.
 func TestHTTPServerGoneAndBack(t *testing.T) {
 	f := &flaky{}
-	h := testHTTPHandler()
+	h := testHTTPHandler(nil)
 	f.h.Store(&h)
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
@@ -433,7 +491,7 @@ func TestHTTPServerGoneAndBack(t *testing.T) {
 	if _, err := call(t, context.Background(), echo, `{"text":"while down"}`, nil); err == nil {
 		t.Fatal("a call to a server that is gone succeeded")
 	}
-	h2 := testHTTPHandler()
+	h2 := testHTTPHandler(nil)
 	f.h.Store(&h2)
 	f.down.Store(false)
 	eventually(t, 20*time.Second, func() error {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -204,19 +205,53 @@ func (r seenReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// serveTestHTTP runs the in-test server over streamable HTTP on a local
+// port, with JSON responses when MCPTEST_JSON is set; it prints its URL
+// and serves until stdin closes.
+func serveTestHTTP() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "test server:", err)
+		return 1
+	}
+	srv := &http.Server{Handler: testHTTPHandler(&gomcp.StreamableHTTPOptions{JSONResponse: os.Getenv("MCPTEST_JSON") != ""})}
+	go func() { _ = srv.Serve(l) }()
+	fmt.Printf("http://%s\n", l.Addr())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	_ = srv.Close()
+	return 0
+}
+
 type nopCloser struct{ io.Writer }
 
 func (nopCloser) Close() error { return nil }
 
-// testHTTPHandler serves the in-test server over streamable HTTP; every
-// request must carry the header X-Test: yes.
-func testHTTPHandler() http.Handler {
-	h := gomcp.NewStreamableHTTPHandler(func(*http.Request) *gomcp.Server { return testServer() }, nil)
+// testHTTPHandler serves the in-test server over streamable HTTP, with
+// opts (nil: the SDK's defaults); every request must carry the header
+// X-Test: yes.
+func testHTTPHandler(opts *gomcp.StreamableHTTPOptions) http.Handler {
+	h := gomcp.NewStreamableHTTPHandler(func(*http.Request) *gomcp.Server { return testServer() }, opts)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("X-Test") != "yes" {
 			http.Error(w, "missing X-Test header", http.StatusUnauthorized)
 			return
 		}
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(expandResponse{w}, r)
 	})
 }
+
+// expandResponse writes a response with each bigMarker expanded, as
+// expandWriter does on stdio.
+type expandResponse struct{ http.ResponseWriter }
+
+func (e expandResponse) Write(p []byte) (int, error) {
+	return expandWriter{e.ResponseWriter}.Write(p)
+}
+
+func (e expandResponse) Flush() {
+	if f, ok := e.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (e expandResponse) Unwrap() http.ResponseWriter { return e.ResponseWriter }
