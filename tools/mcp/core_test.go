@@ -242,3 +242,48 @@ func TestHeaderTransportBoundsBodies(t *testing.T) {
 		}
 	}
 }
+
+func TestCollisions(t *testing.T) {
+	ab := ServerTool{Server: "a_b", Tool: "c", Name: "mcp.a_b.c"}
+	a := ServerTool{Server: "a", Tool: "b.c", Name: "mcp.a.b_c"}
+	a2 := ServerTool{Server: "a", Tool: "b_c", Name: "mcp.a.b_c"}
+	x := ServerTool{Server: "a", Tool: "x", Name: "mcp.a.x"}
+	abx := ServerTool{Server: "a_b", Tool: "x", Name: "mcp.a_b.x"}
+	three := ServerTool{Server: "a_b_c", Tool: "d", Name: "mcp.a_b_c.d"}
+	threeB := ServerTool{Server: "a_b", Tool: "c.d", Name: "mcp.a_b.c_d"}
+	for _, c := range []struct {
+		name string
+		in   []ServerTool
+		want map[ServerTool][]string // refused, with what the reason must say
+	}{
+		{"none", nil, nil},
+		{"distinct", []ServerTool{ab, x, abx}, nil},
+		{"two servers meet", []ServerTool{ab, x, a}, map[ServerTool][]string{
+			ab: {"mcp.a_b.c reads as mcp_a_b_c", `mcp.a.b_c (tool "b.c" of the server a)`, "mcp.servers.a.tools or mcp.servers.a_b.tools"},
+			a:  {"mcp.a.b_c reads as mcp_a_b_c", `mcp.a_b.c (tool "c" of the server a_b)`, "neither is offered"},
+		}},
+		{"order does not matter", []ServerTool{a2, ab}, map[ServerTool][]string{ab: {`tool "b_c" of the server a`}, a2: {`tool "c" of the server a_b`}}},
+		{"three names", []ServerTool{three, threeB, {Server: "a", Tool: "b_c_d", Name: "mcp.a.b_c_d"}}, map[ServerTool][]string{
+			three:  {"mcp_a_b_c_d", "mcp.a.b_c_d", "mcp.a_b.c_d"},
+			threeB: {"mcp.a.b_c_d", "mcp.a_b_c.d"},
+			{Server: "a", Tool: "b_c_d", Name: "mcp.a.b_c_d"}: {"mcp.a_b.c_d", "mcp.a_b_c.d"},
+		}},
+	} {
+		got := Collisions(c.in)
+		if len(got) != len(c.want) {
+			t.Errorf("%s: Collisions = %v, want %d refused", c.name, got, len(c.want))
+			continue
+		}
+		for tool, parts := range c.want {
+			why, ok := got[tool]
+			if !ok {
+				t.Errorf("%s: %s not refused: %v", c.name, tool.Name, got)
+			}
+			for _, p := range parts {
+				if !strings.Contains(why, p) {
+					t.Errorf("%s: the reason for %s lacks %q: %s", c.name, tool.Name, p, why)
+				}
+			}
+		}
+	}
+}

@@ -7,8 +7,9 @@
 // mcp.<server>.<tool>: the server's name is [a-z0-9_-]; the tool's is
 // mapped (MapToolName: lower case, "getUser" to "get_user", every other
 // character outside [a-z0-9_-], dots included, to "_"). Tools whose names
-// collide after the mapping (also as models see them, "." as "_") are all
-// refused, each with an error naming the others and the key that picks one
+// collide after the mapping (also as models see them, "." as "_", and
+// across servers: mcp.a_b.c and mcp.a.b_c) are all refused, each with an
+// error naming the others and the keys that pick one
 // (mcp.servers.<name>.tools); so is a name over 64 characters, and a tool
 // whose schemas the registry cannot use. The rest of the server's tools
 // are offered. The description is the server's on one line of at most 300

@@ -205,7 +205,8 @@ func (m *Manager) goroutine(f func()) {
 // server is then stopped again: it starts on its first call. A server that
 // cannot be reached offers no tools; its error is in the joined error (and
 // in Status), as is every tool refused (a name that collides after mapping,
-// a schema Lemo cannot use). The tools returned are usable either way.
+// within a server or with another server's tool as models see them, a
+// schema Lemo cannot use). The tools returned are usable either way.
 func (m *Manager) Tools(ctx context.Context) ([]*Tool, error) {
 	type found struct {
 		tools []*Tool
@@ -224,14 +225,43 @@ func (m *Manager) Tools(ctx context.Context) ([]*Tool, error) {
 	wg.Wait()
 	var all []*Tool
 	var errs []error
+	var offered []ServerTool
 	for _, r := range results {
-		all = append(all, r.tools...)
+		for _, t := range r.tools {
+			offered = append(offered, ServerTool{Server: t.srv.cfg.Name, Tool: t.remote, Name: t.name})
+		}
 		if r.err != nil {
 			errs = append(errs, r.err)
 		}
 	}
+	refused := Collisions(offered)
+	for _, r := range results {
+		for _, t := range r.tools {
+			why, ok := refused[ServerTool{Server: t.srv.cfg.Name, Tool: t.remote, Name: t.name}]
+			if !ok {
+				all = append(all, t)
+				continue
+			}
+			t.srv.refuse(t, why)
+			errs = append(errs, fmt.Errorf("mcp server %s: tool %q is not offered: %s", t.srv.cfg.Name, t.remote, why))
+		}
+	}
 	sort.Slice(all, func(i, j int) bool { return all[i].name < all[j].name })
 	return all, errors.Join(errs...)
+}
+
+// refuse takes t out of the server's offered tools, with why.
+func (s *server) refuse(t *Tool, why string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, n := range s.tools {
+		if n == t.name {
+			s.tools = append(s.tools[:i:i], s.tools[i+1:]...)
+			break
+		}
+	}
+	s.refused = append(s.refused, Refused{Tool: t.remote, Reason: why})
+	sort.Slice(s.refused, func(i, j int) bool { return s.refused[i].Tool < s.refused[j].Tool })
 }
 
 // discover lists the server's tools and maps them; a stdio server is

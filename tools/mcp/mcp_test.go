@@ -127,6 +127,45 @@ func TestNameCollisionRefused(t *testing.T) {
 	}
 }
 
+// Tools of two servers whose names read the same to models (mcp.a_b.echo
+// and mcp.a.b.echo mapped to mcp.a.b_echo, both mcp_a_b_echo) are both
+// refused, whichever server answers first; the rest are offered.
+func TestNameCollisionAcrossServersRefused(t *testing.T) {
+	dir := t.TempDir()
+	m := newManager(t, stdioServer(t, "a_b", dir), stdioServer(t, "a", dir, "MCPTEST_TOOL=b.echo"))
+	ts, err := listed(t, m)
+	if err == nil {
+		t.Fatal("Tools accepted two tools whose names read the same to models")
+	}
+	for _, want := range []string{
+		`mcp server a: tool "b.echo" is not offered: its name mcp.a.b_echo reads as mcp_a_b_echo to models, as mcp.a_b.echo (tool "echo" of the server a_b) does`,
+		`mcp server a_b: tool "echo" is not offered: its name mcp.a_b.echo reads as mcp_a_b_echo to models, as mcp.a.b_echo (tool "b.echo" of the server a) does`,
+		"mcp.servers.a.tools or mcp.servers.a_b.tools",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	for _, refused := range []string{"mcp.a_b.echo", "mcp.a.b_echo"} {
+		if ts[refused] != nil {
+			t.Errorf("%s is offered", refused)
+		}
+	}
+	if ts["mcp.a.echo"] == nil || ts["mcp.a_b.env"] == nil {
+		t.Errorf("the servers' other tools are not offered: %v", keys(ts))
+	}
+	for _, st := range m.Status() {
+		if len(st.Refused) != 1 || !strings.Contains(st.Refused[0].Reason, "reads as mcp_a_b_echo") {
+			t.Errorf("%s: Status().Refused = %+v, want the collision", st.Name, st.Refused)
+		}
+		for _, n := range st.Tools {
+			if n == "mcp.a_b.echo" || n == "mcp.a.b_echo" {
+				t.Errorf("%s: Status().Tools lists the refused %s", st.Name, n)
+			}
+		}
+	}
+}
+
 func TestCrashMidCallIsOutcomeUnknownAndNotResent(t *testing.T) {
 	dir := t.TempDir()
 	m := newManager(t, stdioServer(t, "local", dir))

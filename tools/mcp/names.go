@@ -102,3 +102,40 @@ func Plan(server string, names, allow []string) (offered map[string]string, refu
 	sort.Slice(refused, func(i, j int) bool { return refused[i].Tool < refused[j].Tool })
 	return offered, refused
 }
+
+// ServerTool is a tool one server offers: the server, the server's name
+// for the tool, and its Lemo name.
+type ServerTool struct {
+	Server, Tool, Name string
+}
+
+// Collisions finds the offered tools of different servers whose Lemo names
+// meet as models see them ("." as "_": mcp.a_b.c and mcp.a.b_c are both
+// mcp_a_b_c). All of them are refused (which one came first is no reason
+// to prefer it), each with a reason naming the others, their servers and
+// the keys that leave one out. It returns the reasons by tool.
+func Collisions(ts []ServerTool) map[ServerTool]string {
+	byModel := make(map[string][]ServerTool)
+	for _, t := range ts {
+		m := tools.ModelName(t.Name)
+		byModel[m] = append(byModel[m], t)
+	}
+	out := make(map[ServerTool]string)
+	for model, group := range byModel {
+		if len(group) < 2 {
+			continue
+		}
+		sort.Slice(group, func(i, j int) bool { return group[i].Name < group[j].Name })
+		for _, t := range group {
+			var others, keys []string
+			for _, o := range group {
+				keys = append(keys, "mcp.servers."+o.Server+".tools")
+				if o != t {
+					others = append(others, fmt.Sprintf("%s (tool %q of the server %s)", o.Name, o.Tool, o.Server))
+				}
+			}
+			out[t] = fmt.Sprintf("its name %s reads as %s to models, as %s does: neither is offered; leave all but one out with %s, or rename a server", t.Name, model, strings.Join(others, ", "), strings.Join(keys, " or "))
+		}
+	}
+	return out
+}

@@ -138,6 +138,12 @@ func testServer() *gomcp.Server {
 		func(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
 			return &gomcp.CallToolResult{IsError: true, Content: []gomcp.Content{&gomcp.TextContent{Text: "no such thing\x1b[31m"}}}, nil
 		})
+	if n := os.Getenv("MCPTEST_TOOL"); n != "" {
+		s.AddTool(&gomcp.Tool{Name: n, Description: "A tool named by MCPTEST_TOOL.", InputSchema: obj(``)},
+			func(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+				return textResult(n), nil
+			})
+	}
 	if os.Getenv("MCPTEST_COLLIDE") != "" {
 		for _, n := range []string{"getUser", "get_user"} {
 			s.AddTool(&gomcp.Tool{Name: n, Description: "Collides.", InputSchema: obj(``)},
