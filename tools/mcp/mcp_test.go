@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -478,6 +479,40 @@ func TestServerEnvironmentHoldsOnlyWhatConfigPasses(t *testing.T) {
 	for _, present := range []string{"\nOPENROUTER_API_KEY=planted-provider-key\n", "\nSET_BY_CONFIG=yes\n", "\nPATH=", "\nLEMO_RUN_TAG=mcp-test\n", "\n" + TagVariable + "=local/"} {
 		if !strings.Contains(env, present) {
 			t.Errorf("the server lacks %q:\n%s", strings.TrimSpace(present), out.Text)
+		}
+	}
+}
+
+// A stdio server runs in its configured folder (cwd), and without one in
+// the daemon's.
+func TestServerRunsInItsFolder(t *testing.T) {
+	dir := t.TempDir()
+	work := filepath.Join(t.TempDir(), "work")
+	if err := os.Mkdir(work, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sc := stdioServer(t, "local", dir)
+	sc.Dir = work
+	m := newManager(t, sc, stdioServer(t, "plain", dir))
+	ts, err := listed(t, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tool, want := range map[string]string{"mcp.local.cwd": work, "mcp.plain.cwd": own} {
+		out, err := call(t, context.Background(), ts[tool], `{}`, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := filepath.EvalSymlinks(out.Text)
+		if err != nil {
+			t.Fatalf("%s said %q: %v", tool, out.Text, err)
+		}
+		if want, _ = filepath.EvalSymlinks(want); got != want {
+			t.Errorf("%s: the server runs in %s, want %s", tool, got, want)
 		}
 	}
 }

@@ -134,6 +134,14 @@ func testServer() *gomcp.Server {
 			sort.Strings(env)
 			return textResult(strings.Join(env, "\n")), nil
 		})
+	s.AddTool(&gomcp.Tool{Name: "cwd", Description: "Say the working folder.", InputSchema: obj(``), Annotations: readOnly},
+		func(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+			wd, err := os.Getwd()
+			if err != nil {
+				return nil, err
+			}
+			return textResult(wd), nil
+		})
 	s.AddTool(&gomcp.Tool{Name: "fails", Description: "Report a failure in the result.", InputSchema: obj(``)},
 		func(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
 			return &gomcp.CallToolResult{IsError: true, Content: []gomcp.Content{&gomcp.TextContent{Text: "no such thing\x1b[31m"}}}, nil
