@@ -3,9 +3,13 @@ package mcp
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -284,6 +288,28 @@ func TestCollisions(t *testing.T) {
 					t.Errorf("%s: the reason for %s lacks %q: %s", c.name, tool.Name, p, why)
 				}
 			}
+		}
+	}
+}
+
+func TestReachedServer(t *testing.T) {
+	wrap := func(e error) error {
+		return fmt.Errorf("calling \"tools/call\": %w: %w", errors.New("rejected by transport"), &url.Error{Op: "Post", URL: "http://h/", Err: e})
+	}
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"connection refused", wrap(&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}), false},
+		{"no such host", wrap(&net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "h"}}), false},
+		{"dropped after the request", wrap(io.EOF), true},
+		{"reset while reading", wrap(&net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}), true},
+		{"reset while writing", wrap(&net.OpError{Op: "write", Net: "tcp", Err: syscall.EPIPE}), true},
+		{"timeout awaiting headers", wrap(errors.New("net/http: timeout awaiting response headers")), true},
+	} {
+		if got := reachedServer(c.err); got != c.want {
+			t.Errorf("%s: reachedServer = %v, want %v", c.name, got, c.want)
 		}
 	}
 }

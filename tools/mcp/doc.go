@@ -58,7 +58,9 @@
 //     process is not Lemo's, and each call is a request of its own.
 //  5. A server that ends (its process exits, its session closes, it sends
 //     a message over the size bound) fails the calls in flight as outcome
-//     unknown: they are never sent again. The next call starts it again
+//     unknown: they are never sent again. So is a call whose HTTP request
+//     failed once it may have reached the server (all but a failure to
+//     connect, which is "not called"). The next call starts it again
 //     after a backoff (RestartPolicy); after FailAfter deaths within the
 //     window the server is failed and its calls say so, until the deaths
 //     age out.

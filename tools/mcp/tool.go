@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -146,6 +148,7 @@ func (t *Tool) execute(ctx context.Context, call tools.Call, emit tools.Emit) (j
 	res, err := c.cs.CallTool(ctx, params)
 	if err != nil {
 		var rpc *jsonrpc.Error
+		var httpErr *url.Error
 		switch {
 		case ctx.Err() != nil:
 			end = endCancelled
@@ -153,6 +156,13 @@ func (t *Tool) execute(ctx context.Context, call tools.Call, emit tools.Emit) (j
 				end = endTimedOut
 			}
 			return nil, outcomeOf(ctx), t.ctxError(ctx, true)
+		case errors.As(err, &httpErr):
+			// The request over HTTP failed (the SDK reports it as
+			// rejected by the transport and keeps the session).
+			if !reachedServer(err) {
+				return nil, OutcomeUnavailable, fmt.Errorf("%s was not called: the MCP server %s could not be reached: %s", t.name, s.cfg.Name, sanitize(httpErr.Err.Error(), 300))
+			}
+			return nil, OutcomeUnknown, fmt.Errorf("%w: the connection to the MCP server %s failed while %s was sent (%s); it may have done it, and the call is not sent again", supervision.ErrOutcomeUnknown, s.cfg.Name, t.name, sanitize(httpErr.Err.Error(), 300))
 		case errors.As(err, &rpc):
 			// The server answered: the call failed there.
 			return nil, OutcomeError, fmt.Errorf("the MCP server %s refused %s: %s", s.cfg.Name, t.remote, sanitize(rpc.Message, 1000))
@@ -204,6 +214,14 @@ func (t *Tool) execute(ctx context.Context, call tools.Call, emit tools.Emit) (j
 }
 
 var errCallTimeout = errors.New("mcp: call timeout")
+
+// reachedServer reports whether a failed HTTP request may have reached the
+// server: all but a failure to connect may have (the request was written,
+// the answer lost), so that its outcome is unknown.
+func reachedServer(err error) bool {
+	var op *net.OpError
+	return !errors.As(err, &op) || op.Op != "dial"
+}
 
 // Outcomes counted by server (Observer).
 const (
