@@ -140,7 +140,7 @@ type Shell struct {
 
 // DefaultInitialTools is tools.initial's default: the discovery tools, a
 // file reader and the shell, about 900 estimated tokens of schemas (every
-// tool's would be about 4,100), so that a model with a 4,096-token window
+// tool's would be about 5,400), so that a model with a 4,096-token window
 // can start a Task. cmd/lemo's tests hold it to 1,000 tokens.
 func DefaultInitialTools() []string {
 	return []string{"tools.search", "tools.load", "files.read", "shell.run"}
