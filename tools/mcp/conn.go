@@ -388,18 +388,26 @@ func (w *wire) Write(p []byte) (int, error) {
 func (w *wire) Close() error { return w.w.Close() }
 
 func (w *wire) note(p []byte) {
-	switch {
-	case bytes.Contains(p, cancelledMethod):
-		var m struct {
-			Method string
-			Params struct {
-				RequestID json.RawMessage `json:"requestId"`
-			}
+	if !bytes.Contains(p, cancelledMethod) && !bytes.Contains(p, callMethod) {
+		return
+	}
+	var m struct {
+		ID     json.RawMessage
+		Method string
+		Params struct {
+			RequestID json.RawMessage `json:"requestId"`
+			Meta      struct {
+				ProgressToken any `json:"progressToken"`
+			} `json:"_meta"`
 		}
-		if json.Unmarshal(p, &m) != nil || m.Method != "notifications/cancelled" {
-			return
-		}
-		w.mu.Lock()
+	}
+	if json.Unmarshal(p, &m) != nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch m.Method {
+	case "notifications/cancelled":
 		if ch, ok := w.written[compactID(m.Params.RequestID)]; ok {
 			select {
 			case <-ch:
@@ -407,33 +415,18 @@ func (w *wire) note(p []byte) {
 				close(ch)
 			}
 		}
-		w.mu.Unlock()
-	case bytes.Contains(p, callMethod):
-		var m struct {
-			ID     json.RawMessage
-			Method string
-			Params struct {
-				Meta struct {
-					ProgressToken any `json:"progressToken"`
-				} `json:"_meta"`
-			}
-		}
-		if json.Unmarshal(p, &m) != nil || m.Method != "tools/call" {
-			return
-		}
+	case "tools/call":
 		token, ok := m.Params.Meta.ProgressToken.(string)
 		if !ok {
 			return
 		}
 		id := compactID(m.ID)
-		w.mu.Lock()
 		if w.ids == nil {
 			w.ids = make(map[string]string)
 			w.written = make(map[string]chan struct{})
 		}
 		w.ids[token] = id
 		w.written[id] = make(chan struct{})
-		w.mu.Unlock()
 	}
 }
 

@@ -313,3 +313,44 @@ func TestReachedServer(t *testing.T) {
 		}
 	}
 }
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+func (discard) Close() error                { return nil }
+
+func TestWireTellsWhenACancellationIsWritten(t *testing.T) {
+	w := &wire{w: discard{}}
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	if !closed(w.cancelWritten("lemo-9")) {
+		t.Error("a call never written waits for its cancellation")
+	}
+	for _, m := range []string{
+		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"_meta":{"progressToken":"lemo-1"},"name":"x","arguments":{"text":"notifications/cancelled"}}}`,
+		`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"_meta":{"progressToken":"lemo-2"},"name":"y","arguments":{}}}`,
+	} {
+		if _, err := w.Write([]byte(m + "\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	one, two := w.cancelWritten("lemo-1"), w.cancelWritten("lemo-2")
+	if closed(one) || closed(two) {
+		t.Fatal("a cancellation seen before any was written")
+	}
+	_, _ = w.Write([]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"reason":"x","requestId":8}}` + "\n"))
+	if closed(one) || !closed(two) {
+		t.Fatalf("after the cancellation of id 8: lemo-1 %v, lemo-2 %v; want only lemo-2", closed(one), closed(two))
+	}
+	w.forget("lemo-1")
+	w.forget("lemo-2")
+	if len(w.ids) != 0 || len(w.written) != 0 {
+		t.Errorf("forget left %v %v", w.ids, w.written)
+	}
+}
