@@ -28,6 +28,9 @@ type Options struct {
 	// TLS is the node's TLS when Connect starts one (see NodeOptions.TLS);
 	// Node.Connect ignores it.
 	TLS *tls.Config
+	// Listen and Advertise are the node's addresses when Connect starts
+	// one (see NodeOptions); Node.Connect ignores them.
+	Listen, Advertise string
 }
 
 // Conn is a session with a daemon. Its methods are safe for concurrent
@@ -64,7 +67,7 @@ type Conn struct {
 // Connect opens a Node of its own (closed with the Conn) and connects it.
 // Use NewNode and Node.Connect for several Conns in one process.
 func Connect(ctx context.Context, o Options) (*Conn, error) {
-	n, err := NewNode(NodeOptions{TLS: o.TLS})
+	n, err := NewNode(NodeOptions{TLS: o.TLS, Listen: o.Listen, Advertise: o.Advertise})
 	if err != nil {
 		return nil, err
 	}

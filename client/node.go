@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,12 +48,17 @@ const (
 
 // NodeOptions configure a Node.
 type NodeOptions struct {
-	// Host is the interface the node listens on for the daemon's replies
-	// (default 127.0.0.1). AdvertisedHost, when set, is the address the
-	// daemon dials instead (TLS setups; the daemon must reach it: clients
-	// behind NAT are not supported).
-	Host           string
-	AdvertisedHost string
+	// Listen is where the node listens for the daemon's replies, host:port
+	// (default 127.0.0.1:0: the loopback, a port the system picks). A fixed
+	// port is what an SSH tunnel for the dial-back (ssh -R) needs.
+	Listen string
+	// Advertise is the address the daemon dials, from the daemon's side:
+	// host:port, or a host alone for the listen port (which must then be
+	// fixed). Default: the listen address as bound; required when Listen
+	// names every interface (0.0.0.0, ::). Without TLS the daemon accepts
+	// only an IP equal to the connection's source; clients behind NAT
+	// are reached only through a tunnel (see CheckCallback).
+	Advertise string
 	// TLS, when set, makes the node dial the daemon over TLS and serve the
 	// daemon's dial-back over TLS with the same certificate: set
 	// Certificates (the node's certificate, valid for its advertised host)
@@ -97,10 +103,12 @@ type daemonToken struct {
 	users int
 }
 
-// NewNode starts a node listening on an ephemeral port.
+// NewNode starts a node listening on o.Listen (default: the loopback, an
+// ephemeral port).
 func NewNode(o NodeOptions) (*Node, error) {
-	if o.Host == "" {
-		o.Host = "127.0.0.1"
+	cb, err := CheckCallback(o.Listen, o.Advertise)
+	if err != nil {
+		return nil, err
 	}
 	n := &Node{tls: o.TLS, tokens: make(map[string]*daemonToken), receivers: make(map[string]bool), conns: make(map[*Conn]bool)}
 	raw := make([]byte, 32)
@@ -136,13 +144,13 @@ func NewNode(o NodeOptions) (*Node, error) {
 		remote.WithEndpointWriterQueueSize(1024),
 		remote.WithEndpointManagerQueueSize(1024),
 	}
-	if o.AdvertisedHost != "" {
-		opts = append(opts, remote.WithAdvertisedHost(o.AdvertisedHost))
+	if cb.Advertise != "" {
+		opts = append(opts, remote.WithAdvertisedHost(cb.Advertise))
 	}
-	rc := remote.Configure(o.Host, 0, opts...)
+	rc := remote.Configure(cb.Host, cb.Port, opts...)
 	rc.MaxRetryCount = 1
 	n.remote = remote.NewRemote(n.system, rc)
-	if err := startRemote(n.remote); err != nil {
+	if err := startRemote(n.remote, net.JoinHostPort(cb.Host, strconv.Itoa(cb.Port))); err != nil {
 		n.system.Shutdown()
 		return nil, err
 	}
@@ -169,10 +177,94 @@ func (n *Node) linkDown(addr string) {
 	}
 }
 
-func startRemote(r *remote.Remote) (err error) {
+// Callback is a node's checked listen and advertised addresses.
+type Callback struct {
+	Host      string // the listen host
+	Port      int    // the listen port; 0: the system picks one
+	Advertise string // host:port the daemon dials; empty: the bound address
+}
+
+// CheckCallback checks a node's listen address (host:port, port 0 for one
+// the system picks; empty: 127.0.0.1:0) and advertised address (host:port,
+// or a host alone for a fixed listen port; empty: the listen address as
+// bound), with errors that say what is accepted.
+func CheckCallback(listen, advertise string) (Callback, error) {
+	cb := Callback{Host: "127.0.0.1"}
+	if listen != "" {
+		host, port, err := splitCallback(listen, "listen", 0)
+		if err != nil {
+			return Callback{}, err
+		}
+		cb.Host, cb.Port = host, port
+	}
+	unspecified := false
+	if ip := net.ParseIP(cb.Host); ip != nil && ip.IsUnspecified() {
+		unspecified = true
+	}
+	if advertise == "" {
+		if unspecified {
+			return Callback{}, fmt.Errorf("client: listen address %q names every interface: also give the address the daemon dials to reach this client (advertise host:port)", listen)
+		}
+		return cb, nil
+	}
+	if !strings.Contains(advertise, ":") || (strings.HasPrefix(advertise, "[") && strings.HasSuffix(advertise, "]")) {
+		// A host alone: the listen port, which must be fixed.
+		if cb.Port == 0 {
+			return Callback{}, fmt.Errorf("client: advertised address %q has no port, and the listen port is picked by the system: give host:port, or a fixed listen port", advertise)
+		}
+		advertise = net.JoinHostPort(strings.Trim(advertise, "[]"), strconv.Itoa(cb.Port))
+	}
+	host, port, err := splitCallback(advertise, "advertised", 1)
+	if err != nil {
+		return Callback{}, err
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return Callback{}, fmt.Errorf("client: advertised address %q: the daemon cannot dial %s; give an address it reaches this client at", advertise, host)
+	}
+	cb.Advertise = net.JoinHostPort(host, strconv.Itoa(port))
+	return cb, nil
+}
+
+// splitCallback splits a host:port of the node (what says which one) with
+// a port from minPort to 65535.
+func splitCallback(addr, what string, minPort int) (string, int, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return "", 0, fmt.Errorf("client: %s address %q: want host:port (an IP address or host name, and a port), e.g. 127.0.0.1:7466", what, addr)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < minPort || p > 65535 {
+		return "", 0, fmt.Errorf("client: %s address %q: the port must be a number from %d to 65535", what, addr, minPort)
+	}
+	if net.ParseIP(host) == nil && !validHostName(host) {
+		return "", 0, fmt.Errorf("client: %s address %q: %q is neither an IP address nor a host name", what, addr, host)
+	}
+	return host, p, nil
+}
+
+// validHostName reports whether s is a DNS host name (letters, digits,
+// hyphens and dots, labels of 1 to 63 characters).
+func validHostName(s string) bool {
+	if len(s) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func startRemote(r *remote.Remote, listen string) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = fmt.Errorf("client: start remote: %v", v)
+			err = fmt.Errorf("client: listen for the daemon's replies on %s: %v", listen, v)
 		}
 	}()
 	r.Start()
