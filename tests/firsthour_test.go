@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -208,7 +209,8 @@ func TestBadListenPortCreatesNothing(t *testing.T) {
 
 // --json is for scripts: numbers are numbers, tool arguments and schemas
 // are JSON values, an error is one JSON object on stderr with a stable
-// code, and lemo version takes --json too (docs/json.md).
+// code, and lemo version and lemo certs take --json too, a bad flag being
+// a JSON usage error (docs/json.md).
 func TestJSONForScripts(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	serveRemote(t, data)
@@ -262,6 +264,34 @@ func TestJSONForScripts(t *testing.T) {
 	var e struct{ Code, Message string }
 	if err == nil || stdout.Len() != 0 || json.Unmarshal(stderr.Bytes(), &e) != nil || e.Code != "not_found" || !strings.Contains(e.Message, "NOSUCHTASK") {
 		t.Fatalf("lemo cancel --json on an unknown task: %v, stdout %q, stderr %q; want one JSON object with code not_found", err, stdout.String(), stderr.String())
+	}
+
+	// lemo certs too: what it made, and a bad flag as a JSON usage error.
+	dir := filepath.Join(t.TempDir(), "certs")
+	out, code = lemo(t, cleanEnv(), "certs", "--json", "--dir", dir, "--hosts", "127.0.0.1,lemo.example")
+	var made struct {
+		Dir  string `json:"dir"`
+		Made []struct {
+			Name, Cert, Key string
+			Hosts           []string
+		} `json:"made"`
+	}
+	mustJSON(t, out, &made)
+	if code != 0 || made.Dir != dir || len(made.Made) != 3 || made.Made[0].Name != "ca" || made.Made[2].Name != "client" ||
+		made.Made[1].Cert != filepath.Join(dir, "server.pem") || strings.Join(made.Made[1].Hosts, ",") != "127.0.0.1,lemo.example" {
+		t.Fatalf("lemo certs --json: exit %d\n%s", code, out)
+	}
+	for _, args := range [][]string{{"certs", "--json", "--bogus"}, {"doctor", "--json", "--bogus"}, {"version", "--json", "--bogus"}} {
+		cmd := exec.Command(lemoBin, args...)
+		cmd.Env = cleanEnv()
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		var e struct{ Code, Message string }
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || stdout.Len() != 0 || json.Unmarshal(stderr.Bytes(), &e) != nil || e.Code != "usage" {
+			t.Fatalf("lemo %v: %v, stdout %q, stderr %q; want exit 2 and one JSON object with code usage", args, err, stdout.String(), stderr.String())
+		}
 	}
 
 	out, code = lemo(t, cleanEnv(), "version", "--json")

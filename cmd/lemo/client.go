@@ -25,7 +25,7 @@ type clientFlags struct {
 	// client.NodeOptions).
 	clientListen, clientAdvertise string
 	json                          bool
-	explicitData      bool
+	explicitData                  bool
 	// local: connect found the daemon through its data folder's
 	// daemon.json, so it runs on this machine and shares its folders.
 	local              bool
@@ -59,6 +59,23 @@ func newClientFlags(cmd, usage, detail string, stdout, stderr io.Writer) *client
 // short adds -name as a short form of the flag --long.
 func (f *clientFlags) short(name, long string) {
 	f.fs.Var(f.fs.Lookup(long).Value, name, "short for --"+long)
+}
+
+// parseFlags parses a command's own flag set (commands without the client
+// flags): with --json a bad flag prints no usage text (the error is one
+// JSON object); -h is flag.ErrHelp, any other error a usage error.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if wantsJSON(args) {
+		fs.SetOutput(io.Discard)
+		fs.Usage = func() {}
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return flag.ErrHelp
+		}
+		return usageError("%v", err)
+	}
+	return nil
 }
 
 // parse parses args (flags may follow positional arguments) and checks the
