@@ -83,7 +83,8 @@ Usage:
 Client commands find a local daemon through its data folder (--data, else
 $LEMO_DATA, else $XDG_DATA_HOME/lemo, else ~/.local/share/lemo); --addr and
 --token (or LEMO_ADDR, LEMO_TOKEN) override. Every command but serve takes --json. A Task <id> may be any unique
-beginning or end of it (as the console shows it).
+beginning or end of it (as the console shows it), and so may the task part of an
+approval id (<task id>.<call id>).
 
 Run "lemo help <command>" (or "lemo <command> -h") for a command's flags.
 `
