@@ -172,6 +172,7 @@ func (c *Conn) open(ctx context.Context) error {
 		return ErrClosed
 	}
 	c.session, c.welcome = session, w
+	c.n.addAlias(w.GetAddress(), c.o.Addr)
 	var svcs []*service
 	for _, s := range c.services {
 		svcs = append(svcs, s)
@@ -460,9 +461,11 @@ func (r *receiver) Receive(ctx actor.Context) {
 		r.session = m.pid
 		ctx.Watch(m.pid)
 	case *actor.Terminated:
-		if r.session != nil && m.Who.Equal(r.session) {
+		// By id: the daemon names its session at its own address, which
+		// differs from the one dialed through a tunnel's local end.
+		if s := r.session; s != nil && m.Who.GetId() == s.GetId() {
 			r.session = nil
-			r.c.disconnected(m.Who, m.Why.String())
+			r.c.disconnected(s, m.Why.String())
 		}
 	}
 }

@@ -89,9 +89,16 @@ type Node struct {
 	gate    sync.RWMutex
 	closing bool // guarded by gate
 
-	mu        sync.Mutex
-	tokens    map[string]*daemonToken // daemon address → token
-	receivers map[string]bool         // actor ids that may receive messages
+	mu     sync.Mutex
+	tokens map[string]*daemonToken // daemon address → token
+	// aliases maps a daemon's own address (its Welcome's) to the address
+	// dialed to reach it, when they differ (a tunnel's local end). The
+	// PIDs a daemon names (senders, the watcher of a Conn's receiver) are
+	// at its own address, which protoactor would dial: resolveAlias sends
+	// to them at the address dialed. Kept for the node's life, one per
+	// daemon the node attached to.
+	aliases   map[string]string
+	receivers map[string]bool // actor ids that may receive messages
 	conns     map[*Conn]bool
 	closed    bool
 }
@@ -110,7 +117,7 @@ func NewNode(o NodeOptions) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{tls: o.TLS, tokens: make(map[string]*daemonToken), receivers: make(map[string]bool), conns: make(map[*Conn]bool)}
+	n := &Node{tls: o.TLS, tokens: make(map[string]*daemonToken), aliases: make(map[string]string), receivers: make(map[string]bool), conns: make(map[*Conn]bool)}
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {
 		return nil, fmt.Errorf("client: random secret: %w", err)
@@ -149,6 +156,7 @@ func NewNode(o NodeOptions) (*Node, error) {
 	}
 	rc := remote.Configure(cb.Host, cb.Port, opts...)
 	rc.MaxRetryCount = 1
+	n.system.ProcessRegistry.RegisterAddressResolver(n.resolveAlias) // before remote's
 	n.remote = remote.NewRemote(n.system, rc)
 	if err := startRemote(n.remote, net.JoinHostPort(cb.Host, strconv.Itoa(cb.Port))); err != nil {
 		n.system.Shutdown()
@@ -343,6 +351,57 @@ func (n *Node) allowReceiver(id string, ok bool) {
 	}
 }
 
+// addAlias records that the daemon dialed at dialed names itself own
+// (see Node.aliases). A daemon address already routed elsewhere (two
+// tunnels to daemons that listen on the same address) keeps its first
+// route; an address the node dials itself is never rerouted.
+func (n *Node) addAlias(own, dialed string) {
+	if own == "" || own == dialed {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, ok := n.aliases[own]; !ok && n.tokens[own] == nil {
+		n.aliases[own] = dialed
+	}
+}
+
+// resolveAlias is an address resolver of the node's actor system, asked
+// before remote's: a PID at a daemon's own address is reached at the
+// address dialed to reach that daemon (the daemon takes every message
+// for itself, whatever address it names), unless a Conn of the node
+// dials the daemon's own address itself.
+func (n *Node) resolveAlias(pid *actor.PID) (actor.Process, bool) {
+	n.mu.Lock()
+	dialed, ok := n.aliases[pid.GetAddress()]
+
+	if n.tokens[pid.GetAddress()] != nil {
+		ok = false
+	}
+	n.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	to := actor.NewPID(dialed, pid.GetId())
+	p, ok := n.system.ProcessRegistry.Get(to)
+	if !ok {
+		return nil, false
+	}
+	return aliasProcess{p: p, to: to}, true
+}
+
+// aliasProcess sends what is sent to a PID at a daemon's own address to
+// the same actor at the address dialed (remote's process sends to the PID
+// it is given, not to the one it was made for).
+type aliasProcess struct {
+	p  actor.Process
+	to *actor.PID
+}
+
+func (a aliasProcess) SendUserMessage(_ *actor.PID, m any)   { a.p.SendUserMessage(a.to, m) }
+func (a aliasProcess) SendSystemMessage(_ *actor.PID, m any) { a.p.SendSystemMessage(a.to, m) }
+func (a aliasProcess) Stop(_ *actor.PID)                     { a.p.Stop(a.to) }
+
 // dialStream presents the token of the daemon being dialed.
 func (n *Node) dialStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	n.mu.Lock()
@@ -446,6 +505,11 @@ func (s *clientStream) check(m any) error {
 		if !allowedTypes[types[env.GetTypeId()]] {
 			return status.Errorf(codes.PermissionDenied, "lemo client: message type %s refused", types[env.GetTypeId()])
 		}
+		if types[env.GetTypeId()] == terminatedType {
+			if err := s.readdressTerminated(env); err != nil {
+				return err
+			}
+		}
 		s.n.mu.Lock()
 		ok := s.n.receivers[targets[env.GetTarget()].GetId()]
 		s.n.mu.Unlock()
@@ -456,6 +520,41 @@ func (s *clientStream) check(m any) error {
 		// dropped, as the stream carries other Conns' messages too.
 	}
 	b.Envelopes = kept
+	return nil
+}
+
+var terminatedType = string(proto.MessageName(&actor.Terminated{}))
+
+// readdressTerminated moves a Terminated's actor from a daemon's own
+// address to the address dialed to reach it (Node.aliases): protoactor
+// hands it to its link to the actor's address, which would dial the
+// daemon's own address (through a tunnel: nothing, or another daemon).
+func (s *clientStream) readdressTerminated(env *remote.MessageEnvelope) error {
+	s.n.mu.Lock()
+	none := len(s.n.aliases) == 0
+	s.n.mu.Unlock()
+	if none {
+		return nil
+	}
+	var t actor.Terminated
+	if err := proto.Unmarshal(env.GetMessageData(), &t); err != nil || t.GetWho() == nil {
+		return status.Error(codes.PermissionDenied, "lemo client: malformed Terminated")
+	}
+	s.n.mu.Lock()
+	dialed, ok := s.n.aliases[t.GetWho().GetAddress()]
+	if s.n.tokens[t.GetWho().GetAddress()] != nil {
+		ok = false
+	}
+	s.n.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	t.Who.Address = dialed
+	data, err := proto.Marshal(&t)
+	if err != nil {
+		return status.Error(codes.Internal, "lemo client: readdress a Terminated")
+	}
+	env.MessageData = data
 	return nil
 }
 

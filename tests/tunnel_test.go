@@ -99,34 +99,41 @@ func freePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// The daemon's replies reach a client through a tunnel, as with ssh -R:
-// the client listens on a fixed port and advertises the tunnel's end on
-// the daemon's side, which is where the daemon dials
-// (docs/quickstart-remote.md). (The other direction, ssh -L, needs nothing
-// of the client but the daemon's own address: the transport addresses the
-// daemon by the address the client dials, so the tunnel's local end must
-// be that same host:port, which one machine cannot show twice.) The flags
-// and the LEMO_CLIENT_* variables both work; bad values are usage errors
-// that say what is accepted.
+// A client reaches a daemon through tunnels in both directions, as with
+// ssh -L (client → daemon, at another port than the daemon's) and ssh -R
+// (the daemon's dial-back): the client listens on a fixed port and
+// advertises the tunnel's end on the daemon's side, which is where the
+// daemon dials (docs/quickstart-remote.md). The flags and the
+// LEMO_CLIENT_* variables both work; bad values are usage errors that say
+// what is accepted.
 func TestClientThroughTunnels(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	d := serveRemote(t, data)
+	toDaemon := startForwarder(t, d.addr) // ssh -L
 	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	toClient := startForwarder(t, listen) // ssh -R
 
 	env := cleanEnv("HOME=" + t.TempDir())
-	out, code := lemo(t, env, "run", "--addr", d.addr, "--token", d.token,
+	out, code := lemo(t, env, "run", "--addr", toDaemon.addr(), "--token", d.token,
 		"--client-listen", listen, "--client-advertise", toClient.addr(), "-m", "fake/echo", "through tunnels")
 	if code != 0 || !strings.Contains(out, "echo: through tunnels") {
 		t.Fatalf("lemo run through the tunnels: exit %d\n%s\nthe daemon:\n%s", code, out, d.logs())
 	}
-	if toClient.accepted.Load() == 0 {
-		t.Fatalf("the daemon did not dial through the tunnel to the client")
+	if toDaemon.accepted.Load() == 0 || toClient.accepted.Load() == 0 {
+		t.Fatalf("connections through the tunnel to the daemon %d, to the client %d: want both used", toDaemon.accepted.Load(), toClient.accepted.Load())
+	}
+	// The daemon dialed nothing but the client's tunnel (never the
+	// address the client dialed it at), and the client nothing but the
+	// tunnel to the daemon (never the daemon's own address, which it
+	// names in its messages: here that would reach the daemon without a
+	// token).
+	if logs := d.logs(); strings.Contains(logs, toDaemon.addr()) || strings.Contains(logs, "without a valid token") {
+		t.Fatalf("the daemon dialed the tunnel's local end %s, or the client the daemon's own address:\n%s", toDaemon.addr(), logs)
 	}
 
 	// The same through the variables.
 	before := toClient.accepted.Load()
-	out, code = lemo(t, append(env, "LEMO_ADDR="+d.addr, "LEMO_TOKEN="+d.token,
+	out, code = lemo(t, append(env, "LEMO_ADDR="+toDaemon.addr(), "LEMO_TOKEN="+d.token,
 		"LEMO_CLIENT_LISTEN="+listen, "LEMO_CLIENT_ADVERTISE="+toClient.addr()), "tasks")
 	if code != 0 || !strings.Contains(out, "through tunnels") {
 		t.Fatalf("lemo tasks with LEMO_CLIENT_*: exit %d\n%s", code, out)
@@ -144,7 +151,7 @@ func TestClientThroughTunnels(t *testing.T) {
 		{[]string{"--client-listen", "0.0.0.0:7466"}, "names every interface"},
 		{[]string{"--client-advertise", "10.0.0.5"}, "has no port"},
 	} {
-		out, code := lemo(t, env, append([]string{"tasks", "--addr", d.addr, "--token", d.token}, tc.args...)...)
+		out, code := lemo(t, env, append([]string{"tasks", "--addr", toDaemon.addr(), "--token", d.token}, tc.args...)...)
 		if code != 2 || !strings.Contains(out, tc.want) || !strings.Contains(out, "--client-listen") {
 			t.Errorf("lemo tasks %v: exit %d, want 2 and %q:\n%s", tc.args, code, tc.want, out)
 		}
