@@ -28,6 +28,9 @@ type Options struct {
 	// TLS is the node's TLS when Connect starts one (see NodeOptions.TLS);
 	// Node.Connect ignores it.
 	TLS *tls.Config
+	// Listen and Advertise are the node's addresses when Connect starts
+	// one (see NodeOptions); Node.Connect ignores them.
+	Listen, Advertise string
 }
 
 // Conn is a session with a daemon. Its methods are safe for concurrent
@@ -64,7 +67,7 @@ type Conn struct {
 // Connect opens a Node of its own (closed with the Conn) and connects it.
 // Use NewNode and Node.Connect for several Conns in one process.
 func Connect(ctx context.Context, o Options) (*Conn, error) {
-	n, err := NewNode(NodeOptions{TLS: o.TLS})
+	n, err := NewNode(NodeOptions{TLS: o.TLS, Listen: o.Listen, Advertise: o.Advertise})
 	if err != nil {
 		return nil, err
 	}
@@ -169,6 +172,7 @@ func (c *Conn) open(ctx context.Context) error {
 		return ErrClosed
 	}
 	c.session, c.welcome = session, w
+	c.n.addAlias(w.GetAddress(), c.o.Addr)
 	var svcs []*service
 	for _, s := range c.services {
 		svcs = append(svcs, s)
@@ -457,9 +461,11 @@ func (r *receiver) Receive(ctx actor.Context) {
 		r.session = m.pid
 		ctx.Watch(m.pid)
 	case *actor.Terminated:
-		if r.session != nil && m.Who.Equal(r.session) {
+		// By id: the daemon names its session at its own address, which
+		// differs from the one dialed through a tunnel's local end.
+		if s := r.session; s != nil && m.Who.GetId() == s.GetId() {
 			r.session = nil
-			r.c.disconnected(m.Who, m.Why.String())
+			r.c.disconnected(s, m.Why.String())
 		}
 	}
 }

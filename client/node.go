@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,12 +48,17 @@ const (
 
 // NodeOptions configure a Node.
 type NodeOptions struct {
-	// Host is the interface the node listens on for the daemon's replies
-	// (default 127.0.0.1). AdvertisedHost, when set, is the address the
-	// daemon dials instead (TLS setups; the daemon must reach it: clients
-	// behind NAT are not supported).
-	Host           string
-	AdvertisedHost string
+	// Listen is where the node listens for the daemon's replies, host:port
+	// (default 127.0.0.1:0: the loopback, a port the system picks). A fixed
+	// port is what an SSH tunnel for the dial-back (ssh -R) needs.
+	Listen string
+	// Advertise is the address the daemon dials, from the daemon's side:
+	// host:port, or a host alone for the listen port (which must then be
+	// fixed). Default: the listen address as bound; required when Listen
+	// names every interface (0.0.0.0, ::). Without TLS the daemon accepts
+	// only an IP equal to the connection's source; clients behind NAT
+	// are reached only through a tunnel (see CheckCallback).
+	Advertise string
 	// TLS, when set, makes the node dial the daemon over TLS and serve the
 	// daemon's dial-back over TLS with the same certificate: set
 	// Certificates (the node's certificate, valid for its advertised host)
@@ -83,9 +89,16 @@ type Node struct {
 	gate    sync.RWMutex
 	closing bool // guarded by gate
 
-	mu        sync.Mutex
-	tokens    map[string]*daemonToken // daemon address → token
-	receivers map[string]bool         // actor ids that may receive messages
+	mu     sync.Mutex
+	tokens map[string]*daemonToken // daemon address → token
+	// aliases maps a daemon's own address (its Welcome's) to the address
+	// dialed to reach it, when they differ (a tunnel's local end). The
+	// PIDs a daemon names (senders, the watcher of a Conn's receiver) are
+	// at its own address, which protoactor would dial: resolveAlias sends
+	// to them at the address dialed. Kept for the node's life, one per
+	// daemon the node attached to.
+	aliases   map[string]string
+	receivers map[string]bool // actor ids that may receive messages
 	conns     map[*Conn]bool
 	closed    bool
 }
@@ -97,12 +110,14 @@ type daemonToken struct {
 	users int
 }
 
-// NewNode starts a node listening on an ephemeral port.
+// NewNode starts a node listening on o.Listen (default: the loopback, an
+// ephemeral port).
 func NewNode(o NodeOptions) (*Node, error) {
-	if o.Host == "" {
-		o.Host = "127.0.0.1"
+	cb, err := CheckCallback(o.Listen, o.Advertise)
+	if err != nil {
+		return nil, err
 	}
-	n := &Node{tls: o.TLS, tokens: make(map[string]*daemonToken), receivers: make(map[string]bool), conns: make(map[*Conn]bool)}
+	n := &Node{tls: o.TLS, tokens: make(map[string]*daemonToken), aliases: make(map[string]string), receivers: make(map[string]bool), conns: make(map[*Conn]bool)}
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {
 		return nil, fmt.Errorf("client: random secret: %w", err)
@@ -136,13 +151,14 @@ func NewNode(o NodeOptions) (*Node, error) {
 		remote.WithEndpointWriterQueueSize(1024),
 		remote.WithEndpointManagerQueueSize(1024),
 	}
-	if o.AdvertisedHost != "" {
-		opts = append(opts, remote.WithAdvertisedHost(o.AdvertisedHost))
+	if cb.Advertise != "" {
+		opts = append(opts, remote.WithAdvertisedHost(cb.Advertise))
 	}
-	rc := remote.Configure(o.Host, 0, opts...)
+	rc := remote.Configure(cb.Host, cb.Port, opts...)
 	rc.MaxRetryCount = 1
+	n.system.ProcessRegistry.RegisterAddressResolver(n.resolveAlias) // before remote's
 	n.remote = remote.NewRemote(n.system, rc)
-	if err := startRemote(n.remote); err != nil {
+	if err := startRemote(n.remote, net.JoinHostPort(cb.Host, strconv.Itoa(cb.Port))); err != nil {
 		n.system.Shutdown()
 		return nil, err
 	}
@@ -169,10 +185,94 @@ func (n *Node) linkDown(addr string) {
 	}
 }
 
-func startRemote(r *remote.Remote) (err error) {
+// Callback is a node's checked listen and advertised addresses.
+type Callback struct {
+	Host      string // the listen host
+	Port      int    // the listen port; 0: the system picks one
+	Advertise string // host:port the daemon dials; empty: the bound address
+}
+
+// CheckCallback checks a node's listen address (host:port, port 0 for one
+// the system picks; empty: 127.0.0.1:0) and advertised address (host:port,
+// or a host alone for a fixed listen port; empty: the listen address as
+// bound), with errors that say what is accepted.
+func CheckCallback(listen, advertise string) (Callback, error) {
+	cb := Callback{Host: "127.0.0.1"}
+	if listen != "" {
+		host, port, err := splitCallback(listen, "listen", 0)
+		if err != nil {
+			return Callback{}, err
+		}
+		cb.Host, cb.Port = host, port
+	}
+	unspecified := false
+	if ip := net.ParseIP(cb.Host); ip != nil && ip.IsUnspecified() {
+		unspecified = true
+	}
+	if advertise == "" {
+		if unspecified {
+			return Callback{}, fmt.Errorf("client: listen address %q names every interface: also give the address the daemon dials to reach this client (advertise host:port)", listen)
+		}
+		return cb, nil
+	}
+	if !strings.Contains(advertise, ":") || (strings.HasPrefix(advertise, "[") && strings.HasSuffix(advertise, "]")) {
+		// A host alone: the listen port, which must be fixed.
+		if cb.Port == 0 {
+			return Callback{}, fmt.Errorf("client: advertised address %q has no port, and the listen port is picked by the system: give host:port, or a fixed listen port", advertise)
+		}
+		advertise = net.JoinHostPort(strings.Trim(advertise, "[]"), strconv.Itoa(cb.Port))
+	}
+	host, port, err := splitCallback(advertise, "advertised", 1)
+	if err != nil {
+		return Callback{}, err
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return Callback{}, fmt.Errorf("client: advertised address %q: the daemon cannot dial %s; give an address it reaches this client at", advertise, host)
+	}
+	cb.Advertise = net.JoinHostPort(host, strconv.Itoa(port))
+	return cb, nil
+}
+
+// splitCallback splits a host:port of the node (what says which one) with
+// a port from minPort to 65535.
+func splitCallback(addr, what string, minPort int) (string, int, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return "", 0, fmt.Errorf("client: %s address %q: want host:port (an IP address or host name, and a port), e.g. 127.0.0.1:7466", what, addr)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < minPort || p > 65535 {
+		return "", 0, fmt.Errorf("client: %s address %q: the port must be a number from %d to 65535", what, addr, minPort)
+	}
+	if net.ParseIP(host) == nil && !validHostName(host) {
+		return "", 0, fmt.Errorf("client: %s address %q: %q is neither an IP address nor a host name", what, addr, host)
+	}
+	return host, p, nil
+}
+
+// validHostName reports whether s is a DNS host name (letters, digits,
+// hyphens and dots, labels of 1 to 63 characters).
+func validHostName(s string) bool {
+	if len(s) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func startRemote(r *remote.Remote, listen string) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = fmt.Errorf("client: start remote: %v", v)
+			err = fmt.Errorf("client: listen for the daemon's replies on %s: %v", listen, v)
 		}
 	}()
 	r.Start()
@@ -250,6 +350,57 @@ func (n *Node) allowReceiver(id string, ok bool) {
 		delete(n.receivers, id)
 	}
 }
+
+// addAlias records that the daemon dialed at dialed names itself own
+// (see Node.aliases). A daemon address already routed elsewhere (two
+// tunnels to daemons that listen on the same address) keeps its first
+// route; an address the node dials itself is never rerouted.
+func (n *Node) addAlias(own, dialed string) {
+	if own == "" || own == dialed {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, ok := n.aliases[own]; !ok && n.tokens[own] == nil {
+		n.aliases[own] = dialed
+	}
+}
+
+// resolveAlias is an address resolver of the node's actor system, asked
+// before remote's: a PID at a daemon's own address is reached at the
+// address dialed to reach that daemon (the daemon takes every message
+// for itself, whatever address it names), unless a Conn of the node
+// dials the daemon's own address itself.
+func (n *Node) resolveAlias(pid *actor.PID) (actor.Process, bool) {
+	n.mu.Lock()
+	dialed, ok := n.aliases[pid.GetAddress()]
+
+	if n.tokens[pid.GetAddress()] != nil {
+		ok = false
+	}
+	n.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	to := actor.NewPID(dialed, pid.GetId())
+	p, ok := n.system.ProcessRegistry.Get(to)
+	if !ok {
+		return nil, false
+	}
+	return aliasProcess{p: p, to: to}, true
+}
+
+// aliasProcess sends what is sent to a PID at a daemon's own address to
+// the same actor at the address dialed (remote's process sends to the PID
+// it is given, not to the one it was made for).
+type aliasProcess struct {
+	p  actor.Process
+	to *actor.PID
+}
+
+func (a aliasProcess) SendUserMessage(_ *actor.PID, m any)   { a.p.SendUserMessage(a.to, m) }
+func (a aliasProcess) SendSystemMessage(_ *actor.PID, m any) { a.p.SendSystemMessage(a.to, m) }
+func (a aliasProcess) Stop(_ *actor.PID)                     { a.p.Stop(a.to) }
 
 // dialStream presents the token of the daemon being dialed.
 func (n *Node) dialStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
@@ -354,6 +505,11 @@ func (s *clientStream) check(m any) error {
 		if !allowedTypes[types[env.GetTypeId()]] {
 			return status.Errorf(codes.PermissionDenied, "lemo client: message type %s refused", types[env.GetTypeId()])
 		}
+		if types[env.GetTypeId()] == terminatedType {
+			if err := s.readdressTerminated(env); err != nil {
+				return err
+			}
+		}
 		s.n.mu.Lock()
 		ok := s.n.receivers[targets[env.GetTarget()].GetId()]
 		s.n.mu.Unlock()
@@ -364,6 +520,41 @@ func (s *clientStream) check(m any) error {
 		// dropped, as the stream carries other Conns' messages too.
 	}
 	b.Envelopes = kept
+	return nil
+}
+
+var terminatedType = string(proto.MessageName(&actor.Terminated{}))
+
+// readdressTerminated moves a Terminated's actor from a daemon's own
+// address to the address dialed to reach it (Node.aliases): protoactor
+// hands it to its link to the actor's address, which would dial the
+// daemon's own address (through a tunnel: nothing, or another daemon).
+func (s *clientStream) readdressTerminated(env *remote.MessageEnvelope) error {
+	s.n.mu.Lock()
+	none := len(s.n.aliases) == 0
+	s.n.mu.Unlock()
+	if none {
+		return nil
+	}
+	var t actor.Terminated
+	if err := proto.Unmarshal(env.GetMessageData(), &t); err != nil || t.GetWho() == nil {
+		return status.Error(codes.PermissionDenied, "lemo client: malformed Terminated")
+	}
+	s.n.mu.Lock()
+	dialed, ok := s.n.aliases[t.GetWho().GetAddress()]
+	if s.n.tokens[t.GetWho().GetAddress()] != nil {
+		ok = false
+	}
+	s.n.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	t.Who.Address = dialed
+	data, err := proto.Marshal(&t)
+	if err != nil {
+		return status.Error(codes.Internal, "lemo client: readdress a Terminated")
+	}
+	env.MessageData = data
 	return nil
 }
 

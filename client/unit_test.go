@@ -151,3 +151,40 @@ func BenchmarkProjectionLongStream(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*deltas), "ns/delta")
 }
+
+// A node's listen and advertised addresses: the defaults, the forms
+// accepted, and errors that say what is accepted.
+func TestCheckCallback(t *testing.T) {
+	for _, tc := range []struct {
+		listen, advertise string
+		want              client.Callback
+		err               string
+	}{
+		{"", "", client.Callback{Host: "127.0.0.1"}, ""},
+		{"127.0.0.1:7466", "", client.Callback{Host: "127.0.0.1", Port: 7466}, ""},
+		{"127.0.0.1:7466", "127.0.0.1:9000", client.Callback{Host: "127.0.0.1", Port: 7466, Advertise: "127.0.0.1:9000"}, ""},
+		{"0.0.0.0:7466", "laptop.lan", client.Callback{Host: "0.0.0.0", Port: 7466, Advertise: "laptop.lan:7466"}, ""},
+		{"[::]:7466", "[fd00::5]", client.Callback{Host: "::", Port: 7466, Advertise: "[fd00::5]:7466"}, ""},
+		{"", "10.0.0.5:7466", client.Callback{Host: "127.0.0.1", Advertise: "10.0.0.5:7466"}, ""},
+		{"127.0.0.1", "", client.Callback{}, "want host:port"},
+		{":7466", "", client.Callback{}, "want host:port"},
+		{"127.0.0.1:99999", "", client.Callback{}, "from 0 to 65535"},
+		{"127.0.0.1:x", "", client.Callback{}, "from 0 to 65535"},
+		{"bad_host:7466", "", client.Callback{}, "neither an IP address nor a host name"},
+		{"0.0.0.0:7466", "", client.Callback{}, "names every interface"},
+		{"127.0.0.1:0", "10.0.0.5", client.Callback{}, "has no port"},
+		{"", "10.0.0.5:0", client.Callback{}, "from 1 to 65535"},
+		{"", "0.0.0.0:7466", client.Callback{}, "cannot dial 0.0.0.0"},
+	} {
+		got, err := client.CheckCallback(tc.listen, tc.advertise)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("CheckCallback(%q, %q) = %+v, %v; want an error with %q", tc.listen, tc.advertise, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("CheckCallback(%q, %q) = %+v, %v; want %+v", tc.listen, tc.advertise, got, err, tc.want)
+		}
+	}
+}

@@ -40,6 +40,19 @@ func TestApplyEnvSuggests(t *testing.T) {
 	}
 }
 
+// The client commands' variables are not the daemon's, and not errors in
+// its environment either (a shell may set both).
+func TestApplyEnvAcceptsClientVariables(t *testing.T) {
+	for _, name := range []string{"LEMO_ADDR", "LEMO_TOKEN", "LEMO_CLIENT_LISTEN", "LEMO_CLIENT_ADVERTISE"} {
+		if errs := Default().ApplyEnv([]string{name + "=127.0.0.1:7470"}); len(errs) != 0 {
+			t.Errorf("ApplyEnv(%s) = %v, want it accepted", name, errs)
+		}
+	}
+	if errs := Default().ApplyEnv([]string{"LEMO_CLIENT_LISTN=x"}); len(errs) != 1 || !strings.Contains(errs[0].Error(), "did you mean LEMO_CLIENT_LISTEN?") {
+		t.Errorf("a misspelt client variable: %v", errs)
+	}
+}
+
 func TestValidateListenPort(t *testing.T) {
 	for _, tc := range []struct {
 		listen string

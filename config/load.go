@@ -310,7 +310,8 @@ func Conventional() [][2]string {
 
 // clientVariables are LEMO_* variables read by client commands, not by the
 // daemon's configuration; ApplyEnv accepts them without using them.
-var clientVariables = map[string]bool{"LEMO_ADDR": true, "LEMO_TOKEN": true, "LEMO_CONFIG": true}
+var clientVariables = map[string]bool{"LEMO_ADDR": true, "LEMO_TOKEN": true, "LEMO_CONFIG": true,
+	"LEMO_CLIENT_LISTEN": true, "LEMO_CLIENT_ADVERTISE": true}
 
 // ApplyEnv merges variables (as os.Environ returns them) over c: the
 // conventional provider variables first, then LEMO_* ones. An unknown

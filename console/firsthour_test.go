@@ -50,18 +50,31 @@ func TestStatusExpires(t *testing.T) {
 	}
 }
 
-// o sorts the live Tasks by the next column; a full turn comes back to
-// newest first.
+// o sorts the Tasks by the next column: the live ones by each, the
+// dormant ones (which show only STATE) by STATE, else newest first; a full
+// turn comes back to newest first.
 func TestSortByColumn(t *testing.T) {
-	tm := newTestModel(t, fixture(), 80, 24)
-	order := func() []string {
+	f := fixture()
+	// Two more dormant Tasks: the newest cancelled, the oldest failed.
+	const newest, oldest = "01M8PEPSX4T06MEF12P3DDDDDD", "01M8PEPSX4T06MEF12N0EEEEEE"
+	f.metas = append(f.metas,
+		&api.TaskMeta{TaskId: newest, Owner: "local", Model: "fake/echo", Title: "stopped", Status: api.TaskStatus_TASK_STATUS_CANCELLED},
+		&api.TaskMeta{TaskId: oldest, Owner: "local", Model: "fake/echo", Title: "broke", Status: api.TaskStatus_TASK_STATUS_FAILED})
+	tm := newTestModel(t, f, 80, 24)
+	rowsOf := func(live bool) []string {
 		var ids []string
 		for _, r := range tm.rows {
-			if r.kind == "task" && r.actor != nil {
+			if r.kind == "task" && (r.actor != nil) == live {
 				ids = append(ids, r.taskID)
 			}
 		}
 		return ids
+	}
+	order := func() []string { return rowsOf(true) }
+	dormant := func() string { return strings.Join(rowsOf(false), " ") }
+	newestFirst := strings.Join([]string{newest, taskC, oldest}, " ")
+	if got := dormant(); got != newestFirst {
+		t.Fatalf("dormant Tasks by default: %s, want newest first: %s", got, newestFirst)
 	}
 	// taskA's id sorts after taskB's: it is the newer.
 	if got := order(); len(got) != 2 || got[0] != taskA {
@@ -71,9 +84,17 @@ func TestSortByColumn(t *testing.T) {
 	if got := order(); tm.sortBy != "STATE" || got[0] != taskB || !strings.Contains(screen, "sorted by STATE") {
 		t.Fatalf("sorted by %q: %v, want %s (awaiting_approval) first:\n%s", tm.sortBy, got, taskB, screen)
 	}
-	tm.keys("o", "o", "o", "o", "o")
-	if got := order(); tm.sortBy != "" || got[0] != taskA {
-		t.Fatalf("after a full turn: %q %v", tm.sortBy, got)
+	// cancelled, failed, finished.
+	if got, want := dormant(), strings.Join([]string{newest, oldest, taskC}, " "); got != want {
+		t.Fatalf("dormant Tasks by STATE: %s, want %s", got, want)
+	}
+	tm.keys("o") // FOR: dormant rows have no time in state
+	if got := dormant(); tm.sortBy != "FOR" || got != newestFirst {
+		t.Fatalf("dormant Tasks by FOR: %s, want newest first: %s", got, newestFirst)
+	}
+	tm.keys("o", "o", "o", "o")
+	if got := order(); tm.sortBy != "" || got[0] != taskA || dormant() != newestFirst {
+		t.Fatalf("after a full turn: %q %v, dormant %s", tm.sortBy, got, dormant())
 	}
 }
 

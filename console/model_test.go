@@ -152,7 +152,7 @@ func TestTaskScreen(t *testing.T) {
 	}
 	// Live: the model's text streams, a call's state updates.
 	tm.push(
-		&api.Update{Body: &api.Update_Delta{Delta: &api.Delta{TaskId: taskA, Cycle: 2, Kind: api.DeltaKind_DELTA_KIND_INPUT, Input: &api.InputSummary{EstimatedTokens: 3500, CeilingTokens: 91750}}}},
+		&api.Update{Body: &api.Update_Delta{Delta: &api.Delta{TaskId: taskA, Cycle: 2, Kind: api.DeltaKind_DELTA_KIND_INPUT, Input: &api.InputSummary{EstimatedTokens: 3500, CeilingTokens: 91750, WindowTokens: 131072, WindowKnown: true, AfterFirstResponse: true}}}},
 		textDelta(taskA, 2, "thinking about "), textDelta(taskA, 2, "the sleep"),
 		&api.Update{Body: &api.Update_Delta{Delta: &api.Delta{TaskId: taskA, Kind: api.DeltaKind_DELTA_KIND_TOOL_STATE, CallId: "call-1-1", Data: []byte(`{"phase":"running","elapsed_ms":1500,"stdout_bytes":0}`)}}},
 	)
@@ -163,6 +163,18 @@ func TestTaskScreen(t *testing.T) {
 		}
 	}
 	golden(t, "task-80x24", screen)
+	// Why the ceiling is what it is: 35% of the window (131072) for cycle
+	// 1, before the first response; 70% for cycle 2, after it (the live
+	// line is cut at 80 columns: read it wider).
+	joined := strings.ReplaceAll(screen, "\n    ", " ")
+	if !strings.Contains(joined, "of ceiling 45875 (35% of the window until the first response, then 70%), window 131072") {
+		t.Errorf("cycle 1 does not explain its ceiling as 35%% of the window:\n%s", screen)
+	}
+	tm.send(tea.WindowSizeMsg{Width: 160, Height: 24})
+	if wide := tm.frame(epoch.Add(time.Second)); !strings.Contains(wide, "⋯ cycle 2 sees 3500 tok of ceiling 91750 (70% of the window after the first response), window 131072") {
+		t.Errorf("cycle 2 does not explain its ceiling as 70%% of the window:\n%s", wide)
+	}
+	tm.send(tea.WindowSizeMsg{Width: 80, Height: 24})
 	// i shows what the model saw in detail.
 	screen = tm.keys("i", "g")
 	for _, want := range []string{"excerpt: seq 7 call-1-1 result, 800 of 5000 tokens kept", "recalled: task " + taskC + " seq 5 (fact), 120 tokens"} {

@@ -58,15 +58,23 @@ func rowPath(id string) (taskID, callID string) {
 // after the live ones, newest first. Without a tree (a token that may not
 // inspect) the rows are the Tasks alone.
 //
-// before, when set, orders the live Tasks (a column's sort, sortOrder).
-func buildRows(tree *api.ActorTree, tasks map[string]*taskState, before ...func(a, b *api.ActorInfo) bool) []row {
+// order, when given, is a column's sort (sortOrder): of the live Tasks
+// by their actors, and of the dormant ones by their status when the
+// column is STATE (the one column a dormant row fills).
+func buildRows(tree *api.ActorTree, tasks map[string]*taskState, order ...rowOrder) []row {
 	type node struct {
 		row
 		children []*node
 	}
 	less := func(a, b *api.ActorInfo) bool { return false }
-	if len(before) > 0 && before[0] != nil {
-		less = before[0]
+	lessDormant := func(a, b *taskState) bool { return false }
+	if len(order) > 0 {
+		if order[0].live != nil {
+			less = order[0].live
+		}
+		if order[0].dormant != nil {
+			lessDormant = order[0].dormant
+		}
 	}
 	byID := map[string]*node{}
 	var roots []*node
@@ -103,6 +111,7 @@ func buildRows(tree *api.ActorTree, tasks map[string]*taskState, before ...func(
 		}
 	}
 	sort.Sort(sort.Reverse(sort.StringSlice(dormant)))
+	sort.SliceStable(dormant, func(i, j int) bool { return lessDormant(tasks[dormant[i]], tasks[dormant[j]]) })
 	parent := byID[tasksPath]
 	for _, id := range dormant {
 		n := &node{row: row{key: "dormant/" + id, kind: "task", taskID: id, label: taskLabel(id, tasks[id])}}
@@ -246,13 +255,38 @@ func filterRows(rows []row, f string) []row {
 	return kept
 }
 
-// sortColumns are the tree's columns the live Tasks can be sorted by (o
-// cycles through them; "" is the default, newest first).
+// sortColumns are the tree's columns the Tasks can be sorted by (o cycles
+// through them; "" is the default, newest first).
 var sortColumns = []string{"", "STATE", "FOR", "MBOX", "MSGS", "RST"}
 
+// rowOrder orders the Tasks' rows: live ones by their actors, dormant ones
+// by their state; nil keeps them newest first.
+type rowOrder struct {
+	live    func(a, b *api.ActorInfo) bool
+	dormant func(a, b *taskState) bool
+}
+
 // sortOrder returns the order of a column: largest (longest in state)
-// first, states by name; nil for the default.
-func sortOrder(column string) func(a, b *api.ActorInfo) bool {
+// first, states by name. Dormant Tasks show only STATE: they are sorted by
+// it, and stay newest first (after the live ones) for the other columns.
+func sortOrder(column string) rowOrder {
+	return rowOrder{live: liveOrder(column), dormant: dormantOrder(column)}
+}
+
+func dormantOrder(column string) func(a, b *taskState) bool {
+	if column != "STATE" {
+		return nil
+	}
+	state := func(t *taskState) string {
+		if t == nil || t.meta == nil {
+			return "dormant"
+		}
+		return metaStatus(t.meta)
+	}
+	return func(a, b *taskState) bool { return state(a) < state(b) }
+}
+
+func liveOrder(column string) func(a, b *api.ActorInfo) bool {
 	switch column {
 	case "STATE":
 		return func(a, b *api.ActorInfo) bool { return a.GetState() < b.GetState() }

@@ -98,7 +98,7 @@ func TestReleaseArchive(t *testing.T) {
 	if code, _ := httpGet(t, addr, "/readyz"); code != 200 {
 		t.Fatalf("/readyz = %d", code)
 	}
-	run := exec.Command(bin, "run", "--model", "fake/echo", "hi from the archive")
+	run := exec.Command(bin, "run", "--private-workspace", "--model", "fake/echo", "hi from the archive")
 	run.Env = cleanEnv("LEMO_DATA=" + data)
 	b, err = run.CombinedOutput()
 	if err != nil || !strings.Contains(string(b), "echo: hi from the archive") || !strings.Contains(string(b), "[finished: answered]") {

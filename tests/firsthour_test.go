@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -124,6 +125,87 @@ func TestShortTaskIDs(t *testing.T) {
 	}
 }
 
+// lemo approve and lemo deny take an approval id with its task part
+// shortened as Task ids are (a unique beginning or end, as the console
+// shows it); an ambiguous task part is an error listing the matches,
+// another owner's Tasks are never matched, and a malformed id says what
+// is accepted.
+func TestShortApprovalIDs(t *testing.T) {
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens")
+	const aliceToken, bobToken = "alice-token-0123456789", "bob-token-0123456789"
+	if err := os.WriteFile(tokens, []byte("alice "+aliceToken+"\nbob "+bobToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	d := serveRemote(t, data, "--config", writeConfig(t, "auth:\n  tokens_file: "+tokens+"\n"))
+	a := d.connect(t, aliceToken)
+	ctx := context.Background()
+	var ids, calls []string
+	for range 2 {
+		m, err := a.CreateTask(ctx, client.CreateTask{Request: "echo short", Model: "fake/shell"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitTask(t, a, m.GetTaskId(), "awaiting approval", statusIs(api.TaskStatus_TASK_STATUS_AWAITING_APPROVAL))
+		ids = append(ids, m.GetTaskId())
+	}
+	approvals, err := a.Approvals(ctx)
+	if err != nil || len(approvals) != 2 {
+		t.Fatalf("approvals: %v, %v", approvals, err)
+	}
+	for _, id := range ids {
+		for _, ev := range approvals {
+			if full := ev.GetApprovalRequested().GetApprovalId(); strings.HasPrefix(full, id+".") {
+				calls = append(calls, strings.TrimPrefix(full, id+"."))
+			}
+		}
+	}
+	if len(calls) != 2 {
+		t.Fatalf("approval ids %v for tasks %v", approvals, ids)
+	}
+	alice := func(args ...string) (string, int) {
+		return lemo(t, cleanEnv("LEMO_DATA="+data, "LEMO_TOKEN="+aliceToken), args...)
+	}
+	bob := func(args ...string) (string, int) {
+		return lemo(t, cleanEnv("LEMO_DATA="+data, "LEMO_TOKEN="+bobToken), args...)
+	}
+	suffix := strings.ToLower(ids[1][len(ids[1])-6:]) + "." + calls[1]
+	common := ids[0][:2] + "." + calls[0]
+	// Bob matches none of alice's Tasks, and learns nothing of them.
+	for _, part := range []string{suffix, common} {
+		out, code := bob("deny", part)
+		if code == 0 || !strings.Contains(out, "unknown approval "+part) || strings.Contains(out, ids[0]) || strings.Contains(out, ids[1]) {
+			t.Fatalf("bob deny %s: exit %d\n%s", part, code, out)
+		}
+	}
+	// Both begin with the same characters: ambiguous, the matches listed.
+	out, code := alice("approve", common)
+	if code == 0 || !strings.Contains(out, "more than one task") || !strings.Contains(out, ids[0]) || !strings.Contains(out, ids[1]) {
+		t.Fatalf("approve %s: exit %d, want an error listing both:\n%s", common, code, out)
+	}
+	if out, code := alice("approve", "nodot"); code != 2 || !strings.Contains(out, "<task id>.<call id>") {
+		t.Fatalf("approve nodot: exit %d, want a usage error saying the form:\n%s", code, out)
+	}
+	// A unique suffix, lower case as typed, then a unique prefix.
+	if out, code := alice("deny", "--reason", "not now", suffix); code != 0 || !strings.Contains(out, "denied "+ids[1]+"."+calls[1]) {
+		t.Fatalf("deny %s: exit %d\n%s", suffix, code, out)
+	}
+	prefix := ids[0]
+	for i := 1; i <= len(ids[0]); i++ {
+		if ids[0][:i] != ids[1][:i] {
+			prefix = ids[0][:i]
+			break
+		}
+	}
+	if out, code := alice("approve", prefix+"."+calls[0]); code != 0 || !strings.Contains(out, "approved "+ids[0]+"."+calls[0]) {
+		t.Fatalf("approve %s: exit %d\n%s", prefix+"."+calls[0], code, out)
+	}
+	if left, err := a.Approvals(ctx); err != nil || len(left) != 0 {
+		t.Fatalf("approvals left after both were decided: %v, %v", left, err)
+	}
+}
+
 // lemo send follows the reply as lemo run does (--no-follow returns at
 // once); lemo help run is run's help; -m is --model.
 func TestSendFollowsAndShortFlags(t *testing.T) {
@@ -208,7 +290,8 @@ func TestBadListenPortCreatesNothing(t *testing.T) {
 
 // --json is for scripts: numbers are numbers, tool arguments and schemas
 // are JSON values, an error is one JSON object on stderr with a stable
-// code, and lemo version takes --json too (docs/json.md).
+// code, and lemo version and lemo certs take --json too, a bad flag being
+// a JSON usage error (docs/json.md).
 func TestJSONForScripts(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	serveRemote(t, data)
@@ -262,6 +345,34 @@ func TestJSONForScripts(t *testing.T) {
 	var e struct{ Code, Message string }
 	if err == nil || stdout.Len() != 0 || json.Unmarshal(stderr.Bytes(), &e) != nil || e.Code != "not_found" || !strings.Contains(e.Message, "NOSUCHTASK") {
 		t.Fatalf("lemo cancel --json on an unknown task: %v, stdout %q, stderr %q; want one JSON object with code not_found", err, stdout.String(), stderr.String())
+	}
+
+	// lemo certs too: what it made, and a bad flag as a JSON usage error.
+	dir := filepath.Join(t.TempDir(), "certs")
+	out, code = lemo(t, cleanEnv(), "certs", "--json", "--dir", dir, "--hosts", "127.0.0.1,lemo.example")
+	var made struct {
+		Dir  string `json:"dir"`
+		Made []struct {
+			Name, Cert, Key string
+			Hosts           []string
+		} `json:"made"`
+	}
+	mustJSON(t, out, &made)
+	if code != 0 || made.Dir != dir || len(made.Made) != 3 || made.Made[0].Name != "ca" || made.Made[2].Name != "client" ||
+		made.Made[1].Cert != filepath.Join(dir, "server.pem") || strings.Join(made.Made[1].Hosts, ",") != "127.0.0.1,lemo.example" {
+		t.Fatalf("lemo certs --json: exit %d\n%s", code, out)
+	}
+	for _, args := range [][]string{{"certs", "--json", "--bogus"}, {"doctor", "--json", "--bogus"}, {"version", "--json", "--bogus"}} {
+		cmd := exec.Command(lemoBin, args...)
+		cmd.Env = cleanEnv()
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		var e struct{ Code, Message string }
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || stdout.Len() != 0 || json.Unmarshal(stderr.Bytes(), &e) != nil || e.Code != "usage" {
+			t.Fatalf("lemo %v: %v, stdout %q, stderr %q; want exit 2 and one JSON object with code usage", args, err, stdout.String(), stderr.String())
+		}
 	}
 
 	out, code = lemo(t, cleanEnv(), "version", "--json")

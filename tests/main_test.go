@@ -204,10 +204,28 @@ func (d *daemon) kill() {
 	<-d.done
 }
 
-// lemo runs the binary to completion and returns its output and exit code.
+// privateUnlessNamed is args with --private-workspace added to a lemo run
+// that names no workspace: the tests run in the checkout's tests folder,
+// which their daemons grant no Task (a refused current folder is an
+// error), and a Task of a test works in a folder of its own.
+func privateUnlessNamed(args []string) []string {
+	if len(args) == 0 || args[0] != "run" {
+		return args
+	}
+	for _, a := range args[1:] {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && (name == "w" || name == "workspace" || name == "private-workspace") {
+			return args
+		}
+	}
+	return append([]string{"run", "--private-workspace"}, args[1:]...)
+}
+
+// lemo runs the binary to completion and returns its output and exit code
+// (a lemo run without a workspace: see privateUnlessNamed).
 func lemo(t testing.TB, env []string, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(lemoBin, args...)
+	cmd := exec.Command(lemoBin, privateUnlessNamed(args)...)
 	cmd.Env = env
 	out, err := cmd.CombinedOutput()
 	code := 0

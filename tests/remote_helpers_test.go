@@ -122,7 +122,7 @@ type stream struct {
 func startCLI(t testing.TB, data string, args ...string) *stream {
 	t.Helper()
 	s := &stream{lines: make(chan string, 100000), done: make(chan struct{})}
-	s.cmd = exec.Command(lemoBin, args...)
+	s.cmd = exec.Command(lemoBin, privateUnlessNamed(args)...)
 	s.cmd.Env = cleanEnv("LEMO_DATA=" + data)
 	out, err := s.cmd.StdoutPipe()
 	if err != nil {

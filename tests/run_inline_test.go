@@ -33,7 +33,7 @@ func TestRunAsksInline(t *testing.T) {
 	} {
 		t.Run(tc.answer, func(t *testing.T) {
 			done := filepath.Join(t.TempDir(), "exit")
-			script := fmt.Sprintf("%s run --model fake/shell 'echo inline %s'; echo $? > %s; sleep 600", lemoBin, tc.answer, done)
+			script := fmt.Sprintf("%s run --private-workspace --model fake/shell 'echo inline %s'; echo $? > %s; sleep 600", lemoBin, tc.answer, done)
 			term := newTerminal(t, tmux, []string{"LEMO_DATA=" + data}, "sh", "-c", script)
 			screen := term.waitFor("approve ", "? [y/N/a=always/s=skip]")
 			var id string
@@ -132,7 +132,7 @@ func TestRunCtrlCAtPromptDetaches(t *testing.T) {
 	done := filepath.Join(t.TempDir(), "exit")
 	// The shell survives the interrupt (its trap) and records lemo's exit
 	// status; lemo gets SIGINT with its default disposition.
-	script := fmt.Sprintf("trap 'true' INT; %s run --model fake/shell 'echo interrupted'; echo $? > %s; sleep 600", lemoBin, done)
+	script := fmt.Sprintf("trap 'true' INT; %s run --private-workspace --model fake/shell 'echo interrupted'; echo $? > %s; sleep 600", lemoBin, done)
 	term := newTerminal(t, tmux, []string{"LEMO_DATA=" + data}, "sh", "-c", script)
 	screen := term.waitFor("? [y/N/a=always/s=skip]")
 	id := runScreenID(t, screen)
@@ -162,7 +162,7 @@ func TestRunPromptFollowsApprovalsDecidedElsewhere(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	d := serveRemote(t, data)
 	c := d.connect(t, "")
-	script := fmt.Sprintf("%s run --model fake/loop --ask demo.tick 'tick'; sleep 600", lemoBin)
+	script := fmt.Sprintf("%s run --private-workspace --model fake/loop --ask demo.tick 'tick'; sleep 600", lemoBin)
 	term := newTerminal(t, tmux, []string{"LEMO_DATA=" + data}, "sh", "-c", script)
 	screen := term.waitFor("? [y/N/a=always/s=skip]")
 	id := runScreenID(t, screen)
@@ -220,7 +220,7 @@ func TestRunWithoutTerminalNeverPrompts(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	d := serveRemote(t, data)
 	c := d.connect(t, "")
-	cmd := exec.Command(lemoBin, "run", "--model", "fake/shell", "echo unattended")
+	cmd := exec.Command(lemoBin, "run", "--private-workspace", "--model", "fake/shell", "echo unattended")
 	cmd.Env = cleanEnv("LEMO_DATA=" + data)
 	devNull, err := os.Open(os.DevNull) // a character device, not a terminal
 	if err != nil {
@@ -302,7 +302,7 @@ func TestRunPromptShowsWhatIsDecided(t *testing.T) {
 		fmt.Fprintf(&content, "row %02d\n", i)
 	}
 	args := fmt.Sprintf(`files.write {"path":"notes.txt","content":%q}`, content.String())
-	script := fmt.Sprintf("%s run --model fake/call --ask files.write '%s'; sleep 600", lemoBin, args)
+	script := fmt.Sprintf("%s run --private-workspace --model fake/call --ask files.write '%s'; sleep 600", lemoBin, args)
 	term := newTerminal(t, tmux, []string{"LEMO_DATA=" + data}, "sh", "-c", script)
 	if out, err := term.run("resize-window", "-t", "e2e", "-x", "250", "-y", "60"); err != nil {
 		t.Fatalf("tmux resize-window: %v\n%s", err, out)
@@ -364,7 +364,7 @@ func TestRunPromptAlwaysAllowsForTheTask(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	d := serveRemote(t, data)
 	c := d.connect(t, "")
-	script := fmt.Sprintf(`%s run --model fake/repeat --ask files.write 'files.write {"path":"notes.txt","content":"hello"}'; sleep 600`, lemoBin)
+	script := fmt.Sprintf(`%s run --private-workspace --model fake/repeat --ask files.write 'files.write {"path":"notes.txt","content":"hello"}'; sleep 600`, lemoBin)
 	term := newTerminal(t, tmux, []string{"LEMO_DATA=" + data}, "sh", "-c", script)
 	if out, err := term.run("resize-window", "-t", "e2e", "-x", "250", "-y", "60"); err != nil {
 		t.Fatalf("tmux resize-window: %v\n%s", err, out)

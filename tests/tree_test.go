@@ -477,7 +477,7 @@ func TestTreeRunAsksForChildApproval(t *testing.T) {
 	d := rd.daemon
 	done := filepath.Join(t.TempDir(), "exit")
 	term := newTerminal(t, tmux, []string{"LEMO_DATA=" + data}, "sh", "-c",
-		fmt.Sprintf("%s run --model %s 'PARENT-RUN delegate'; echo $? > %s; sleep 600", lemoBin, treeModel, done))
+		fmt.Sprintf("%s run --private-workspace --model %s 'PARENT-RUN delegate'; echo $? > %s; sleep 600", lemoBin, treeModel, done))
 	screen := term.waitFor("? [y/N/a=always/s=skip]")
 	// The screen may have scrolled past lemo run's first line: the root
 	// is the one Task without a parent.

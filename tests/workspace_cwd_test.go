@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,9 +49,9 @@ func shIn(t *testing.T, dir string, env []string, script string) (string, int) {
 // The README's example works as written from the checkout, against the
 // daemon exactly as make run starts it (its command taken from make -n):
 // lemo run works in the current folder, a relative --workspace is taken
-// from it, --private-workspace and a folder the daemon refuses give the
-// Task a folder of its own (the refusal said), and a --workspace the
-// daemon refuses is an error that says why.
+// from it, --private-workspace gives the Task a folder of its own, and a
+// folder the daemon refuses, the current one included, is an error that
+// says why and the ways out (never a silent folder of the Task's own).
 func TestReadmeExampleWorksInTheCheckout(t *testing.T) {
 	root, err := filepath.Abs("..")
 	if err != nil {
@@ -111,23 +112,37 @@ func TestReadmeExampleWorksInTheCheckout(t *testing.T) {
 	}
 	own := filepath.Join(data, "workspaces") + "/"
 
-	// The README's own line, as written, from the checkout.
+	// The README's own lines, as written, from the checkout: each
+	// ./bin/lemo run of the demo but the shell's, which waits for an
+	// answer at a terminal (the tmux tests answer it: run_inline_test.go).
 	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var example string
+	ran := map[string]bool{}
 	for _, l := range strings.Split(string(readme), "\n") {
-		if strings.Contains(l, `"summarise README.md"`) && strings.HasPrefix(l, "./bin/lemo run") {
-			example, _, _ = strings.Cut(l, "  #")
+		if !strings.HasPrefix(l, "./bin/lemo run") || strings.Contains(l, "fake/shell") {
+			continue
+		}
+		example, _, _ := strings.Cut(l, "  #")
+		out, code := shIn(t, root, env, strings.Replace(example, "./bin/lemo", lemoBin, 1))
+		switch {
+		case strings.Contains(l, "fake/echo"):
+			ran["fake/echo"] = true
+			if code != 0 || !strings.Contains(out, "works in "+root+"\n") || !strings.Contains(out, "echo: hello, Lemo") {
+				t.Fatalf("%s (exit %d): want the echo, working in %s:\n%s", example, code, root, out)
+			}
+		case strings.Contains(l, `"summarise README.md"`):
+			ran["summarise"] = true
+			if code != 0 || !strings.Contains(out, "works in "+root+"\n") || !strings.Contains(out, "README.md: ") || !strings.Contains(out, "lines; it begins: # Lemo") {
+				t.Fatalf("%s (exit %d): want it to work in %s and read README.md:\n%s", example, code, root, out)
+			}
+		default:
+			t.Fatalf("README.md line %q: the test does not know what it should print; add it here", l)
 		}
 	}
-	if example == "" {
-		t.Fatal(`README.md has no "./bin/lemo run ... \"summarise README.md\"" line`)
-	}
-	out, code := shIn(t, root, env, strings.Replace(example, "./bin/lemo", lemoBin, 1))
-	if code != 0 || !strings.Contains(out, "works in "+root+"\n") || !strings.Contains(out, "README.md: ") || !strings.Contains(out, "lines; it begins: # Lemo") {
-		t.Fatalf("%s (exit %d): want it to work in %s and read README.md:\n%s", example, code, root, out)
+	if !ran["fake/echo"] || !ran["summarise"] {
+		t.Fatalf("README.md lacks a ./bin/lemo run line of the demo: ran %v, want fake/echo and summarise README.md", ran)
 	}
 
 	lemoIn := func(dir string, args ...string) (string, int) {
@@ -144,7 +159,7 @@ func TestReadmeExampleWorksInTheCheckout(t *testing.T) {
 	}
 
 	// A relative --workspace is taken from the current folder.
-	out, code = lemoIn(root, "run", "-m", "fake/summarise", "-w", "docs", "summarise quickstart-demo.md")
+	out, code := lemoIn(root, "run", "-m", "fake/summarise", "-w", "docs", "summarise quickstart-demo.md")
 	if code != 0 || !strings.Contains(out, "works in "+filepath.Join(root, "docs")+"\n") || !strings.Contains(out, "it begins: # Quickstart") {
 		t.Fatalf("-w docs (exit %d): want the Task in %s/docs:\n%s", code, root, out)
 	}
@@ -155,15 +170,36 @@ func TestReadmeExampleWorksInTheCheckout(t *testing.T) {
 		t.Fatalf("--private-workspace (exit %d): want a folder of its own under %s, unasked:\n%s", code, own, out)
 	}
 
-	// A folder the daemon grants nobody: the default gives way to a folder
-	// of its own, and the person reads why and which key grants one.
+	// A folder the daemon grants nobody: the default is refused, no Task
+	// is created, and the person reads why and the ways out; with --json
+	// the error is one object with a stable code.
 	elsewhere := filepath.Join(home, "project")
 	if err := os.Mkdir(elsewhere, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	tasksBefore, _ := lemoIn(root, "tasks", "--json")
 	out, code = lemoIn(elsewhere, "run", "-m", "fake/summarise", "summarise README.md")
-	if code != 0 || !strings.Contains(out, "refuses it") || !strings.Contains(out, "workspaces.grants") || !strings.Contains(out, "works in "+own) {
-		t.Fatalf("from an ungranted folder (exit %d): want the refusal said and a folder of its own:\n%s", code, out)
+	if code != 1 || !strings.Contains(out, "refuses the current folder ("+elsewhere+")") ||
+		!strings.Contains(out, "workspaces.grants") || !strings.Contains(out, "--private-workspace") || strings.Contains(out, "works in") {
+		t.Fatalf("from an ungranted folder (exit %d): want an error saying the refusal and the ways out, no Task:\n%s", code, out)
+	}
+	if tasksAfter, _ := lemoIn(root, "tasks", "--json"); tasksAfter != tasksBefore {
+		t.Fatalf("a refused current folder created a Task:\nbefore %s\nafter %s", tasksBefore, tasksAfter)
+	}
+	cmd := exec.Command(lemoBin, "run", "--json", "-m", "fake/echo", "hello")
+	cmd.Dir, cmd.Env = elsewhere, env
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	var e struct{ Code, Message string }
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || stdout.Len() != 0 ||
+		json.Unmarshal([]byte(stderr.String()), &e) != nil || e.Code != "permission_denied" || !strings.Contains(e.Message, elsewhere) {
+		t.Fatalf("lemo run --json from an ungranted folder: %v, stdout %q, stderr %q; want exit 1 and code permission_denied", err, stdout.String(), stderr.String())
+	}
+	// --private-workspace is the explicit way out there.
+	out, code = lemoIn(elsewhere, "run", "-m", "fake/echo", "--private-workspace", "hello")
+	if code != 0 || !strings.Contains(out, "works in "+own) || !strings.Contains(out, "echo: hello") {
+		t.Fatalf("--private-workspace from an ungranted folder (exit %d):\n%s", code, out)
 	}
 
 	// Named explicitly, a refused folder is an error that says why: the

@@ -31,7 +31,10 @@
 //     client node, whose names cannot be guessed; system messages and
 //     senders may name no address but the client's own. Anything else
 //     closes the stream. The guard stamps trusted headers (principal, peer)
-//     on every envelope it lets through.
+//     on every envelope it lets through, and readdresses every target to
+//     the daemon's own address: a message is delivered here whatever
+//     daemon address it names (the local end of a client's tunnel), and
+//     never makes the daemon dial out.
 //   - Recovering interceptors on stream and unary RPCs; ListProcesses and
 //     GetProcessDiagnostics answer Unimplemented (after the token check, so
 //     clients use them to test a token).

@@ -298,6 +298,7 @@ func Start(ctx context.Context, cfg Config) (*Gateway, error) {
 		return nil, fmt.Errorf("%w: %v", ErrAddressInUse, err)
 	}
 	g.addr = g.system.Address()
+	g.guard.self.Store(&g.addr)
 	if err := g.spawn(); err != nil {
 		g.remote.Shutdown(false)
 		g.cancel()

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"context"
 	"github.com/asynkron/protoactor-go/actor"
@@ -86,6 +87,12 @@ type guard struct {
 
 	// conns, when set, is told which connections authenticated.
 	conns *conns
+
+	// self is the daemon's own address (empty until remote listens):
+	// every target of a client's batch is readdressed to it, so a
+	// message is always delivered here, whatever address the client
+	// dialed (a tunnel's local end), and never makes the daemon dial out.
+	self atomic.Pointer[string]
 
 	mu sync.Mutex
 	// sessions maps a session actor's id to its peer key and token.
@@ -416,7 +423,8 @@ func (g *guard) checkAddress(addr string, source net.IP) error {
 // inspectBatch lets a batch through only if every envelope is well formed,
 // of an allowed type, addressed to the gateway or to a session of this
 // peer, and names no address but the peer's own. It replaces the
-// envelopes' headers with the peer's trusted ones.
+// envelopes' headers with the peer's trusted ones, and the targets'
+// address with the daemon's own (g.self).
 func (g *guard) inspectBatch(b *remote.MessageBatch, address, key string, header map[string]string) error {
 	if n := len(b.GetEnvelopes()); n == 0 || n > maxEnvelopes {
 		return fmt.Errorf("%w: a batch of %d envelopes", errRejected, n)
@@ -430,6 +438,13 @@ func (g *guard) inspectBatch(b *remote.MessageBatch, address, key string, header
 		if p == nil {
 			return fmt.Errorf("%w: an empty target", errRejected)
 		}
+	}
+	self := g.self.Load()
+	if self == nil {
+		return fmt.Errorf("%w: the daemon does not know its address yet", errRejected)
+	}
+	for _, p := range b.GetTargets() {
+		p.Address = *self
 	}
 	types, targets, senders := b.GetTypeNames(), b.GetTargets(), b.GetSenders()
 	kept := b.Envelopes[:0]

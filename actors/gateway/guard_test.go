@@ -25,6 +25,8 @@ import (
 const (
 	testToken   = "alice-secret-0123456789"
 	testAddress = "127.0.0.1:40000"
+	// testSelf is the daemon's own address in the guard's tests.
+	testSelf = "127.0.0.1:7465"
 )
 
 func testGuard(t testing.TB) *guard {
@@ -33,7 +35,10 @@ func testGuard(t testing.TB) *guard {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newGuard(tokens, "gateway", false, zerolog.Nop())
+	g := newGuard(tokens, "gateway", false, zerolog.Nop())
+	self := testSelf
+	g.self.Store(&self)
+	return g
 }
 
 // fakeStream replays messages to the guard as a gRPC stream would.
@@ -201,6 +206,26 @@ func TestGuardDropsMessagesToEndedSessions(t *testing.T) {
 	g.removeSession("gateway/live", testAddress)
 	if _, ok := g.sessionPeer("gateway/live"); ok || len(g.callbacks) != 0 || len(g.sessionsBy) != 0 {
 		t.Fatalf("removeSession left state: %v %v %v", g.sessions, g.callbacks, g.sessionsBy)
+	}
+}
+
+// Every target of a batch is readdressed to the daemon's own address: a
+// message is delivered here whatever address the client dialed (a
+// tunnel's local end), and never makes the daemon dial another address.
+// Until the daemon knows its address, batches are refused.
+func TestGuardReaddressesTargets(t *testing.T) {
+	g := testGuard(t)
+	b := &remote.MessageBatch{TypeNames: []string{typeRequest}, Targets: []*actor.PID{{Address: "10.9.8.7:80", Id: "gateway"}},
+		Envelopes: []*remote.MessageEnvelope{{MessageData: marshal(&api.Request{Id: 1})}}}
+	if err := g.inspectBatch(b, testAddress, "k", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.GetTargets()[0].GetAddress(); got != testSelf {
+		t.Fatalf("target address %q, want the daemon's own %q", got, testSelf)
+	}
+	g.self.Store(nil)
+	if err := g.inspectBatch(b, testAddress, "k", nil); !errors.Is(err, errRejected) {
+		t.Fatalf("before the daemon knows its address: %v, want a rejection", err)
 	}
 }
 

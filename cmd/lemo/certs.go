@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"flag"
@@ -28,8 +29,9 @@ func certs(args []string, stdout, stderr io.Writer) error {
 	hosts := fs.String("hosts", "127.0.0.1", "comma-separated IP addresses and names the certificates are valid for")
 	name := fs.String("name", "", "make only this one certificate (a further client), signed by the folder's CA")
 	days := fs.Int("days", 365, "validity in days")
+	asJSON := fs.Bool("json", false, "print what was made as JSON")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: lemo certs [--dir certs] [--hosts 127.0.0.1,host.example] [--name NAME]
+		fmt.Fprint(stderr, `Usage: lemo certs [--dir certs] [--hosts 127.0.0.1,host.example] [--name NAME] [--json]
 
 Make a CA (ca.pem, ca.key; kept when the folder has one) and, signed by it,
 server.pem/server.key and client.pem/client.key, valid for --hosts, or with
@@ -41,7 +43,7 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return helpOK(err)
 	}
 	if fs.NArg() > 0 {
@@ -84,16 +86,46 @@ Flags:
 	if err != nil {
 		return err
 	}
+	out := certsMade{Dir: *dir, Made: []madeCert{}}
 	if made {
-		fmt.Fprintf(stdout, "made the CA %s\n", filepath.Join(*dir, "ca.pem"))
+		out.Made = append(out.Made, madeCert{Name: "ca", Cert: filepath.Join(*dir, "ca.pem"), Key: filepath.Join(*dir, "ca.key")})
+		if !*asJSON {
+			fmt.Fprintf(stdout, "made the CA %s\n", filepath.Join(*dir, "ca.pem"))
+		}
 	}
+	var valid []string
+	for _, ip := range ips {
+		valid = append(valid, ip.String())
+	}
+	valid = append(valid, dns...)
 	for _, n := range names {
 		if err := makeCert(*dir, n, ca, caKey, ips, dns, validity); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "made %s and %s for %s\n", filepath.Join(*dir, n+".pem"), filepath.Join(*dir, n+".key"), *hosts)
+		out.Made = append(out.Made, madeCert{Name: n, Cert: filepath.Join(*dir, n+".pem"), Key: filepath.Join(*dir, n+".key"), Hosts: valid})
+		if !*asJSON {
+			fmt.Fprintf(stdout, "made %s and %s for %s\n", filepath.Join(*dir, n+".pem"), filepath.Join(*dir, n+".key"), *hosts)
+		}
+	}
+	if *asJSON {
+		b, _ := json.Marshal(out)
+		fmt.Fprintln(stdout, string(b))
 	}
 	return nil
+}
+
+// certsMade is what lemo certs --json prints (docs/json.md).
+type certsMade struct {
+	Dir  string     `json:"dir"`
+	Made []madeCert `json:"made"`
+}
+
+// madeCert is one certificate lemo certs made: the CA ("ca") has no hosts.
+type madeCert struct {
+	Name  string   `json:"name"`
+	Cert  string   `json:"cert"`
+	Key   string   `json:"key"`
+	Hosts []string `json:"hosts,omitempty"`
 }
 
 func loadOrMakeCA(dir string, validity time.Duration) (*x509.Certificate, any, bool, error) {

@@ -20,8 +20,12 @@ import (
 type clientFlags struct {
 	data, addr, token string
 	cert, key, ca     string
-	json              bool
-	explicitData      bool
+	// clientListen and clientAdvertise: where this client listens for
+	// the daemon's replies and the address the daemon dials (see
+	// client.NodeOptions).
+	clientListen, clientAdvertise string
+	json                          bool
+	explicitData                  bool
 	// local: connect found the daemon through its data folder's
 	// daemon.json, so it runs on this machine and shares its folders.
 	local              bool
@@ -41,6 +45,8 @@ func newClientFlags(cmd, usage, detail string, stdout, stderr io.Writer) *client
 	fs.StringVar(&f.cert, "tls-cert", "", "this client's certificate (PEM) for a TLS daemon")
 	fs.StringVar(&f.key, "tls-key", "", "this client's private key (PEM)")
 	fs.StringVar(&f.ca, "tls-ca", "", "CA (PEM) of the daemon's certificate")
+	fs.StringVar(&f.clientListen, "client-listen", "", "where this client listens for the daemon's replies, host:port (default $LEMO_CLIENT_LISTEN, else 127.0.0.1 on a port the system picks; a fixed port for an SSH tunnel)")
+	fs.StringVar(&f.clientAdvertise, "client-advertise", "", "the address the daemon dials to reach this client, host:port as seen from the daemon's machine (default $LEMO_CLIENT_ADVERTISE, else the listen address)")
 	fs.BoolVar(&f.json, "json", false, "print JSON for scripts")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: lemo %s %s\n\n%s\n\nFlags:\n", cmd, usage, detail)
@@ -53,6 +59,23 @@ func newClientFlags(cmd, usage, detail string, stdout, stderr io.Writer) *client
 // short adds -name as a short form of the flag --long.
 func (f *clientFlags) short(name, long string) {
 	f.fs.Var(f.fs.Lookup(long).Value, name, "short for --"+long)
+}
+
+// parseFlags parses a command's own flag set (commands without the client
+// flags): with --json a bad flag prints no usage text (the error is one
+// JSON object); -h is flag.ErrHelp, any other error a usage error.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if wantsJSON(args) {
+		fs.SetOutput(io.Discard)
+		fs.Usage = func() {}
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return flag.ErrHelp
+		}
+		return usageError("%v", err)
+	}
+	return nil
 }
 
 // parse parses args (flags may follow positional arguments) and checks the
@@ -116,7 +139,11 @@ func (f *clientFlags) connect(ctx context.Context) (*client.Conn, error) {
 			token = l.Token
 		}
 	}
-	o := client.Options{Addr: addr, Token: token, Name: "lemo-cli"}
+	o := client.Options{Addr: addr, Token: token, Name: "lemo-cli",
+		Listen: firstOf(f.clientListen, os.Getenv("LEMO_CLIENT_LISTEN")), Advertise: firstOf(f.clientAdvertise, os.Getenv("LEMO_CLIENT_ADVERTISE"))}
+	if _, err := client.CheckCallback(o.Listen, o.Advertise); err != nil {
+		return nil, usageError("--client-listen/--client-advertise (or LEMO_CLIENT_LISTEN/LEMO_CLIENT_ADVERTISE): %v", err)
+	}
 	if needTLS && f.cert == "" {
 		return nil, fmt.Errorf("the daemon at %s requires TLS: pass --tls-cert, --tls-key and --tls-ca (a certificate its client CA signed)", addr)
 	}
@@ -134,6 +161,10 @@ func (f *clientFlags) connect(ctx context.Context) (*client.Conn, error) {
 			return nil, fmt.Errorf("the daemon at %s refused the token: check --token, LEMO_TOKEN or the data folder's token file", addr)
 		case errors.Is(err, client.ErrNotRunning):
 			return nil, fmt.Errorf("%v; start it with: lemo serve --data %s", err, data)
+		case errors.Is(err, client.ErrTimeout) && !f.local:
+			// The daemon answers by dialing this client: say how to
+			// make that possible.
+			return nil, fmt.Errorf("%w; the daemon dials its replies back: listen where it can reach this client (--client-listen, --client-advertise), or tunnel both ways over SSH (docs/quickstart-remote.md)", err)
 		}
 		return nil, err
 	}

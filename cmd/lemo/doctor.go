@@ -86,11 +86,8 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return usageError("%v", err)
+	if err := parseFlags(fs, args); err != nil {
+		return helpOK(err)
 	}
 	if fs.NArg() > 0 {
 		return usageError("doctor takes no arguments, got %q", fs.Args())

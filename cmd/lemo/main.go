@@ -82,8 +82,9 @@ Usage:
 
 Client commands find a local daemon through its data folder (--data, else
 $LEMO_DATA, else $XDG_DATA_HOME/lemo, else ~/.local/share/lemo); --addr and
---token (or LEMO_ADDR, LEMO_TOKEN) override. Every client command takes --json. A Task <id> may be any unique
-beginning or end of it (as the console shows it).
+--token (or LEMO_ADDR, LEMO_TOKEN) override. Every command but serve takes --json. A Task <id> may be any unique
+beginning or end of it (as the console shows it), and so may the task part of an
+approval id (<task id>.<call id>).
 
 Run "lemo help <command>" (or "lemo <command> -h") for a command's flags.
 `
@@ -98,7 +99,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "serve":
 		return serve(ctx, args[1:], stdout, stderr)
 	case "version":
-		return version(args[1:], stdout)
+		return version(args[1:], stdout, stderr)
 	case "certs":
 		return certs(args[1:], stdout, stderr)
 	case "doctor":

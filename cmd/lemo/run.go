@@ -65,22 +65,8 @@ func runTask(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	in := client.CreateTask{Request: pos[0], Model: *model, Workspace: ws.path, Approvals: rules.list, Budget: limits}
 	in.Tools, in.ToolsRestricted = parseTools(*toolList)
 	meta, err := c.CreateTask(ctx, in)
-	if err != nil && ws.implicit && errors.Is(err, client.ErrPermissionDenied) {
-		// The current folder was only the default: the Task works in a
-		// folder of its own, and the person reads why before it starts.
-		if !f.json {
-			fmt.Fprintf(stderr, "lemo: lemo run works in the current folder by default, and the daemon refuses it:\n"+
-				"  %v\n"+
-				"  The Task works in a folder of its own instead (--private-workspace chooses that without this note).\n", err)
-		}
-		in.Workspace = ""
-		meta, err = c.CreateTask(ctx, in)
-	}
 	if err != nil {
-		if errors.Is(err, client.ErrPermissionDenied) && in.Workspace != "" {
-			return fmt.Errorf("%w; lemo run --private-workspace gives the Task a folder of its own", err)
-		}
-		return err
+		return workspaceRefused(err, ws)
 	}
 	var answers <-chan string
 	if !f.json && isTerminal(stdin) {
@@ -106,13 +92,29 @@ func runTask(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	return exitFor(final, stderr)
 }
 
+// workspaceRefused words the daemon's refusal of the workspace lemo run
+// asked for (err, when it is one; other errors are returned as they are)
+// with what to do instead. A folder of the Task's own is never chosen
+// silently: the current folder, the default, refused is an error too. The
+// error keeps the daemon's code (permission_denied, exit status 1).
+func workspaceRefused(err error, ws workspaceChoice) error {
+	if !errors.Is(err, client.ErrPermissionDenied) || ws.path == "" {
+		return err
+	}
+	if ws.implicit {
+		return fmt.Errorf("the daemon refuses the current folder (%s), where lemo run puts the Task unless told otherwise: %w; "+
+			"run it with --private-workspace (a folder of the Task's own), with -w naming a folder the daemon grants, "+
+			"or grant this one to the token's owner in the daemon's workspaces.grants", ws.path, err)
+	}
+	return fmt.Errorf("%w; lemo run --private-workspace gives the Task a folder of its own", err)
+}
+
 // workspaceChoice is the workspace lemo run asks the daemon for.
 type workspaceChoice struct {
 	// path is the absolute folder, or "" for a folder of the Task's own.
 	path string
 	// implicit: path is the current folder, chosen by default (no
-	// --workspace): a daemon that refuses it gets the request again
-	// without it.
+	// --workspace): its refusal says so.
 	implicit bool
 }
 

@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"lemo/api"
+	"lemo/client"
 )
 
 // While the daemon is down, lemo run says so once, then at each doubling
@@ -87,5 +90,32 @@ func TestChooseWorkspace(t *testing.T) {
 				t.Fatalf("chooseWorkspace(%q, private=%v, local=%v) = %+v, %v; want %+v", c.flag, c.private, c.local, got, err, c.want)
 			}
 		})
+	}
+}
+
+// A workspace the daemon refuses is an error, the current folder (the
+// default) too: it names the folder, keeps the daemon's reason and code,
+// and says the ways out; other errors pass as they are.
+func TestWorkspaceRefused(t *testing.T) {
+	denied := &client.Error{Code: api.ErrorCode_ERROR_CODE_PERMISSION_DENIED, Message: "workspace /home/ann/x: not inside a folder workspaces.grants grants to ann"}
+	err := workspaceRefused(denied, workspaceChoice{path: "/home/ann/x", implicit: true})
+	for _, want := range []string{"current folder (/home/ann/x)", "not inside a folder workspaces.grants grants", "--private-workspace", "-w", "grant this one"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refused current folder: %q lacks %q", err, want)
+		}
+	}
+	if code := errorCode(err); code != "permission_denied" {
+		t.Errorf("refused current folder: code %q, want permission_denied", code)
+	}
+	err = workspaceRefused(denied, workspaceChoice{path: "/srv/x"})
+	if !strings.Contains(err.Error(), "--private-workspace") || strings.Contains(err.Error(), "current folder") || errorCode(err) != "permission_denied" {
+		t.Errorf("refused --workspace: %q (%s)", err, errorCode(err))
+	}
+	other := &client.Error{Code: api.ErrorCode_ERROR_CODE_INVALID, Message: "bad model"}
+	if got := workspaceRefused(other, workspaceChoice{path: "/srv/x", implicit: true}); got != error(other) {
+		t.Errorf("another error: %v, want it unchanged", got)
+	}
+	if got := workspaceRefused(denied, workspaceChoice{}); got != error(denied) {
+		t.Errorf("no workspace asked for: %v, want the error unchanged", got)
 	}
 }

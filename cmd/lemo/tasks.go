@@ -428,7 +428,8 @@ func resolve(ctx context.Context, cmd string, args []string, stdout, stderr io.W
 	if !approve {
 		detail = "Deny a pending tool call; the model is told why."
 	}
-	f := newClientFlags(cmd, "<approval id> [flags]", detail, stdout, stderr)
+	f := newClientFlags(cmd, "<approval id> [flags]", detail+"\nThe approval id is <task id>.<call id>, as lemo approvals lists it; the task id\n"+
+		"may be any unique beginning or end of it (as the console shows it).", stdout, stderr)
 	reason := f.fs.String("reason", "", "why (shown to the model when denying)")
 	var always *bool
 	if approve {
@@ -443,15 +444,19 @@ func resolve(ctx context.Context, cmd string, args []string, stdout, stderr io.W
 		return err
 	}
 	defer c.Close()
+	id, err := resolveApproval(ctx, c, pos[0])
+	if err != nil {
+		return err
+	}
 	var m *api.TaskMeta
 	if always != nil && *always {
-		m, err = c.AllowForTask(ctx, pos[0], *reason)
+		m, err = c.AllowForTask(ctx, id, *reason)
 	} else {
-		m, err = c.Resolve(ctx, pos[0], approve, *reason)
+		m, err = c.Resolve(ctx, id, approve, *reason)
 	}
 	if err != nil {
 		if errorsIsNotFound(err) {
-			return &notFound{msg: fmt.Sprintf("unknown approval %s (answered, timed out, cancelled, or not one this token may see)", pos[0])}
+			return &notFound{msg: fmt.Sprintf("unknown approval %s (answered, timed out, cancelled, or not one this token may see)", id)}
 		}
 		return err
 	}
@@ -466,13 +471,33 @@ func resolve(ctx context.Context, cmd string, args []string, stdout, stderr io.W
 	case *always:
 		word = "approved (and allowed for the rest of the task)"
 	}
-	fmt.Fprintf(stdout, "%s %s; task %s is %s\n", word, pos[0], m.GetTaskId(), statusWord(m.GetStatus()))
+	fmt.Fprintf(stdout, "%s %s; task %s is %s\n", word, id, m.GetTaskId(), statusWord(m.GetStatus()))
 	if m.GetStatus() == api.TaskStatus_TASK_STATUS_PAUSED {
 		// A decision does not continue a paused Task (one the daemon's
 		// stop interrupted, for example): the person says when it goes on.
 		fmt.Fprintf(stdout, "the decision takes effect when it continues: lemo continue %s\n", m.GetTaskId())
 	}
 	return nil
+}
+
+// resolveApproval turns what the person typed as an approval id,
+// <task id>.<call id> with the task id whole or any unique beginning or
+// end of it, into the whole approval id; the daemon matches only Tasks the
+// token may see, and an ambiguous task part is an error listing the
+// matches.
+func resolveApproval(ctx context.Context, c *client.Conn, arg string) (string, error) {
+	taskPart, callPart, ok := strings.Cut(arg, ".")
+	if !ok || taskPart == "" || callPart == "" {
+		return "", usageError("approval id %q: want <task id>.<call id>, as lemo approvals lists it (the task id may be any unique beginning or end of it)", arg)
+	}
+	m, err := c.Task(ctx, taskPart)
+	switch {
+	case errors.Is(err, client.ErrNotFound):
+		return "", &notFound{msg: fmt.Sprintf("unknown approval %s (no task id this token may see is, begins or ends with %s)", arg, taskPart)}
+	case err != nil:
+		return "", fmt.Errorf("approval %s: %w", arg, err)
+	}
+	return m.GetTaskId() + "." + callPart, nil
 }
 
 // steer implements lemo steer.

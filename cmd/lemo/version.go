@@ -31,11 +31,12 @@ func commit() string {
 	return "unknown"
 }
 
-func version(args []string, stdout io.Writer) error {
+func version(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print JSON for scripts")
-	if err := fs.Parse(args); err != nil {
-		return usageError("%v", err)
+	if err := parseFlags(fs, args); err != nil {
+		return helpOK(err)
 	}
 	if fs.NArg() > 0 {
 		return usageError("version takes no arguments")
