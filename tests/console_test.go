@@ -303,7 +303,6 @@ func waitHistory(t *testing.T, c *client.Conn, id string, cond func(*api.Event) 
 func TestConsoleJSONAndPermissions(t *testing.T) {
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens")
-	const aliceToken = "alice-token-0123456789"
 	if err := os.WriteFile(tokens, []byte("alice "+aliceToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -70,15 +70,8 @@ func TestStartupSaysWhichProvidersAreUsable(t *testing.T) {
 // (as the console shows); an ambiguous one is an error that lists the
 // matches; another owner's Tasks are never matched.
 func TestShortTaskIDs(t *testing.T) {
-	dir := t.TempDir()
-	tokens := filepath.Join(dir, "tokens")
-	const aliceToken, bobToken = "alice-token-0123456789", "bob-token-0123456789"
-	if err := os.WriteFile(tokens, []byte("alice "+aliceToken+"\nbob "+bobToken+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	data := filepath.Join(dir, "data")
-	d := serveRemote(t, data, "--config", writeConfig(t, "auth:\n  tokens_file: "+tokens+"\n"))
-	a := d.connect(t, aliceToken)
+	o := serveOwners(t)
+	a := o.alice
 	ctx := context.Background()
 	var ids []string
 	for range 2 {
@@ -89,12 +82,8 @@ func TestShortTaskIDs(t *testing.T) {
 		ids = append(ids, m.GetTaskId())
 		waitTask(t, a, m.GetTaskId(), "finished", statusIs(api.TaskStatus_TASK_STATUS_FINISHED))
 	}
-	alice := func(args ...string) (string, int) {
-		return lemo(t, cleanEnv("LEMO_DATA="+data, "LEMO_TOKEN="+aliceToken), args...)
-	}
-	bob := func(args ...string) (string, int) {
-		return lemo(t, cleanEnv("LEMO_DATA="+data, "LEMO_TOKEN="+bobToken), args...)
-	}
+	alice := func(args ...string) (string, int) { return o.as(t, aliceToken, args...) }
+	bob := func(args ...string) (string, int) { return o.as(t, bobToken, args...) }
 	// A unique suffix, lower case as typed, and a unique prefix.
 	suffix := strings.ToLower(ids[1][len(ids[1])-6:])
 	if out, code := alice("attach", suffix); code != 0 || !strings.Contains(out, "task "+ids[1]) || !strings.Contains(out, "echo: hello") {
@@ -131,15 +120,8 @@ func TestShortTaskIDs(t *testing.T) {
 // another owner's Tasks are never matched, and a malformed id says what
 // is accepted.
 func TestShortApprovalIDs(t *testing.T) {
-	dir := t.TempDir()
-	tokens := filepath.Join(dir, "tokens")
-	const aliceToken, bobToken = "alice-token-0123456789", "bob-token-0123456789"
-	if err := os.WriteFile(tokens, []byte("alice "+aliceToken+"\nbob "+bobToken+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	data := filepath.Join(dir, "data")
-	d := serveRemote(t, data, "--config", writeConfig(t, "auth:\n  tokens_file: "+tokens+"\n"))
-	a := d.connect(t, aliceToken)
+	o := serveOwners(t)
+	a := o.alice
 	ctx := context.Background()
 	var ids, calls []string
 	for range 2 {
@@ -164,12 +146,8 @@ func TestShortApprovalIDs(t *testing.T) {
 	if len(calls) != 2 {
 		t.Fatalf("approval ids %v for tasks %v", approvals, ids)
 	}
-	alice := func(args ...string) (string, int) {
-		return lemo(t, cleanEnv("LEMO_DATA="+data, "LEMO_TOKEN="+aliceToken), args...)
-	}
-	bob := func(args ...string) (string, int) {
-		return lemo(t, cleanEnv("LEMO_DATA="+data, "LEMO_TOKEN="+bobToken), args...)
-	}
+	alice := func(args ...string) (string, int) { return o.as(t, aliceToken, args...) }
+	bob := func(args ...string) (string, int) { return o.as(t, bobToken, args...) }
 	suffix := strings.ToLower(ids[1][len(ids[1])-6:]) + "." + calls[1]
 	common := ids[0][:2] + "." + calls[0]
 	// Bob matches none of alice's Tasks, and learns nothing of them.

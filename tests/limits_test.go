@@ -219,7 +219,6 @@ func TestOneTokenIsBounded(t *testing.T) {
 	const sessions, subs = 6, 10
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens")
-	const bobToken = "bob-token-0123456789"
 	if err := os.WriteFile(tokens, []byte("bob "+bobToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}

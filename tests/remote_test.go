@@ -275,15 +275,8 @@ func TestHostilePeers(t *testing.T) {
 // A client of owner B cannot see, read, subscribe to or control owner A's
 // Task; the operator sees every owner's.
 func TestOwnersCannotSeeEachOther(t *testing.T) {
-	dir := t.TempDir()
-	tokens := filepath.Join(dir, "tokens")
-	const aliceToken, bobToken = "alice-token-0123456789", "bob-token-0123456789"
-	if err := os.WriteFile(tokens, []byte("# team\nalice "+aliceToken+"\nbob "+bobToken+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	data := filepath.Join(dir, "data")
-	d := serveRemote(t, data, "--config", writeConfig(t, "auth:\n  tokens_file: "+tokens+"\n"))
-	a := d.connect(t, aliceToken)
+	o := serveOwners(t)
+	data, a := o.data, o.alice
 	ctx := context.Background()
 	meta, err := a.CreateTask(ctx, client.CreateTask{Request: "alice's work", Model: "fake/shell"})
 	if err != nil {
@@ -298,7 +291,7 @@ func TestOwnersCannotSeeEachOther(t *testing.T) {
 	approval := approvals[0].GetApprovalRequested().GetApprovalId()
 
 	bob := func(args ...string) (string, int) {
-		return lemo(t, cleanEnv("LEMO_DATA="+data, "LEMO_TOKEN="+bobToken), args...)
+		return o.as(t, bobToken, args...)
 	}
 	if out, code := bob("tasks", "--json"); code != 0 || strings.Contains(out, id) {
 		t.Fatalf("bob's list: exit %d\n%s", code, out)
@@ -402,4 +395,34 @@ func TestLargeEventsAreChunked(t *testing.T) {
 	if got := evs[1].GetUserMessage().GetText(); got != text {
 		t.Fatalf("history: %d bytes, want %d", len(got), len(text))
 	}
+}
+
+// Two owners' tokens, for the tests of what one owner may see of another's.
+const aliceToken, bobToken = "alice-token-0123456789", "bob-token-0123456789"
+
+// ownersDaemon is a daemon serving the remote API to the tokens of two
+// owners, alice and bob (its tokens file starts with a comment line), with
+// a connection of alice's.
+type ownersDaemon struct {
+	*remoteDaemon
+	data  string
+	alice *client.Conn
+}
+
+func serveOwners(t *testing.T) *ownersDaemon {
+	t.Helper()
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(tokens, []byte("# team\nalice "+aliceToken+"\nbob "+bobToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	d := serveRemote(t, data, "--config", writeConfig(t, "auth:\n  tokens_file: "+tokens+"\n"))
+	return &ownersDaemon{remoteDaemon: d, data: data, alice: d.connect(t, aliceToken)}
+}
+
+// as runs the lemo command line with token.
+func (o *ownersDaemon) as(t *testing.T, token string, args ...string) (string, int) {
+	t.Helper()
+	return lemo(t, cleanEnv("LEMO_DATA="+o.data, "LEMO_TOKEN="+token), args...)
 }

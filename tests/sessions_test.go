@@ -30,7 +30,6 @@ func buildFakeAgent(t *testing.T, dir string) string {
 func TestSessionsCLI(t *testing.T) {
 	dir := t.TempDir()
 	agent := buildFakeAgent(t, dir)
-	const aliceToken, bobToken = "alice-token-0123456789", "bob-token-0123456789"
 	tokens := filepath.Join(dir, "tokens")
 	if err := os.WriteFile(tokens, []byte("alice "+aliceToken+"\nbob "+bobToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)

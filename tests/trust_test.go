@@ -20,7 +20,6 @@ import (
 func TestWorkspaceDataFolderAttack(t *testing.T) {
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens")
-	const aliceToken = "alice-token-0123456789"
 	if err := os.WriteFile(tokens, []byte("alice "+aliceToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
