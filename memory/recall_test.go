@@ -255,15 +255,7 @@ func TestRecallNeverReinforcesItself(t *testing.T) {
 // record of another Task makes it search again.
 func TestRecallReusesAnUnchangedQuery(t *testing.T) {
 	e := newEnv(t, Options{})
-	a := e.task("o", t0)
-	e.add("o", a, t0.Add(time.Minute), user("Which port does the billing api use?"), assistant("The billing api listens on port 8443 on bil-app-02."))
-	c := e.task("o", t0.Add(time.Hour))
-	h := history(c, user("What port is the billing api on?"))
-	e.add("o", c, t0.Add(time.Hour), h[1].GetUserMessage())
-	first := e.recall("o", c, h)
-	if len(first) == 0 {
-		t.Fatal("nothing recalled")
-	}
+	c, h, first := billingRecall(t, e)
 	computed := e.mem.recallsComputed.Load()
 	// The Task's own records (a tool call and result) leave the query
 	// and the other records as they were: the result is reused.
@@ -339,15 +331,7 @@ func TestRecallShowsTheMatchingPassageOfALongRecord(t *testing.T) {
 // Cycles after another Task's record, then searches again and finds it.
 func TestRecallReuseLagsAtMostRecallReuse(t *testing.T) {
 	e := newEnv(t, Options{RecallReuse: 2})
-	a := e.task("o", t0)
-	e.add("o", a, t0.Add(time.Minute), user("Which port does the billing api use?"), assistant("The billing api listens on port 8443 on bil-app-02."))
-	c := e.task("o", t0.Add(time.Hour))
-	h := history(c, user("What port is the billing api on?"))
-	e.add("o", c, t0.Add(time.Hour), h[1].GetUserMessage())
-	first := e.recall("o", c, h)
-	if len(first) == 0 {
-		t.Fatal("nothing recalled")
-	}
+	c, h, first := billingRecall(t, e)
 	computed := e.mem.recallsComputed.Load()
 	b := e.task("o", t0.Add(2*time.Hour))
 	e.add("o", b, t0.Add(2*time.Hour), assistant("Update: the billing api moved to port 9443 on bil-app-03."))
@@ -367,4 +351,21 @@ func TestRecallReuseLagsAtMostRecallReuse(t *testing.T) {
 	if e.mem.recallsComputed.Load() != computed+2 {
 		t.Fatal("a changed query reused the result")
 	}
+}
+
+// billingRecall records another Task's answer on the billing api's port,
+// then recalls for a new Task asking for it: that Task, its history and
+// what it recalled (something).
+func billingRecall(t *testing.T, e *env) (string, []*api.Event, []prompt.Evidence) {
+	t.Helper()
+	a := e.task("o", t0)
+	e.add("o", a, t0.Add(time.Minute), user("Which port does the billing api use?"), assistant("The billing api listens on port 8443 on bil-app-02."))
+	c := e.task("o", t0.Add(time.Hour))
+	h := history(c, user("What port is the billing api on?"))
+	e.add("o", c, t0.Add(time.Hour), h[1].GetUserMessage())
+	first := e.recall("o", c, h)
+	if len(first) == 0 {
+		t.Fatal("nothing recalled")
+	}
+	return c, h, first
 }
