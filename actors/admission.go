@@ -39,18 +39,19 @@ type cmdQueued struct{ holding, limit int }
 
 // loadAdmission derives the admission of child Tasks from the store: the
 // children that started and have not ended hold places, the ones never
-// started wait (for their parent's continue, then for a place).
-func loadAdmission(st *persistence.Store, limit int) (*taskstate.Admission, error) {
+// started wait (for their parent's continue, then for a place). It also
+// returns the metadata it read: every Task that has not ended.
+func loadAdmission(st *persistence.Store, limit int) (*taskstate.Admission, []*api.TaskMeta, error) {
 	var metas []*api.TaskMeta
 	for _, s := range []api.TaskStatus{api.TaskStatus_TASK_STATUS_CREATED, api.TaskStatus_TASK_STATUS_RUNNING,
 		api.TaskStatus_TASK_STATUS_AWAITING_APPROVAL, api.TaskStatus_TASK_STATUS_PAUSED} {
 		ms, err := st.TasksWithStatus(s)
 		if err != nil {
-			return nil, fmt.Errorf("read the tasks %s: %w", taskstate.StatusName(s), err)
+			return nil, nil, fmt.Errorf("read the tasks %s: %w", taskstate.StatusName(s), err)
 		}
 		metas = append(metas, ms...)
 	}
-	return taskstate.NewAdmission(limit, metas), nil
+	return taskstate.NewAdmission(limit, metas), metas, nil
 }
 
 // onChildStart starts a child or queues it; a queued one records it.

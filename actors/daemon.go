@@ -374,8 +374,13 @@ func Start(ctx context.Context, deps Deps, opts Options) (*Daemon, error) {
 	if n > 0 {
 		e.log.Info().Int("tasks", n).Msg("recovered tasks left running or awaiting approval: paused as interrupted")
 	}
-	if e.admission, err = loadAdmission(deps.Store, opts.MaxRunningChildren); err != nil {
+	var open []*api.TaskMeta
+	if e.admission, open, err = loadAdmission(deps.Store, opts.MaxRunningChildren); err != nil {
 		return nil, fmt.Errorf("read the child tasks' admission: %w", err)
+	}
+	below, err := progressBelow(deps.Store, open)
+	if err != nil {
+		return nil, fmt.Errorf("read the child tasks' progress: %w", err)
 	}
 	e.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return logging.Slog(deps.Log, "protoactor")
@@ -393,6 +398,11 @@ func Start(ctx context.Context, deps Deps, opts Options) (*Daemon, error) {
 	case <-ctx.Done():
 		_ = e.system.Root.StopFuture(root).Wait()
 		return nil, ctx.Err()
+	}
+	// The hub tells subscriptions of the child Tasks that had not ended
+	// when the daemon started, before any subscription can reach it.
+	for _, m := range below {
+		e.system.Root.Send(e.hub, m)
 	}
 	// An evicted live result is dropped by its Task, if it is active.
 	sys, tasks := e.system, e.tasks

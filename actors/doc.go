@@ -68,7 +68,8 @@
 //     (stop one running tool call) and Subscribe serve callers (the
 //     gateway, tests, cmd/lemo); a subscription to a Task is told what
 //     runs below it when it starts (ProgressBelow, folded by the hub from
-//     the events of its children that have not ended) and what waits below it
+//     the events of its children that have not ended, seeded at the start
+//     from the histories of those that had not) and what waits below it
 //     (PendingBelow), then its descendants' TreeEvents live; Inspect
 //     reports the live tree.
 //     SetLimits changes the limits a reload may change (cycles, parallel

@@ -2,11 +2,13 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 
 	"lemo/actors/taskstate"
 	"lemo/api"
+	"lemo/persistence"
 )
 
 // maxBelowTracked bounds the child Tasks whose progress the hub keeps (the
@@ -117,4 +119,42 @@ func (d *Daemon) ProgressBelow(ctx context.Context, c Caller, taskID string) (*a
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// progressTail is how many of a Task's last events progressBelow reads:
+// its latest status, Cycle and open calls are among them but for a Cycle
+// of very many calls (whose line then shows no Cycle until the next).
+const progressTail = 256
+
+// progressBelow returns, for each child Task among metas (the Tasks that
+// had not ended when the daemon started), its progress as hub events
+// labelled with its ancestors: what the hub would have folded had it seen
+// them, so that a subscription to an ancestor is told of a child paused
+// before this start as of one paused since. At most maxBelowTracked.
+func progressBelow(st *persistence.Store, metas []*api.TaskMeta) ([]*hubEvents, error) {
+	var out []*hubEvents
+	for _, m := range metas {
+		if m.GetParentId() == "" || len(out) == maxBelowTracked {
+			continue
+		}
+		var p taskstate.Progress
+		from := uint64(1)
+		if last := m.GetLastSeq(); last > progressTail {
+			from = last - progressTail + 1
+		}
+		err := st.Events(m.GetTaskId(), from, 0, func(ev *api.Event) error {
+			if taskstate.ForwardedUp(ev) {
+				p.Apply(ev)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("task %s: %w", m.GetTaskId(), err)
+		}
+		if p.Empty() {
+			continue
+		}
+		out = append(out, &hubEvents{owner: m.GetOwner(), ancestors: readAncestry(st, m.GetParentId()), events: p.Events()})
+	}
+	return out, nil
 }

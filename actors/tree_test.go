@@ -407,6 +407,33 @@ func TestTreeProgressBelowTellsPausedChild(t *testing.T) {
 	})
 }
 
+// A child that had not ended when the daemon started (paused by the
+// restart) is told of to a subscription to its parent, as a child paused
+// since the start is: its pause and the Cycle it reached, labelled from
+// the root.
+func TestTreeProgressBelowAfterRestart(t *testing.T) {
+	h, id, child := blockedChild(t, "restart-call")
+	h.restart()
+	st, err := h.d.ProgressBelow(context.Background(), actors.Operator, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	paused := false
+	for _, te := range st.GetEvents() {
+		if got := strings.Join(te.GetPath(), "/"); got != id+"/"+child {
+			t.Fatalf("progress of %s, want %s/%s", got, id, child)
+		}
+		kinds = append(kinds, api.Kind(te.GetEvent()))
+		if te.GetEvent().GetStatusChanged().GetStatus() == api.TaskStatus_TASK_STATUS_PAUSED {
+			paused = true
+		}
+	}
+	if want := "cycle_started status_changed"; strings.Join(kinds, " ") != want || !paused {
+		t.Fatalf("after the restart told %v, want %s with the pause:\n%s", kinds, want, dump(h.history(child)))
+	}
+}
+
 // A parent that sends a follow-up to its child that finished gets it
 // read: the child is reopened by the message (recorded as such), runs a
 // Cycle that reads it and finishes again, and the parent's wait returns
