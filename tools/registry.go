@@ -89,6 +89,45 @@ type Registry struct {
 	mu      sync.RWMutex
 	byName  map[string]*Registered
 	byModel map[string]*Registered
+	pending func() []Pending
+}
+
+// Pending is a source of tools whose tools are not registered yet, such as
+// an MCP server whose tools could not be listed (tried again in the
+// background): its tools' names start with Prefix, Source names it for
+// people ("mcp server fs") and State says why they are missing.
+type Pending struct {
+	Source, Prefix, State string
+}
+
+// SetPending sets what says which sources of tools are pending (nil:
+// none); f must be safe for concurrent use.
+func (r *Registry) SetPending(f func() []Pending) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pending = f
+}
+
+// Pending returns the sources of tools that are not registered yet.
+func (r *Registry) Pending() []Pending {
+	r.mu.RLock()
+	f := r.pending
+	r.mu.RUnlock()
+	if f == nil {
+		return nil
+	}
+	return f()
+}
+
+// PendingFor returns the pending source whose tools name would be one of,
+// if any.
+func (r *Registry) PendingFor(name string) (Pending, bool) {
+	for _, p := range r.Pending() {
+		if p.Prefix != "" && strings.HasPrefix(name, p.Prefix) {
+			return p, true
+		}
+	}
+	return Pending{}, false
 }
 
 // NewRegistry returns an empty registry.
@@ -204,6 +243,16 @@ func (r *Registry) Select(allow []string, restricted bool) ([]*Registered, error
 		out = append(out, t)
 	}
 	if len(unknown) > 0 {
+		// A tool of a source that has not listed its tools yet: say why.
+		var why []string
+		for _, n := range unknown {
+			if p, ok := r.PendingFor(n); ok {
+				why = append(why, fmt.Sprintf("%s is not offered yet: the %s has not listed its tools (%s)", n, p.Source, p.State))
+			}
+		}
+		if len(why) > 0 {
+			return nil, fmt.Errorf("%w: %q: %s; registered tools: %s", ErrUnknownTool, unknown, strings.Join(why, "; "), r.names())
+		}
 		return nil, fmt.Errorf("%w: %q; registered tools: %s", ErrUnknownTool, unknown, r.names())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Tool.Name() < out[j].Tool.Name() })

@@ -122,6 +122,31 @@ func TestSelect(t *testing.T) {
 	}
 }
 
+// A tool of a source that has not listed its tools yet (an MCP server that
+// is not up) is refused with the source's state, so that a person sees why.
+func TestSelectNamesPendingSources(t *testing.T) {
+	r := NewRegistry()
+	if err := r.Register(stub{name: "a", input: obj}); err != nil {
+		t.Fatal(err)
+	}
+	r.SetPending(func() []Pending {
+		return []Pending{{Source: "mcp server late", Prefix: "mcp.late.", State: "listing failed: connection refused; retrying in 8s"}}
+	})
+	_, err := r.Select([]string{"a", "mcp.late.echo"}, true)
+	if !errors.Is(err, ErrUnknownTool) || !strings.Contains(err.Error(), "mcp.late.echo is not offered yet: the mcp server late has not listed its tools (listing failed: connection refused; retrying in 8s)") {
+		t.Fatalf("Select(pending) err = %v", err)
+	}
+	if _, err := r.Select([]string{"mcp.other.echo"}, true); err == nil || strings.Contains(err.Error(), "not offered yet") {
+		t.Fatalf("Select(unknown, no pending source) err = %v", err)
+	}
+	if p, ok := r.PendingFor("mcp.late.x"); !ok || p.Source != "mcp server late" {
+		t.Fatalf("PendingFor(mcp.late.x) = %v, %v", p, ok)
+	}
+	if _, ok := r.PendingFor("mcp.latest.x"); ok {
+		t.Fatal("PendingFor(mcp.latest.x) found mcp.late.'s source")
+	}
+}
+
 // Every tool offers the model the request_approval property, after its own
 // properties and in their order; a tool may not define it itself.
 func TestSpecOffersRequestApproval(t *testing.T) {

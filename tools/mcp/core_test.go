@@ -354,3 +354,100 @@ func TestWireTellsWhenACancellationIsWritten(t *testing.T) {
 		t.Errorf("forget left %v %v", w.ids, w.written)
 	}
 }
+
+// The background listing of a server whose tools were never listed backs
+// off as its restarts do, then, once the policy would mark it failed,
+// keeps trying at the longest backoff.
+func TestListRetry(t *testing.T) {
+	p := RestartPolicy{Backoff: time.Second, MaxBackoff: 8 * time.Second, Window: time.Minute, FailAfter: 3}
+	t0 := time.Unix(1000, 0)
+	at := func(secs ...int) []time.Time {
+		var out []time.Time
+		for _, s := range secs {
+			out = append(out, t0.Add(time.Duration(s)*time.Second))
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name  string
+		fails []time.Time
+		now   int
+		wait  time.Duration
+		eager bool
+	}{
+		{"never failed", nil, 0, 0, true},
+		{"failed once", at(0), 0, time.Second, true},
+		{"twice: doubled", at(0, 1), 1, 2 * time.Second, true},
+		{"backoff passed", at(0, 1), 5, 0, true},
+		{"failed: the longest backoff", at(0, 1, 3), 3, 8 * time.Second, false},
+		{"failed: the longest backoff after the last failure", at(0, 1, 3), 7, 4 * time.Second, false},
+		{"failed: overdue", at(0, 1, 3), 20, 0, false},
+		{"still failed at the longest backoff", at(0, 1, 3, 11, 19), 19, 8 * time.Second, false},
+		{"failures age out: eager again", at(0, 1, 3), 62, 0, true},
+		{"one recent failure", at(0, 1, 3, 70), 70, time.Second, true},
+	} {
+		wait, eager := p.listRetry(c.fails, t0.Add(time.Duration(c.now)*time.Second))
+		if wait != c.wait || eager != c.eager {
+			t.Errorf("%s: listRetry = %v, %v; want %v, %v", c.name, wait, eager, c.wait, c.eager)
+		}
+	}
+}
+
+func TestPendingState(t *testing.T) {
+	for _, c := range []struct {
+		listing bool
+		why     string
+		wait    time.Duration
+		want    string
+	}{
+		{true, "", 0, "listing its tools"},
+		{true, "refused", 0, "listing its tools again (it failed: refused)"},
+		{false, "connection refused", 7600 * time.Millisecond, "listing failed: connection refused; retrying in 8s"},
+		{false, "503\nService Unavailable", 300 * time.Millisecond, "listing failed: 503 Service Unavailable; retrying in under a second"},
+		{false, "x", 0, "listing failed: x; retrying now"},
+	} {
+		if got := pendingState(c.listing, c.why, c.wait); got != c.want {
+			t.Errorf("pendingState(%v, %q, %v) = %q, want %q", c.listing, c.why, c.wait, got, c.want)
+		}
+	}
+}
+
+// A server that lists its tools late: those whose names meet a registered
+// one (as models see them) are refused and the registered one stays.
+func TestAdmit(t *testing.T) {
+	late := ServerTool{Server: "a", Tool: "b.c", Name: "mcp.a.b_c"}
+	ok := ServerTool{Server: "a", Tool: "x", Name: "mcp.a.x"}
+	for _, c := range []struct {
+		name       string
+		registered []string
+		late       []ServerTool
+		want       map[ServerTool][]string
+	}{
+		{"nothing registered", nil, []ServerTool{late, ok}, nil},
+		{"distinct", []string{"mcp.b.x", "files.read"}, []ServerTool{late, ok}, nil},
+		{"meets a registered tool", []string{"mcp.a_b.c", "files.read"}, []ServerTool{late, ok}, map[ServerTool][]string{
+			late: {"mcp.a.b_c reads as mcp_a_b_c", "the tool mcp.a_b.c, offered before the server a listed its tools", "mcp.servers.a.tools"},
+		}},
+		{"the same name registered", []string{"mcp.a.x"}, []ServerTool{ok}, map[ServerTool][]string{ok: {"as the tool mcp.a.x"}}},
+		{"meet each other", nil, []ServerTool{late, {Server: "a_b", Tool: "c", Name: "mcp.a_b.c"}}, map[ServerTool][]string{
+			late: {"neither is offered"}, {Server: "a_b", Tool: "c", Name: "mcp.a_b.c"}: {"neither is offered"},
+		}},
+	} {
+		got := Admit(c.registered, c.late)
+		if len(got) != len(c.want) {
+			t.Errorf("%s: Admit = %v, want %d refused", c.name, got, len(c.want))
+			continue
+		}
+		for tool, parts := range c.want {
+			why, ok := got[tool]
+			if !ok {
+				t.Errorf("%s: %s not refused: %v", c.name, tool.Name, got)
+			}
+			for _, p := range parts {
+				if !strings.Contains(why, p) {
+					t.Errorf("%s: the reason for %s lacks %q: %s", c.name, tool.Name, p, why)
+				}
+			}
+		}
+	}
+}

@@ -106,3 +106,38 @@ func afterCall(end callEnd, stdio, gone, retired bool, inFlight int) connAction 
 	}
 	return keepConn
 }
+
+// listRetry decides when the tools of a server that has never listed them
+// are tried again in the background, from the times its listing failed
+// (oldest first): after the restart policy's backoff while the policy
+// would still start it (eager); once the failures would mark it failed,
+// the policy's longest backoff after the last failure. It never gives up:
+// a server that comes up late is found within MaxBackoff, and it is tried
+// at most once per MaxBackoff while it stays down.
+func (p RestartPolicy) listRetry(fails []time.Time, now time.Time) (wait time.Duration, eager bool) {
+	wait, failed := p.Next(fails, now)
+	if !failed {
+		return wait, true
+	}
+	r := p.recent(fails, now)
+	return max(r[len(r)-1].Add(p.MaxBackoff).Sub(now), 0), false
+}
+
+// pendingState says, for lemo tools, why a server's tools are missing:
+// its listing is under way, or it failed (why) and is tried again in wait.
+func pendingState(listing bool, why string, wait time.Duration) string {
+	if listing {
+		if why == "" {
+			return "listing its tools"
+		}
+		return "listing its tools again (it failed: " + sanitize(why, 200) + ")"
+	}
+	in := "now"
+	if wait > 0 {
+		in = "in " + wait.Round(time.Second).String()
+		if wait < time.Second {
+			in = "in under a second"
+		}
+	}
+	return "listing failed: " + sanitize(why, 200) + "; retrying " + in
+}

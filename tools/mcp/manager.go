@@ -112,6 +112,18 @@ type Observer interface {
 	MCPCall(server, outcome string)
 }
 
+// ListObserver, when the Observer is one too, counts the failed listings
+// of a server's tools (at the daemon's start and each background retry).
+type ListObserver interface {
+	MCPListFailed(server string)
+}
+
+// Registrar is where Offer registers the servers' tools (*tools.Registry).
+type Registrar interface {
+	Register(tools.Tool) error
+	List() []*tools.Registered
+}
+
 // Config configures a Manager.
 type Config struct {
 	Servers []ServerConfig
@@ -144,6 +156,12 @@ type Manager struct {
 	servers []*server
 	starts  atomic.Uint64
 	wg      sync.WaitGroup
+	// ctx ends at Close: it stops the background listings.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// regMu orders the registrations of Offer and of its retries, so that
+	// each sees what the others registered.
+	regMu sync.Mutex
 }
 
 // New checks the configuration and returns a manager; nothing starts yet.
@@ -151,6 +169,7 @@ func New(cfg Config) (*Manager, error) {
 	var errs []error
 	seen := make(map[string]bool)
 	m := &Manager{cfg: cfg}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
 	if m.cfg.ExitGrace <= 0 {
 		m.cfg.ExitGrace = 2 * time.Second
 	}
@@ -173,6 +192,7 @@ func New(cfg Config) (*Manager, error) {
 		m.servers = append(m.servers, &server{cfg: sc, m: m})
 	}
 	if len(errs) > 0 {
+		m.cancel()
 		return nil, errors.Join(errs...)
 	}
 	return m, nil
@@ -218,8 +238,13 @@ func (m *Manager) Tools(ctx context.Context) ([]*Tool, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ts, err := s.discover(ctx)
+			ts, ok, err := s.discover(ctx, false)
 			results[i] = found{ts, err}
+			if ok {
+				s.mu.Lock()
+				s.listed = true
+				s.mu.Unlock()
+			}
 		}()
 	}
 	wg.Wait()
@@ -265,14 +290,26 @@ func (s *server) refuse(t *Tool, why string) {
 }
 
 // discover lists the server's tools and maps them; a stdio server is
-// stopped afterwards.
-func (s *server) discover(ctx context.Context) ([]*Tool, error) {
-	listed, err := s.list(ctx)
+// stopped afterwards. ok says whether the listing itself succeeded (the
+// error may then name refused tools); a failed one is recorded for the
+// background listing (listRetry) and counted.
+func (s *server) discover(ctx context.Context, probe bool) (_ []*Tool, ok bool, _ error) {
+	listed, err := s.list(ctx, probe)
 	if s.cfg.Command != "" {
 		s.release()
 	}
 	if err != nil {
-		return nil, err
+		if ctx.Err() == nil {
+			now := s.m.now()
+			s.mu.Lock()
+			s.listFails = append(s.m.cfg.Restart.recent(s.listFails, now), now)
+			s.listErr = err.Error()
+			s.mu.Unlock()
+			if o, isList := s.m.cfg.Observer.(ListObserver); isList {
+				o.MCPListFailed(s.cfg.Name)
+			}
+		}
+		return nil, false, err
 	}
 	byName := make(map[string]*gomcp.Tool, len(listed))
 	var names []string
@@ -318,7 +355,7 @@ func (s *server) discover(ctx context.Context) ([]*Tool, error) {
 	if len(missing) > 0 {
 		errs = append(errs, fmt.Errorf("mcp.servers.%s.tools names tools the server does not list: %q", s.cfg.Name, missing))
 	}
-	return out, errors.Join(errs...)
+	return out, true, errors.Join(errs...)
 }
 
 // newTool makes the Lemo tool of a listed tool, or says why it cannot be.
@@ -392,6 +429,7 @@ func (m *Manager) Close() {
 	if m == nil {
 		return
 	}
+	m.cancel() // the background listings end
 	var wg sync.WaitGroup
 	for _, s := range m.servers {
 		wg.Add(1)

@@ -139,3 +139,28 @@ func Collisions(ts []ServerTool) map[ServerTool]string {
 	}
 	return out
 }
+
+// Admit decides which tools of a server that listed them late (after the
+// daemon registered the others) are offered, given the names already
+// registered: the tools are offered unless their names meet a registered
+// one as models see them ("." as "_"), or each other's (Collisions). The
+// registered tool stays (Tasks may have loaded it); the late one is
+// refused, with a reason naming both and the keys that leave one out. It
+// returns the reasons by tool, like Collisions.
+func Admit(registered []string, late []ServerTool) map[ServerTool]string {
+	out := Collisions(late)
+	byModel := make(map[string]string, len(registered))
+	for _, n := range registered {
+		byModel[tools.ModelName(n)] = n
+	}
+	for _, t := range late {
+		if _, refused := out[t]; refused {
+			continue
+		}
+		model := tools.ModelName(t.Name)
+		if other, ok := byModel[model]; ok {
+			out[t] = fmt.Sprintf("its name %s reads as %s to models, as the tool %s, offered before the server %s listed its tools, does: it stays and this one is not offered; leave it out with mcp.servers.%s.tools, or rename a server", t.Name, model, other, t.Server, t.Server)
+		}
+	}
+	return out
+}

@@ -55,6 +55,17 @@ type server struct {
 	token    uint64
 	tools    []string
 	refused  []Refused
+	// The listing of its tools: listed once they were (at the daemon's
+	// start or by a retry); until then, while retrying (Manager.Offer),
+	// listing is set during an attempt, listFails holds the failures
+	// within the restart window, listErr the last one's reason and
+	// listNext when the next attempt starts.
+	listed    bool
+	retrying  bool
+	listing   bool
+	listFails []time.Time
+	listErr   string
+	listNext  time.Time
 }
 
 // session returns the live connection, starting the server when it has
@@ -63,6 +74,12 @@ type server struct {
 // the connection as it is handed out (so that no decision to stop it falls
 // between the two); the caller ends it with finish.
 func (s *server) session(ctx context.Context, call bool) (*conn, error) {
+	return s.open(ctx, call, false)
+}
+
+// open is session; with probe set it starts the server at once, whatever
+// its deaths (the background listing keeps its own backoff, listRetry).
+func (s *server) open(ctx context.Context, call, probe bool) (*conn, error) {
 	for {
 		s.mu.Lock()
 		switch {
@@ -87,6 +104,9 @@ func (s *server) session(ctx context.Context, call bool) (*conn, error) {
 			}
 		}
 		wait, failed := s.m.cfg.Restart.Next(s.deaths, s.m.now())
+		if probe {
+			wait, failed = 0, false
+		}
 		if failed {
 			err := s.failedError()
 			s.mu.Unlock()
@@ -275,9 +295,9 @@ func (s *server) state() string {
 	return StateIdle
 }
 
-// list returns the server's tools, every page of them.
-func (s *server) list(ctx context.Context) ([]*gomcp.Tool, error) {
-	c, err := s.session(ctx, false)
+// list returns the server's tools, every page of them; probe as open's.
+func (s *server) list(ctx context.Context, probe bool) ([]*gomcp.Tool, error) {
+	c, err := s.open(ctx, false, probe)
 	if err != nil {
 		return nil, err
 	}

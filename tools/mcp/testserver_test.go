@@ -197,7 +197,20 @@ func (e expandWriter) Write(p []byte) (int, error) {
 }
 
 // serveTestStdio runs the in-test server over stdio until stdin closes.
+// With MCPTEST_FAIL_STARTS=n its first n starts (counted in the marker
+// "starts") exit at once; with MCPTEST_START_HANG set it never answers.
 func serveTestStdio() int {
+	if n, err := strconv.Atoi(os.Getenv("MCPTEST_FAIL_STARTS")); err == nil {
+		mark("starts", "start")
+		if len(readMarker(os.Getenv("MCPTEST_DIR"), "starts")) <= n {
+			fmt.Fprintln(os.Stderr, "test server: failing this start")
+			return 1
+		}
+	}
+	if os.Getenv("MCPTEST_START_HANG") != "" {
+		mark("starts", "hang")
+		select {}
+	}
 	t := &gomcp.IOTransport{Reader: seenReader{os.Stdin}, Writer: nopCloser{expandWriter{os.Stdout}}}
 	if err := testServer().Run(context.Background(), t); err != nil {
 		fmt.Fprintln(os.Stderr, "test server:", err)
