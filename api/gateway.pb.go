@@ -1673,8 +1673,12 @@ func (x *ToolInfo) GetServerState() string {
 }
 
 type ToolList struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tools         []*ToolInfo            `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Tools []*ToolInfo            `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	// Sources whose tools are not offered yet: MCP servers whose tools could
+	// not be listed (not up when the daemon started), tried again in the
+	// background; their tools appear in tools once listed.
+	Pending       []*PendingTools `protobuf:"bytes,920,rep,name=pending,proto3" json:"pending,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1716,6 +1720,78 @@ func (x *ToolList) GetTools() []*ToolInfo {
 	return nil
 }
 
+func (x *ToolList) GetPending() []*PendingTools {
+	if x != nil {
+		return x.Pending
+	}
+	return nil
+}
+
+// PendingTools is a source of tools that has not listed them yet.
+type PendingTools struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// For people: "mcp server fs".
+	Source string `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	// The prefix of its tools' names: "mcp.fs.".
+	Prefix string `protobuf:"bytes,2,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// Why its tools are missing, e.g. "listing failed: <reason>; retrying
+	// in 8s".
+	State         string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PendingTools) Reset() {
+	*x = PendingTools{}
+	mi := &file_gateway_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PendingTools) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PendingTools) ProtoMessage() {}
+
+func (x *PendingTools) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PendingTools.ProtoReflect.Descriptor instead.
+func (*PendingTools) Descriptor() ([]byte, []int) {
+	return file_gateway_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *PendingTools) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *PendingTools) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *PendingTools) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
 type ListModelsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1724,7 +1800,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_gateway_proto_msgTypes[18]
+	mi := &file_gateway_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1736,7 +1812,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[18]
+	mi := &file_gateway_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1749,7 +1825,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{18}
+	return file_gateway_proto_rawDescGZIP(), []int{19}
 }
 
 type ModelInfo struct {
@@ -1767,7 +1843,7 @@ type ModelInfo struct {
 
 func (x *ModelInfo) Reset() {
 	*x = ModelInfo{}
-	mi := &file_gateway_proto_msgTypes[19]
+	mi := &file_gateway_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1779,7 +1855,7 @@ func (x *ModelInfo) String() string {
 func (*ModelInfo) ProtoMessage() {}
 
 func (x *ModelInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[19]
+	mi := &file_gateway_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1792,7 +1868,7 @@ func (x *ModelInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelInfo.ProtoReflect.Descriptor instead.
 func (*ModelInfo) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{19}
+	return file_gateway_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ModelInfo) GetId() string {
@@ -1847,7 +1923,7 @@ type ProviderFailure struct {
 
 func (x *ProviderFailure) Reset() {
 	*x = ProviderFailure{}
-	mi := &file_gateway_proto_msgTypes[20]
+	mi := &file_gateway_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1859,7 +1935,7 @@ func (x *ProviderFailure) String() string {
 func (*ProviderFailure) ProtoMessage() {}
 
 func (x *ProviderFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[20]
+	mi := &file_gateway_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1872,7 +1948,7 @@ func (x *ProviderFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderFailure.ProtoReflect.Descriptor instead.
 func (*ProviderFailure) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{20}
+	return file_gateway_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ProviderFailure) GetProvider() string {
@@ -1900,7 +1976,7 @@ type ModelList struct {
 
 func (x *ModelList) Reset() {
 	*x = ModelList{}
-	mi := &file_gateway_proto_msgTypes[21]
+	mi := &file_gateway_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1912,7 +1988,7 @@ func (x *ModelList) String() string {
 func (*ModelList) ProtoMessage() {}
 
 func (x *ModelList) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[21]
+	mi := &file_gateway_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1925,7 +2001,7 @@ func (x *ModelList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelList.ProtoReflect.Descriptor instead.
 func (*ModelList) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{21}
+	return file_gateway_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ModelList) GetModels() []*ModelInfo {
@@ -1952,7 +2028,7 @@ type TaskSeq struct {
 
 func (x *TaskSeq) Reset() {
 	*x = TaskSeq{}
-	mi := &file_gateway_proto_msgTypes[22]
+	mi := &file_gateway_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1964,7 +2040,7 @@ func (x *TaskSeq) String() string {
 func (*TaskSeq) ProtoMessage() {}
 
 func (x *TaskSeq) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[22]
+	mi := &file_gateway_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1977,7 +2053,7 @@ func (x *TaskSeq) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskSeq.ProtoReflect.Descriptor instead.
 func (*TaskSeq) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{22}
+	return file_gateway_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TaskSeq) GetTaskId() string {
@@ -2012,7 +2088,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_gateway_proto_msgTypes[23]
+	mi := &file_gateway_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2024,7 +2100,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[23]
+	mi := &file_gateway_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2037,7 +2113,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{23}
+	return file_gateway_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SubscribeRequest) GetSubscription() uint64 {
@@ -2086,7 +2162,7 @@ type Subscribed struct {
 
 func (x *Subscribed) Reset() {
 	*x = Subscribed{}
-	mi := &file_gateway_proto_msgTypes[24]
+	mi := &file_gateway_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2098,7 +2174,7 @@ func (x *Subscribed) String() string {
 func (*Subscribed) ProtoMessage() {}
 
 func (x *Subscribed) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[24]
+	mi := &file_gateway_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2111,7 +2187,7 @@ func (x *Subscribed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Subscribed.ProtoReflect.Descriptor instead.
 func (*Subscribed) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{24}
+	return file_gateway_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Subscribed) GetSubscription() uint64 {
@@ -2137,7 +2213,7 @@ type UnsubscribeRequest struct {
 
 func (x *UnsubscribeRequest) Reset() {
 	*x = UnsubscribeRequest{}
-	mi := &file_gateway_proto_msgTypes[25]
+	mi := &file_gateway_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2149,7 +2225,7 @@ func (x *UnsubscribeRequest) String() string {
 func (*UnsubscribeRequest) ProtoMessage() {}
 
 func (x *UnsubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[25]
+	mi := &file_gateway_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2162,7 +2238,7 @@ func (x *UnsubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnsubscribeRequest.ProtoReflect.Descriptor instead.
 func (*UnsubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{25}
+	return file_gateway_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *UnsubscribeRequest) GetSubscription() uint64 {
@@ -2183,7 +2259,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_gateway_proto_msgTypes[26]
+	mi := &file_gateway_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2195,7 +2271,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[26]
+	mi := &file_gateway_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2208,7 +2284,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{26}
+	return file_gateway_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Ack) GetSubscription() uint64 {
@@ -2236,7 +2312,7 @@ type UpdateBatch struct {
 
 func (x *UpdateBatch) Reset() {
 	*x = UpdateBatch{}
-	mi := &file_gateway_proto_msgTypes[27]
+	mi := &file_gateway_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2248,7 +2324,7 @@ func (x *UpdateBatch) String() string {
 func (*UpdateBatch) ProtoMessage() {}
 
 func (x *UpdateBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[27]
+	mi := &file_gateway_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2261,7 +2337,7 @@ func (x *UpdateBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBatch.ProtoReflect.Descriptor instead.
 func (*UpdateBatch) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{27}
+	return file_gateway_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *UpdateBatch) GetSubscription() uint64 {
@@ -2296,7 +2372,7 @@ type Update struct {
 
 func (x *Update) Reset() {
 	*x = Update{}
-	mi := &file_gateway_proto_msgTypes[28]
+	mi := &file_gateway_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2308,7 +2384,7 @@ func (x *Update) String() string {
 func (*Update) ProtoMessage() {}
 
 func (x *Update) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[28]
+	mi := &file_gateway_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2321,7 +2397,7 @@ func (x *Update) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Update.ProtoReflect.Descriptor instead.
 func (*Update) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{28}
+	return file_gateway_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Update) GetBody() isUpdate_Body {
@@ -2468,7 +2544,7 @@ type TreeEvent struct {
 
 func (x *TreeEvent) Reset() {
 	*x = TreeEvent{}
-	mi := &file_gateway_proto_msgTypes[29]
+	mi := &file_gateway_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2480,7 +2556,7 @@ func (x *TreeEvent) String() string {
 func (*TreeEvent) ProtoMessage() {}
 
 func (x *TreeEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[29]
+	mi := &file_gateway_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2493,7 +2569,7 @@ func (x *TreeEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeEvent.ProtoReflect.Descriptor instead.
 func (*TreeEvent) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{29}
+	return file_gateway_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TreeEvent) GetPath() []string {
@@ -2529,7 +2605,7 @@ type TreeState struct {
 
 func (x *TreeState) Reset() {
 	*x = TreeState{}
-	mi := &file_gateway_proto_msgTypes[30]
+	mi := &file_gateway_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2541,7 +2617,7 @@ func (x *TreeState) String() string {
 func (*TreeState) ProtoMessage() {}
 
 func (x *TreeState) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[30]
+	mi := &file_gateway_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2554,7 +2630,7 @@ func (x *TreeState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeState.ProtoReflect.Descriptor instead.
 func (*TreeState) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{30}
+	return file_gateway_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TreeState) GetEvents() []*TreeEvent {
@@ -2579,7 +2655,7 @@ type CaughtUp struct {
 
 func (x *CaughtUp) Reset() {
 	*x = CaughtUp{}
-	mi := &file_gateway_proto_msgTypes[31]
+	mi := &file_gateway_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2591,7 +2667,7 @@ func (x *CaughtUp) String() string {
 func (*CaughtUp) ProtoMessage() {}
 
 func (x *CaughtUp) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[31]
+	mi := &file_gateway_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2604,7 +2680,7 @@ func (x *CaughtUp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaughtUp.ProtoReflect.Descriptor instead.
 func (*CaughtUp) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{31}
+	return file_gateway_proto_rawDescGZIP(), []int{32}
 }
 
 type FellBehind struct {
@@ -2617,7 +2693,7 @@ type FellBehind struct {
 
 func (x *FellBehind) Reset() {
 	*x = FellBehind{}
-	mi := &file_gateway_proto_msgTypes[32]
+	mi := &file_gateway_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2629,7 +2705,7 @@ func (x *FellBehind) String() string {
 func (*FellBehind) ProtoMessage() {}
 
 func (x *FellBehind) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[32]
+	mi := &file_gateway_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2642,7 +2718,7 @@ func (x *FellBehind) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FellBehind.ProtoReflect.Descriptor instead.
 func (*FellBehind) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{32}
+	return file_gateway_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *FellBehind) GetLast() []*TaskSeq {
@@ -2661,7 +2737,7 @@ type Ended struct {
 
 func (x *Ended) Reset() {
 	*x = Ended{}
-	mi := &file_gateway_proto_msgTypes[33]
+	mi := &file_gateway_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2673,7 +2749,7 @@ func (x *Ended) String() string {
 func (*Ended) ProtoMessage() {}
 
 func (x *Ended) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[33]
+	mi := &file_gateway_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2686,7 +2762,7 @@ func (x *Ended) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ended.ProtoReflect.Descriptor instead.
 func (*Ended) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{33}
+	return file_gateway_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Ended) GetReason() string {
@@ -2704,7 +2780,7 @@ type ListApprovalsRequest struct {
 
 func (x *ListApprovalsRequest) Reset() {
 	*x = ListApprovalsRequest{}
-	mi := &file_gateway_proto_msgTypes[34]
+	mi := &file_gateway_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2716,7 +2792,7 @@ func (x *ListApprovalsRequest) String() string {
 func (*ListApprovalsRequest) ProtoMessage() {}
 
 func (x *ListApprovalsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[34]
+	mi := &file_gateway_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2729,7 +2805,7 @@ func (x *ListApprovalsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApprovalsRequest.ProtoReflect.Descriptor instead.
 func (*ListApprovalsRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{34}
+	return file_gateway_proto_rawDescGZIP(), []int{35}
 }
 
 type ApprovalList struct {
@@ -2742,7 +2818,7 @@ type ApprovalList struct {
 
 func (x *ApprovalList) Reset() {
 	*x = ApprovalList{}
-	mi := &file_gateway_proto_msgTypes[35]
+	mi := &file_gateway_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2754,7 +2830,7 @@ func (x *ApprovalList) String() string {
 func (*ApprovalList) ProtoMessage() {}
 
 func (x *ApprovalList) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[35]
+	mi := &file_gateway_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2767,7 +2843,7 @@ func (x *ApprovalList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalList.ProtoReflect.Descriptor instead.
 func (*ApprovalList) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{35}
+	return file_gateway_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ApprovalList) GetApprovals() []*Event {
@@ -2793,7 +2869,7 @@ type ResolveApprovalRequest struct {
 
 func (x *ResolveApprovalRequest) Reset() {
 	*x = ResolveApprovalRequest{}
-	mi := &file_gateway_proto_msgTypes[36]
+	mi := &file_gateway_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2805,7 +2881,7 @@ func (x *ResolveApprovalRequest) String() string {
 func (*ResolveApprovalRequest) ProtoMessage() {}
 
 func (x *ResolveApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[36]
+	mi := &file_gateway_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2818,7 +2894,7 @@ func (x *ResolveApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveApprovalRequest.ProtoReflect.Descriptor instead.
 func (*ResolveApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{36}
+	return file_gateway_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ResolveApprovalRequest) GetApprovalId() string {
@@ -2862,7 +2938,7 @@ type SteerRequest struct {
 
 func (x *SteerRequest) Reset() {
 	*x = SteerRequest{}
-	mi := &file_gateway_proto_msgTypes[37]
+	mi := &file_gateway_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2874,7 +2950,7 @@ func (x *SteerRequest) String() string {
 func (*SteerRequest) ProtoMessage() {}
 
 func (x *SteerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[37]
+	mi := &file_gateway_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2887,7 +2963,7 @@ func (x *SteerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SteerRequest.ProtoReflect.Descriptor instead.
 func (*SteerRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{37}
+	return file_gateway_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SteerRequest) GetTaskId() string {
@@ -2921,7 +2997,7 @@ type InspectRequest struct {
 
 func (x *InspectRequest) Reset() {
 	*x = InspectRequest{}
-	mi := &file_gateway_proto_msgTypes[38]
+	mi := &file_gateway_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2933,7 +3009,7 @@ func (x *InspectRequest) String() string {
 func (*InspectRequest) ProtoMessage() {}
 
 func (x *InspectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[38]
+	mi := &file_gateway_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2946,7 +3022,7 @@ func (x *InspectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectRequest.ProtoReflect.Descriptor instead.
 func (*InspectRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{38}
+	return file_gateway_proto_rawDescGZIP(), []int{39}
 }
 
 // ActorInfo describes one live actor of the daemon's internal tree.
@@ -2980,7 +3056,7 @@ type ActorInfo struct {
 
 func (x *ActorInfo) Reset() {
 	*x = ActorInfo{}
-	mi := &file_gateway_proto_msgTypes[39]
+	mi := &file_gateway_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2992,7 +3068,7 @@ func (x *ActorInfo) String() string {
 func (*ActorInfo) ProtoMessage() {}
 
 func (x *ActorInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[39]
+	mi := &file_gateway_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3005,7 +3081,7 @@ func (x *ActorInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorInfo.ProtoReflect.Descriptor instead.
 func (*ActorInfo) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{39}
+	return file_gateway_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ActorInfo) GetId() string {
@@ -3097,7 +3173,7 @@ type ActorTree struct {
 
 func (x *ActorTree) Reset() {
 	*x = ActorTree{}
-	mi := &file_gateway_proto_msgTypes[40]
+	mi := &file_gateway_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3109,7 +3185,7 @@ func (x *ActorTree) String() string {
 func (*ActorTree) ProtoMessage() {}
 
 func (x *ActorTree) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[40]
+	mi := &file_gateway_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3122,7 +3198,7 @@ func (x *ActorTree) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorTree.ProtoReflect.Descriptor instead.
 func (*ActorTree) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{40}
+	return file_gateway_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ActorTree) GetActors() []*ActorInfo {
@@ -3153,7 +3229,7 @@ type StopCallRequest struct {
 
 func (x *StopCallRequest) Reset() {
 	*x = StopCallRequest{}
-	mi := &file_gateway_proto_msgTypes[41]
+	mi := &file_gateway_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3165,7 +3241,7 @@ func (x *StopCallRequest) String() string {
 func (*StopCallRequest) ProtoMessage() {}
 
 func (x *StopCallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[41]
+	mi := &file_gateway_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3178,7 +3254,7 @@ func (x *StopCallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopCallRequest.ProtoReflect.Descriptor instead.
 func (*StopCallRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{41}
+	return file_gateway_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *StopCallRequest) GetTaskId() string {
@@ -3210,7 +3286,7 @@ type ServiceOperation struct {
 
 func (x *ServiceOperation) Reset() {
 	*x = ServiceOperation{}
-	mi := &file_gateway_proto_msgTypes[42]
+	mi := &file_gateway_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3222,7 +3298,7 @@ func (x *ServiceOperation) String() string {
 func (*ServiceOperation) ProtoMessage() {}
 
 func (x *ServiceOperation) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[42]
+	mi := &file_gateway_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3235,7 +3311,7 @@ func (x *ServiceOperation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceOperation.ProtoReflect.Descriptor instead.
 func (*ServiceOperation) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{42}
+	return file_gateway_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ServiceOperation) GetName() string {
@@ -3280,7 +3356,7 @@ type ServiceSpec struct {
 
 func (x *ServiceSpec) Reset() {
 	*x = ServiceSpec{}
-	mi := &file_gateway_proto_msgTypes[43]
+	mi := &file_gateway_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3292,7 +3368,7 @@ func (x *ServiceSpec) String() string {
 func (*ServiceSpec) ProtoMessage() {}
 
 func (x *ServiceSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[43]
+	mi := &file_gateway_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3305,7 +3381,7 @@ func (x *ServiceSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceSpec.ProtoReflect.Descriptor instead.
 func (*ServiceSpec) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{43}
+	return file_gateway_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ServiceSpec) GetName() string {
@@ -3338,7 +3414,7 @@ type RegisterServiceRequest struct {
 
 func (x *RegisterServiceRequest) Reset() {
 	*x = RegisterServiceRequest{}
-	mi := &file_gateway_proto_msgTypes[44]
+	mi := &file_gateway_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3350,7 +3426,7 @@ func (x *RegisterServiceRequest) String() string {
 func (*RegisterServiceRequest) ProtoMessage() {}
 
 func (x *RegisterServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[44]
+	mi := &file_gateway_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3363,7 +3439,7 @@ func (x *RegisterServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterServiceRequest.ProtoReflect.Descriptor instead.
 func (*RegisterServiceRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{44}
+	return file_gateway_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RegisterServiceRequest) GetService() *ServiceSpec {
@@ -3382,7 +3458,7 @@ type UnregisterServiceRequest struct {
 
 func (x *UnregisterServiceRequest) Reset() {
 	*x = UnregisterServiceRequest{}
-	mi := &file_gateway_proto_msgTypes[45]
+	mi := &file_gateway_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3394,7 +3470,7 @@ func (x *UnregisterServiceRequest) String() string {
 func (*UnregisterServiceRequest) ProtoMessage() {}
 
 func (x *UnregisterServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[45]
+	mi := &file_gateway_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3407,7 +3483,7 @@ func (x *UnregisterServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterServiceRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterServiceRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{45}
+	return file_gateway_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *UnregisterServiceRequest) GetName() string {
@@ -3437,7 +3513,7 @@ type ServiceCall struct {
 
 func (x *ServiceCall) Reset() {
 	*x = ServiceCall{}
-	mi := &file_gateway_proto_msgTypes[46]
+	mi := &file_gateway_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3449,7 +3525,7 @@ func (x *ServiceCall) String() string {
 func (*ServiceCall) ProtoMessage() {}
 
 func (x *ServiceCall) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[46]
+	mi := &file_gateway_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3462,7 +3538,7 @@ func (x *ServiceCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceCall.ProtoReflect.Descriptor instead.
 func (*ServiceCall) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{46}
+	return file_gateway_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ServiceCall) GetCall() uint64 {
@@ -3533,7 +3609,7 @@ type ServiceResult struct {
 
 func (x *ServiceResult) Reset() {
 	*x = ServiceResult{}
-	mi := &file_gateway_proto_msgTypes[47]
+	mi := &file_gateway_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3545,7 +3621,7 @@ func (x *ServiceResult) String() string {
 func (*ServiceResult) ProtoMessage() {}
 
 func (x *ServiceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[47]
+	mi := &file_gateway_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3558,7 +3634,7 @@ func (x *ServiceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceResult.ProtoReflect.Descriptor instead.
 func (*ServiceResult) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{47}
+	return file_gateway_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ServiceResult) GetCall() uint64 {
@@ -3592,7 +3668,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_gateway_proto_msgTypes[48]
+	mi := &file_gateway_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3604,7 +3680,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[48]
+	mi := &file_gateway_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3617,7 +3693,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{48}
+	return file_gateway_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Error) GetCode() ErrorCode {
@@ -3643,7 +3719,7 @@ type Done struct {
 
 func (x *Done) Reset() {
 	*x = Done{}
-	mi := &file_gateway_proto_msgTypes[49]
+	mi := &file_gateway_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3655,7 +3731,7 @@ func (x *Done) String() string {
 func (*Done) ProtoMessage() {}
 
 func (x *Done) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[49]
+	mi := &file_gateway_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3668,7 +3744,7 @@ func (x *Done) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Done.ProtoReflect.Descriptor instead.
 func (*Done) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{49}
+	return file_gateway_proto_rawDescGZIP(), []int{50}
 }
 
 // Response answers one Request.
@@ -3697,7 +3773,7 @@ type Response struct {
 
 func (x *Response) Reset() {
 	*x = Response{}
-	mi := &file_gateway_proto_msgTypes[50]
+	mi := &file_gateway_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3709,7 +3785,7 @@ func (x *Response) String() string {
 func (*Response) ProtoMessage() {}
 
 func (x *Response) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[50]
+	mi := &file_gateway_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3722,7 +3798,7 @@ func (x *Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Response.ProtoReflect.Descriptor instead.
 func (*Response) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{50}
+	return file_gateway_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Response) GetId() uint64 {
@@ -3948,7 +4024,7 @@ type ListDelegateSessionsRequest struct {
 
 func (x *ListDelegateSessionsRequest) Reset() {
 	*x = ListDelegateSessionsRequest{}
-	mi := &file_gateway_proto_msgTypes[51]
+	mi := &file_gateway_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3960,7 +4036,7 @@ func (x *ListDelegateSessionsRequest) String() string {
 func (*ListDelegateSessionsRequest) ProtoMessage() {}
 
 func (x *ListDelegateSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[51]
+	mi := &file_gateway_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3973,7 +4049,7 @@ func (x *ListDelegateSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDelegateSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListDelegateSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{51}
+	return file_gateway_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListDelegateSessionsRequest) GetTaskId() string {
@@ -4010,7 +4086,7 @@ type DelegateSession struct {
 
 func (x *DelegateSession) Reset() {
 	*x = DelegateSession{}
-	mi := &file_gateway_proto_msgTypes[52]
+	mi := &file_gateway_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4022,7 +4098,7 @@ func (x *DelegateSession) String() string {
 func (*DelegateSession) ProtoMessage() {}
 
 func (x *DelegateSession) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[52]
+	mi := &file_gateway_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4035,7 +4111,7 @@ func (x *DelegateSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DelegateSession.ProtoReflect.Descriptor instead.
 func (*DelegateSession) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{52}
+	return file_gateway_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *DelegateSession) GetSessionId() string {
@@ -4133,7 +4209,7 @@ type DelegateSessionList struct {
 
 func (x *DelegateSessionList) Reset() {
 	*x = DelegateSessionList{}
-	mi := &file_gateway_proto_msgTypes[53]
+	mi := &file_gateway_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4145,7 +4221,7 @@ func (x *DelegateSessionList) String() string {
 func (*DelegateSessionList) ProtoMessage() {}
 
 func (x *DelegateSessionList) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[53]
+	mi := &file_gateway_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4158,7 +4234,7 @@ func (x *DelegateSessionList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DelegateSessionList.ProtoReflect.Descriptor instead.
 func (*DelegateSessionList) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{53}
+	return file_gateway_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *DelegateSessionList) GetSessions() []*DelegateSession {
@@ -4190,7 +4266,7 @@ type ToClient struct {
 
 func (x *ToClient) Reset() {
 	*x = ToClient{}
-	mi := &file_gateway_proto_msgTypes[54]
+	mi := &file_gateway_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4202,7 +4278,7 @@ func (x *ToClient) String() string {
 func (*ToClient) ProtoMessage() {}
 
 func (x *ToClient) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[54]
+	mi := &file_gateway_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4215,7 +4291,7 @@ func (x *ToClient) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToClient.ProtoReflect.Descriptor instead.
 func (*ToClient) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{54}
+	return file_gateway_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ToClient) GetBody() isToClient_Body {
@@ -4288,7 +4364,7 @@ type Chunk struct {
 
 func (x *Chunk) Reset() {
 	*x = Chunk{}
-	mi := &file_gateway_proto_msgTypes[55]
+	mi := &file_gateway_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4300,7 +4376,7 @@ func (x *Chunk) String() string {
 func (*Chunk) ProtoMessage() {}
 
 func (x *Chunk) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_proto_msgTypes[55]
+	mi := &file_gateway_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4313,7 +4389,7 @@ func (x *Chunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Chunk.ProtoReflect.Descriptor instead.
 func (*Chunk) Descriptor() ([]byte, []int) {
-	return file_gateway_proto_rawDescGZIP(), []int{55}
+	return file_gateway_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Chunk) GetId() uint64 {
@@ -4454,9 +4530,14 @@ const file_gateway_proto_rawDesc = "" +
 	"\x04view\x18\a \x01(\tR\x04view\x12\x1c\n" +
 	"\tuntrusted\x18\b \x01(\bR\tuntrusted\x12\x16\n" +
 	"\x06server\x18F \x01(\tR\x06server\x12!\n" +
-	"\fserver_state\x18G \x01(\tR\vserverState\"3\n" +
+	"\fserver_state\x18G \x01(\tR\vserverState\"e\n" +
 	"\bToolList\x12'\n" +
-	"\x05tools\x18\x01 \x03(\v2\x11.lemo.v1.ToolInfoR\x05tools\"\x13\n" +
+	"\x05tools\x18\x01 \x03(\v2\x11.lemo.v1.ToolInfoR\x05tools\x120\n" +
+	"\apending\x18\x98\a \x03(\v2\x15.lemo.v1.PendingToolsR\apending\"T\n" +
+	"\fPendingTools\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12\x16\n" +
+	"\x06prefix\x18\x02 \x01(\tR\x06prefix\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\"\x13\n" +
 	"\x11ListModelsRequest\"\x97\x01\n" +
 	"\tModelInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
@@ -4661,7 +4742,7 @@ func file_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_gateway_proto_goTypes = []any{
 	(ErrorCode)(0),                      // 0: lemo.v1.ErrorCode
 	(*Request)(nil),                     // 1: lemo.v1.Request
@@ -4682,50 +4763,51 @@ var file_gateway_proto_goTypes = []any{
 	(*ListToolsRequest)(nil),            // 16: lemo.v1.ListToolsRequest
 	(*ToolInfo)(nil),                    // 17: lemo.v1.ToolInfo
 	(*ToolList)(nil),                    // 18: lemo.v1.ToolList
-	(*ListModelsRequest)(nil),           // 19: lemo.v1.ListModelsRequest
-	(*ModelInfo)(nil),                   // 20: lemo.v1.ModelInfo
-	(*ProviderFailure)(nil),             // 21: lemo.v1.ProviderFailure
-	(*ModelList)(nil),                   // 22: lemo.v1.ModelList
-	(*TaskSeq)(nil),                     // 23: lemo.v1.TaskSeq
-	(*SubscribeRequest)(nil),            // 24: lemo.v1.SubscribeRequest
-	(*Subscribed)(nil),                  // 25: lemo.v1.Subscribed
-	(*UnsubscribeRequest)(nil),          // 26: lemo.v1.UnsubscribeRequest
-	(*Ack)(nil),                         // 27: lemo.v1.Ack
-	(*UpdateBatch)(nil),                 // 28: lemo.v1.UpdateBatch
-	(*Update)(nil),                      // 29: lemo.v1.Update
-	(*TreeEvent)(nil),                   // 30: lemo.v1.TreeEvent
-	(*TreeState)(nil),                   // 31: lemo.v1.TreeState
-	(*CaughtUp)(nil),                    // 32: lemo.v1.CaughtUp
-	(*FellBehind)(nil),                  // 33: lemo.v1.FellBehind
-	(*Ended)(nil),                       // 34: lemo.v1.Ended
-	(*ListApprovalsRequest)(nil),        // 35: lemo.v1.ListApprovalsRequest
-	(*ApprovalList)(nil),                // 36: lemo.v1.ApprovalList
-	(*ResolveApprovalRequest)(nil),      // 37: lemo.v1.ResolveApprovalRequest
-	(*SteerRequest)(nil),                // 38: lemo.v1.SteerRequest
-	(*InspectRequest)(nil),              // 39: lemo.v1.InspectRequest
-	(*ActorInfo)(nil),                   // 40: lemo.v1.ActorInfo
-	(*ActorTree)(nil),                   // 41: lemo.v1.ActorTree
-	(*StopCallRequest)(nil),             // 42: lemo.v1.StopCallRequest
-	(*ServiceOperation)(nil),            // 43: lemo.v1.ServiceOperation
-	(*ServiceSpec)(nil),                 // 44: lemo.v1.ServiceSpec
-	(*RegisterServiceRequest)(nil),      // 45: lemo.v1.RegisterServiceRequest
-	(*UnregisterServiceRequest)(nil),    // 46: lemo.v1.UnregisterServiceRequest
-	(*ServiceCall)(nil),                 // 47: lemo.v1.ServiceCall
-	(*ServiceResult)(nil),               // 48: lemo.v1.ServiceResult
-	(*Error)(nil),                       // 49: lemo.v1.Error
-	(*Done)(nil),                        // 50: lemo.v1.Done
-	(*Response)(nil),                    // 51: lemo.v1.Response
-	(*ListDelegateSessionsRequest)(nil), // 52: lemo.v1.ListDelegateSessionsRequest
-	(*DelegateSession)(nil),             // 53: lemo.v1.DelegateSession
-	(*DelegateSessionList)(nil),         // 54: lemo.v1.DelegateSessionList
-	(*ToClient)(nil),                    // 55: lemo.v1.ToClient
-	(*Chunk)(nil),                       // 56: lemo.v1.Chunk
-	(*ToolApproval)(nil),                // 57: lemo.v1.ToolApproval
-	(*BudgetAmounts)(nil),               // 58: lemo.v1.BudgetAmounts
-	(*timestamppb.Timestamp)(nil),       // 59: google.protobuf.Timestamp
-	(*TaskMeta)(nil),                    // 60: lemo.v1.TaskMeta
-	(*Event)(nil),                       // 61: lemo.v1.Event
-	(*Delta)(nil),                       // 62: lemo.v1.Delta
+	(*PendingTools)(nil),                // 19: lemo.v1.PendingTools
+	(*ListModelsRequest)(nil),           // 20: lemo.v1.ListModelsRequest
+	(*ModelInfo)(nil),                   // 21: lemo.v1.ModelInfo
+	(*ProviderFailure)(nil),             // 22: lemo.v1.ProviderFailure
+	(*ModelList)(nil),                   // 23: lemo.v1.ModelList
+	(*TaskSeq)(nil),                     // 24: lemo.v1.TaskSeq
+	(*SubscribeRequest)(nil),            // 25: lemo.v1.SubscribeRequest
+	(*Subscribed)(nil),                  // 26: lemo.v1.Subscribed
+	(*UnsubscribeRequest)(nil),          // 27: lemo.v1.UnsubscribeRequest
+	(*Ack)(nil),                         // 28: lemo.v1.Ack
+	(*UpdateBatch)(nil),                 // 29: lemo.v1.UpdateBatch
+	(*Update)(nil),                      // 30: lemo.v1.Update
+	(*TreeEvent)(nil),                   // 31: lemo.v1.TreeEvent
+	(*TreeState)(nil),                   // 32: lemo.v1.TreeState
+	(*CaughtUp)(nil),                    // 33: lemo.v1.CaughtUp
+	(*FellBehind)(nil),                  // 34: lemo.v1.FellBehind
+	(*Ended)(nil),                       // 35: lemo.v1.Ended
+	(*ListApprovalsRequest)(nil),        // 36: lemo.v1.ListApprovalsRequest
+	(*ApprovalList)(nil),                // 37: lemo.v1.ApprovalList
+	(*ResolveApprovalRequest)(nil),      // 38: lemo.v1.ResolveApprovalRequest
+	(*SteerRequest)(nil),                // 39: lemo.v1.SteerRequest
+	(*InspectRequest)(nil),              // 40: lemo.v1.InspectRequest
+	(*ActorInfo)(nil),                   // 41: lemo.v1.ActorInfo
+	(*ActorTree)(nil),                   // 42: lemo.v1.ActorTree
+	(*StopCallRequest)(nil),             // 43: lemo.v1.StopCallRequest
+	(*ServiceOperation)(nil),            // 44: lemo.v1.ServiceOperation
+	(*ServiceSpec)(nil),                 // 45: lemo.v1.ServiceSpec
+	(*RegisterServiceRequest)(nil),      // 46: lemo.v1.RegisterServiceRequest
+	(*UnregisterServiceRequest)(nil),    // 47: lemo.v1.UnregisterServiceRequest
+	(*ServiceCall)(nil),                 // 48: lemo.v1.ServiceCall
+	(*ServiceResult)(nil),               // 49: lemo.v1.ServiceResult
+	(*Error)(nil),                       // 50: lemo.v1.Error
+	(*Done)(nil),                        // 51: lemo.v1.Done
+	(*Response)(nil),                    // 52: lemo.v1.Response
+	(*ListDelegateSessionsRequest)(nil), // 53: lemo.v1.ListDelegateSessionsRequest
+	(*DelegateSession)(nil),             // 54: lemo.v1.DelegateSession
+	(*DelegateSessionList)(nil),         // 55: lemo.v1.DelegateSessionList
+	(*ToClient)(nil),                    // 56: lemo.v1.ToClient
+	(*Chunk)(nil),                       // 57: lemo.v1.Chunk
+	(*ToolApproval)(nil),                // 58: lemo.v1.ToolApproval
+	(*BudgetAmounts)(nil),               // 59: lemo.v1.BudgetAmounts
+	(*timestamppb.Timestamp)(nil),       // 60: google.protobuf.Timestamp
+	(*TaskMeta)(nil),                    // 61: lemo.v1.TaskMeta
+	(*Event)(nil),                       // 62: lemo.v1.Event
+	(*Delta)(nil),                       // 63: lemo.v1.Delta
 }
 var file_gateway_proto_depIdxs = []int32{
 	3,  // 0: lemo.v1.Request.hello:type_name -> lemo.v1.Hello
@@ -4738,80 +4820,81 @@ var file_gateway_proto_depIdxs = []int32{
 	12, // 7: lemo.v1.Request.list_tasks:type_name -> lemo.v1.ListTasksRequest
 	14, // 8: lemo.v1.Request.history:type_name -> lemo.v1.HistoryRequest
 	16, // 9: lemo.v1.Request.list_tools:type_name -> lemo.v1.ListToolsRequest
-	19, // 10: lemo.v1.Request.list_models:type_name -> lemo.v1.ListModelsRequest
-	24, // 11: lemo.v1.Request.subscribe:type_name -> lemo.v1.SubscribeRequest
-	26, // 12: lemo.v1.Request.unsubscribe:type_name -> lemo.v1.UnsubscribeRequest
-	27, // 13: lemo.v1.Request.ack:type_name -> lemo.v1.Ack
-	35, // 14: lemo.v1.Request.list_approvals:type_name -> lemo.v1.ListApprovalsRequest
-	37, // 15: lemo.v1.Request.resolve_approval:type_name -> lemo.v1.ResolveApprovalRequest
-	38, // 16: lemo.v1.Request.steer:type_name -> lemo.v1.SteerRequest
-	45, // 17: lemo.v1.Request.register_service:type_name -> lemo.v1.RegisterServiceRequest
-	46, // 18: lemo.v1.Request.unregister_service:type_name -> lemo.v1.UnregisterServiceRequest
-	48, // 19: lemo.v1.Request.service_result:type_name -> lemo.v1.ServiceResult
+	20, // 10: lemo.v1.Request.list_models:type_name -> lemo.v1.ListModelsRequest
+	25, // 11: lemo.v1.Request.subscribe:type_name -> lemo.v1.SubscribeRequest
+	27, // 12: lemo.v1.Request.unsubscribe:type_name -> lemo.v1.UnsubscribeRequest
+	28, // 13: lemo.v1.Request.ack:type_name -> lemo.v1.Ack
+	36, // 14: lemo.v1.Request.list_approvals:type_name -> lemo.v1.ListApprovalsRequest
+	38, // 15: lemo.v1.Request.resolve_approval:type_name -> lemo.v1.ResolveApprovalRequest
+	39, // 16: lemo.v1.Request.steer:type_name -> lemo.v1.SteerRequest
+	46, // 17: lemo.v1.Request.register_service:type_name -> lemo.v1.RegisterServiceRequest
+	47, // 18: lemo.v1.Request.unregister_service:type_name -> lemo.v1.UnregisterServiceRequest
+	49, // 19: lemo.v1.Request.service_result:type_name -> lemo.v1.ServiceResult
 	5,  // 20: lemo.v1.Request.goodbye:type_name -> lemo.v1.Goodbye
-	39, // 21: lemo.v1.Request.inspect:type_name -> lemo.v1.InspectRequest
-	42, // 22: lemo.v1.Request.stop_call:type_name -> lemo.v1.StopCallRequest
-	52, // 23: lemo.v1.Request.list_delegate_sessions:type_name -> lemo.v1.ListDelegateSessionsRequest
+	40, // 21: lemo.v1.Request.inspect:type_name -> lemo.v1.InspectRequest
+	43, // 22: lemo.v1.Request.stop_call:type_name -> lemo.v1.StopCallRequest
+	53, // 23: lemo.v1.Request.list_delegate_sessions:type_name -> lemo.v1.ListDelegateSessionsRequest
 	8,  // 24: lemo.v1.Request.raise_budget:type_name -> lemo.v1.RaiseBudgetRequest
 	2,  // 25: lemo.v1.Request.owner_budget:type_name -> lemo.v1.OwnerBudgetRequest
-	57, // 26: lemo.v1.CreateTaskRequest.approvals:type_name -> lemo.v1.ToolApproval
-	58, // 27: lemo.v1.CreateTaskRequest.budget:type_name -> lemo.v1.BudgetAmounts
-	58, // 28: lemo.v1.RaiseBudgetRequest.add:type_name -> lemo.v1.BudgetAmounts
-	58, // 29: lemo.v1.OwnerBudget.limits:type_name -> lemo.v1.BudgetAmounts
-	58, // 30: lemo.v1.OwnerBudget.raised:type_name -> lemo.v1.BudgetAmounts
-	58, // 31: lemo.v1.OwnerBudget.spent:type_name -> lemo.v1.BudgetAmounts
-	59, // 32: lemo.v1.OwnerBudget.resets:type_name -> google.protobuf.Timestamp
-	60, // 33: lemo.v1.TaskPage.tasks:type_name -> lemo.v1.TaskMeta
-	61, // 34: lemo.v1.HistoryPage.events:type_name -> lemo.v1.Event
+	58, // 26: lemo.v1.CreateTaskRequest.approvals:type_name -> lemo.v1.ToolApproval
+	59, // 27: lemo.v1.CreateTaskRequest.budget:type_name -> lemo.v1.BudgetAmounts
+	59, // 28: lemo.v1.RaiseBudgetRequest.add:type_name -> lemo.v1.BudgetAmounts
+	59, // 29: lemo.v1.OwnerBudget.limits:type_name -> lemo.v1.BudgetAmounts
+	59, // 30: lemo.v1.OwnerBudget.raised:type_name -> lemo.v1.BudgetAmounts
+	59, // 31: lemo.v1.OwnerBudget.spent:type_name -> lemo.v1.BudgetAmounts
+	60, // 32: lemo.v1.OwnerBudget.resets:type_name -> google.protobuf.Timestamp
+	61, // 33: lemo.v1.TaskPage.tasks:type_name -> lemo.v1.TaskMeta
+	62, // 34: lemo.v1.HistoryPage.events:type_name -> lemo.v1.Event
 	17, // 35: lemo.v1.ToolList.tools:type_name -> lemo.v1.ToolInfo
-	20, // 36: lemo.v1.ModelList.models:type_name -> lemo.v1.ModelInfo
-	21, // 37: lemo.v1.ModelList.failures:type_name -> lemo.v1.ProviderFailure
-	23, // 38: lemo.v1.SubscribeRequest.resume:type_name -> lemo.v1.TaskSeq
-	60, // 39: lemo.v1.Subscribed.task:type_name -> lemo.v1.TaskMeta
-	29, // 40: lemo.v1.UpdateBatch.updates:type_name -> lemo.v1.Update
-	61, // 41: lemo.v1.Update.event:type_name -> lemo.v1.Event
-	62, // 42: lemo.v1.Update.delta:type_name -> lemo.v1.Delta
-	32, // 43: lemo.v1.Update.caught_up:type_name -> lemo.v1.CaughtUp
-	33, // 44: lemo.v1.Update.fell_behind:type_name -> lemo.v1.FellBehind
-	34, // 45: lemo.v1.Update.ended:type_name -> lemo.v1.Ended
-	30, // 46: lemo.v1.Update.tree_event:type_name -> lemo.v1.TreeEvent
-	31, // 47: lemo.v1.Update.tree_state:type_name -> lemo.v1.TreeState
-	61, // 48: lemo.v1.TreeEvent.event:type_name -> lemo.v1.Event
-	30, // 49: lemo.v1.TreeState.events:type_name -> lemo.v1.TreeEvent
-	23, // 50: lemo.v1.FellBehind.last:type_name -> lemo.v1.TaskSeq
-	61, // 51: lemo.v1.ApprovalList.approvals:type_name -> lemo.v1.Event
-	59, // 52: lemo.v1.ActorInfo.state_since:type_name -> google.protobuf.Timestamp
-	59, // 53: lemo.v1.ActorInfo.started:type_name -> google.protobuf.Timestamp
-	40, // 54: lemo.v1.ActorTree.actors:type_name -> lemo.v1.ActorInfo
-	59, // 55: lemo.v1.ActorTree.time:type_name -> google.protobuf.Timestamp
-	43, // 56: lemo.v1.ServiceSpec.operations:type_name -> lemo.v1.ServiceOperation
-	44, // 57: lemo.v1.RegisterServiceRequest.service:type_name -> lemo.v1.ServiceSpec
-	59, // 58: lemo.v1.ServiceCall.deadline:type_name -> google.protobuf.Timestamp
-	0,  // 59: lemo.v1.Error.code:type_name -> lemo.v1.ErrorCode
-	49, // 60: lemo.v1.Response.error:type_name -> lemo.v1.Error
-	4,  // 61: lemo.v1.Response.welcome:type_name -> lemo.v1.Welcome
-	60, // 62: lemo.v1.Response.task:type_name -> lemo.v1.TaskMeta
-	13, // 63: lemo.v1.Response.tasks:type_name -> lemo.v1.TaskPage
-	15, // 64: lemo.v1.Response.history:type_name -> lemo.v1.HistoryPage
-	18, // 65: lemo.v1.Response.tools:type_name -> lemo.v1.ToolList
-	22, // 66: lemo.v1.Response.models:type_name -> lemo.v1.ModelList
-	25, // 67: lemo.v1.Response.subscribed:type_name -> lemo.v1.Subscribed
-	36, // 68: lemo.v1.Response.approvals:type_name -> lemo.v1.ApprovalList
-	50, // 69: lemo.v1.Response.done:type_name -> lemo.v1.Done
-	41, // 70: lemo.v1.Response.actors:type_name -> lemo.v1.ActorTree
-	54, // 71: lemo.v1.Response.delegate_sessions:type_name -> lemo.v1.DelegateSessionList
-	9,  // 72: lemo.v1.Response.owner_budget:type_name -> lemo.v1.OwnerBudget
-	59, // 73: lemo.v1.DelegateSession.created:type_name -> google.protobuf.Timestamp
-	59, // 74: lemo.v1.DelegateSession.modified:type_name -> google.protobuf.Timestamp
-	53, // 75: lemo.v1.DelegateSessionList.sessions:type_name -> lemo.v1.DelegateSession
-	51, // 76: lemo.v1.ToClient.response:type_name -> lemo.v1.Response
-	28, // 77: lemo.v1.ToClient.updates:type_name -> lemo.v1.UpdateBatch
-	47, // 78: lemo.v1.ToClient.service_call:type_name -> lemo.v1.ServiceCall
-	79, // [79:79] is the sub-list for method output_type
-	79, // [79:79] is the sub-list for method input_type
-	79, // [79:79] is the sub-list for extension type_name
-	79, // [79:79] is the sub-list for extension extendee
-	0,  // [0:79] is the sub-list for field type_name
+	19, // 36: lemo.v1.ToolList.pending:type_name -> lemo.v1.PendingTools
+	21, // 37: lemo.v1.ModelList.models:type_name -> lemo.v1.ModelInfo
+	22, // 38: lemo.v1.ModelList.failures:type_name -> lemo.v1.ProviderFailure
+	24, // 39: lemo.v1.SubscribeRequest.resume:type_name -> lemo.v1.TaskSeq
+	61, // 40: lemo.v1.Subscribed.task:type_name -> lemo.v1.TaskMeta
+	30, // 41: lemo.v1.UpdateBatch.updates:type_name -> lemo.v1.Update
+	62, // 42: lemo.v1.Update.event:type_name -> lemo.v1.Event
+	63, // 43: lemo.v1.Update.delta:type_name -> lemo.v1.Delta
+	33, // 44: lemo.v1.Update.caught_up:type_name -> lemo.v1.CaughtUp
+	34, // 45: lemo.v1.Update.fell_behind:type_name -> lemo.v1.FellBehind
+	35, // 46: lemo.v1.Update.ended:type_name -> lemo.v1.Ended
+	31, // 47: lemo.v1.Update.tree_event:type_name -> lemo.v1.TreeEvent
+	32, // 48: lemo.v1.Update.tree_state:type_name -> lemo.v1.TreeState
+	62, // 49: lemo.v1.TreeEvent.event:type_name -> lemo.v1.Event
+	31, // 50: lemo.v1.TreeState.events:type_name -> lemo.v1.TreeEvent
+	24, // 51: lemo.v1.FellBehind.last:type_name -> lemo.v1.TaskSeq
+	62, // 52: lemo.v1.ApprovalList.approvals:type_name -> lemo.v1.Event
+	60, // 53: lemo.v1.ActorInfo.state_since:type_name -> google.protobuf.Timestamp
+	60, // 54: lemo.v1.ActorInfo.started:type_name -> google.protobuf.Timestamp
+	41, // 55: lemo.v1.ActorTree.actors:type_name -> lemo.v1.ActorInfo
+	60, // 56: lemo.v1.ActorTree.time:type_name -> google.protobuf.Timestamp
+	44, // 57: lemo.v1.ServiceSpec.operations:type_name -> lemo.v1.ServiceOperation
+	45, // 58: lemo.v1.RegisterServiceRequest.service:type_name -> lemo.v1.ServiceSpec
+	60, // 59: lemo.v1.ServiceCall.deadline:type_name -> google.protobuf.Timestamp
+	0,  // 60: lemo.v1.Error.code:type_name -> lemo.v1.ErrorCode
+	50, // 61: lemo.v1.Response.error:type_name -> lemo.v1.Error
+	4,  // 62: lemo.v1.Response.welcome:type_name -> lemo.v1.Welcome
+	61, // 63: lemo.v1.Response.task:type_name -> lemo.v1.TaskMeta
+	13, // 64: lemo.v1.Response.tasks:type_name -> lemo.v1.TaskPage
+	15, // 65: lemo.v1.Response.history:type_name -> lemo.v1.HistoryPage
+	18, // 66: lemo.v1.Response.tools:type_name -> lemo.v1.ToolList
+	23, // 67: lemo.v1.Response.models:type_name -> lemo.v1.ModelList
+	26, // 68: lemo.v1.Response.subscribed:type_name -> lemo.v1.Subscribed
+	37, // 69: lemo.v1.Response.approvals:type_name -> lemo.v1.ApprovalList
+	51, // 70: lemo.v1.Response.done:type_name -> lemo.v1.Done
+	42, // 71: lemo.v1.Response.actors:type_name -> lemo.v1.ActorTree
+	55, // 72: lemo.v1.Response.delegate_sessions:type_name -> lemo.v1.DelegateSessionList
+	9,  // 73: lemo.v1.Response.owner_budget:type_name -> lemo.v1.OwnerBudget
+	60, // 74: lemo.v1.DelegateSession.created:type_name -> google.protobuf.Timestamp
+	60, // 75: lemo.v1.DelegateSession.modified:type_name -> google.protobuf.Timestamp
+	54, // 76: lemo.v1.DelegateSessionList.sessions:type_name -> lemo.v1.DelegateSession
+	52, // 77: lemo.v1.ToClient.response:type_name -> lemo.v1.Response
+	29, // 78: lemo.v1.ToClient.updates:type_name -> lemo.v1.UpdateBatch
+	48, // 79: lemo.v1.ToClient.service_call:type_name -> lemo.v1.ServiceCall
+	80, // [80:80] is the sub-list for method output_type
+	80, // [80:80] is the sub-list for method input_type
+	80, // [80:80] is the sub-list for extension type_name
+	80, // [80:80] is the sub-list for extension extendee
+	0,  // [0:80] is the sub-list for field type_name
 }
 
 func init() { file_gateway_proto_init() }
@@ -4848,7 +4931,7 @@ func file_gateway_proto_init() {
 		(*Request_RaiseBudget)(nil),
 		(*Request_OwnerBudget)(nil),
 	}
-	file_gateway_proto_msgTypes[28].OneofWrappers = []any{
+	file_gateway_proto_msgTypes[29].OneofWrappers = []any{
 		(*Update_Event)(nil),
 		(*Update_Delta)(nil),
 		(*Update_CaughtUp)(nil),
@@ -4857,7 +4940,7 @@ func file_gateway_proto_init() {
 		(*Update_TreeEvent)(nil),
 		(*Update_TreeState)(nil),
 	}
-	file_gateway_proto_msgTypes[50].OneofWrappers = []any{
+	file_gateway_proto_msgTypes[51].OneofWrappers = []any{
 		(*Response_Error)(nil),
 		(*Response_Welcome)(nil),
 		(*Response_Task)(nil),
@@ -4872,7 +4955,7 @@ func file_gateway_proto_init() {
 		(*Response_DelegateSessions)(nil),
 		(*Response_OwnerBudget)(nil),
 	}
-	file_gateway_proto_msgTypes[54].OneofWrappers = []any{
+	file_gateway_proto_msgTypes[55].OneofWrappers = []any{
 		(*ToClient_Response)(nil),
 		(*ToClient_Updates)(nil),
 		(*ToClient_ServiceCall)(nil),
@@ -4883,7 +4966,7 @@ func file_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gateway_proto_rawDesc), len(file_gateway_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   56,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

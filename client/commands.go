@@ -172,6 +172,20 @@ func (c *Conn) Tools(ctx context.Context) ([]*api.ToolInfo, error) {
 	return resp.GetTools().GetTools(), nil
 }
 
+// ToolList returns the daemon's tools as Tools does, and the sources whose
+// tools are not offered yet (MCP servers not up when the daemon started),
+// with why.
+func (c *Conn) ToolList(ctx context.Context) (*api.ToolList, error) {
+	resp, err := c.call(ctx, &api.Request{Command: &api.Request_ListTools{ListTools: &api.ListToolsRequest{}}})
+	if err != nil {
+		return nil, err
+	}
+	if resp.GetTools() == nil {
+		return nil, unexpected(resp, "tools")
+	}
+	return resp.GetTools(), nil
+}
+
 // Models returns the models of every provider, and the providers that could
 // not list theirs.
 func (c *Conn) Models(ctx context.Context) (*api.ModelList, error) {

@@ -230,6 +230,8 @@ func TestMCPCalls(t *testing.T) {
 	d.MCPCall("fs", "unknown")
 	d.MCPCall("fs", "timeout")
 	d.MCPCall("web", "ok")
+	d.MCPListFailed("web")
+	d.MCPListFailed("web")
 	var b strings.Builder
 	if err := r.WriteText(&b); err != nil {
 		t.Fatal(err)
@@ -243,6 +245,9 @@ func TestMCPCalls(t *testing.T) {
 	}
 	if n := counter("lemo_mcp_failures_total", map[string]string{"server": "fs"}); n != 2 {
 		t.Errorf("fs failures = %v, want 2", n)
+	}
+	if n := counter("lemo_mcp_list_failures_total", map[string]string{"server": "web"}); n != 2 {
+		t.Errorf("web listing failures = %v, want 2", n)
 	}
 	if n := counter("lemo_mcp_calls_total", map[string]string{"server": "web", "outcome": "ok"}); n != 1 {
 		t.Errorf("web calls = %v, want 1", n)

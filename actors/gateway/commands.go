@@ -11,6 +11,7 @@ import (
 	"lemo/actors/services"
 	"lemo/actors/taskstate"
 	"lemo/api"
+	"lemo/tools"
 )
 
 // historyPageBytes bounds one history page (it may still be chunked).
@@ -195,6 +196,13 @@ func (g *Gateway) toolList() *api.ToolList {
 			info.Server, info.ServerState = m.Server(), m.ServerState()
 		}
 		out.Tools = append(out.Tools, info)
+	}
+	// Sources whose tools are not listed yet (an MCP server not up when
+	// the daemon started), with why.
+	if p, ok := g.cfg.Tools.(interface{ Pending() []tools.Pending }); ok {
+		for _, pd := range p.Pending() {
+			out.Pending = append(out.Pending, &api.PendingTools{Source: pd.Source, Prefix: pd.Prefix, State: pd.State})
+		}
 	}
 	return out
 }

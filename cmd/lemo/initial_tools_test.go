@@ -125,4 +125,18 @@ func TestCheckInitialTools(t *testing.T) {
 	if err := checkInitialTools(noShell, daemonTools(t, noShell), zerolog.Nop()); err != nil {
 		t.Fatalf("defaults with the shell disabled: %v", err)
 	}
+	// A tool of an MCP server that has not listed its tools yet (it was
+	// not up at start) is offered once it does: not a reason to refuse.
+	late := config.Default()
+	late.Tools.Initial = []string{"files.*", "mcp.late.echo"}
+	lreg := daemonTools(t, late)
+	if err := checkInitialTools(late, lreg, zerolog.Nop()); err == nil {
+		t.Fatal("a tool of no server and not registered was accepted")
+	}
+	lreg.SetPending(func() []tools.Pending {
+		return []tools.Pending{{Source: "mcp server late", Prefix: "mcp.late.", State: "listing failed: refused; retrying in 8s"}}
+	})
+	if err := checkInitialTools(late, lreg, zerolog.Nop()); err != nil {
+		t.Fatalf("a tool of a server whose listing is retried: %v", err)
+	}
 }

@@ -346,6 +346,10 @@ func approvalPolicy(cfg *config.Config) actors.ApprovalPolicy {
 func warnUnknownApprovalTools(cfg *config.Config, reg *tools.Registry, log zerolog.Logger) {
 	for key, patterns := range map[string][]string{"approvals.allow": cfg.Approvals.Allow, "approvals.ask": cfg.Approvals.Ask, "approvals.deny": cfg.Approvals.Deny} {
 		for _, p := range patterns {
+			if pd, ok := reg.PendingFor(p); ok {
+				log.Warn().Str("key", key).Str("tool", p).Str("state", pd.State).Msg("an approvals rule names a tool of an MCP server that has not listed its tools yet; it applies once they are listed")
+				continue
+			}
 			if _, ok := reg.Get(p); !ok && !tools.IsPattern(p) {
 				log.Warn().Str("key", key).Str("tool", p).Msg("an approvals rule names a tool that is not offered; it matches nothing")
 			}
@@ -368,6 +372,12 @@ func checkInitialTools(cfg *config.Config, reg *tools.Registry, log zerolog.Logg
 			continue
 		}
 		if _, ok := reg.Get(p); ok {
+			continue
+		}
+		if pd, ok := reg.PendingFor(p); ok {
+			// Offered once the server lists its tools: Tasks created
+			// before then start without it and can load it.
+			log.Warn().Str("key", "tools.initial").Str("tool", p).Str("state", pd.State).Msg("a tool of the initial set is of an MCP server that has not listed its tools yet; Tasks start without it until then")
 			continue
 		}
 		if isDefault {

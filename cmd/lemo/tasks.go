@@ -218,16 +218,17 @@ func listTools(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer c.Close()
-	list, err := c.Tools(ctx)
+	tl, err := c.ToolList(ctx)
 	if err != nil {
 		return err
 	}
+	list := tl.GetTools()
 	if f.json {
 		printJSONList(stdout, list)
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	servers := false // a column for the MCP servers' states when there are any
+	servers := len(tl.GetPending()) > 0 // a column for the MCP servers' states when there are any
 	for _, t := range list {
 		servers = servers || t.GetServer() != ""
 	}
@@ -250,6 +251,10 @@ func listTools(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			continue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", t.GetName(), view, clip(firstSentence(t.GetDescription()), 80))
+	}
+	// A server whose tools are not listed yet: one line saying why.
+	for _, p := range tl.GetPending() {
+		fmt.Fprintf(tw, "%s*\t-\t%s (%s)\t%s\n", p.GetPrefix(), p.GetSource(), p.GetState(), "its tools are offered once it lists them")
 	}
 	return tw.Flush()
 }

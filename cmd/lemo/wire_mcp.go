@@ -8,10 +8,14 @@ import (
 	"github.com/rs/zerolog"
 
 	"lemo/config"
+	"lemo/metrics"
 	"lemo/tools"
 	"lemo/tools/isolation"
 	"lemo/tools/mcp"
 )
+
+// The daemon's metrics count failed listings of a server's tools.
+var _ mcp.ListObserver = (*metrics.Daemon)(nil)
 
 // mcpConfig is the enabled servers of the mcp keys as tools/mcp takes
 // them, sorted by name. A server's processes run with the tool processes'
@@ -48,9 +52,12 @@ func mcpConfig(cfg *config.Config, environ []string, procs toolProcs, obs mcp.Ob
 // startMCP builds the manager of the configured MCP servers and registers
 // their tools in reg: each server is started once to list its tools (in
 // parallel, each within its start timeout) and a stdio server stopped
-// again until its first call. A server that cannot be reached, and a tool
-// that is refused, are logged with what to do; the daemon starts without
-// them. nil when no server is configured.
+// again until its first call. A server that cannot be reached yet is tried
+// again in the background (its tools are registered once it answers;
+// until then reg's Pending says why they are missing, for lemo tools and
+// for a Task that names one); it and a tool that is refused are logged
+// with what to do; the daemon starts without them. nil when no server is
+// configured.
 func startMCP(ctx context.Context, cfg *config.Config, reg *tools.Registry, procs toolProcs, obs mcp.Observer, log zerolog.Logger) (*mcp.Manager, error) {
 	c := mcpConfig(cfg, os.Environ(), procs, obs, log)
 	if len(c.Servers) == 0 {
@@ -60,14 +67,9 @@ func startMCP(ctx context.Context, cfg *config.Config, reg *tools.Registry, proc
 	if err != nil {
 		return nil, err
 	}
-	ts, err := m.Tools(ctx)
-	if err != nil {
+	reg.SetPending(m.Pending)
+	if err := m.Offer(ctx, reg); err != nil {
 		log.Warn().Err(err).Str("fix", "run lemo doctor to see each MCP server's state and tools").Msg("some MCP servers or tools are not offered")
-	}
-	for _, t := range ts {
-		if err := reg.Register(t); err != nil {
-			log.Warn().Err(err).Str("tool", t.Name()).Msg("an MCP tool is not offered")
-		}
 	}
 	for _, st := range m.Status() {
 		log.Info().Str("mcp_server", st.Name).Str("transport", st.Transport).Str("state", st.State).Int("tools", len(st.Tools)).Msg("MCP server")
