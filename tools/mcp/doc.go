@@ -37,7 +37,15 @@
 //  1. New checks the configuration; nothing starts.
 //  2. Tools starts every server in parallel (each within its start
 //     timeout), lists its tools, and stops a stdio server again: the
-//     daemon registers the tools, and the server starts on its first call.
+//     daemon registers the tools (Offer), and the server starts on its
+//     first call. A server whose tools could not be listed (not up yet, a
+//     command that failed) is tried again in the background by Offer,
+//     with the restart policy's backoff (listRetry: once the policy would
+//     mark it failed, at its longest backoff), until a listing succeeds or
+//     Close; its tools are then registered as at the start, except those
+//     whose names meet a registered tool's as models see them (Admit: the
+//     registered one stays). Until then Pending says why they are missing
+//     (lemo tools, a Task naming one of them).
 //  3. A call gets the server's one connection, shared by every Task,
 //     starting it when there is none. A stdio server runs in a process
 //     group of its own with Pdeathsig, in the tool namespaces when the
@@ -74,9 +82,10 @@
 // larger one ends the connection, its calls outcome unknown. A 100 MB
 // result allocates about 56 MiB on the way over stdio, with a 4 MiB bound
 // 9 MiB as JSON and 20 MiB as an event stream over HTTP (the SDK's
-// readers cost a few times the bound; see the tests); a server lists at most 1024 tools; the tool
-// list is read at the daemon's start only (a server's later list changes
-// take a restart).
+// readers cost a few times the bound; see the tests); a server lists at most 1024 tools; a
+// server's tools are listed once: at the daemon's start, or for a server
+// not up then, when it first answers (a server's later list changes, and
+// its tools/list_changed notifications, take a restart).
 //
 // Example:
 //
@@ -84,6 +93,6 @@
 //		Args: []string{"-y", "@modelcontextprotocol/server-filesystem", "/srv/docs"}}}, Environ: os.Environ()})
 //	if err != nil { ... }
 //	defer m.Close()
-//	ts, err := m.Tools(ctx) // log err: some servers or tools are not offered
-//	for _, t := range ts { _ = registry.Register(t) }
+//	reg.SetPending(m.Pending) // why a late server's tools are missing
+//	err = m.Offer(ctx, reg)   // log err: some servers or tools are not offered (yet)
 package mcp

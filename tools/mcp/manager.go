@@ -226,7 +226,9 @@ func (m *Manager) goroutine(f func()) {
 // cannot be reached offers no tools; its error is in the joined error (and
 // in Status), as is every tool refused (a name that collides after mapping,
 // within a server or with another server's tool as models see them, a
-// schema Lemo cannot use). The tools returned are usable either way.
+// schema Lemo cannot use). The tools returned are usable either way. It
+// lists once (lemo doctor); Offer registers them and keeps trying the
+// servers that could not be reached.
 func (m *Manager) Tools(ctx context.Context) ([]*Tool, error) {
 	type found struct {
 		tools []*Tool
