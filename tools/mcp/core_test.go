@@ -395,19 +395,16 @@ func TestListRetry(t *testing.T) {
 
 func TestPendingState(t *testing.T) {
 	for _, c := range []struct {
-		listing bool
-		why     string
-		wait    time.Duration
-		want    string
+		why  string
+		wait time.Duration
+		want string
 	}{
-		{true, "", 0, "listing its tools"},
-		{true, "refused", 0, "listing its tools again (it failed: refused)"},
-		{false, "connection refused", 7600 * time.Millisecond, "listing failed: connection refused; retrying in 8s"},
-		{false, "503\nService Unavailable", 300 * time.Millisecond, "listing failed: 503 Service Unavailable; retrying in under a second"},
-		{false, "x", 0, "listing failed: x; retrying now"},
+		{"connection refused", 7600 * time.Millisecond, "listing failed: connection refused; retrying in 8s"},
+		{"503\nService Unavailable", 300 * time.Millisecond, "listing failed: 503 Service Unavailable; retrying in under a second"},
+		{"x", 0, "listing failed: x; retrying now"},
 	} {
-		if got := pendingState(c.listing, c.why, c.wait); got != c.want {
-			t.Errorf("pendingState(%v, %q, %v) = %q, want %q", c.listing, c.why, c.wait, got, c.want)
+		if got := pendingState(c.why, c.wait); got != c.want {
+			t.Errorf("pendingState(%q, %v) = %q, want %q", c.why, c.wait, got, c.want)
 		}
 	}
 }

@@ -124,14 +124,8 @@ func (p RestartPolicy) listRetry(fails []time.Time, now time.Time) (wait time.Du
 }
 
 // pendingState says, for lemo tools, why a server's tools are missing:
-// its listing is under way, or it failed (why) and is tried again in wait.
-func pendingState(listing bool, why string, wait time.Duration) string {
-	if listing {
-		if why == "" {
-			return "listing its tools"
-		}
-		return "listing its tools again (it failed: " + sanitize(why, 200) + ")"
-	}
+// its listing failed (why), and is tried again in wait (0: under way).
+func pendingState(why string, wait time.Duration) string {
 	in := "now"
 	if wait > 0 {
 		in = "in " + wait.Round(time.Second).String()

@@ -101,6 +101,12 @@ func (m *Manager) admit(s *server, ts []*Tool, reg Registrar) error {
 		late[i] = ServerTool{Server: s.cfg.Name, Tool: t.remote, Name: t.name}
 	}
 	refused := Admit(names, late)
+	// Listed before its tools are registered: whoever sees a tool of it
+	// sees it no longer pending.
+	s.mu.Lock()
+	s.listed, s.retrying = true, false
+	s.deaths, s.listFails, s.listErr = nil, nil, ""
+	s.mu.Unlock()
 	var errs []error
 	for i, t := range ts {
 		why, no := refused[late[i]]
@@ -114,10 +120,6 @@ func (m *Manager) admit(s *server, ts []*Tool, reg Registrar) error {
 			errs = append(errs, fmt.Errorf("mcp server %s: tool %q is not offered: %s", s.cfg.Name, t.remote, why))
 		}
 	}
-	s.mu.Lock()
-	s.listed, s.retrying = true, false
-	s.deaths, s.listFails, s.listErr = nil, nil, ""
-	s.mu.Unlock()
 	return errors.Join(errs...)
 }
 
@@ -141,8 +143,11 @@ func (m *Manager) Pending() []tools.Pending {
 	for _, s := range m.servers {
 		s.mu.Lock()
 		if s.retrying && !s.listed && !s.closed {
-			out = append(out, tools.Pending{Source: "mcp server " + s.cfg.Name, Prefix: Prefix + s.cfg.Name + ".",
-				State: pendingState(s.listing, s.listErr, max(s.listNext.Sub(now), 0))})
+			wait := max(s.listNext.Sub(now), 0)
+			if s.listing {
+				wait = 0
+			}
+			out = append(out, tools.Pending{Source: "mcp server " + s.cfg.Name, Prefix: Prefix + s.cfg.Name + ".", State: pendingState(s.listErr, wait)})
 		}
 		s.mu.Unlock()
 	}
