@@ -18,7 +18,7 @@ import (
 // names meet a registered tool's as models see them (Admit). Until then
 // Pending says why its tools are missing. The error joins what the
 // start's listing refused or could not reach; the tools registered are
-// usable either way. Call it once.
+// usable either way. Call it once, before Close.
 func (m *Manager) Offer(ctx context.Context, reg Registrar) error {
 	ts, err := m.Tools(ctx)
 	errs := []error{err}
@@ -55,7 +55,7 @@ func (m *Manager) retryListing(s *server, reg Registrar) {
 		why := s.listErr
 		s.mu.Unlock()
 		if why != lastWhy {
-			log.Warn().Str("why", why).Dur("retry_in", wait).Bool("backing_off", eager).Msg("the MCP server's tools are not listed; trying again in the background")
+			log.Warn().Str("why", why).Dur("retry_in", wait).Bool("eager", eager).Msg("the MCP server's tools are not listed; trying again in the background")
 			lastWhy = why
 		}
 		if sleepCtx(m.ctx, wait) != nil {
