@@ -49,6 +49,7 @@ type harness struct {
 	d     *actors.Daemon
 	g     *Gateway
 	svcs  *services.Registry
+	reg   *tools.Registry
 }
 
 // scripts are the harness's models: fake/echo, fake/loop (calls
@@ -129,6 +130,7 @@ func newHarness(t testing.TB, lim Limits, models ModelLister) *harness {
 	}
 	h.svcs = services.New(services.Options{})
 	reg := tools.NewRegistry()
+	h.reg = reg
 	for _, tl := range []tools.Tool{tickTool{}, system.New(h.svcs)} {
 		if err := reg.Register(tl); err != nil {
 			t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"lemo/actors/services"
 	"lemo/api"
 	"lemo/providers"
+	"lemo/tools"
 	"lemo/tools/system"
 )
 
@@ -48,6 +49,16 @@ func TestCommands(t *testing.T) {
 	if len(tl) != 2 || tl[0].GetName() != "system" || tl[0].GetView() != "system" || !tl[0].GetUntrusted() || len(tl[0].GetInputSchema()) == 0 || tl[1].GetModelName() != "test_tick" {
 		t.Errorf("list_tools = %v", tl)
 	}
+	// A source whose tools are not listed yet (an MCP server not up) is
+	// listed with why.
+	h.reg.SetPending(func() []tools.Pending {
+		return []tools.Pending{{Source: "mcp server late", Prefix: "mcp.late.", State: "listing failed: refused; retrying in 8s"}}
+	})
+	pl := c.call(&api.Request{Command: &api.Request_ListTools{ListTools: &api.ListToolsRequest{}}}).GetTools()
+	if p := pl.GetPending(); len(p) != 1 || p[0].GetSource() != "mcp server late" || p[0].GetPrefix() != "mcp.late." || p[0].GetState() != "listing failed: refused; retrying in 8s" || len(pl.GetTools()) != 2 {
+		t.Errorf("list_tools with a pending source = %v", pl)
+	}
+	h.reg.SetPending(nil)
 	ml := c.call(&api.Request{Command: &api.Request_ListModels{ListModels: &api.ListModelsRequest{}}}).GetModels()
 	if len(ml.GetModels()) != 3 || ml.GetModels()[0].GetId() != "fake/echo" || ml.GetModels()[0].GetWindow() != 8192 {
 		t.Errorf("list_models = %v", ml)
