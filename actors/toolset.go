@@ -33,12 +33,19 @@ type toolsetBridge struct {
 	task    *actor.PID
 	callID  string
 	offered []tools.OfferedTool
+	pending []tools.Pending
 }
 
-var _ tools.Toolset = (*toolsetBridge)(nil)
+var (
+	_ tools.Toolset        = (*toolsetBridge)(nil)
+	_ tools.PendingToolset = (*toolsetBridge)(nil)
+)
 
 // Offered implements tools.Toolset.
 func (b *toolsetBridge) Offered() []tools.OfferedTool { return b.offered }
+
+// Pending implements tools.PendingToolset.
+func (b *toolsetBridge) Pending() []tools.Pending { return b.pending }
 
 // Load implements tools.Toolset.
 func (b *toolsetBridge) Load(ctx context.Context, names []string) (tools.LoadResult, error) {
@@ -72,7 +79,7 @@ func (t *task) toolset(ctx actor.Context, callID, tool string) tools.Toolset {
 			offered = append(offered, tools.OfferedTool{Name: name, Description: r.Tool.Description(), Loaded: loaded})
 		}
 	}
-	return &toolsetBridge{sys: ctx.ActorSystem(), task: ctx.Self(), callID: callID, offered: offered}
+	return &toolsetBridge{sys: ctx.ActorSystem(), task: ctx.Self(), callID: callID, offered: offered, pending: t.env.deps.Tools.Pending()}
 }
 
 // onLoadTools records a load a running tools.load call asks for and

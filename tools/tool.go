@@ -91,6 +91,14 @@ type Toolset interface {
 	Load(ctx context.Context, names []string) (LoadResult, error)
 }
 
+// PendingToolset is a Toolset that also says which sources of tools have
+// not listed them yet (Registry.Pending: an MCP server not up), as they
+// were when the call started, so that tools.search can say why a tool may
+// be missing.
+type PendingToolset interface {
+	Pending() []Pending
+}
+
 // OfferedTool is a tool a Task may use or load.
 type OfferedTool struct {
 	Name        string

@@ -101,7 +101,26 @@ func (Search) Execute(ctx context.Context, c tools.Call, emit tools.Emit) (json.
 	case more > 0:
 		res.Note = fmt.Sprintf("%d more matched; a narrower query shows them", more)
 	}
+	if p, ok := c.Toolset.(tools.PendingToolset); ok {
+		if note := pendingNote(p.Pending()); note != "" {
+			res.Note = strings.TrimPrefix(res.Note+"; "+note, "; ")
+		}
+	}
 	return json.Marshal(res)
+}
+
+// pendingNote says which sources have not listed their tools yet (an MCP
+// server that is not up), so that the model knows a tool of theirs may
+// appear later; "" when none.
+func pendingNote(ps []tools.Pending) string {
+	if len(ps) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, p := range ps {
+		parts = append(parts, fmt.Sprintf("%s* (the %s: %s)", p.Prefix, p.Source, p.State))
+	}
+	return clip("not offered yet, as their sources have not listed them: "+strings.Join(parts, ", ")+"; search again later", 600)
 }
 
 // Rank returns the offered tools that match query, best first, at most

@@ -75,6 +75,39 @@ type toolset struct {
 }
 
 func (s toolset) Offered() []tools.OfferedTool { return s.offered }
+
+// pendingToolset is a toolset with sources that have not listed their
+// tools yet.
+type pendingToolset struct {
+	toolset
+	pending []tools.Pending
+}
+
+func (s pendingToolset) Pending() []tools.Pending { return s.pending }
+
+// A search says which sources have not listed their tools yet (an MCP
+// server that is not up), whether or not something matched.
+func TestSearchNamesPendingSources(t *testing.T) {
+	ts := pendingToolset{toolset: toolset{offered: offered}, pending: []tools.Pending{{Source: "mcp server late", Prefix: "mcp.late.", State: "listing failed: refused; retrying in 8s"}}}
+	const want = "not offered yet, as their sources have not listed them: mcp.late.* (the mcp server late: listing failed: refused; retrying in 8s); search again later"
+	for _, q := range []string{"write file", "kubernetes"} {
+		out, err := execute(t, Search{}, ts, `{"query":"`+q+`"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res SearchResult
+		if err := json.Unmarshal(out, &res); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(res.Note, want) {
+			t.Errorf("%s: note %q, want it to end with %q", q, res.Note, want)
+		}
+	}
+	out, err := execute(t, Search{}, toolset{offered: offered}, `{"query":"write file"}`)
+	if err != nil || strings.Contains(string(out), "not offered yet") {
+		t.Fatalf("without pending sources: %s, %v", out, err)
+	}
+}
 func (s toolset) Load(ctx context.Context, names []string) (tools.LoadResult, error) {
 	return s.load(names)
 }
