@@ -49,7 +49,8 @@ func (l *lateServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // An MCP server that is not up when the daemon starts (it answers 503)
 // offers its tools once it is, without a restart: until then lemo tools
 // shows it with why, and a Task that names one of its tools is refused
-// with the server's state; a Task created before its tools appeared finds
+// with the server's state, and a search says why its tools are missing;
+// a Task created before its tools appeared finds
 // one with tools.search once they are registered, loads and calls it;
 // /metrics counts the failed listings.
 func TestMCPServerUpLateOffersItsTools(t *testing.T) {
@@ -83,33 +84,27 @@ func TestMCPServerUpLateOffersItsTools(t *testing.T) {
 		t.Fatalf("a Task naming a tool of the server not up yet: %v, want refused with the server's state", err)
 	}
 
+	// A Task that searches while the server is down is told why its tools
+	// are missing.
+	early, err := c.CreateTask(ctx, client.CreateTask{Request: `latecomer {"text":"early"}`, Model: "fake/discover"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, code := cli(t, data, "approve", searchApproval(t, data, early.GetTaskId())); code != 0 {
+		t.Fatalf("lemo approve: exit %d\n%s", code, out)
+	}
+	waitTask(t, c, early.GetTaskId(), "finished", statusIs(api.TaskStatus_TASK_STATUS_FINISHED))
+	if _, answer := toolCalls(t, c, early.GetTaskId()); !strings.Contains(answer, "mcp.late.* (the mcp server late: listing failed: ") {
+		t.Errorf("a search while the server is down does not say why its tools are missing:\n%s", answer)
+	}
+
+	// A Task created before the tools appear searches once they are.
 	m, err := c.CreateTask(ctx, client.CreateTask{Request: `latecomer {"text":"hello"}`, Model: "fake/discover"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := m.GetTaskId()
-	approval := ""
-	eventually(t, 30*time.Second, func() error {
-		out, code := cli(t, data, "approvals", "--json")
-		var list []struct {
-			TaskID            string `json:"task_id"`
-			ApprovalRequested struct {
-				ApprovalID string `json:"approval_id"`
-				Tool       string `json:"tool"`
-			} `json:"approval_requested"`
-		}
-		if code != 0 || json.Unmarshal([]byte(out), &list) != nil {
-			return fmt.Errorf("lemo approvals --json: exit %d\n%s", code, out)
-		}
-		for _, a := range list {
-			if a.TaskID == id && a.ApprovalRequested.Tool == "tools.search" {
-				approval = a.ApprovalRequested.ApprovalID
-				return nil
-			}
-		}
-		return fmt.Errorf("no approval of tools.search for %s:\n%s", id, out)
-	})
-
+	approval := searchApproval(t, data, id)
 	late.up.Store(true)
 	eventually(t, 60*time.Second, func() error {
 		list, err := c.Tools(ctx)
@@ -150,4 +145,32 @@ func TestMCPServerUpLateOffersItsTools(t *testing.T) {
 	if _, err := c.CreateTask(ctx, client.CreateTask{Request: tool + ` {"text":"x"}`, Model: "fake/call", Tools: []string{tool}, ToolsRestricted: true}); err != nil {
 		t.Errorf("a Task naming the late tool once offered: %v", err)
 	}
+}
+
+// searchApproval waits for Task id's approval of a tools.search call and
+// returns its id.
+func searchApproval(t *testing.T, data, id string) string {
+	t.Helper()
+	approval := ""
+	eventually(t, 30*time.Second, func() error {
+		out, code := cli(t, data, "approvals", "--json")
+		var list []struct {
+			TaskID            string `json:"task_id"`
+			ApprovalRequested struct {
+				ApprovalID string `json:"approval_id"`
+				Tool       string `json:"tool"`
+			} `json:"approval_requested"`
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &list) != nil {
+			return fmt.Errorf("lemo approvals --json: exit %d\n%s", code, out)
+		}
+		for _, a := range list {
+			if a.TaskID == id && a.ApprovalRequested.Tool == "tools.search" {
+				approval = a.ApprovalRequested.ApprovalID
+				return nil
+			}
+		}
+		return fmt.Errorf("no approval of tools.search for %s:\n%s", id, out)
+	})
+	return approval
 }
