@@ -47,12 +47,11 @@ func (l *lateServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // An MCP server that is not up when the daemon starts (it answers 503)
-// offers its tools once it is, without a restart: until then lemo tools
-// shows it with why, and a Task that names one of its tools is refused
-// with the server's state, and a search says why its tools are missing;
-// a Task created before its tools appeared finds
-// one with tools.search once they are registered, loads and calls it;
-// /metrics counts the failed listings.
+// offers its tools once it is, without a restart. Until then lemo tools
+// shows it with why, a Task that names one of its tools is refused with
+// the server's state, and a search says why its tools are missing. A Task
+// created before its tools appeared finds one with tools.search once they
+// are registered, loads and calls it. /metrics counts the failed listings.
 func TestMCPServerUpLateOffersItsTools(t *testing.T) {
 	late := newLateServer()
 	srv := httptest.NewServer(late)
