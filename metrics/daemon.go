@@ -33,10 +33,11 @@ type Daemon struct {
 	appendSeconds  *prometheus.HistogramVec
 	batchSize      *prometheus.HistogramVec
 	appended       *prometheus.CounterVec
-	// MCP servers' tool calls (MCPCall) and failed listings of their
-	// tools (MCPListFailed).
-	mcpCalls, mcpFailures, mcpListFailures *prometheus.CounterVec
-	ackSeconds                             *prometheus.HistogramVec
+	// MCP servers' tool calls (MCPCall).
+	mcpCalls, mcpFailures *prometheus.CounterVec
+	// Failed listings of MCP servers' tools (MCPListFailed).
+	mcpListFails *prometheus.CounterVec
+	ackSeconds   *prometheus.HistogramVec
 	// Spend charged to Tasks' budgets (Spent).
 	tokens, cost *prometheus.CounterVec
 }
@@ -44,22 +45,22 @@ type Daemon struct {
 // NewDaemon registers the daemon's families on r.
 func NewDaemon(r *Registry) *Daemon {
 	return &Daemon{
-		cycles:          r.NewCounter("lemo_cycles_total", "Model calls (Cycles) by provider and outcome.", "provider", "outcome"),
-		cycleSeconds:    r.NewHistogram("lemo_cycle_duration_seconds", "Duration of model calls by provider.", cycleBuckets, "provider"),
-		toolCalls:       r.NewCounter("lemo_tool_calls_total", "Tool calls by tool and outcome.", "tool", "outcome"),
-		toolSeconds:     r.NewHistogram("lemo_tool_call_duration_seconds", "Duration of tool calls by tool.", toolBuckets, "tool"),
-		providerErrors:  r.NewCounter("lemo_provider_errors_total", "Failed model calls by provider and error class.", "provider", "class"),
-		restarts:        r.NewCounter("lemo_actor_restarts_total", "Task actor crashes by supervision decision (restart or stop).", "directive"),
-		decisions:       r.NewCounter("lemo_supervision_decisions_total", "Supervision decisions about actors that failed, by level (cycle, tool, session, task, child_task) and directive (restart, stop).", "level", "directive"),
-		appendSeconds:   r.NewHistogram("lemo_append_latency_seconds", "Time from an append's submission to its durable acknowledgement (oldest of each commit).", appendBuckets),
-		batchSize:       r.NewHistogram("lemo_append_batch_size", "Appends acknowledged by one commit.", batchBuckets),
-		appended:        r.NewCounter("lemo_events_appended_total", "Events durably appended."),
-		mcpCalls:        r.NewCounter("lemo_mcp_calls_total", "Calls of MCP servers' tools by server and outcome (ok, tool_error, error, unknown, timeout, cancelled, invalid, unavailable).", "server", "outcome"),
-		mcpFailures:     r.NewCounter("lemo_mcp_failures_total", "Calls of MCP servers' tools that failed (every outcome but ok), by server.", "server"),
-		mcpListFailures: r.NewCounter("lemo_mcp_list_failures_total", "Failed listings of an MCP server's tools (at the daemon's start and each background retry while it is not up), by server.", "server"),
-		ackSeconds:      r.NewHistogram("lemo_append_ack_seconds", "Time from each append's submission to its durable acknowledgement.", appendBuckets),
-		tokens:          r.NewCounter("lemo_model_tokens_total", "Tokens charged to Tasks' budgets by provider and model; estimated=true where no usage was reported and the reservation (or a tool's estimate) stands.", "provider", "model", "estimated"),
-		cost:            r.NewCounter("lemo_model_cost_usd_total", "Cost in US dollars charged to Tasks' budgets by provider and model (models with a known price); estimated as for lemo_model_tokens_total.", "provider", "model", "estimated"),
+		cycles:         r.NewCounter("lemo_cycles_total", "Model calls (Cycles) by provider and outcome.", "provider", "outcome"),
+		cycleSeconds:   r.NewHistogram("lemo_cycle_duration_seconds", "Duration of model calls by provider.", cycleBuckets, "provider"),
+		toolCalls:      r.NewCounter("lemo_tool_calls_total", "Tool calls by tool and outcome.", "tool", "outcome"),
+		toolSeconds:    r.NewHistogram("lemo_tool_call_duration_seconds", "Duration of tool calls by tool.", toolBuckets, "tool"),
+		providerErrors: r.NewCounter("lemo_provider_errors_total", "Failed model calls by provider and error class.", "provider", "class"),
+		restarts:       r.NewCounter("lemo_actor_restarts_total", "Task actor crashes by supervision decision (restart or stop).", "directive"),
+		decisions:      r.NewCounter("lemo_supervision_decisions_total", "Supervision decisions about actors that failed, by level (cycle, tool, session, task, child_task) and directive (restart, stop).", "level", "directive"),
+		appendSeconds:  r.NewHistogram("lemo_append_latency_seconds", "Time from an append's submission to its durable acknowledgement (oldest of each commit).", appendBuckets),
+		batchSize:      r.NewHistogram("lemo_append_batch_size", "Appends acknowledged by one commit.", batchBuckets),
+		appended:       r.NewCounter("lemo_events_appended_total", "Events durably appended."),
+		mcpCalls:       r.NewCounter("lemo_mcp_calls_total", "Calls of MCP servers' tools by server and outcome (ok, tool_error, error, unknown, timeout, cancelled, invalid, unavailable).", "server", "outcome"),
+		mcpFailures:    r.NewCounter("lemo_mcp_failures_total", "Calls of MCP servers' tools that failed (every outcome but ok), by server.", "server"),
+		mcpListFails:   r.NewCounter("lemo_mcp_list_failures_total", "Failed listings of an MCP server's tools (at the daemon's start and each background retry while it is not up), by server.", "server"),
+		ackSeconds:     r.NewHistogram("lemo_append_ack_seconds", "Time from each append's submission to its durable acknowledgement.", appendBuckets),
+		tokens:         r.NewCounter("lemo_model_tokens_total", "Tokens charged to Tasks' budgets by provider and model; estimated=true where no usage was reported and the reservation (or a tool's estimate) stands.", "provider", "model", "estimated"),
+		cost:           r.NewCounter("lemo_model_cost_usd_total", "Cost in US dollars charged to Tasks' budgets by provider and model (models with a known price); estimated as for lemo_model_tokens_total.", "provider", "model", "estimated"),
 	}
 }
 
@@ -104,7 +105,7 @@ func (d *Daemon) MCPCall(server, outcome string) {
 
 // MCPListFailed counts one failed listing of an MCP server's tools
 // (mcp.ListObserver).
-func (d *Daemon) MCPListFailed(server string) { d.mcpListFailures.WithLabelValues(server).Inc() }
+func (d *Daemon) MCPListFailed(server string) { d.mcpListFails.WithLabelValues(server).Inc() }
 
 // Ack records one acknowledged append (persistence.Options.OnAck).
 func (d *Daemon) Ack(wait time.Duration) { d.ackSeconds.WithLabelValues().Observe(wait.Seconds()) }
