@@ -3,12 +3,14 @@ package tests
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,23 +18,27 @@ import (
 	"lemo/client"
 )
 
-// mcpEverything is the npm server-everything that make mcp-deps installs:
-// $MCP_TEST_NPM, else the repository's .cache/npm/mcp. Without Node or it
-// the test skips, except under CI=true, where it fails.
-func mcpEverything(t *testing.T) string {
+// mcpEverything is the npm server-everything that make mcp-deps installs
+// (see mcpNPM).
+func mcpEverything(t *testing.T) string { return mcpNPM(t, "mcp-server-everything") }
+
+// mcpNPM is the command bin of the npm MCP servers that make mcp-deps
+// installs: $MCP_TEST_NPM, else the repository's .cache/npm/mcp. Without
+// Node or it the test skips, except under CI=true, where it fails.
+func mcpNPM(t *testing.T, bin string) string {
 	t.Helper()
 	dir := os.Getenv("MCP_TEST_NPM")
 	if dir == "" {
 		wd, _ := os.Getwd()
 		dir = filepath.Join(filepath.Dir(wd), ".cache", "npm", "mcp", "node_modules")
 	}
-	p := filepath.Join(dir, ".bin", "mcp-server-everything")
+	p := filepath.Join(dir, ".bin", bin)
 	_, nodeErr := exec.LookPath("node")
 	if _, err := os.Stat(p); err != nil || nodeErr != nil {
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("server-everything is not installed at %s (or Node is missing); under CI=true the MCP tests must run (make test runs make mcp-deps)", p)
+			t.Fatalf("%s is not installed at %s (or Node is missing); under CI=true the MCP tests must run (make test runs make mcp-deps)", bin, p)
 		}
-		t.Skipf("server-everything is not installed at %s (make mcp-deps installs it where Node is)", p)
+		t.Skipf("%s is not installed at %s (make mcp-deps installs it where Node is)", bin, p)
 	}
 	return p
 }
@@ -140,14 +146,64 @@ func TestMCPServerStopsWithTheDaemon(t *testing.T) {
 	}
 }
 
-// A Task that starts with the default tools (tools.initial) finds an MCP
-// server's tool with tools.search, loads it with tools.load, calls it and
-// finishes; the load is in its history and the server's progress reaches
-// a client.
+// A Task of lemo serve with the default tools finds an MCP server's tool
+// with tools.search, loads it with tools.load (recorded in its history)
+// and calls it, and finishes with its result; the server's progress
+// notifications reach a subscribed client. Against the npm reference
+// servers: server-everything over stdio and over streamable HTTP, and
+// server-filesystem confined to a folder.
 func TestMCPToolFoundAndLoaded(t *testing.T) {
-	bin := mcpEverything(t)
+	t.Run("everything over stdio", func(t *testing.T) {
+		bin := mcpEverything(t)
+		mcpFoundAndLoaded(t, "mcp:\n  servers:\n    everything:\n      command: "+bin+"\n      args: [stdio]\n",
+			"mcp.everything.trigger-long-running-operation", `long running operation {"duration":0.3,"steps":3}`, "Long running operation completed", true)
+	})
+	t.Run("everything over streamable HTTP", func(t *testing.T) {
+		bin := mcpEverything(t)
+		port := strconv.Itoa(freePort(t))
+		cmd := exec.Command(bin, "streamableHttp")
+		cmd.Env = append(cleanEnv(), "PORT="+port)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = cmd.Wait()
+		})
+		eventually(t, 30*time.Second, func() error { // Node starts the server
+			c, err := net.Dial("tcp", "127.0.0.1:"+port)
+			if err == nil {
+				c.Close()
+			}
+			return err
+		})
+		mcpFoundAndLoaded(t, "mcp:\n  servers:\n    web:\n      url: http://127.0.0.1:"+port+"/mcp\n",
+			"mcp.web.trigger-long-running-operation", `long running operation {"duration":0.3,"steps":3}`, "Long running operation completed", true)
+	})
+	t.Run("filesystem confined to a folder", func(t *testing.T) {
+		bin := mcpNPM(t, "mcp-server-filesystem")
+		root, err := filepath.EvalSymlinks(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		note := filepath.Join(root, "note.txt")
+		if err := os.WriteFile(note, []byte("the depot opens at seven"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		mcpFoundAndLoaded(t, "mcp:\n  servers:\n    fs:\n      command: "+bin+"\n      args: ["+root+"]\n",
+			"mcp.fs.read_text_file", `read_text_file complete contents as text {"path":"`+note+`"}`, "the depot opens at seven", false)
+	})
+}
+
+// mcpFoundAndLoaded runs a Task of the demo model fake/discover on a
+// daemon with the MCP servers of config: its request's words find tool,
+// whose result must hold want; progress says whether the call's
+// progress notifications must reach the client as tool state.
+func mcpFoundAndLoaded(t *testing.T, config, tool, request, want string, progress bool) {
+	t.Helper()
 	data := filepath.Join(t.TempDir(), "data")
-	cfg := writeConfig(t, "mcp:\n  servers:\n    everything:\n      command: "+bin+"\n      args: [stdio]\n")
+	cfg := writeConfig(t, config)
 	// The demo models, and the tools a Task starts with by default.
 	dm := launchDaemonEnv(t, lemoBin, data, []string{"LEMO_FAKE_ENABLED=true", "LEMO_OLLAMA_DISABLED=true"}, "--listen", "127.0.0.1:0", "--config", cfg)
 	dm.waitServing()
@@ -158,13 +214,12 @@ func TestMCPToolFoundAndLoaded(t *testing.T) {
 	d := &remoteDaemon{daemon: dm, addr: l.Address, token: l.Token}
 	c := d.connect(t, "")
 	ctx := context.Background()
-	const tool = "mcp.everything.trigger-long-running-operation"
 	sub, err := c.Subscribe(ctx, client.SubscribeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	m, err := c.CreateTask(ctx, client.CreateTask{Request: `long running operation {"duration":0.3,"steps":3}`, Model: "fake/discover"})
+	m, err := c.CreateTask(ctx, client.CreateTask{Request: request, Model: "fake/discover"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,12 +230,12 @@ func TestMCPToolFoundAndLoaded(t *testing.T) {
 		names = append(names, cl.tool)
 	}
 	if fmt.Sprint(names) != fmt.Sprint([]string{"tools.search", "tools.load", tool}) {
-		t.Fatalf("calls %v, want tools.search, tools.load and %s", names, tool)
+		t.Fatalf("calls %v, want tools.search, tools.load and %s; answer:\n%s", names, tool, answer)
 	}
-	if !strings.Contains(answer, "Long running operation completed") {
-		t.Errorf("the model was not shown the MCP tool's result:\n%s", answer)
+	if !strings.Contains(answer, want) {
+		t.Errorf("the model was not shown the MCP tool's result (%q):\n%s", want, answer)
 	}
-	if len(states) == 0 || !strings.Contains(states[0], `"total":3`) {
+	if progress && (len(states) == 0 || !strings.Contains(states[0], `"total":3`)) {
 		t.Errorf("progress states seen by the client: %v, want the server's notifications", states)
 	}
 	h, err := c.ReadHistory(ctx, m.GetTaskId(), 1)
