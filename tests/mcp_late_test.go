@@ -60,13 +60,7 @@ func TestMCPServerUpLateOffersItsTools(t *testing.T) {
 	// tools.search asks for approval: the Task created before the tools
 	// appeared searches only once the test lets it.
 	cfg := writeConfig(t, "approvals:\n  ask: [tools.search]\n  timeout: 10m\nmcp:\n  servers:\n    late:\n      url: "+srv.URL+"\n")
-	dm := launchDaemonEnv(t, lemoBin, data, []string{"LEMO_FAKE_ENABLED=true", "LEMO_OLLAMA_DISABLED=true"}, "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--config", cfg)
-	dm.waitServing()
-	l, err := client.FindLocal(data)
-	if err != nil || l.TokenErr != nil {
-		t.Fatalf("FindLocal: %v %v\n%s", err, l.TokenErr, dm.logs())
-	}
-	d := &remoteDaemon{daemon: dm, addr: l.Address, token: l.Token}
+	d := serveEnvArgs(t, data, []string{"LEMO_FAKE_ENABLED=true", "LEMO_OLLAMA_DISABLED=true"}, "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--config", cfg)
 	c := d.connect(t, "")
 	ctx := context.Background()
 	const tool = "mcp.late.latecomer"
@@ -78,7 +72,7 @@ func TestMCPServerUpLateOffersItsTools(t *testing.T) {
 		}
 		return nil
 	})
-	_, err = c.CreateTask(ctx, client.CreateTask{Request: tool + ` {"text":"x"}`, Model: "fake/call", Tools: []string{tool}, ToolsRestricted: true})
+	_, err := c.CreateTask(ctx, client.CreateTask{Request: tool + ` {"text":"x"}`, Model: "fake/call", Tools: []string{tool}, ToolsRestricted: true})
 	if err == nil || !strings.Contains(err.Error(), "mcp server late has not listed its tools (listing failed: ") {
 		t.Fatalf("a Task naming a tool of the server not up yet: %v, want refused with the server's state", err)
 	}
@@ -136,7 +130,7 @@ func TestMCPServerUpLateOffersItsTools(t *testing.T) {
 	if !strings.Contains(answer, "latecomer says hello") {
 		t.Errorf("the model was not shown the late tool's result:\n%s", answer)
 	}
-	series := scrape(t, httpAddr(t, dm))
+	series := scrape(t, httpAddr(t, d.daemon))
 	if n := series[`lemo_mcp_list_failures_total{server="late"}`]; n < 1 {
 		t.Errorf("/metrics counts %v failed listings of server late, want at least 1", n)
 	}

@@ -205,13 +205,7 @@ func mcpFoundAndLoaded(t *testing.T, config, tool, request, want string, progres
 	data := filepath.Join(t.TempDir(), "data")
 	cfg := writeConfig(t, config)
 	// The demo models, and the tools a Task starts with by default.
-	dm := launchDaemonEnv(t, lemoBin, data, []string{"LEMO_FAKE_ENABLED=true", "LEMO_OLLAMA_DISABLED=true"}, "--listen", "127.0.0.1:0", "--config", cfg)
-	dm.waitServing()
-	l, err := client.FindLocal(data)
-	if err != nil || l.TokenErr != nil {
-		t.Fatalf("FindLocal: %v %v\n%s", err, l.TokenErr, dm.logs())
-	}
-	d := &remoteDaemon{daemon: dm, addr: l.Address, token: l.Token}
+	d := serveEnvArgs(t, data, []string{"LEMO_FAKE_ENABLED=true", "LEMO_OLLAMA_DISABLED=true"}, "--listen", "127.0.0.1:0", "--config", cfg)
 	c := d.connect(t, "")
 	ctx := context.Background()
 	sub, err := c.Subscribe(ctx, client.SubscribeOptions{})
@@ -223,7 +217,7 @@ func mcpFoundAndLoaded(t *testing.T, config, tool, request, want string, progres
 	if err != nil {
 		t.Fatal(err)
 	}
-	states := followToolStates(t, sub, m.GetTaskId(), dm.logs)
+	states := followToolStates(t, sub, m.GetTaskId(), d.logs)
 	calls, answer := toolCalls(t, c, m.GetTaskId())
 	var names []string
 	for _, cl := range calls {

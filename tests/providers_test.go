@@ -40,7 +40,15 @@ func fakeKey(t testing.TB, prefix string) string {
 // configuration file cannot undo).
 func serveWithEnv(t testing.TB, data string, env ...string) *remoteDaemon {
 	t.Helper()
-	d := launchDaemonEnv(t, lemoBin, data, env)
+	return serveEnvArgs(t, data, env)
+}
+
+// serveEnvArgs starts lemo serve on data with env added to the clean
+// environment and args, waits until it serves and finds its address and
+// token (the remote API listens where args say, else on a free port).
+func serveEnvArgs(t testing.TB, data string, env []string, args ...string) *remoteDaemon {
+	t.Helper()
+	d := launchDaemonEnv(t, lemoBin, data, env, args...)
 	d.waitServing()
 	l, err := client.FindLocal(data)
 	if err != nil || l.TokenErr != nil {

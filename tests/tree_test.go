@@ -36,13 +36,7 @@ const allTools = "LEMO_TOOLS_INITIAL=*"
 // offered) and args, and connects to it.
 func serveTreeEnv(t *testing.T, data string, env []string, args ...string) (*remoteDaemon, *client.Conn) {
 	t.Helper()
-	d := launchDaemonEnv(t, lemoBin, data, append(env, allTools), append([]string{"--listen", "127.0.0.1:0"}, args...)...)
-	d.waitServing()
-	l, err := client.FindLocal(data)
-	if err != nil || l.TokenErr != nil {
-		t.Fatalf("FindLocal: %v %v\n%s", err, l.TokenErr, d.logs())
-	}
-	rd := &remoteDaemon{daemon: d, addr: l.Address, token: l.Token}
+	rd := serveEnvArgs(t, data, append(env, allTools), append([]string{"--listen", "127.0.0.1:0"}, args...)...)
 	return rd, rd.connect(t, "")
 }
 

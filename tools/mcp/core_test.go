@@ -52,13 +52,7 @@ func TestPlan(t *testing.T) {
 func TestRestartPolicy(t *testing.T) {
 	p := RestartPolicy{Backoff: time.Second, MaxBackoff: 4 * time.Second, Window: time.Minute, FailAfter: 4}
 	t0 := time.Unix(1000, 0)
-	at := func(secs ...int) []time.Time {
-		var out []time.Time
-		for _, s := range secs {
-			out = append(out, t0.Add(time.Duration(s)*time.Second))
-		}
-		return out
-	}
+	at := func(secs ...int) []time.Time { return secondsAfter(t0, secs...) }
 	for _, c := range []struct {
 		name   string
 		deaths []time.Time
@@ -361,13 +355,7 @@ func TestWireTellsWhenACancellationIsWritten(t *testing.T) {
 func TestListRetry(t *testing.T) {
 	p := RestartPolicy{Backoff: time.Second, MaxBackoff: 8 * time.Second, Window: time.Minute, FailAfter: 3}
 	t0 := time.Unix(1000, 0)
-	at := func(secs ...int) []time.Time {
-		var out []time.Time
-		for _, s := range secs {
-			out = append(out, t0.Add(time.Duration(s)*time.Second))
-		}
-		return out
-	}
+	at := func(secs ...int) []time.Time { return secondsAfter(t0, secs...) }
 	for _, c := range []struct {
 		name  string
 		fails []time.Time
@@ -447,4 +435,13 @@ func TestAdmit(t *testing.T) {
 			}
 		}
 	}
+}
+
+// secondsAfter returns the times secs seconds after t0.
+func secondsAfter(t0 time.Time, secs ...int) []time.Time {
+	var out []time.Time
+	for _, s := range secs {
+		out = append(out, t0.Add(time.Duration(s)*time.Second))
+	}
+	return out
 }
