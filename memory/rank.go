@@ -2,6 +2,7 @@ package memory
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -13,10 +14,15 @@ import (
 // (its score over that of a perfect match of its query, in [0, 1]) times:
 //   - its kind's weight: a request (a user message of another Task)
 //     restates a question without its answer, so it weighs
-//     requestWeight; everything else 1;
-//   - its hop: second-hop candidates (found through the entities of the
-//     first results) weigh secondHopWeight times the best first-hop rank;
-//     episode candidates (the answer and facts of a matched request's
+//     requestWeight times its sameness, the share of its terms the query
+//     holds (a request that shares only some of the query's words asks
+//     about something else); everything else 1;
+//   - its hop: a record a later hop found (through an entity its source
+//     names, hop.go) ranks at its source's rank times episodeWeight times
+//     the entity's weight times the share of the query (by idf) that the
+//     chain of records from the first hop's source to it holds, so a
+//     record that answers what its source left open ranks just below
+//     it; episode candidates (the answer and facts of a matched request's
 //     Task, the conclusion drawn from a matched tool result) weigh
 //     episodeWeight times the rank of the record that brought them;
 //   - its recency: 1 + recencyWeight * 2^(-age/recencyHalfLife), so of
@@ -39,7 +45,6 @@ import (
 const (
 	requestWeight    = 0.5
 	episodeWeight    = 0.9
-	secondHopWeight  = 0.5
 	recencyWeight    = 0.15
 	recencyHalfLife  = 30 * 24 * time.Hour
 	supersedeOverlap = 0.6
@@ -58,6 +63,10 @@ type candidate struct {
 	hop     int
 	episode bool
 	rank    float64
+	// other is the share of a request's terms the query does not hold
+	// (1 - sameQuestion; 0 for other kinds, and for a request nothing
+	// measured).
+	other float64
 	// supersededBy labels a record a later one replaced (automatic
 	// supersession); super is the index of that record.
 	supersededBy string
@@ -70,6 +79,34 @@ func kindWeight(k Kind) float64 {
 		return requestWeight
 	}
 	return 1
+}
+
+// weight is the candidate's kind weight; a request's is also its
+// sameness: the share of its terms the query holds (sameQuestion).
+func (c *candidate) weight() float64 {
+	if c.Kind == KindUserMessage {
+		return requestWeight * (1 - c.other)
+	}
+	return 1
+}
+
+// sameQuestion is how much a request asks what the query asks: the share
+// of its terms that the query (or also) holds. A request restates its
+// question; one that shares only some of the query's words ("Who owns the
+// ledger-api service?" for "Who owns the service that runs on trk-03?")
+// asks about something else, and its answer answers that.
+func sameQuestion(request string, query map[string]bool, also []string) float64 {
+	terms := termSet(request, false)
+	if len(terms) == 0 {
+		return 0
+	}
+	n := 0
+	for t := range terms {
+		if query[t] || slices.Contains(also, t) {
+			n++
+		}
+	}
+	return float64(n) / float64(len(terms))
 }
 
 func recency(now, t time.Time) float64 {
@@ -87,7 +124,7 @@ func recency(now, t time.Time) float64 {
 func rankCandidates(cands []*candidate, now time.Time) []*candidate {
 	for _, c := range cands {
 		if c.rank == 0 {
-			c.rank = c.Relevance * kindWeight(c.Kind)
+			c.rank = c.Relevance * c.weight()
 		}
 		c.rank *= recency(now, c.Time)
 		if c.terms == nil {
@@ -278,55 +315,8 @@ func ownTerms(history []*api.Event) (map[string]int, int) {
 	return own, docs
 }
 
-// secondHopTerms are the follow-up query made of the first results'
-// texts: their terms that are not the query's and stand within
-// secondHopNear words of one of the query's terms (where a record states
-// the link: "trk-03 runs parcel-tracker"), those that several texts share
-// first, at most n. Search then drops the words too common to link
-// records.
-func secondHopTerms(query string, texts []string, n int) []string {
-	q := make(map[string]bool)
-	for _, t := range Terms(query) {
-		q[t] = true
-	}
-	count := make(map[string]int)
-	var order []string
-	for _, text := range texts {
-		var tk tokenizer
-		var words []string
-		tk.each(text, true, func(t []byte) bool {
-			if !jsonNoise[string(t)] {
-				words = append(words, string(t))
-			}
-			return len(words) < maxDocTokens
-		})
-		seen := make(map[string]bool)
-		for i, w := range words {
-			if !q[w] {
-				continue
-			}
-			for j := max(0, i-secondHopNear); j <= min(len(words)-1, i+secondHopNear); j++ {
-				s := words[j]
-				if q[s] || seen[s] {
-					continue
-				}
-				seen[s] = true
-				if count[s] == 0 {
-					order = append(order, s)
-				}
-				count[s]++
-			}
-		}
-	}
-	sort.SliceStable(order, func(i, j int) bool { return count[order[i]] > count[order[j]] })
-	return order[:min(len(order), n)]
-}
-
 // secondHopNear is how near a query term an entity stands.
 const secondHopNear = 3
-
-// maxSecondHopTerms bounds the words the second hop chooses from.
-const maxSecondHopTerms = 1024
 
 // fuse is reciprocal rank fusion (Cormack, Clarke and Büttcher, 2009) of
 // the lexical candidates and those found by their vectors, each list best

@@ -84,19 +84,6 @@ func TestRankCandidates(t *testing.T) {
 	}
 }
 
-func TestSecondHopTerms(t *testing.T) {
-	got := secondHopTerms("Who owns the service on port 7070?", []string{
-		`{"path":"services/routeplanner/compose.yml","content":"routeplanner: ports 7070, osrm 5000"}`,
-		"routeplanner is published on port 7070; its osrm backend uses port 5000.",
-	}, 4)
-	// The query's words and the result's field names are left out; what
-	// both texts name comes first.
-	want := []string{"routeplann", "osrm", "5000", "compos"}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("secondHopTerms = %q, want %q", got, want)
-	}
-}
-
 // The Task's own request is in the index when its first Cycle recalls. Its
 // words that no other record holds must not raise the bar of a perfect
 // match (they used to, and a paraphrased question recalled nothing), and
