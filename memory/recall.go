@@ -197,11 +197,19 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 		if len(first) == 0 {
 			return nil
 		}
-		// Best first: their rank (relevance and kind) is set here, so
-		// the episodes and the hops start from the best records, not the
-		// newest.
+		// Best first: their rank is set here (relevance, kind and the
+		// coordination factor: the share of the query, by idf, that the
+		// record holds; see rank.go), so the episodes and the hops start
+		// from the best records, not the newest.
+		r.qidf = make(map[string]float64)
+		for i, t := range res.qterms {
+			if res.held[i] {
+				r.qidf[t] = res.idf[i]
+				r.qmass += res.idf[i]
+			}
+		}
 		for _, c := range first {
-			c.rank = c.Relevance * c.weight()
+			c.rank = c.Relevance * c.weight() * r.coverage(r.held(c))
 		}
 		sort.SliceStable(first, func(i, j int) bool { return better(first[i], first[j]) })
 		for _, c := range first[:min(len(first), episodeSources)] {
@@ -219,13 +227,8 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 		for t := range r.query {
 			anchors[t] = 0
 		}
-		r.qidf = make(map[string]float64)
 		for i, t := range res.qterms {
 			anchors[t] = res.idf[i]
-			if res.held[i] {
-				r.qidf[t] = res.idf[i]
-				r.qmass += res.idf[i]
-			}
 		}
 		var srcs []hopSource
 		for _, c := range first {
@@ -289,10 +292,8 @@ func (r *recaller) hopSource(c *candidate, open []string, query map[string]float
 			s.residual = append(s.residual, t)
 		}
 	}
-	for t := range r.query {
-		if c.terms[t] {
-			s.held[t] = true
-		}
+	for t := range r.held(c) {
+		s.held[t] = true
 	}
 	if len(entity) > 0 {
 		s.anchors = make(map[string]float64, len(query)+len(entity))
@@ -438,6 +439,25 @@ type recaller struct {
 	query map[string]bool
 	qidf  map[string]float64
 	qmass float64
+}
+
+// held returns the query's terms that c holds (in the passage that
+// matched, for a long record).
+func (r *recaller) held(c *candidate) map[string]bool {
+	if c.terms == nil {
+		t := c.text
+		if c.PassageTo > 0 {
+			t = c.text[c.PassageFrom:c.PassageTo]
+		}
+		c.terms = termSet(t, c.Kind == KindToolResult)
+	}
+	out := make(map[string]bool)
+	for t := range r.query {
+		if c.terms[t] {
+			out[t] = true
+		}
+	}
+	return out
 }
 
 // coverage is the share of the query (by idf) that the terms held hold.
@@ -636,6 +656,9 @@ func (r *recaller) addFact(src *candidate, id string) error {
 
 func (r *recaller) addEpisode(src *candidate, h *Hit, text string) error {
 	rank := src.Relevance * src.weight() * episodeWeight
+	if src.hop == 1 && src.rank > 0 {
+		rank = src.rank * episodeWeight
+	}
 	if src.hop >= 2 {
 		// A later hop's request links the entity to its Task's answer:
 		// the answer takes the request's rank without the request's
