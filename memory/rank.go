@@ -1,9 +1,11 @@
 package memory
 
 import (
+	"encoding/json"
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"lemo/api"
@@ -48,7 +50,11 @@ import (
 // measured on their terms: at least supersedeOverlap of the earlier
 // record's terms (the entities and the attribute it names) occur in the
 // later one, and make at least supersedeShare of the later one's; the two
-// texts differ, and the later one is newer. The superseded record ranks just below its
+// texts differ, and the later one is newer. A later read of the same
+// document (a tool result naming the same "path" with a "revision")
+// supersedes the earlier whatever their terms, and the conclusion drawn
+// from the earlier read (an answer of its Task after it) is superseded by
+// the conclusion drawn from the later one, when both are recalled. The superseded record ranks just below its
 // replacement and is labelled "superseded by <task>/<seq>, <time>". An
 // explicit supersession (a fact naming the fact it corrects) is stronger:
 // such a fact is not recalled at all.
@@ -82,6 +88,8 @@ type candidate struct {
 	supersededBy string
 	super        int
 	terms        map[string]bool
+	// document names the document a tool result read (documentOf).
+	document string
 }
 
 func kindWeight(k Kind) float64 {
@@ -141,6 +149,9 @@ func rankCandidates(cands []*candidate, now time.Time) []*candidate {
 			c.terms = termSet(c.text, c.Kind == KindToolResult)
 		}
 		c.super = -1
+		if c.Kind == KindToolResult {
+			c.document = documentOf(c.text)
+		}
 	}
 	sort.SliceStable(cands, func(i, j int) bool { return better(cands[i], cands[j]) })
 	// Each candidate looks for the latest record that replaces it.
@@ -149,11 +160,37 @@ func rankCandidates(cands []*candidate, now time.Time) []*candidate {
 			if i == j || !nw.Time.After(old.Time) || nw.TaskID == old.TaskID || nw.hash == old.hash {
 				continue
 			}
-			if !states(old.Kind) || !states(nw.Kind) || !sameSubject(old.terms, nw.terms) {
+			if !states(old.Kind) || !states(nw.Kind) || !(sameSubject(old.terms, nw.terms) || (old.document != "" && old.document == nw.document)) {
 				continue
 			}
 			if old.super < 0 || nw.Time.After(cands[old.super].Time) {
 				old.super = j
+			}
+		}
+	}
+	// A conclusion drawn from a superseded tool result (an answer of its
+	// Task after it) is superseded by the conclusion drawn from the
+	// replacement (the first answer of its Task after it), when that is
+	// recalled too.
+	for _, c := range cands {
+		if c.super >= 0 || c.Kind != KindAssistantMessage {
+			continue
+		}
+		for _, res := range cands {
+			if res.TaskID != c.TaskID || res.Kind != KindToolResult || res.super < 0 || !res.Time.Before(c.Time) {
+				continue
+			}
+			nw := cands[res.super]
+			next := -1
+			for k, a := range cands {
+				if a.TaskID == nw.TaskID && a.Kind == KindAssistantMessage && a.Time.After(nw.Time) && a.Time.After(c.Time) &&
+					(next < 0 || a.Time.Before(cands[next].Time)) {
+					next = k
+				}
+			}
+			if next >= 0 {
+				c.super = next
+				break
 			}
 		}
 	}
@@ -219,6 +256,25 @@ func itoa(n uint64) string {
 			return string(b[i:])
 		}
 	}
+}
+
+// documentOf names the document a tool result read: the "path" its JSON
+// output names beside a "revision" (a version of the document's content,
+// as files.read reports), or "" when it names none. A later read of the
+// same document is a newer version of it: it supersedes the earlier one
+// whatever the share of terms they have in common.
+func documentOf(text string) string {
+	if !strings.HasPrefix(strings.TrimSpace(text), "{") {
+		return ""
+	}
+	var out struct {
+		Path     string `json:"path"`
+		Revision string `json:"revision"`
+	}
+	if json.Unmarshal([]byte(text), &out) != nil || out.Path == "" || out.Revision == "" {
+		return ""
+	}
+	return out.Path
 }
 
 // states reports whether records of kind k state values that a later
