@@ -25,6 +25,11 @@ import (
 //     '?' followed by a space): "bil-app-02 runs ledger-api, trk-03 runs
 //     parcel-tracker" links trk-03 with parcel-tracker, not with
 //     ledger-api. A comma within data ("Antwerp,54,71") does not end one.
+//     A heading (a line that starts with '#') names what the lines of its
+//     section speak of, so its names stand beside the query words of its
+//     section too ("## inventory-sync" over "Purpose: pulls stock levels
+//     from the warehouse"); a listing's line numbers ("    31\t", as
+//     files.read shows a file) are no names.
 // The hop's one search looks for records that hold an entity and at least
 // one residual term; each ranks at its source's rank times episodeWeight
 // times its coverage, the share of the residual (by idf) it holds: a
@@ -52,6 +57,11 @@ type hopEntity struct {
 type compound struct {
 	terms  []string
 	clause int
+	// section is the clause of the heading the name stands under (a
+	// line that starts with '#', after a listing's line number), -1
+	// under none; heading is set for a name of the heading itself.
+	section int
+	heading bool
 }
 
 // maxCompoundTerms: a longer run of joined parts is no name (a path, a
@@ -65,6 +75,7 @@ func compounds(text string, json bool) []compound {
 	var out []compound
 	var raw []byte
 	clause := 0
+	section, heading, lineStart := -1, false, true
 	var tk tokenizer
 	flush := func() {
 		if len(raw) == 0 {
@@ -79,7 +90,7 @@ func compounds(text string, json bool) []compound {
 		})
 		raw = raw[:0]
 		if len(terms) > 0 && len(terms) <= maxCompoundTerms {
-			out = append(out, compound{terms: terms, clause: clause})
+			out = append(out, compound{terms: terms, clause: clause, section: section, heading: heading})
 		}
 	}
 	isWord := func(r rune) bool {
@@ -94,7 +105,7 @@ func compounds(text string, json bool) []compound {
 			case 'n', 'r':
 				return '\n', 2, true
 			case 't':
-				return ' ', 2, false
+				return '\t', 2, false
 			case 'u':
 				if i+6 <= len(text) {
 					if r, ok := hex4(text[i+2 : i+6]); ok {
@@ -110,9 +121,52 @@ func compounds(text string, json bool) []compound {
 		r, n := utf8.DecodeRuneInString(text[i:])
 		return r, n, false
 	}
+	width := func(i int) int {
+		_, n, _ := next(i)
+		return n
+	}
 	for i := 0; i < len(text); {
 		r, n, br := next(i)
 		i += n
+		if lineStart && !br {
+			lineStart = false
+			// A listing's line number ("    31\t") is no name; a line
+			// that starts with '#' after it is a heading.
+			j, c := i-n, r
+			for (c == ' ' || (c >= '0' && c <= '9')) && j < len(text) {
+				j += width(j)
+				if j < len(text) {
+					c, _, _ = next(j)
+				}
+			}
+			if c == '\t' && j < len(text) {
+				j += width(j)
+				c = 0
+				if j < len(text) {
+					c, _, _ = next(j)
+				}
+			} else {
+				j, c = i-n, r
+			}
+			if c == '#' {
+				clause++
+				section, heading = clause, true
+				for j < len(text) {
+					if c, _, _ = next(j); c != '#' {
+						break
+					}
+					j += width(j)
+				}
+			}
+			if j != i-n {
+				i = j
+				continue
+			}
+		}
+		if br {
+			flush()
+			heading, lineStart = false, true
+		}
 		if !br && isWord(r) {
 			raw = utf8.AppendRune(raw, r)
 			continue
@@ -129,6 +183,8 @@ func compounds(text string, json bool) []compound {
 		switch {
 		case br || strings.ContainsRune(";()[]{}|\"", r):
 			clause++
+			// A JSON string's value starts a line of what it holds.
+			lineStart = lineStart || (json && r == '"')
 		case strings.ContainsRune(",.!?", r) && !isWord(after):
 			clause++
 		}
@@ -168,6 +224,15 @@ func nearEntities(text string, json bool, anchors map[string]float64) []hopEntit
 			if anchor[j] && cs[j].clause == c.clause {
 				d = min(d, abs(i-j))
 				w = max(w, idf[j])
+			}
+		}
+		if c.heading {
+			// A heading names what its section's lines speak of.
+			for j := range cs {
+				if anchor[j] && !cs[j].heading && cs[j].section == c.section {
+					d = min(d, secondHopNear)
+					w = max(w, idf[j])
+				}
 			}
 		}
 		if d > secondHopNear || w == 0 {

@@ -9,7 +9,14 @@ import (
 func compoundStrings(cs []compound) []string {
 	var out []string
 	for _, c := range cs {
-		out = append(out, strings.Join(c.terms, "+")+"@"+itoa(uint64(c.clause)))
+		s := strings.Join(c.terms, "+") + "@" + itoa(uint64(c.clause))
+		switch {
+		case c.heading:
+			s += " heading of " + itoa(uint64(c.section))
+		case c.section >= 0:
+			s += " under " + itoa(uint64(c.section))
+		}
+		out = append(out, s)
 	}
 	return out
 }
@@ -36,6 +43,11 @@ func TestCompounds(t *testing.T) {
 		name: "a semicolon, a bracket and a sentence's end end clauses; stop words and one-letter parts are no names",
 		text: "It is on pg-main-1 (the primary); see the runbook. Call Ana.",
 		want: []string{"pg+main@0", "primari@1", "see@3", "runbook@3", "call@4", "ana@4"},
+	}, {
+		name: "a listing's line numbers are no names; a line that starts with '#' is a heading, and its section follows",
+		text: `{"content":"    30\t\n    31\t## inventory-sync\n    32\tPurpose: pulls stock levels\n"}`,
+		json: true,
+		want: []string{"inventori+sync@6 heading of 6", "purpos@7 under 6", "pull@7 under 6", "stock@7 under 6", "level@7 under 6"},
 	}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -73,6 +85,11 @@ func TestNearEntities(t *testing.T) {
 		if k := strings.Join(e.terms, " "); k == "ledger api" && e.weight != 0.25 {
 			t.Fatalf("ledger-api stands beside \"runs\" only: weight %g, want 0.25", e.weight)
 		}
+	}
+	// A heading names what the lines of its section speak of.
+	es = nearEntities("# routeplanner\nPurpose: computes delivery routes every night.\n# osrm\nA road graph.", false, map[string]float64{"deliveri": 3, "rout": 2})
+	if got := entityKeys(es); !reflect.DeepEqual(got, []string{"routeplann", "purpos", "comput", "everi", "night"}) {
+		t.Fatalf("entities of a section = %q", got)
 	}
 	// No anchor with an idf: nothing to stand beside.
 	if es := nearEntities("trk-03 runs parcel-tracker", false, map[string]float64{"trk": 0}); es != nil {
