@@ -187,25 +187,10 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 		if err != nil {
 			return err
 		}
-		if qvec != nil {
-			near, err := m.emb.vecs.search(v, q.Owner, qvec, vectorCandidates, m.opt.MinSimilarity, q.TaskID)
-			if err != nil {
-				return err
-			}
-			// Nothing near enough: the lexical ranking stands as it is.
-			if len(near) > 0 {
-				if first, err = r.fuseNear(first, near); err != nil {
-					return err
-				}
-			}
-		}
-		if len(first) == 0 {
-			return nil
-		}
-		// Best first: their rank is set here (relevance, kind and the
-		// coordination factor: the share of the query, by idf, that the
-		// record holds; see rank.go), so the episodes and the hops start
-		// from the best records, not the newest.
+		// The lexical ranking: relevance, kind and the coordination
+		// factor (the share of the query, by idf, that the record holds;
+		// see rank.go). The rank is set here so the episodes and the
+		// hops start from the best records, not the newest.
 		r.qidf = make(map[string]float64)
 		for i, t := range res.qterms {
 			if res.held[i] {
@@ -213,8 +198,33 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 				r.qmass += res.idf[i]
 			}
 		}
+		lexical := make(map[*candidate]float64, len(first))
 		for _, c := range first {
-			c.rank = c.Relevance * c.weight() * r.coverage(r.held(c))
+			lexical[c] = c.Relevance * r.coverage(r.held(c))
+			c.rank = lexical[c] * c.weight()
+		}
+		if qvec != nil {
+			near, err := m.emb.vecs.search(v, q.Owner, qvec, vectorCandidates, m.opt.MinSimilarity, q.TaskID)
+			if err != nil {
+				return err
+			}
+			// Nothing near enough: the lexical ranking stands as it is.
+			if len(near) > 0 {
+				// Fusion takes the lexical list in the order of its
+				// coordinated relevance; the fused relevance then ranks
+				// (a record found by its vector alone shares no words
+				// with the query to coordinate).
+				sort.SliceStable(first, func(i, j int) bool { return lexical[first[i]] > lexical[first[j]] })
+				if first, err = r.fuseNear(first, near); err != nil {
+					return err
+				}
+				for _, c := range first {
+					c.rank = c.Relevance * c.weight()
+				}
+			}
+		}
+		if len(first) == 0 {
+			return nil
 		}
 		sort.SliceStable(first, func(i, j int) bool { return better(first[i], first[j]) })
 		for _, c := range first[:min(len(first), episodeSources)] {
