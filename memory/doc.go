@@ -50,11 +50,13 @@
 // MinRelevance (0.2, calibrated on the evaluation) and two of the query's
 // terms (one shared word is not relevance). A matched request brings its
 // Task's answer and facts, a matched tool result the conclusion drawn from
-// it; requests weigh half (they restate a question without its answer).
-// A second hop looks up the entities that stand near the query's words in
-// the first results and adds the records that link them (with their
-// episodes). Ranking multiplies relevance by kind, hop
-// and recency weights; a later answer, tool result or fact of another Task
+// it; requests weigh half (they restate a question without its answer),
+// times the share of their words the query holds. A second hop (hop.go)
+// asks what the best first records leave open of the query of the names
+// they state beside the query's words, and adds the records that name one
+// and hold an open word (with their episodes), each ranked below its
+// source by how much of the query the two hold together. Ranking
+// multiplies relevance by kind, hop and recency weights; a later answer, tool result or fact of another Task
 // that restates most of an earlier one's subject supersedes it (ranked
 // just below, labelled "superseded by <ref>, <time>"); facts superseded
 // explicitly are not recalled. The same content is recalled once, nothing

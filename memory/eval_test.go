@@ -709,8 +709,8 @@ func TestRecallEvaluation(t *testing.T) {
 	}{
 		{"recall@5", all.hit5 / float64(all.answerable()), 0.84},
 		{"recall@5 paraphrase", para.hit5 / float64(para.answerable()), 0.54},
-		{"complete@5 multi-hop", multi.complete5 / float64(multi.nMulti), 0.27},
-		{"MRR", all.rr / float64(all.answerable()), 0.76},
+		{"complete@5 multi-hop", multi.complete5 / float64(multi.nMulti), 0.67},
+		{"MRR", all.rr / float64(all.answerable()), 0.77},
 		{"nothing relevant answered with nothing", all.none / float64(all.nNone), 0.96},
 	}
 	for _, f := range floors {
@@ -718,7 +718,7 @@ func TestRecallEvaluation(t *testing.T) {
 			t.Errorf("%s = %.2f, below the %.2f reached before\n%s", f.name, f.got, f.want, table)
 		}
 	}
-	if all.staleAbove > 1 {
-		t.Errorf("stale above replacement in %d questions, 1 before\n%s", int(all.staleAbove), table)
+	if all.staleAbove > 0 {
+		t.Errorf("stale above replacement in %d questions, none before\n%s", int(all.staleAbove), table)
 	}
 }

@@ -74,6 +74,24 @@ func TestRankCandidates(t *testing.T) {
 			cand("F", 7, KindFailure, 0.3, day(91), "tool call failed (error): partner API rate limit per minute unknown"),
 		},
 		want: []string{"T05", "Q", "F"},
+	}, {
+		name: "a later read of the same document supersedes the earlier, and so does the conclusion drawn from it",
+		cands: []*candidate{
+			cand("OLD", 9, KindToolResult, 0.5, day(59), `{"path":"monitoring/queue.txt","revision":"sha256:aa","content":"sms-out: 12,408 waiting, oldest 47 minutes\nprovider: HTTP 503 since 09:40"}`),
+			cand("OLD", 11, KindAssistantMessage, 0.6, day(59).Add(time.Minute), "The SMS queue has 12,408 waiting messages because the provider answers HTTP 503."),
+			cand("NEW", 9, KindToolResult, 0.4, day(87), `{"path":"monitoring/queue.txt","revision":"sha256:bb","content":"sms-out: 0 waiting\nprovider: healthy since 11:05"}`),
+			cand("NEW", 11, KindAssistantMessage, 0.3, day(87).Add(time.Minute), "The provider is healthy again and the SMS queue is empty."),
+		},
+		want: []string{"NEW", "OLD (superseded by NEW/9, " + day(87).Format(time.RFC3339) + ")",
+			"NEW", "OLD (superseded by NEW/11, " + day(87).Add(time.Minute).Format(time.RFC3339) + ")"},
+	}, {
+		name: "reads of different documents, or without a revision, are compared by their terms",
+		cands: []*candidate{
+			cand("A", 9, KindToolResult, 0.5, day(10), `{"path":"a.txt","revision":"sha256:aa","content":"sms-out: 12,408 waiting"}`),
+			cand("B", 9, KindToolResult, 0.4, day(20), `{"path":"b.txt","revision":"sha256:bb","content":"provider healthy"}`),
+			cand("C", 9, KindToolResult, 0.3, day(30), `{"path":"a.txt","content":"sms-out: 0 waiting"}`),
+		},
+		want: []string{"A", "B", "C"},
 	}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -81,19 +99,6 @@ func TestRankCandidates(t *testing.T) {
 				t.Fatalf("order = %q\nwant    %q", got, c.want)
 			}
 		})
-	}
-}
-
-func TestSecondHopTerms(t *testing.T) {
-	got := secondHopTerms("Who owns the service on port 7070?", []string{
-		`{"path":"services/routeplanner/compose.yml","content":"routeplanner: ports 7070, osrm 5000"}`,
-		"routeplanner is published on port 7070; its osrm backend uses port 5000.",
-	}, 4)
-	// The query's words and the result's field names are left out; what
-	// both texts name comes first.
-	want := []string{"routeplann", "osrm", "5000", "compos"}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("secondHopTerms = %q, want %q", got, want)
 	}
 }
 

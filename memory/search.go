@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -91,6 +92,9 @@ type Hit struct {
 	Truncated bool
 
 	hash uint64
+	// mask: bit i set when the record holds the search's query term i
+	// (searchResult.qterms).
+	mask uint32
 }
 
 func segID(owner string, seg uint64) string { return owner + "/" + strconv.FormatUint(seg, 10) }
@@ -170,6 +174,8 @@ type filter struct {
 	until       int64
 	task        string
 	excludeTask string
+	// need, for a hop's search, is what a candidate must hold.
+	need *linkNeed
 }
 
 func (f *filter) allKinds() bool {
@@ -299,6 +305,13 @@ type searchResult struct {
 	// terms the number of query terms used.
 	perfect float64
 	terms   int
+	// qterms and idf are the query's terms used, in the order of the
+	// candidates' matched bits, and their idf; links, for a hop's search,
+	// the bit masks of its entities (0 for one left out).
+	qterms []string
+	idf    []float64
+	held   []bool // some record holds the term
+	links  []uint32
 }
 
 // searchOpts tune one search beyond its Query.
@@ -330,6 +343,13 @@ type searchOpts struct {
 	// terms, when set, are the query's terms (already tokenized) instead
 	// of those of the Query's text.
 	terms []string
+	// links, when set, makes the search a hop's (hop.go): each is an
+	// entity, the terms a record must all hold to name it, and a record
+	// is a candidate only when it names one of them and holds one of
+	// terms. minDF and maxDFShare then apply to an entity's rarest term
+	// (an entity only one record names links nothing; a common one links
+	// everything), not to terms.
+	links [][]string
 }
 
 // search scores the owner's documents for q and returns the best k, using
@@ -343,6 +363,16 @@ func (m *Memory) searchWith(v *persistence.Snapshot, q *Query, o searchOpts) (*s
 	terms := o.terms
 	if terms == nil {
 		terms = Terms(q.Text)
+	}
+	if o.links != nil {
+		terms = slices.Clone(terms)
+		for _, l := range o.links {
+			for _, t := range l {
+				if !slices.Contains(terms, t) {
+					terms = append(terms, t)
+				}
+			}
+		}
 	}
 	if len(terms) == 0 {
 		return &searchResult{}, nil
@@ -390,10 +420,10 @@ func (m *Memory) searchWith(v *persistence.Snapshot, q *Query, o searchOpts) (*s
 				continue
 			}
 		}
-		if o.minDF > 0 && qt.df < o.minDF {
+		if o.links == nil && o.minDF > 0 && qt.df < o.minDF {
 			continue
 		}
-		if o.maxDFShare > 0 && float64(qt.df) > max(3, o.maxDFShare*float64(n)) {
+		if o.links == nil && o.maxDFShare > 0 && float64(qt.df) > max(3, o.maxDFShare*float64(n)) {
 			continue
 		}
 		qt.idf = math.Log(1 + (float64(n)-float64(qt.df)+0.5)/(float64(qt.df)+0.5))
@@ -405,6 +435,13 @@ func (m *Memory) searchWith(v *persistence.Snapshot, q *Query, o searchOpts) (*s
 		}
 		return qts[i].term < qts[j].term
 	})
+	var need *linkNeed
+	if o.links != nil {
+		qts, need = linkTerms(qts, o, n)
+		if !slices.ContainsFunc(need.links, func(m uint32) bool { return m != 0 }) {
+			return &searchResult{links: need.links}, nil // no entity to look up
+		}
+	}
 	if maxTerms > 0 && len(qts) > maxTerms {
 		qts = qts[:maxTerms]
 	}
@@ -430,6 +467,7 @@ func (m *Memory) searchWith(v *persistence.Snapshot, q *Query, o searchOpts) (*s
 		kNorm[i] = bm25K1 * (1 - bm25B + bm25B*float64(normTable[i])/avg)
 	}
 	f := newFilter(q)
+	f.need = need
 	top := &topK{k: k}
 	for si, s := range segs {
 		if err := m.scoreSegment(src, s, si, qts, &f, &kNorm, top); err != nil {
@@ -450,7 +488,106 @@ func (m *Memory) searchWith(v *persistence.Snapshot, q *Query, o searchOpts) (*s
 			res.perfect = p
 		}
 	}
+	res.qterms = make([]string, len(qts))
+	res.idf = make([]float64, len(qts))
+	res.held = make([]bool, len(qts))
+	for i, qt := range qts {
+		res.qterms[i], res.idf[i], res.held[i] = qt.term, qt.idf, qt.df > 0
+	}
+	if need != nil {
+		res.links = need.links
+	}
 	return res, nil
+}
+
+// linkNeed is what a hop's candidate must hold (searchOpts.links): every
+// term of one of links (bit masks of the query's terms, 0 for an entity
+// left out), and one of rest.
+type linkNeed struct {
+	links []uint32
+	rest  uint32
+}
+
+func (l *linkNeed) ok(matched uint32) bool {
+	if matched&l.rest == 0 {
+		return false
+	}
+	for _, m := range l.links {
+		if m != 0 && matched&m == m {
+			return true
+		}
+	}
+	return false
+}
+
+// linkTerms keeps of a hop's terms (qts, rarest first) the query's terms
+// (o.terms) and the terms of the entities it can look up: each entity's
+// terms must all be held by some record, and its rarest by at least
+// o.minDF records and by no more than o.maxDFShare of the n records (with
+// at least 3 allowed). It returns the kept terms (rarest first, at most
+// 32, entities' terms first to fit) and what a candidate must hold.
+func linkTerms(qts []qterm, o searchOpts, n uint64) ([]qterm, *linkNeed) {
+	df := make(map[string]uint64, len(qts))
+	for _, qt := range qts {
+		df[qt.term] = qt.df
+	}
+	valid := make([]bool, len(o.links))
+	keep := make(map[string]bool)
+	room := 32
+	for i, l := range o.links {
+		rare := uint64(math.MaxUint64)
+		for _, t := range l {
+			d, ok := df[t]
+			if !ok || d == 0 {
+				rare = 0
+				break
+			}
+			rare = min(rare, d)
+		}
+		if rare == 0 || rare < o.minDF || (o.maxDFShare > 0 && float64(rare) > max(3, o.maxDFShare*float64(n))) {
+			continue
+		}
+		add := 0
+		for _, t := range l {
+			if !keep[t] {
+				add++
+			}
+		}
+		if add > room-1 { // room for one query term at least
+			continue
+		}
+		room -= add
+		valid[i] = true
+		for _, t := range l {
+			keep[t] = true
+		}
+	}
+	out := qts[:0:0]
+	for _, qt := range qts {
+		if keep[qt.term] || (room > 0 && slices.Contains(o.terms, qt.term) && qt.df > 0) {
+			if !keep[qt.term] {
+				room--
+			}
+			out = append(out, qt)
+		}
+	}
+	need := &linkNeed{links: make([]uint32, len(o.links))}
+	bit := make(map[string]uint32, len(out))
+	for i, qt := range out {
+		bit[qt.term] = 1 << uint(i)
+		if !keep[qt.term] {
+			need.rest |= 1 << uint(i)
+		}
+	}
+	for i, l := range o.links {
+		if !valid[i] {
+			continue
+		}
+		for _, t := range l {
+			need.links[i] |= bit[t]
+		}
+	}
+	return out, need
 }
 
 // evidenceBar is the score of a perfect match of the relevanceTerms most
@@ -615,6 +752,9 @@ func (m *Memory) scoreSegment(src blockSource, s *segment, si int, qts []qterm, 
 	}
 	for _, d := range touched {
 		sc := acc[d]
+		if f.need != nil && !f.need.ok(matched[d]) {
+			continue
+		}
 		if len(top.items) == top.k {
 			if low := top.items[0]; sc < low.score || (sc == low.score && cols.times[d] <= low.time) {
 				continue
@@ -665,6 +805,9 @@ func scorePendLayer(l *pendLayer, qts []qterm, f *filter, kNorm *[256]float64, t
 	}
 	for _, i := range touched {
 		p := l.docs[i]
+		if f.need != nil && !f.need.ok(matched[i]) {
+			continue
+		}
 		top.offer(scored{score: acc[i], time: p.time, kind: p.kind, matched: matched[i], p: p})
 	}
 }
@@ -776,7 +919,7 @@ func (m *Memory) hits(v *persistence.Snapshot, owner string, res *searchResult) 
 		}
 		h := Hit{TaskID: task, Seq: seq, FactID: fact, Kind: kind, Time: time.UnixMilli(c.time).UTC(), Source: info.source,
 			Score: c.score, Matched: bits.OnesCount32(c.matched), QueryTerms: res.terms, TextBytes: int(info.textBytes), Untrusted: info.untrusted, hash: info.hash,
-			PassageFrom: from, PassageTo: to}
+			PassageFrom: from, PassageTo: to, mask: c.matched}
 		if res.perfect > 0 {
 			h.Relevance = min(c.score/res.perfect, 1)
 		}
