@@ -36,7 +36,7 @@ const rowCacheBytes = 8 << 20
 
 // formatValue is the memory format this code reads and writes (see
 // olderFormats for those it re-indexes).
-const formatValue = "lemo-memory-3"
+const formatValue = "lemo-memory-4"
 
 // Options tune the memory; zero values take the documented defaults.
 type Options struct {

@@ -18,6 +18,9 @@ var olderFormats = map[string]bool{
 	"lemo-memory-1": true,
 	// lemo-memory-3 indexes long records as passages (passage.go).
 	"lemo-memory-2": true,
+	// lemo-memory-4 folds agent nouns into their verbs' stems ("owner"
+	// → "own", tokenize.go agentStem).
+	"lemo-memory-3": true,
 }
 
 // dropIndex deletes every index record (segments, pending documents,

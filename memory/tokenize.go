@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unicode"
@@ -17,8 +18,9 @@ import (
 //   - ASCII tokens shorter than 2 bytes and tokens longer than maxTermBytes
 //     (hashes, base64) are dropped, as are common English stop words;
 //   - a word of ASCII letters is reduced to its stem by the Snowball
-//     English stemmer (Porter2): "owns", "owner" and "owned" → "own",
-//     "queries" → "queri"; words with digits or other letters are kept;
+//     English stemmer (Porter2), and an agent noun to its verb's
+//     (agentStem): "owns", "owner" and "owned" → "own", "queries" →
+//     "queri"; words with digits or other letters are kept;
 //   - in JSON mode (tool outputs, which are JSON text) a backslash escape
 //     is a separator, and \uXXXX is decoded, so "a\nb" yields "a" and "b".
 const (
@@ -191,7 +193,7 @@ func stem(t []byte) []byte {
 	if s, ok := stemCache.Load(string(t)); ok {
 		return append(t[:0], s.(string)...)
 	}
-	s := english.Stem(string(t), true)
+	s := agentStem(english.Stem(string(t), true))
 	if stemCacheSize.Load() < maxStemCache {
 		stemCacheSize.Add(1)
 		stemCache.Store(string(t), s)
@@ -222,4 +224,18 @@ func Terms(text string) []string {
 		return true
 	})
 	return out
+}
+
+// agentStem folds an agent noun into its verb's stem: Snowball leaves a
+// short word's "-er" where its R2 region does not reach ("owner" stays
+// "owner" while "owns" and "owned" are "own"), so a question about an
+// owner would not meet the record that says who owns something. A stem of
+// at least 5 letters ending in "er" loses it ("owner" → "own", "server"
+// → "serv" as "serves", "holder" → "hold"). It works on stems, so every
+// form that shares a stem still shares the folded one.
+func agentStem(s string) string {
+	if len(s) >= 5 && strings.HasSuffix(s, "er") {
+		return s[:len(s)-2]
+	}
+	return s
 }
