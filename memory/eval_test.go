@@ -655,7 +655,16 @@ func TestRecallEvaluation(t *testing.T) {
 	// tiny-ollama kit for tiny-embed (a plumbing check: its vectors carry
 	// no meaning).
 	embedModel := os.Getenv("LEMO_EVAL_EMBED_MODEL")
-	if embedModel != "" {
+	if embedModel == "glove" || embedModel == "glove-pc" {
+		// GloVe word vectors in process (eval_glove_test.go).
+		var err error
+		opt.Embedder, opt.EmbedModel = gloveEvalEmbedder(t, embedModel, tasks, qs)
+		if v := os.Getenv("LEMO_EVAL_MIN_SIMILARITY"); v != "" {
+			if opt.MinSimilarity, err = strconv.ParseFloat(v, 64); err != nil {
+				t.Fatalf("LEMO_EVAL_MIN_SIMILARITY: %v", err)
+			}
+		}
+	} else if embedModel != "" {
 		base := os.Getenv("LEMO_EVAL_OLLAMA")
 		if base == "" {
 			if embedModel != "tiny-embed" {
