@@ -77,13 +77,24 @@ func TestSIFEmbedder(t *testing.T) {
 		t.Errorf("lorry embeds as %v, want its vector (3,4) at length 1", v[2])
 	}
 
-	// Removing the first principal component: of a corpus along (1,1)
-	// it is (1,1)/√2, and what is left of a text is orthogonal to it.
-	if err := s.removeFirstComponent([]string{"cat the", "dog the the", "zzz"}); err != nil {
+	// Removing the first principal component: the principal eigenvector
+	// of the Gram matrix of the corpus's averages (in closed form for 2×2:
+	// λ = (a+c)/2 + √(((a−c)/2)² + b²), vector (b, λ−a)); what is left of
+	// a text is orthogonal to it.
+	corpus := []string{"cat the", "dog the the", "zzz"}
+	avgs := [][2]float64{{wThe / 2, wCat / 2}, {2 * wThe / 3, 2 * s.weight(2) / 3}}
+	var a, b, c float64
+	for _, x := range avgs {
+		a, b, c = a+x[0]*x[0], b+x[0]*x[1], c+x[1]*x[1]
+	}
+	l := (a+c)/2 + math.Sqrt((a-c)*(a-c)/4+b*b)
+	pc := []float64{b, l - a}
+	pn := math.Hypot(pc[0], pc[1])
+	if err := s.removeFirstComponent(corpus); err != nil {
 		t.Fatal(err)
 	}
-	if math.Abs(math.Hypot(s.pc[0], s.pc[1])-1) > 1e-9 {
-		t.Fatalf("pc %v is not a unit vector", s.pc)
+	if math.Abs(s.pc[0]-pc[0]/pn) > 1e-9 || math.Abs(s.pc[1]-pc[1]/pn) > 1e-9 {
+		t.Fatalf("pc %v, want %v", s.pc, []float64{pc[0] / pn, pc[1] / pn})
 	}
 	v, _ = s.Embed(context.Background(), []string{"lorry"})
 	if d := float64(v[0][0])*s.pc[0] + float64(v[0][1])*s.pc[1]; math.Abs(d) > 1e-6 {
