@@ -72,8 +72,10 @@
 // each fact a vector kept in Badger beside the lexical index, with a
 // durable per-Task watermark, so it resumes after a restart; recall embeds its query, finds
 // the nearest records (sign codes in memory, exact cosine of a shortlist)
-// and fuses them with the lexical first hop by reciprocal rank fusion. A
-// failing provider leaves recall lexical (logged, counted in
+// and fuses them with the lexical first hop: a record's relevance is the
+// larger of its lexical one and half its cosine's share above the floor
+// (fuse in rank.go; measured against reciprocal rank fusion in
+// docs/memory.md). A failing provider leaves recall lexical (logged, counted in
 // EmbeddingStatus); it never fails a Cycle.
 //
 // Recall only reads: scores depend on nothing but the indexed records and

@@ -56,8 +56,10 @@ const (
 	// embedTextBytes bounds the text of one record sent to be embedded
 	// (passages are at most passageBytes + passageOverlap).
 	embedTextBytes = 2 << 10
-	// rrfK is reciprocal rank fusion's constant (Cormack et al., 2009).
-	rrfK = 60
+	// semanticWeight is the most relevance a record found by its vector
+	// alone reaches (a cosine of 1): half a perfect lexical match, so the
+	// words' evidence leads (fuse in rank.go).
+	semanticWeight = 0.5
 )
 
 // EmbeddingStatus reports the embedder's progress and health.

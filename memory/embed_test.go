@@ -17,21 +17,24 @@ import (
 )
 
 func TestFuse(t *testing.T) {
-	p := 2.0 / (rrfK + 1)
 	tests := []struct {
-		name              string
-		lexical, semantic []uint64
-		want              map[uint64]float64
+		name       string
+		lexical    map[uint64]float64
+		similarity map[uint64]float64
+		floor      float64
+		want       map[uint64]float64
 	}{
-		{"both empty", nil, nil, map[uint64]float64{}},
-		{"lexical only", []uint64{1, 2}, nil, map[uint64]float64{1: 1 / (rrfK + 1.0) / p, 2: 1 / (rrfK + 2.0) / p}},
-		{"first in both is 1", []uint64{1, 2}, []uint64{1, 3}, map[uint64]float64{1: 1, 2: 1 / (rrfK + 2.0) / p, 3: 1 / (rrfK + 2.0) / p}},
-		{"found by both beats first in one", []uint64{5, 7}, []uint64{6, 7}, map[uint64]float64{5: 0.5, 6: 0.5, 7: 2 / (rrfK + 2.0) / p}},
-		{"a record's passages count once", []uint64{1, 1, 2}, nil, map[uint64]float64{1: 1 / (rrfK + 1.0) / p, 2: 1 / (rrfK + 2.0) / p}},
+		{"both empty", nil, nil, 0.5, map[uint64]float64{}},
+		{"lexical only: its size kept", map[uint64]float64{1: 0.9, 2: 0.21}, nil, 0.5, map[uint64]float64{1: 0.9, 2: 0.21}},
+		{"vector only: half its share above the floor", nil, map[uint64]float64{3: 0.75, 4: 1, 5: 0.5}, 0.5, map[uint64]float64{3: 0.25, 4: 0.5, 5: 0}},
+		{"both: the larger", map[uint64]float64{1: 0.3, 2: 0.8}, map[uint64]float64{1: 0.9, 2: 0.9}, 0.5, map[uint64]float64{1: 0.4, 2: 0.8}},
+		{"a strong lexical match leads any vector", map[uint64]float64{1: 0.6}, map[uint64]float64{2: 1}, 0.5, map[uint64]float64{1: 0.6, 2: 0.5}},
+		{"floor 1: a cosine at the floor counts whole", nil, map[uint64]float64{1: 1}, 1, map[uint64]float64{1: 0.5}},
+		{"below the floor counts nothing", map[uint64]float64{1: 0.1}, map[uint64]float64{1: 0.2}, 0.5, map[uint64]float64{1: 0.1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := fuse(tt.lexical, tt.semantic)
+			got := fuse(tt.lexical, tt.similarity, tt.floor)
 			if len(got) != len(tt.want) {
 				t.Fatalf("fuse = %v, want %v", got, tt.want)
 			}

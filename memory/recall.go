@@ -210,12 +210,11 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 			}
 			// Nothing near enough: the lexical ranking stands as it is.
 			if len(near) > 0 {
-				// Fusion takes the lexical list in the order of its
-				// coordinated relevance; the fused relevance then ranks
-				// (a record found by its vector alone shares no words
-				// with the query to coordinate).
-				sort.SliceStable(first, func(i, j int) bool { return lexical[first[i]] > lexical[first[j]] })
-				if first, err = r.fuseNear(first, near); err != nil {
+				// Fusion takes each record's coordinated lexical
+				// relevance; the fused relevance then ranks (a record
+				// found by its vector alone shares no words with the
+				// query to coordinate).
+				if first, err = r.fuseNear(first, lexical, near); err != nil {
 					return err
 				}
 				for _, c := range first {
@@ -549,12 +548,12 @@ func (r *recaller) take(res *searchResult, hop, minMatched int, minRel float64, 
 
 // fuseNear adds the records found by their vectors to the first hop's
 // candidates and gives every candidate its fused relevance (fuse).
-func (r *recaller) fuseNear(first []*candidate, near []vecHit) ([]*candidate, error) {
-	lexical := make([]uint64, len(first))
-	for i, c := range first {
-		lexical[i] = c.hash
+func (r *recaller) fuseNear(first []*candidate, coordinated map[*candidate]float64, near []vecHit) ([]*candidate, error) {
+	lexical := make(map[uint64]float64, len(first))
+	for _, c := range first {
+		lexical[c.hash] = max(lexical[c.hash], coordinated[c])
 	}
-	var semantic []uint64
+	similarity := make(map[uint64]float64, len(near))
 	for _, n := range near {
 		task, seq, fact, from, to, ok := parseDocRef(n.ref)
 		if !ok {
@@ -569,7 +568,7 @@ func (r *recaller) fuseNear(first []*candidate, near []vecHit) ([]*candidate, er
 				continue
 			}
 		}
-		semantic = append(semantic, n.meta.hash)
+		similarity[n.meta.hash] = max(similarity[n.meta.hash], n.similarity)
 		if r.byHash[n.meta.hash] != nil {
 			continue
 		}
@@ -584,7 +583,7 @@ func (r *recaller) fuseNear(first []*candidate, near []vecHit) ([]*candidate, er
 			first = append(first, c)
 		}
 	}
-	rel := fuse(lexical, semantic)
+	rel := fuse(lexical, similarity, r.m.opt.MinSimilarity)
 	for _, c := range first {
 		c.Relevance = rel[c.hash]
 	}
