@@ -120,30 +120,6 @@ func (r *bodyReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// bodyChunks holds the buffers WriteTo joins parts in (32 KiB: a typical
-// chat request is one write).
-var bodyChunks = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
-
-// WriteTo writes the rest of the body to w in chunks joined across parts,
-// as Read fills them. The HTTP transport copies a request's body with
-// io.Copy, which uses it instead of a fresh 32 KiB buffer per request.
-func (r *bodyReader) WriteTo(w io.Writer) (int64, error) {
-	bp := bodyChunks.Get().(*[]byte)
-	defer bodyChunks.Put(bp)
-	var total int64
-	for {
-		n, _ := r.Read(*bp)
-		if n == 0 {
-			return total, nil
-		}
-		m, err := w.Write((*bp)[:n])
-		total += int64(m)
-		if err != nil {
-			return total, err
-		}
-	}
-}
-
 // Bytes returns the body joined.
 func (b Body) Bytes() []byte { return bytes.Join(b, nil) }
 

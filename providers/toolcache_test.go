@@ -1,14 +1,12 @@
 package providers
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"testing"
 )
 
@@ -176,39 +174,5 @@ func TestBodyRequest(t *testing.T) {
 		if err != nil || string(got) != string(b.Bytes()) {
 			t.Fatalf("read %d: %q, %v; want %q", i, got, err, b.Bytes())
 		}
-	}
-}
-
-// countingWriter records the writes it gets.
-type countingWriter struct{ writes []string }
-
-func (w *countingWriter) Write(p []byte) (int, error) {
-	w.writes = append(w.writes, string(p))
-	return len(p), nil
-}
-
-// A Body's reader writes itself (io.WriterTo, which io.Copy prefers to a
-// buffer of its own) in one write when it fits the chunk, from where a
-// Read left it.
-func TestBodyReaderWritesTo(t *testing.T) {
-	b := Body{[]byte("ab"), []byte(""), []byte("cde"), []byte("f")}
-	r := b.Reader()
-	wt, ok := r.(io.WriterTo)
-	if !ok {
-		t.Fatal("a Body's reader is no io.WriterTo")
-	}
-	first := make([]byte, 1)
-	if n, err := r.Read(first); n != 1 || err != nil {
-		t.Fatalf("Read = %d, %v", n, err)
-	}
-	var w countingWriter
-	n, err := wt.WriteTo(&w)
-	if err != nil || n != 5 || fmt.Sprint(w.writes) != "[bcdef]" {
-		t.Fatalf("WriteTo = %d, %v, writes %q; want 5 bytes in one write", n, err, w.writes)
-	}
-	big := Body{bytes.Repeat([]byte("x"), 40<<10), []byte("y")}
-	w = countingWriter{}
-	if n, err := big.Reader().(io.WriterTo).WriteTo(&w); err != nil || n != big.Len() || len(w.writes) != 2 || strings.Join(w.writes, "") != string(big.Bytes()) {
-		t.Fatalf("a 40 KiB body: %d, %v, %d writes", n, err, len(w.writes))
 	}
 }
