@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 
 	"lemo/api"
 )
@@ -105,7 +104,7 @@ func bodyJSON(ev *api.Event) string {
 	if fd == nil || fd.Message() == nil {
 		return ""
 	}
-	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(r.Get(fd).Message().Interface().(proto.Message))
+	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(r.Get(fd).Message().Interface())
 	if err != nil {
 		return err.Error()
 	}

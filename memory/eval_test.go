@@ -185,7 +185,6 @@ func (c *evalClock) now() time.Time {
 // item of tasks.txt produced), and the record texts for the baseline.
 type evalRun struct {
 	recalled [][]string
-	recallMs []float64
 	texts    map[string]string // item id -> indexed text
 	records  int               // indexed records in the owner's memory
 	// embedding is the embedder's status at the end (semantic recall on).

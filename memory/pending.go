@@ -338,19 +338,19 @@ func (s *pendingSet) df(term string) int {
 // documents confirmed since when none left, else a set made anew. The
 // caller holds viewMu (read) around v.
 func (m *Memory) pendingSet(v *persistence.Snapshot, owner string) (*pendingSet, error) {
-	set, gen, ok := m.track.cachedSet(owner)
-	if ok {
+	if set, _, ok := m.track.cachedSet(owner); ok {
 		return set, nil
 	}
 	if err := m.confirmWaiting(v, owner); err != nil {
 		return nil, err
 	}
 	if base, added, gen, ok := m.track.extendable(owner); ok {
-		set = base.plus(added)
+		set := base.plus(added)
 		m.track.storeSet(owner, set, gen)
 		return set, nil
 	}
-	if set, gen, ok = m.track.cachedSet(owner); ok {
+	set, gen, ok := m.track.cachedSet(owner)
+	if ok {
 		return set, nil
 	}
 	docs, err := m.pendingDocs(v, owner, 0)

@@ -172,15 +172,6 @@ func sat(a, b uint64) uint64 {
 	return 0
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
 // Peer is what the sender's shell read of a Task it addresses.
 type Peer struct {
 	ID       string
