@@ -220,7 +220,7 @@ func (c *Conn) hello(ctx context.Context) (*api.Response, error) {
 		case <-ctx.Done():
 			c.forget(id)
 		}
-		return nil, fmt.Errorf("%w: no welcome from the daemon at %s: it could not reach this client at %s (clients behind NAT or a firewall are not supported)", ErrTimeout, c.o.Addr, c.n.Addr())
+		return nil, fmt.Errorf("%w: no welcome from the daemon at %s: it could not reach this client at %s (it dials its replies back; a client behind NAT or a firewall is reached only through a tunnel)", ErrTimeout, c.o.Addr, c.n.Addr())
 	}
 }
 

@@ -164,7 +164,7 @@ func (f *clientFlags) connect(ctx context.Context) (*client.Conn, error) {
 		case errors.Is(err, client.ErrTimeout) && !f.local:
 			// The daemon answers by dialing this client: say how to
 			// make that possible.
-			return nil, fmt.Errorf("%w; the daemon dials its replies back: listen where it can reach this client (--client-listen, --client-advertise), or tunnel both ways over SSH (docs/quickstart-remote.md)", err)
+			return nil, fmt.Errorf("%w; listen where the daemon can reach this client (--client-listen, --client-advertise; without TLS it dials only the IP this connection comes from), or tunnel both ways over SSH (docs/quickstart-remote.md)", err)
 		}
 		return nil, err
 	}
