@@ -88,24 +88,5 @@ func TestTinyOllama(t *testing.T) {
 		}
 	})
 
-	t.Run("embed", func(t *testing.T) {
-		vecs, err := p.Embed(ctx, "tiny-embed", []string{"hello world", "forever", "hello world"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(vecs) != 3 || len(vecs[0]) != 384 || len(vecs[1]) != 384 {
-			t.Fatalf("Embed = %d vectors of %d dimensions, want 3 of 384", len(vecs), len(vecs[0]))
-		}
-		same, other := 0.0, 0.0
-		for i := range vecs[0] {
-			same += float64(vecs[0][i] * vecs[2][i])
-			other += float64(vecs[0][i] * vecs[1][i])
-		}
-		if same < 0.999 || other > 0.999 {
-			t.Fatalf("cosine of equal texts %v, of different ones %v", same, other)
-		}
-		if _, err := p.Embed(ctx, "nope", []string{"x"}); err == nil {
-			t.Fatal("Embed with an unknown model succeeded")
-		}
-	})
+	t.Run("embed", func(t *testing.T) { tiny.CheckEmbed(t, p) })
 }
