@@ -497,7 +497,12 @@ func BenchmarkRecall100K(b *testing.B) { benchRecall(b, false) }
 func BenchmarkRecall100KUnchanged(b *testing.B) { benchRecall(b, true) }
 
 func benchRecall(b *testing.B, reuse bool) {
-	c := corpusOf(b, 100_000)
+	measureRecalls(b, corpusOf(b, 100_000), reuse)
+}
+
+// measureRecalls times b.N recalls of one Cycle over c (each searching
+// unless reuse) and reports their latencies and the items recalled.
+func measureRecalls(b *testing.B, c *benchCorpus, reuse bool) {
 	h := cycleHistory(newWordGen(2), c.samples[42])
 	q := RecallQuery{Owner: "o", TaskID: h[0].GetTaskId(), History: h}
 	lat := make(latencies, 0, b.N)

@@ -122,24 +122,7 @@ func embedCorpus(b *testing.B, dims int) (*benchCorpus, float64) {
 
 func benchRecallEmbeddings(b *testing.B, dims int) {
 	c, rate := embedCorpus(b, dims)
-	h := cycleHistory(newWordGen(2), c.samples[42])
-	q := RecallQuery{Owner: "o", TaskID: h[0].GetTaskId(), History: h}
-	lat := make(latencies, 0, b.N)
-	items := 0
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		c.mem.recalls.reset() // every recall searches
-		t := time.Now()
-		ev, err := c.mem.Recall(context.Background(), q)
-		if err != nil {
-			b.Fatal(err)
-		}
-		lat = append(lat, time.Since(t))
-		items = len(ev)
-	}
-	b.StopTimer()
-	lat.report(b)
-	b.ReportMetric(float64(items), "items")
+	measureRecalls(b, c, false)
 	b.ReportMetric(rate, "embedded-records/s")
 }
 
