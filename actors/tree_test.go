@@ -353,14 +353,7 @@ func TestTreeProgressBelowTellsRunningChild(t *testing.T) {
 		t.Fatal("another owner was told of the tree")
 	}
 	h.blocks.release("child-call")
-	h.waitStatus(id, api.TaskStatus_TASK_STATUS_FINISHED)
-	eventually(t, "the child forgotten", func() error {
-		st, err := h.d.ProgressBelow(ctx, actors.Operator, id)
-		if err != nil || len(st.GetEvents()) != 0 {
-			return fmt.Errorf("after the child ended: %v, %v", st, err)
-		}
-		return nil
-	})
+	childForgotten(t, h, id)
 }
 
 // A child paused by a person is told of with its pause and the Cycle it
@@ -380,14 +373,9 @@ func TestTreeProgressBelowTellsPausedChild(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		kinds = kinds[:0]
-		paused := false
-		for _, te := range st.GetEvents() {
-			kinds = append(kinds, api.Kind(te.GetEvent()))
-			if sc := te.GetEvent().GetStatusChanged(); sc.GetStatus() == api.TaskStatus_TASK_STATUS_PAUSED && sc.GetPauseReason() == api.PauseReason_PAUSE_REASON_USER {
-				paused = true
-			}
-		}
+		var pause *api.StatusChanged
+		kinds, pause = progressKinds(t, st, id, child)
+		paused := pause.GetPauseReason() == api.PauseReason_PAUSE_REASON_USER
 		if want := "cycle_started status_changed"; strings.Join(kinds, " ") != want || !paused {
 			return fmt.Errorf("told %v, want %s with the user's pause", kinds, want)
 		}
@@ -397,14 +385,7 @@ func TestTreeProgressBelowTellsPausedChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.blocks.release("paused-call")
-	h.waitStatus(id, api.TaskStatus_TASK_STATUS_FINISHED)
-	eventually(t, "the child forgotten", func() error {
-		st, err := h.d.ProgressBelow(ctx, actors.Operator, id)
-		if err != nil || len(st.GetEvents()) != 0 {
-			return fmt.Errorf("after the child ended: %v, %v", st, err)
-		}
-		return nil
-	})
+	childForgotten(t, h, id)
 }
 
 // A child that had not ended when the daemon started (paused by the
@@ -418,20 +399,40 @@ func TestTreeProgressBelowAfterRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var kinds []string
-	paused := false
-	for _, te := range st.GetEvents() {
-		if got := strings.Join(te.GetPath(), "/"); got != id+"/"+child {
-			t.Fatalf("progress of %s, want %s/%s", got, id, child)
-		}
-		kinds = append(kinds, api.Kind(te.GetEvent()))
-		if te.GetEvent().GetStatusChanged().GetStatus() == api.TaskStatus_TASK_STATUS_PAUSED {
-			paused = true
-		}
-	}
-	if want := "cycle_started status_changed"; strings.Join(kinds, " ") != want || !paused {
+	kinds, pause := progressKinds(t, st, id, child)
+	if want := "cycle_started status_changed"; strings.Join(kinds, " ") != want || pause == nil {
 		t.Fatalf("after the restart told %v, want %s with the pause:\n%s", kinds, want, dump(h.history(child)))
 	}
+}
+
+// progressKinds returns the kinds of the events a TreeState tells of
+// child (each labelled root/child) and its pause, if one is among them.
+func progressKinds(t *testing.T, st *api.TreeState, root, child string) (kinds []string, pause *api.StatusChanged) {
+	t.Helper()
+	for _, te := range st.GetEvents() {
+		if got := strings.Join(te.GetPath(), "/"); got != root+"/"+child {
+			t.Fatalf("progress of %s, want %s/%s", got, root, child)
+		}
+		kinds = append(kinds, api.Kind(te.GetEvent()))
+		if sc := te.GetEvent().GetStatusChanged(); sc.GetStatus() == api.TaskStatus_TASK_STATUS_PAUSED {
+			pause = sc
+		}
+	}
+	return kinds, pause
+}
+
+// childForgotten waits for root to finish, then for the hub to tell of
+// nothing below it.
+func childForgotten(t *testing.T, h *harness, root string) {
+	t.Helper()
+	h.waitStatus(root, api.TaskStatus_TASK_STATUS_FINISHED)
+	eventually(t, "the child forgotten", func() error {
+		st, err := h.d.ProgressBelow(context.Background(), actors.Operator, root)
+		if err != nil || len(st.GetEvents()) != 0 {
+			return fmt.Errorf("after the child ended: %v, %v", st, err)
+		}
+		return nil
+	})
 }
 
 // A parent that sends a follow-up to its child that finished gets it
