@@ -5,26 +5,16 @@ import (
 	"slices"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"lemo/api"
 )
 
 func progEv(seq uint64, body any) *api.Event {
-	ev := &api.Event{TaskId: "C", Seq: seq}
-	switch b := body.(type) {
-	case api.TaskStatus:
-		ev.Body = &api.Event_StatusChanged{StatusChanged: &api.StatusChanged{Status: b}}
-	case *api.CycleStarted:
-		ev.Body = &api.Event_CycleStarted{CycleStarted: b}
-	case *api.ToolCallRecorded:
-		ev.Body = &api.Event_ToolCallRecorded{ToolCallRecorded: b}
-	case *api.ToolResult:
-		ev.Body = &api.Event_ToolResult{ToolResult: b}
-	case *api.ToolFailed:
-		ev.Body = &api.Event_ToolFailed{ToolFailed: b}
-	case *api.AssistantMessage:
-		ev.Body = &api.Event_AssistantMessage{AssistantMessage: b}
+	if st, ok := body.(api.TaskStatus); ok {
+		body = &api.StatusChanged{Status: st}
 	}
-	return ev
+	return api.NewEvent("C", seq, nil, body.(proto.Message))
 }
 
 func TestProgress(t *testing.T) {

@@ -6,27 +6,14 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"lemo/api"
 	"lemo/client"
 )
 
-func treeEv(path []string, body any) *api.TreeEvent {
-	ev := &api.Event{TaskId: path[len(path)-1]}
-	switch b := body.(type) {
-	case *api.CycleStarted:
-		ev.Body = &api.Event_CycleStarted{CycleStarted: b}
-	case *api.ToolCallRecorded:
-		ev.Body = &api.Event_ToolCallRecorded{ToolCallRecorded: b}
-	case *api.ToolResult:
-		ev.Body = &api.Event_ToolResult{ToolResult: b}
-	case *api.StatusChanged:
-		ev.Body = &api.Event_StatusChanged{StatusChanged: b}
-	case *api.ApprovalRequested:
-		ev.Body = &api.Event_ApprovalRequested{ApprovalRequested: b}
-	case *api.ApprovalResolved:
-		ev.Body = &api.Event_ApprovalResolved{ApprovalResolved: b}
-	}
-	return &api.TreeEvent{Path: path, Event: ev}
+func treeEv(path []string, body proto.Message) *api.TreeEvent {
+	return &api.TreeEvent{Path: path, Event: api.NewEvent(path[len(path)-1], 0, nil, body)}
 }
 
 func TestTreeProgressLines(t *testing.T) {
