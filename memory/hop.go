@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"unicode"
@@ -270,7 +271,7 @@ func chooseEntities(found [][]hopEntity, rank []float64, maxTerms int) []hopEnti
 			key := strings.Join(e.terms, " ")
 			if k, ok := at[key]; ok {
 				a := &all[k]
-				if !containsInt(a.sources, si) {
+				if !slices.Contains(a.sources, si) {
 					a.sources = append(a.sources, si)
 				}
 				a.dist = min(a.dist, e.dist)
@@ -308,13 +309,4 @@ func chooseEntities(found [][]hopEntity, rank []float64, maxTerms int) []hopEnti
 		out = append(out, e)
 	}
 	return out
-}
-
-func containsInt(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }

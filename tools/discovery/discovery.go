@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"unicode"
@@ -175,7 +176,7 @@ func score(words []string, query string, t tools.OfferedTool) int {
 	desc := terms(t.Description)
 	for _, w := range words {
 		switch {
-		case contains(parts, w):
+		case slices.Contains(parts, w):
 			s += 4
 		case strings.Contains(name, w):
 			s += 2
@@ -204,15 +205,6 @@ func terms(text string) []string {
 		}
 	}
 	return out
-}
-
-func contains(list []string, w string) bool {
-	for _, x := range list {
-		if x == w {
-			return true
-		}
-	}
-	return false
 }
 
 // Summary is the first sentence of a description on one line, at most

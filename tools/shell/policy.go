@@ -2,6 +2,7 @@ package shell
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -162,7 +163,7 @@ func (r *rules) check(command string) Verdict {
 			uncovered = why
 			break
 		}
-		if !contains(used, rl.text) {
+		if !slices.Contains(used, rl.text) {
 			used = append(used, rl.text)
 		}
 	}
@@ -343,15 +344,6 @@ func show(c *simpleCmd) string {
 		parts = append(parts, w.lit)
 	}
 	return excerpt.Short(strings.Join(parts, " "), 200)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func quoteList(list []string) string {
