@@ -38,13 +38,13 @@ type toolsetBridge struct {
 
 var (
 	_ tools.Toolset        = (*toolsetBridge)(nil)
-	_ tools.PendingToolset = (*toolsetBridge)(nil)
+	_ tools.PendingSource = (*toolsetBridge)(nil)
 )
 
 // Offered implements tools.Toolset.
 func (b *toolsetBridge) Offered() []tools.OfferedTool { return b.offered }
 
-// Pending implements tools.PendingToolset.
+// Pending implements tools.PendingSource.
 func (b *toolsetBridge) Pending() []tools.Pending { return b.pending }
 
 // Load implements tools.Toolset.

@@ -162,14 +162,11 @@ func (c *Conn) ReadHistory(ctx context.Context, taskID string, from uint64) ([]*
 
 // Tools returns the daemon's tool contracts.
 func (c *Conn) Tools(ctx context.Context) ([]*api.ToolInfo, error) {
-	resp, err := c.call(ctx, &api.Request{Command: &api.Request_ListTools{ListTools: &api.ListToolsRequest{}}})
+	l, err := c.ToolList(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if resp.GetTools() == nil {
-		return nil, unexpected(resp, "tools")
-	}
-	return resp.GetTools().GetTools(), nil
+	return l.GetTools(), nil
 }
 
 // ToolList returns the daemon's tools as Tools does, and the sources whose

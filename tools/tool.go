@@ -91,11 +91,11 @@ type Toolset interface {
 	Load(ctx context.Context, names []string) (LoadResult, error)
 }
 
-// PendingToolset is a Toolset that also says which sources of tools have
-// not listed them yet (Registry.Pending: an MCP server not up), as they
-// were when the call started, so that tools.search can say why a tool may
-// be missing.
-type PendingToolset interface {
+// PendingSource says which sources of tools have not listed them yet (an
+// MCP server not up): the Registry does, and a Task's Toolset as they
+// were when its call started, so that tools.search and lemo tools can say
+// why a tool may be missing.
+type PendingSource interface {
 	Pending() []Pending
 }
 

@@ -199,7 +199,7 @@ func (g *Gateway) toolList() *api.ToolList {
 	}
 	// Sources whose tools are not listed yet (an MCP server not up when
 	// the daemon started), with why.
-	if p, ok := g.cfg.Tools.(interface{ Pending() []tools.Pending }); ok {
+	if p, ok := g.cfg.Tools.(tools.PendingSource); ok {
 		for _, pd := range p.Pending() {
 			out.Pending = append(out.Pending, &api.PendingTools{Source: pd.Source, Prefix: pd.Prefix, State: pd.State})
 		}

@@ -102,7 +102,7 @@ func (Search) Execute(ctx context.Context, c tools.Call, emit tools.Emit) (json.
 	case more > 0:
 		res.Note = fmt.Sprintf("%d more matched; a narrower query shows them", more)
 	}
-	if p, ok := c.Toolset.(tools.PendingToolset); ok {
+	if p, ok := c.Toolset.(tools.PendingSource); ok {
 		if note := pendingNote(p.Pending()); note != "" {
 			res.Note = strings.TrimPrefix(res.Note+"; "+note, "; ")
 		}

@@ -8,7 +8,7 @@
 //     servers' tools) and returns their names with one-line summaries,
 //     at most MaxResults of them, with a note naming the sources that
 //     have not listed their tools yet (an MCP server that is not up;
-//     tools.PendingToolset);
+//     tools.PendingSource);
 //   - tools.load {names} adds tools to the Task from its next model call
 //     on. Each load is an event in the Task's history (api.ToolsLoaded), so
 //     later Cycles, a continue after a restart and a child created with the
