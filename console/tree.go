@@ -277,13 +277,16 @@ func dormantOrder(column string) func(a, b *taskState) bool {
 	if column != "STATE" {
 		return nil
 	}
-	state := func(t *taskState) string {
-		if t == nil || t.meta == nil {
-			return "dormant"
-		}
-		return metaStatus(t.meta)
+	return func(a, b *taskState) bool { return dormantStatus(a) < dormantStatus(b) }
+}
+
+// dormantStatus is a dormant Task's STATE: its recorded status, or
+// "dormant" before its metadata is known.
+func dormantStatus(t *taskState) string {
+	if t == nil || t.meta == nil {
+		return "dormant"
 	}
-	return func(a, b *taskState) bool { return state(a) < state(b) }
+	return metaStatus(t.meta)
 }
 
 func liveOrder(column string) func(a, b *api.ActorInfo) bool {

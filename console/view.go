@@ -231,9 +231,9 @@ func (m *Model) treeLines(w, body int) []string {
 			}
 			line = cols(r.prefix+label, state, dur(now.Sub(since.AsTime())), fmt.Sprint(a.GetMailbox()), fmt.Sprint(a.GetProcessed()), rstCell(a), failureCell(a))
 		} else {
-			st := "dormant"
-			if t := m.tasks[r.taskID]; t != nil && t.meta != nil {
-				st = metaStatus(t.meta)
+			t := m.tasks[r.taskID]
+			st := dormantStatus(t)
+			if t != nil && t.meta != nil {
 				if k := len(t.pending()); k > 0 {
 					st = fmt.Sprintf("%s ?%d", st, k)
 				}

@@ -206,19 +206,19 @@ func spendColumns(b *api.BudgetSummary, now time.Time) (tokens, cost, working st
 
 // ownerDayBudget is budgets.per_owner_day as the daemon takes it.
 func ownerDayBudget(cfg *config.Config) *api.BudgetAmounts {
-	cost, _ := api.ParseUSD(cfg.Budgets.PerOwnerDay.Cost) // Validate checked it
-	if cfg.Budgets.PerOwnerDay.Cost == "" {
-		cost = 0
-	}
-	return &api.BudgetAmounts{Tokens: uint64(max(cfg.Budgets.PerOwnerDay.Tokens, 0)), CostNanoUsd: cost}
+	return &api.BudgetAmounts{Tokens: uint64(max(cfg.Budgets.PerOwnerDay.Tokens, 0)), CostNanoUsd: configUSD(cfg.Budgets.PerOwnerDay.Cost)}
+}
+
+// configUSD is a cost key of the config in nano-dollars (0 when unset:
+// Validate checked the rest).
+func configUSD(s string) uint64 {
+	cost, _ := api.ParseUSD(s) // 0 with an error for ""
+	return cost
 }
 
 // budgetOptions are the budgets keys as the daemon takes them.
 func budgetOptions(cfg *config.Config) actors.BudgetOptions {
-	cost, _ := api.ParseUSD(cfg.Budgets.MaxCost) // Validate checked it
-	if cfg.Budgets.MaxCost == "" {
-		cost = 0
-	}
+	cost := configUSD(cfg.Budgets.MaxCost)
 	return actors.BudgetOptions{
 		PerOwnerDay:      ownerDayBudget(cfg),
 		Default:          &api.BudgetAmounts{Tokens: uint64(max(cfg.Budgets.MaxTokens, 0)), CostNanoUsd: cost, TimeMs: uint64(max(cfg.Budgets.MaxTime, 0).Milliseconds())},
