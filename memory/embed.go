@@ -656,8 +656,17 @@ func (m *Memory) embedCommit(ctx context.Context, owner string, docs []embedDoc,
 			return err
 		}
 	}
-	// Recall results cached for the owner's Tasks did not see these.
-	m.recalls.added(owner, "", len(adds))
+	// Recall results cached for the owner's Tasks did not see these; a
+	// Task's own records (its recall never holds them) leave its result
+	// valid, as in Postings. A fact's vector counts for every Task.
+	byTask := make(map[string]int)
+	for _, a := range adds {
+		task, _, _, _, _, _ := parseDocRef(a.ref)
+		byTask[task]++
+	}
+	for task, n := range byTask {
+		m.recalls.added(owner, task, n)
+	}
 	return nil
 }
 
