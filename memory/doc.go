@@ -55,7 +55,8 @@
 // asks what the best first records leave open of the query of the names
 // they state beside the query's words, and adds the records that name one
 // and hold an open word (with their episodes), each ranked below its
-// source by how much of the query the two hold together. Ranking
+// source by how much of the query the two hold together; a third hop
+// goes on from the second's best records the same way. Ranking
 // multiplies relevance by kind, hop and recency weights; a later answer, tool result or fact of another Task
 // that restates most of an earlier one's subject supersedes it (ranked
 // just below, labelled "superseded by <ref>, <time>"); facts superseded

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"lemo/api"
+	"lemo/excerpt"
 	"lemo/persistence"
 )
 
@@ -27,8 +28,9 @@ import (
 // is committed with the vectors of a batch, so after a restart the
 // embedder resumes where it stopped (catch-up compares it with the index
 // watermark of every Task). Batches are bounded (Options.EmbedBatch
-// texts). A provider that fails is retried on the next interval, with its
-// error logged and counted (EmbeddingStatus); it never fails a Cycle:
+// texts). A provider that fails is tried again after a backoff (1 s
+// doubling to 5 min), with its error logged and counted (EmbeddingStatus);
+// it never fails a Cycle:
 // Recall then uses the lexical index alone and says so in the log.
 
 // Embedder turns texts into vectors (one per text, in order, all of the
@@ -613,7 +615,7 @@ func (m *Memory) embedCommit(ctx context.Context, owner string, docs []embedDoc,
 		for i, d := range docs {
 			texts[i] = d.text
 			if len(texts[i]) > embedTextBytes {
-				texts[i] = cutRunes(texts[i], embedTextBytes)
+				texts[i] = excerpt.Head(texts[i], embedTextBytes)
 			}
 		}
 		cctx, cancel := context.WithTimeout(ctx, m.opt.EmbedTimeout)
@@ -680,17 +682,6 @@ func (x *vecIndex) dimsOr(d int) int {
 	return x.dims
 }
 
-// cutRunes cuts s to at most n bytes on a rune boundary.
-func cutRunes(s string, n int) string {
-	if n >= len(s) {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n]
-}
-
 // embedQuery returns the unit vector of a recall's query, or nil (with
 // the failure logged and counted) when it cannot be had: recall then uses
 // the lexical index alone.
@@ -711,7 +702,7 @@ func (m *Memory) embedQuery(ctx context.Context, text string) []float32 {
 	}
 	cctx, cancel := context.WithTimeout(ctx, m.opt.EmbedQueryTimeout)
 	defer cancel()
-	vecs, err := e.emb.Embed(cctx, []string{cutRunes(text, embedTextBytes)})
+	vecs, err := e.emb.Embed(cctx, []string{excerpt.Head(text, embedTextBytes)})
 	if err == nil && (len(vecs) != 1 || len(vecs[0]) != e.vecs.dimsOr(len(vecs[0]))) {
 		err = fmt.Errorf("%w: the query's vector does not match the stored ones", ErrEmbeddingDims)
 	}
