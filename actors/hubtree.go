@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	"lemo/actors/taskstate"
 	"lemo/api"
@@ -76,7 +75,7 @@ func (b *belowTracker) state(c Caller, taskID string) *api.TreeState {
 		}
 	}
 	// Task ids grow with time: a path's order is the tree's, older first.
-	slices.SortFunc(all, func(a, b found) int { return strings.Compare(strings.Join(a.path, "/"), strings.Join(b.path, "/")) })
+	slices.SortFunc(all, func(a, b found) int { return slices.Compare(a.path, b.path) })
 	st := &api.TreeState{}
 	if len(all) > taskstate.MaxProgressBelow {
 		st.Omitted = uint32(len(all) - taskstate.MaxProgressBelow)

@@ -1,6 +1,7 @@
 package taskstate
 
 import (
+	"cmp"
 	"slices"
 
 	"lemo/api"
@@ -94,15 +95,7 @@ func (p *Progress) Events() []*api.Event {
 		out = append(out, p.cycle)
 	}
 	out = append(out, p.calls...)
-	slices.SortStableFunc(out, func(a, b *api.Event) int {
-		switch {
-		case a.GetSeq() < b.GetSeq():
-			return -1
-		case a.GetSeq() > b.GetSeq():
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(out, func(a, b *api.Event) int { return cmp.Compare(a.GetSeq(), b.GetSeq()) })
 	return out
 }
 
