@@ -132,6 +132,7 @@ const progressTail = 256
 // before this start as of one paused since. At most maxBelowTracked.
 func progressBelow(st *persistence.Store, metas []*api.TaskMeta) ([]*hubEvents, error) {
 	var out []*hubEvents
+	ancestry := make(map[string][]string) // by parent: siblings share it
 	for _, m := range metas {
 		if m.GetParentId() == "" || len(out) == maxBelowTracked {
 			continue
@@ -153,7 +154,12 @@ func progressBelow(st *persistence.Store, metas []*api.TaskMeta) ([]*hubEvents, 
 		if p.Empty() {
 			continue
 		}
-		out = append(out, &hubEvents{owner: m.GetOwner(), ancestors: readAncestry(st, m.GetParentId()), events: p.Events()})
+		anc, ok := ancestry[m.GetParentId()]
+		if !ok {
+			anc = readAncestry(st, m.GetParentId())
+			ancestry[m.GetParentId()] = anc
+		}
+		out = append(out, &hubEvents{owner: m.GetOwner(), ancestors: anc, events: p.Events()})
 	}
 	return out, nil
 }
