@@ -34,22 +34,8 @@ func newBlockCache(max int) *blockCache {
 	return newLRU(max, func(b []byte) int { return len(b) })
 }
 
-func (c *lru[V]) get(key string) (V, bool) {
-	var zero V
-	if c == nil {
-		return zero, false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.items[key]; ok {
-		c.ll.MoveToFront(e)
-		return e.Value.(*lruItem[V]).val, true
-	}
-	return zero, false
-}
-
-// getBytes is get with the key as bytes (looked up without a copy).
-func (c *lru[V]) getBytes(key []byte) (V, bool) {
+// get returns key's value, if cached (looked up without a copy of key).
+func (c *lru[V]) get(key []byte) (V, bool) {
 	var zero V
 	if c == nil {
 		return zero, false

@@ -15,19 +15,19 @@ func TestLRUBoundedByCost(t *testing.T) {
 	if c.size > c.max {
 		t.Fatalf("size %d over the bound %d", c.size, c.max)
 	}
-	if _, ok := c.get("k0"); ok {
+	if _, ok := c.get([]byte("k0")); ok {
 		t.Error("the oldest value was kept")
 	}
-	if _, ok := c.getBytes([]byte("k19")); !ok {
+	if _, ok := c.get([]byte("k19")); !ok {
 		t.Error("the newest value was evicted")
 	}
 	c.put("big", make([]parsedRow, 13)) // 130 > 1000/8
-	if _, ok := c.get("big"); ok {
+	if _, ok := c.get([]byte("big")); ok {
 		t.Error("a value over an eighth of the bound was kept")
 	}
 	var nilCache *lru[[]byte]
 	nilCache.put("k", []byte("v"))
-	if _, ok := nilCache.get("k"); ok {
+	if _, ok := nilCache.get([]byte("k")); ok {
 		t.Error("a nil cache returned a value")
 	}
 }

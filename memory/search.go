@@ -1055,7 +1055,7 @@ func (m *Memory) recordText(v *persistence.Snapshot, owner string, h *Hit) (stri
 	key = append(key, h.FactID...)
 	key = append(key, 0)
 	key = strconv.AppendUint(key, h.Seq, 10)
-	if b, ok := m.texts.getBytes(key); ok {
+	if b, ok := m.texts.get(key); ok {
 		// The cache never changes a value it holds, so the text may
 		// share its bytes.
 		return unsafe.String(unsafe.SliceData(b), len(b)), nil

@@ -152,7 +152,7 @@ type blockSource struct {
 
 func (s blockSource) get(owner string, fam byte, seg uint64, n uint32) ([]byte, error) {
 	key := persistence.BlockKey(owner, fam, seg, n)
-	if b, ok := s.cache.get(string(key)); ok {
+	if b, ok := s.cache.get(key); ok {
 		return b, nil
 	}
 	b, err := s.v.GetCopy(key)
@@ -460,7 +460,7 @@ func decodeDocRows(b []byte) ([]docRow, error) {
 func (s *segment) row(src blockSource, doc uint32) (*parsedRow, error) {
 	n := doc / docBlockDocs
 	key := persistence.BlockKey(s.owner, persistence.BlockDocs, s.hdr.seg, n)
-	rows, ok := src.rows.getBytes(key)
+	rows, ok := src.rows.get(key)
 	if !ok {
 		blk, err := src.get(s.owner, persistence.BlockDocs, s.hdr.seg, n)
 		if err != nil {
