@@ -76,22 +76,8 @@ func hamming(a, b []uint64) int {
 	return n
 }
 
-func dot(a, b []float32) float64 {
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(a) && i+4 <= len(b); i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
-	}
-	for ; i < len(a) && i < len(b); i++ {
-		s0 += a[i] * b[i]
-	}
-	return float64(s0 + s1 + s2 + s3)
-}
-
-// dotBytes is dot(a, decodeVector(b)) without decoding b into a slice.
+// dotBytes is the dot product of a and the vector encoded in b (as
+// encodeVector does), read without decoding b into a slice.
 func dotBytes(a []float32, b []byte) float64 {
 	var s0, s1 float32
 	i := 0
@@ -111,17 +97,6 @@ func encodeVector(v []float32) []byte {
 		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
 	}
 	return b
-}
-
-func decodeVector(b []byte, dims int) ([]float32, error) {
-	if len(b) != 4*dims {
-		return nil, fmt.Errorf("%w: vector of %d bytes, want %d dimensions", errCorrupt, len(b), dims)
-	}
-	v := make([]float32, dims)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return v, nil
 }
 
 // vecMeta is what a vector hit needs besides its ref.
