@@ -37,7 +37,7 @@ type toolsetBridge struct {
 }
 
 var (
-	_ tools.Toolset        = (*toolsetBridge)(nil)
+	_ tools.Toolset       = (*toolsetBridge)(nil)
 	_ tools.PendingSource = (*toolsetBridge)(nil)
 )
 

@@ -78,14 +78,12 @@ type treeBudget struct {
 }
 
 // rootBook is what a tree's root holds of its tree's budget between
-// answers: the asks queued, the one being read (by incarnation
-// readInc), and the grants pending. The daemon keeps it for the root
+// answers: the asks queued, the one being read, and the grants pending. The daemon keeps it for the root
 // (rootBooks) as long as it holds anything, so it outlives the root
 // actor's incarnations.
 type rootBook struct {
 	asks    []*cmdBudgetAsk
 	reading *cmdBudgetAsk
-	readInc uint64
 	grants  taskstate.Grants
 }
 
@@ -130,16 +128,16 @@ func (b *treeBudget) serving() bool {
 	return b.book != nil && (b.book.reading != nil || len(b.book.asks) > 0)
 }
 
-// adoptBook takes up the book a previous incarnation of the root left: an
-// ask it was reading when it stopped is asked again (its read is dropped
-// when it arrives).
+// adoptBook takes up, as a new incarnation starts, the book a previous
+// incarnation of the root left: an ask it was reading when it stopped is
+// asked again (its read is dropped when it arrives: budgetRead.inc).
 func (t *task) adoptBook() {
 	b := t.env.books.get(t.id, false)
 	if b == nil {
 		return
 	}
 	t.tb.book = b
-	if b.reading != nil && b.readInc != t.incarnation {
+	if b.reading != nil {
 		b.asks = append([]*cmdBudgetAsk{b.reading}, b.asks...)
 		b.reading = nil
 	}
@@ -210,7 +208,7 @@ func (t *task) nextBudgetAsk(ctx actor.Context) {
 	b.asks[0] = nil
 	b.asks = b.asks[1:]
 	b.grants.Asked(a.from)
-	b.reading, b.readInc = a, t.incarnation
+	b.reading = a
 	pending := b.grants.Snapshot()
 	self, sys, store, id, inc := ctx.Self(), ctx.ActorSystem(), t.env.deps.Store, t.id, t.incarnation
 	t.env.goroutine(func() {

@@ -71,7 +71,7 @@ func TestRootBookOutlivesIncarnations(t *testing.T) {
 	b := first.tb.book
 	b.grants.Give("X", 1, taskstate.Need(r))
 	reading, queued := &cmdBudgetAsk{from: "Y", cycle: 1, r: r}, &cmdBudgetAsk{from: "Z", cycle: 1, r: r}
-	b.reading, b.readInc, b.asks = reading, 1, []*cmdBudgetAsk{queued}
+	b.reading, b.asks = reading, []*cmdBudgetAsk{queued}
 	first.dropBook() // the crashed incarnation stops: the book stays
 
 	next := &task{env: e, id: "R", incarnation: 2}
