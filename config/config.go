@@ -182,6 +182,6 @@ func Default() *Config {
 			MaxSessions: 1024, MaxSessionsPerToken: 128, MaxSubscriptions: 8192, MaxSubscriptionsPerToken: 1024},
 		Budgets: Budgets{OutputTokens: 4096, UnreportedToolTokens: 16384},
 		Pricing: Pricing{Free: []string{"ollama", "fake"}},
-		Memory:  Memory{RecallReuseCycles: 4, Embeddings: Embeddings{Batch: 16, Timeout: 10 * time.Second, QueryTimeout: 2 * time.Second, MinSimilarity: 0.5}},
+		Memory:  Memory{RecallReuseCycles: 4, Embeddings: Embeddings{Batch: 16, Timeout: 10 * time.Second, QueryTimeout: 2 * time.Second, MinSimilarity: 0.5, MinMargin: 0.4}},
 	}
 }

@@ -30,7 +30,8 @@ type Embeddings struct {
 	Batch         int           `yaml:"batch" env:"LEMO_MEMORY_EMBEDDINGS_BATCH" help:"records embedded per provider call, 1 to 256"`
 	Timeout       time.Duration `yaml:"timeout" env:"LEMO_MEMORY_EMBEDDINGS_TIMEOUT" help:"longest one call of the background embedder may take (it retries later)"`
 	QueryTimeout  time.Duration `yaml:"query_timeout" env:"LEMO_MEMORY_EMBEDDINGS_QUERY_TIMEOUT" help:"longest a Cycle waits for its recall query's embedding; after a failure recall uses the lexical index alone, without calling, for a backoff of 1s doubling to 5m"`
-	MinSimilarity float64       `yaml:"min_similarity" env:"LEMO_MEMORY_EMBEDDINGS_MIN_SIMILARITY" help:"least cosine similarity (over 0, at most 1) a record found by its vector needs to be recalled; depends on the model (not calibrated on a real one yet)"`
+	MinSimilarity float64       `yaml:"min_similarity" env:"LEMO_MEMORY_EMBEDDINGS_MIN_SIMILARITY" help:"least cosine similarity (over 0, at most 1) a record found by its vector needs to be recalled; depends on the model"`
+	MinMargin     float64       `yaml:"min_margin" env:"LEMO_MEMORY_EMBEDDINGS_MIN_MARGIN" help:"how far above the query's mean similarity to the owner's records (0 to under 1) a record found by its vector must be to be recalled, where that is above min_similarity; 0 turns it off; depends on the model"`
 }
 
 // validate reports the problems of the embeddings' settings.
@@ -51,5 +52,8 @@ func (e *Embeddings) validate(add func(where, format string, args ...any)) {
 	}
 	if e.MinSimilarity <= 0 || e.MinSimilarity > 1 {
 		add("memory.embeddings.min_similarity", "%g: want more than 0, at most 1", e.MinSimilarity)
+	}
+	if e.MinMargin < 0 || e.MinMargin >= 1 {
+		add("memory.embeddings.min_margin", "%g: want 0 (off) to under 1", e.MinMargin)
 	}
 }

@@ -26,6 +26,8 @@ func TestMemoryValidation(t *testing.T) {
 		{"no query timeout", func(m *Memory) { m.Embeddings.QueryTimeout = -1 }, "memory.embeddings.query_timeout"},
 		{"similarity over 1", func(m *Memory) { m.Embeddings.MinSimilarity = 1.5 }, "memory.embeddings.min_similarity: 1.5: want more than 0, at most 1"},
 		{"similarity 0", func(m *Memory) { m.Embeddings.MinSimilarity = 0 }, "memory.embeddings.min_similarity"},
+		{"margin negative", func(m *Memory) { m.Embeddings.MinMargin = -0.1 }, "memory.embeddings.min_margin: -0.1: want 0 (off) to under 1"},
+		{"margin 1", func(m *Memory) { m.Embeddings.MinMargin = 1 }, "memory.embeddings.min_margin: 1: want 0 (off) to under 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

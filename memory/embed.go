@@ -53,6 +53,7 @@ const (
 	defaultEmbedBatch   = 16
 	maxEmbedBatch       = 256
 	defaultMinSimilar   = 0.5
+	defaultMinMargin    = 0.4
 	defaultEmbedTimeout = 10 * time.Second
 	defaultQueryTimeout = 2 * time.Second
 	// embedTextBytes bounds the text of one record sent to be embedded

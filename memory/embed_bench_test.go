@@ -154,7 +154,7 @@ func BenchmarkVectorSearch100K1024(b *testing.B) {
 				t := time.Now()
 				err := c.st.View(func(v *persistence.Snapshot) error {
 					if mode == "codes" {
-						_, err := c.mem.emb.vecs.search(v, "o", q, vectorCandidates, 0, "")
+						_, _, err := c.mem.emb.vecs.search(v, "o", q, vectorCandidates, 0, 0, "")
 						return err
 					}
 					best := make([]float64, 0, vectorCandidates)

@@ -83,7 +83,7 @@ func TestVectorIndexSearch(t *testing.T) {
 	}
 	q = unit(q)
 	err := e.st.View(func(v *persistence.Snapshot) error {
-		hits, err := x.search(v, "o", q, 5, -1, "")
+		hits, _, err := x.search(v, "o", q, 5, -1, 0, "")
 		if err != nil {
 			return err
 		}
@@ -97,7 +97,7 @@ func TestVectorIndexSearch(t *testing.T) {
 		if math.Abs(hits[0].similarity-best) > 1e-6 {
 			t.Fatalf("similarity %v, brute force %v", hits[0].similarity, best)
 		}
-		hits, err = x.search(v, "o", q, 5, -1, "T1")
+		hits, _, err = x.search(v, "o", q, 5, -1, 0, "T1")
 		if err != nil {
 			return err
 		}
@@ -106,10 +106,25 @@ func TestVectorIndexSearch(t *testing.T) {
 				t.Fatalf("excluded Task's record found: %q", h.ref)
 			}
 		}
-		if hits, err = x.search(v, "o", q, 5, 0.99, ""); err != nil || len(hits) != 0 {
+		if hits, _, err = x.search(v, "o", q, 5, 0.99, 0, ""); err != nil || len(hits) != 0 {
 			t.Fatalf("with floor 0.99: %+v %v", hits, err)
 		}
-		_, err = x.search(v, "o", q[:10], 5, 0, "")
+		// The margin: over random vectors the query's mean similarity is
+		// about 0, so a margin of 0.5 keeps record 10 (about 0.95) and
+		// 0.99 keeps nothing; the floor applied is the mean plus it.
+		hits, floor, err := x.search(v, "o", q, 5, -1, 0.5, "")
+		if err != nil || len(hits) == 0 || hits[0].meta.hash != 10 || math.Abs(floor-0.5) > 0.05 {
+			t.Fatalf("with margin 0.5: %d hits, floor %v, %v; want record 10 first, floor about 0.5", len(hits), floor, err)
+		}
+		for _, h := range hits {
+			if h.similarity < floor {
+				t.Fatalf("hit %q at %v below the floor %v", h.ref, h.similarity, floor)
+			}
+		}
+		if hits, _, err = x.search(v, "o", q, 5, -1, 0.99, ""); err != nil || len(hits) != 0 {
+			t.Fatalf("with margin 0.99: %+v %v", hits, err)
+		}
+		_, _, err = x.search(v, "o", q[:10], 5, 0, 0, "")
 		if !errors.Is(err, ErrEmbeddingDims) {
 			t.Fatalf("query of other dimensions: %v, want ErrEmbeddingDims", err)
 		}
@@ -117,6 +132,88 @@ func TestVectorIndexSearch(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestSimilarityFloor(t *testing.T) {
+	tests := []struct {
+		name                string
+		minSim, margin, sum float64
+		n                   int
+		want                float64
+	}{
+		{"no margin: the floor", 0.5, 0, 40, 100, 0.5},
+		{"too few records for a mean: the floor", 0.5, 0.4, 0.3 * 63, 63, 0.5},
+		{"mean plus margin above the floor", 0.5, 0.4, 0.3 * 64, 64, 0.7},
+		{"mean plus margin below the floor: the floor", 0.5, 0.4, 0.05 * 100, 100, 0.5},
+		{"a negative mean: the floor", 0.3, 0.4, -0.2 * 100, 100, 0.3},
+		{"generic query near everything", 0.3, 0.4, 0.45 * 1000, 1000, 0.85},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := similarityFloor(tt.minSim, tt.margin, tt.sum, tt.n); math.Abs(got-tt.want) > 1e-12 {
+				t.Fatalf("similarityFloor(%v, %v, %v, %d) = %v, want %v", tt.minSim, tt.margin, tt.sum, tt.n, got, tt.want)
+			}
+		})
+	}
+}
+
+// The baseline a search estimates from the sign codes follows the exact
+// mean similarity, also over vectors that share a direction (as a real
+// model's do: most of them point the same way).
+func TestSimilarityBaselineEstimate(t *testing.T) {
+	e := newEnv(t, Options{})
+	rng := rand.New(rand.NewSource(2))
+	const dims, n = 256, 1500
+	common := make([]float32, dims)
+	for j := range common {
+		common[j] = float32(rng.NormFloat64())
+	}
+	noisy := func(base []float32, spread float64) []float32 {
+		v := make([]float32, dims)
+		for j := range v {
+			v[j] = float32(float64(base[j]) + spread*rng.NormFloat64())
+		}
+		return unit(v)
+	}
+	x := newVecIndex()
+	vecs := make([][]float32, n)
+	var kvs []persistence.KV
+	for i := range vecs {
+		vecs[i] = noisy(common, 1.2)
+		ref := persistence.EventRef("T1", uint64(i+1))
+		kvs = append(kvs, persistence.KV{Key: persistence.VectorKey("o", ref), Value: encodeVector(vecs[i])})
+		if err := x.add("o", string(ref), dims, vecMeta{kind: KindAssistantMessage, hash: uint64(i)}, signCode(vecs[i])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for len(kvs) > 0 { // in transactions of 500
+		k := min(len(kvs), 500)
+		if err := e.st.UpdateIndex(kvs[:k]); err != nil {
+			t.Fatal(err)
+		}
+		kvs = kvs[k:]
+	}
+	for _, spread := range []float64{0.5, 1.5, 4} {
+		q := noisy(common, spread)
+		var exact float64
+		for _, v := range vecs {
+			exact += dot(q, v)
+		}
+		exact /= n
+		err := e.st.View(func(v *persistence.Snapshot) error {
+			_, floor, err := x.search(v, "o", q, 5, -1, 0.1, "")
+			if err != nil {
+				return err
+			}
+			if est := floor - 0.1; math.Abs(est-exact) > 0.08 {
+				t.Errorf("query spread %v: estimated baseline %.3f, exact mean %.3f", spread, est, exact)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -97,6 +97,13 @@ type Options struct {
 	// vector needs to be recalled (default 0.5; not calibrated: see
 	// docs/memory.md).
 	MinSimilarity float64
+	// MinSimilarityMargin raises the floor for a query to its baseline
+	// (its mean similarity to the owner's records, estimated from their
+	// sign codes) plus this margin, when that is above MinSimilarity and
+	// the owner has at least 64 records (similarityFloor in vectors.go).
+	// Default 0.4, calibrated with a real sentence model on the recall
+	// evaluation (docs/memory.md); negative turns it off.
+	MinSimilarityMargin float64
 
 	// manual disables the background indexer (tests build with Flush).
 	manual bool
@@ -143,6 +150,12 @@ func (o *Options) defaults() {
 	}
 	if o.MinSimilarity <= 0 {
 		o.MinSimilarity = defaultMinSimilar
+	}
+	switch {
+	case o.MinSimilarityMargin == 0:
+		o.MinSimilarityMargin = defaultMinMargin
+	case o.MinSimilarityMargin < 0:
+		o.MinSimilarityMargin = 0
 	}
 }
 

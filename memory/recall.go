@@ -204,7 +204,7 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 			c.rank = lexical[c] * c.weight()
 		}
 		if qvec != nil {
-			near, err := m.emb.vecs.search(v, q.Owner, qvec, vectorCandidates, m.opt.MinSimilarity, q.TaskID)
+			near, floor, err := m.emb.vecs.search(v, q.Owner, qvec, vectorCandidates, m.opt.MinSimilarity, m.opt.MinSimilarityMargin, q.TaskID)
 			if err != nil {
 				return err
 			}
@@ -214,7 +214,7 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 				// relevance; the fused relevance then ranks (a record
 				// found by its vector alone shares no words with the
 				// query to coordinate).
-				if first, err = r.fuseNear(first, lexical, near); err != nil {
+				if first, err = r.fuseNear(first, lexical, near, floor); err != nil {
 					return err
 				}
 				for _, c := range first {
@@ -548,7 +548,7 @@ func (r *recaller) take(res *searchResult, hop, minMatched int, minRel float64, 
 
 // fuseNear adds the records found by their vectors to the first hop's
 // candidates and gives every candidate its fused relevance (fuse).
-func (r *recaller) fuseNear(first []*candidate, coordinated map[*candidate]float64, near []vecHit) ([]*candidate, error) {
+func (r *recaller) fuseNear(first []*candidate, coordinated map[*candidate]float64, near []vecHit, floor float64) ([]*candidate, error) {
 	lexical := make(map[uint64]float64, len(first))
 	for _, c := range first {
 		lexical[c.hash] = max(lexical[c.hash], coordinated[c])
@@ -583,7 +583,7 @@ func (r *recaller) fuseNear(first []*candidate, coordinated map[*candidate]float
 			first = append(first, c)
 		}
 	}
-	rel := fuse(lexical, similarity, r.m.opt.MinSimilarity)
+	rel := fuse(lexical, similarity, floor)
 	for _, c := range first {
 		c.Relevance = rel[c.hash]
 	}

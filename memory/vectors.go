@@ -164,6 +164,9 @@ type vecIndex struct {
 	dims   int
 	owners map[string]*vecOwner
 	n      int
+	// angle[d] is the cosine a Hamming distance of d estimates:
+	// cos(π·d/dims) (set with dims).
+	angle []float64
 }
 
 func newVecIndex() *vecIndex { return &vecIndex{owners: make(map[string]*vecOwner)} }
@@ -174,6 +177,10 @@ func (x *vecIndex) add(owner, ref string, dims int, m vecMeta, code []uint64) er
 	defer x.mu.Unlock()
 	if x.dims == 0 {
 		x.dims = dims
+		x.angle = make([]float64, dims+1)
+		for d := range x.angle {
+			x.angle[d] = math.Cos(math.Pi * float64(d) / float64(dims))
+		}
 	}
 	if dims != x.dims {
 		return fmt.Errorf("%w: %d, the index holds %d", ErrEmbeddingDims, dims, x.dims)
@@ -231,12 +238,38 @@ func (h *hamHeap) Pop() any {
 	return x
 }
 
+// similarityFloor is the least cosine similarity a record found by its
+// vector needs for a query: the configured floor minSim, or the query's
+// baseline (its mean estimated similarity to the owner's records,
+// baseSum over n) plus margin when that is higher and the owner has
+// enough records for a mean to mean something (minBaselineRecords).
+//
+// A fixed floor cannot tell a question that has no answer in memory from
+// one worded differently from its answer: with a real sentence model
+// (docs/memory.md) the best record of a question with nothing relevant
+// reaches a cosine of 0.63, and the best of half the paraphrased ones
+// stays below 0.65. How far the best record stands above the query's
+// own mean tells them apart (every question with nothing relevant is
+// within 0.45 of its mean, most paraphrased ones above): some queries
+// are near everything (generic wording), some near nothing.
+func similarityFloor(minSim, margin, baseSum float64, n int) float64 {
+	if margin <= 0 || n < minBaselineRecords {
+		return minSim
+	}
+	return max(minSim, baseSum/float64(n)+margin)
+}
+
+// minBaselineRecords: the fewest records whose mean similarity to a
+// query is taken as its baseline.
+const minBaselineRecords = 64
+
 // search returns the owner's k records most similar to the unit vector q
-// (with similarity at least minSim, not of excludeTask), best first,
-// reading vectors through v.
-func (x *vecIndex) search(v *persistence.Snapshot, owner string, q []float32, k int, minSim float64, excludeTask string) ([]vecHit, error) {
+// (at least the similarity floor, see similarityFloor; not of
+// excludeTask), best first, reading vectors through v, and the floor it
+// applied.
+func (x *vecIndex) search(v *persistence.Snapshot, owner string, q []float32, k int, minSim, margin float64, excludeTask string) ([]vecHit, float64, error) {
 	x.mu.RLock()
-	o, dims := x.owners[owner], x.dims
+	o, dims, angle := x.owners[owner], x.dims, x.angle
 	var codes []uint64
 	var refs []string
 	var metas []vecMeta
@@ -245,17 +278,19 @@ func (x *vecIndex) search(v *persistence.Snapshot, owner string, q []float32, k 
 	}
 	x.mu.RUnlock()
 	if len(refs) == 0 || k <= 0 {
-		return nil, nil
+		return nil, minSim, nil
 	}
 	if len(q) != dims {
-		return nil, fmt.Errorf("%w: the query has %d, the index %d", ErrEmbeddingDims, len(q), dims)
+		return nil, minSim, fmt.Errorf("%w: the query has %d, the index %d", ErrEmbeddingDims, len(q), dims)
 	}
 	qc := signCode(q)
 	words := len(qc)
 	short := vecShortlist * k
 	h := make(hamHeap, 0, short+1)
+	var baseSum float64
 	for i := range refs {
 		d := hamming(qc, codes[i*words:(i+1)*words])
+		baseSum += angle[d]
 		if len(h) == short && d >= h[0].d {
 			continue
 		}
@@ -269,6 +304,7 @@ func (x *vecIndex) search(v *persistence.Snapshot, owner string, q []float32, k 
 			heap.Pop(&h)
 		}
 	}
+	floor := similarityFloor(minSim, margin, baseSum, len(refs))
 	out := make([]vecHit, 0, len(h))
 	for _, it := range h {
 		var sim float64
@@ -283,9 +319,9 @@ func (x *vecIndex) search(v *persistence.Snapshot, owner string, q []float32, k 
 			continue // committed after this snapshot
 		}
 		if err != nil {
-			return nil, err
+			return nil, floor, err
 		}
-		if sim >= minSim {
+		if sim >= floor {
 			out = append(out, vecHit{ref: refs[it.i], meta: metas[it.i], similarity: sim})
 		}
 	}
@@ -298,5 +334,5 @@ func (x *vecIndex) search(v *persistence.Snapshot, owner string, q []float32, k 
 	if len(out) > k {
 		out = out[:k]
 	}
-	return out, nil
+	return out, floor, nil
 }

@@ -63,6 +63,10 @@ func memoryOptions(cfg *config.Config, provs *providers.Registry, log zerolog.Lo
 		return emb.Embed(ctx, name, texts)
 	})
 	opt.EmbedModel, opt.EmbedBatch, opt.MinSimilarity = e.Model, e.Batch, e.MinSimilarity
+	opt.MinSimilarityMargin = e.MinMargin
+	if e.MinMargin == 0 {
+		opt.MinSimilarityMargin = -1 // off (memory's zero is its default)
+	}
 	opt.EmbedTimeout, opt.EmbedQueryTimeout = e.Timeout, e.QueryTimeout
 	return opt, nil
 }

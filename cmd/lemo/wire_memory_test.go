@@ -51,7 +51,7 @@ func TestMemoryOptions(t *testing.T) {
 			}
 			continue
 		}
-		if opt.EmbedModel != c.model || opt.EmbedBatch != 16 || opt.MinSimilarity != 0.5 {
+		if opt.EmbedModel != c.model || opt.EmbedBatch != 16 || opt.MinSimilarity != 0.5 || opt.MinSimilarityMargin != 0.4 {
 			t.Errorf("options %+v", opt)
 		}
 		vecs, err := opt.Embedder.Embed(context.Background(), []string{"the north depot"})
