@@ -168,16 +168,25 @@ func parseEvalQuestions(t testing.TB, path string) []*evalQuestion {
 
 // evalClock is the daemon's clock during the evaluation: each Task runs on
 // its own simulated day, and every reading advances a millisecond, so
-// record times keep the Tasks' order.
+// record times keep the Tasks' order. Frozen, it stands still: a
+// question's recall then ranks by the same ages whatever the daemon's
+// background work read of the clock before it (the ages of near-tied
+// records decided their order otherwise, and a run differed from the
+// next by a question now and then).
 type evalClock struct {
-	day  atomic.Int64
-	tick atomic.Int64
+	day    atomic.Int64
+	tick   atomic.Int64
+	frozen atomic.Bool
 }
 
 var evalBase = time.Date(2027, 1, 4, 9, 0, 0, 0, time.UTC)
 
 func (c *evalClock) now() time.Time {
-	return evalBase.AddDate(0, 0, int(c.day.Load())).Add(time.Duration(c.tick.Add(1)) * time.Millisecond)
+	t := evalBase.AddDate(0, 0, int(c.day.Load()))
+	if c.frozen.Load() {
+		return t
+	}
+	return t.Add(time.Duration(c.tick.Add(1)) * time.Millisecond)
 }
 
 // evalRun is the outcome of one evaluation: for each question, the items
@@ -433,16 +442,20 @@ func runRecallEval(t *testing.T, tasks []*evalTask, qs []*evalQuestion, opt memo
 	evidence := regexp.MustCompile(`<evidence task="([^"]+)"(?: seq="(\d+)")? kind="([^"]+)" time="[^"]*" source="([^"]*)"`)
 	factSrc := regexp.MustCompile(`^fact (\S+)`)
 	clock.day.Store(int64(len(tasks) + 1))
+	clock.frozen.Store(true)
 	// Each question is asked of the memory of the Tasks above alone: the
 	// daemon stops, and every question's Task runs on a copy of the fed
 	// data folder of its own. Asked one after another in one daemon,
 	// each question would also see the Tasks of the questions before it:
 	// records no label covers, which took recall's places and made a
 	// question's result depend on the questions asked before it.
-	caughtUp()
+	// Indexed first: the embedder embeds what the index holds, so
+	// "caught up" before the last Tasks were indexed left their records
+	// to be embedded during the first questions, racing their recall.
 	if err := cur.mem.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	caughtUp()
 	if s, on := cur.mem.EmbeddingStatus(); on {
 		run.embedding = &s
 	}
@@ -452,6 +465,7 @@ func runRecallEval(t *testing.T, tasks []*evalTask, qs []*evalQuestion, opt memo
 	for _, q := range qs {
 		copyTree(t, fed, asked)
 		cur = open(asked)
+		caughtUp()
 		start := len(model.Requests())
 		_, _ = runTask(q.text)
 		var req *providers.Request
@@ -483,6 +497,12 @@ func runRecallEval(t *testing.T, tasks []*evalTask, qs []*evalQuestion, opt memo
 			for _, h := range hits {
 				fmt.Printf("DEBUG %s/%d %s score %.2f rel %.2f matched %d/%d %q\n", h.TaskID, h.Seq, h.Kind, h.Score, h.Relevance, h.Matched, h.QueryTerms, h.Text)
 			}
+		}
+		if s, on := cur.mem.EmbeddingStatus(); on {
+			// What the questions' recalls met: failed query embeddings
+			// and recalls that fell back to the lexical index.
+			run.embedding.Failures += s.Failures
+			run.embedding.LexicalOnly += s.LexicalOnly
 		}
 		cur.stop()
 		cur = nil

@@ -195,6 +195,7 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 		for i, t := range res.qterms {
 			if res.held[i] {
 				r.qidf[t] = res.idf[i]
+				r.qorder = append(r.qorder, t)
 				r.qmass += res.idf[i]
 			}
 		}
@@ -466,10 +467,12 @@ type recaller struct {
 	all    []*candidate
 	byHash map[uint64]*candidate
 	// query is the query's terms; qidf the idf of those the search used
-	// that some record holds, qmass their sum.
-	query map[string]bool
-	qidf  map[string]float64
-	qmass float64
+	// that some record holds (qorder, in the search's order), qmass their
+	// sum.
+	query  map[string]bool
+	qidf   map[string]float64
+	qorder []string
+	qmass  float64
 }
 
 // held returns the query's terms that c holds (in the passage that
@@ -492,13 +495,18 @@ func (r *recaller) held(c *candidate) map[string]bool {
 }
 
 // coverage is the share of the query (by idf) that the terms held hold.
+// It adds in the query's order: a sum in a map's order differs in its
+// last bits from one call to the next, which decided between records
+// that tie (the evaluation's runs differed by a question or two).
 func (r *recaller) coverage(held map[string]bool) float64 {
 	if r.qmass == 0 {
 		return 0
 	}
 	got := 0.0
-	for t := range held {
-		got += r.qidf[t]
+	for _, t := range r.qorder {
+		if held[t] {
+			got += r.qidf[t]
+		}
 	}
 	return got / r.qmass
 }
