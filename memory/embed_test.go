@@ -112,17 +112,26 @@ func TestVectorIndexSearch(t *testing.T) {
 		// The margin: over random vectors the query's mean similarity is
 		// about 0, so a margin of 0.5 keeps record 10 (about 0.95) and
 		// 0.99 keeps nothing; the floor applied is the mean plus it.
-		hits, floor, err := x.search(v, "o", q, 5, -1, 0.5, "")
-		if err != nil || len(hits) == 0 || hits[0].meta.hash != 10 || math.Abs(floor-0.5) > 0.05 {
-			t.Fatalf("with margin 0.5: %d hits, floor %v, %v; want record 10 first, floor about 0.5", len(hits), floor, err)
+		// A search returns what passes the eased floor (sharedWordEase
+		// below the strict one).
+		hits, floors, err := x.search(v, "o", q, 5, -1, 0.5, "")
+		if err != nil || len(hits) == 0 || hits[0].meta.hash != 10 || math.Abs(floors.strict-0.5) > 0.05 ||
+			math.Abs(floors.strict-floors.eased-sharedWordEase) > 1e-9 {
+			t.Fatalf("with margin 0.5: %d hits, floors %+v, %v; want record 10 first, floors about 0.5 and %v lower", len(hits), floors, err, sharedWordEase)
 		}
 		for _, h := range hits {
-			if h.similarity < floor {
-				t.Fatalf("hit %q at %v below the floor %v", h.ref, h.similarity, floor)
+			if h.similarity < floors.eased {
+				t.Fatalf("hit %q at %v below the eased floor %v", h.ref, h.similarity, floors.eased)
 			}
 		}
-		if hits, _, err = x.search(v, "o", q, 5, -1, 0.99, ""); err != nil || len(hits) != 0 {
-			t.Fatalf("with margin 0.99: %+v %v", hits, err)
+		hits, floors, err = x.search(v, "o", q, 5, -1, 0.99, "")
+		if err != nil {
+			return err
+		}
+		for _, h := range hits {
+			if floors.admits(h.similarity, false) {
+				t.Fatalf("with margin 0.99: %q at %v passes the strict floor %v", h.ref, h.similarity, floors.strict)
+			}
 		}
 		_, _, err = x.search(v, "o", q[:10], 5, 0, 0, "")
 		if !errors.Is(err, ErrEmbeddingDims) {
@@ -132,6 +141,37 @@ func TestVectorIndexSearch(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestVecFloors(t *testing.T) {
+	tests := []struct {
+		name           string
+		minSim, margin float64
+		sum            float64
+		n              int
+		sim            float64
+		shares, want   bool
+		strict, eased  float64
+	}{
+		{"above the strict floor, no shared word", 0.5, 0.4, 0.3 * 100, 100, 0.72, false, true, 0.7, 0.6},
+		{"between the floors, no shared word", 0.5, 0.4, 0.3 * 100, 100, 0.65, false, false, 0.7, 0.6},
+		{"between the floors, a shared word", 0.5, 0.4, 0.3 * 100, 100, 0.65, true, true, 0.7, 0.6},
+		{"below the eased floor, a shared word", 0.5, 0.4, 0.3 * 100, 100, 0.55, true, false, 0.7, 0.6},
+		{"the eased floor stops at min_similarity", 0.5, 0.4, 0.15 * 100, 100, 0.45, true, false, 0.55, 0.5},
+		{"margin off: one floor", 0.5, 0, 0.3 * 100, 100, 0.55, false, true, 0.5, 0.5},
+		{"too few records: min_similarity", 0.5, 0.4, 0.3 * 10, 10, 0.5, false, true, 0.5, 0.5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := floorsFor(tt.minSim, tt.margin, tt.sum, tt.n)
+			if math.Abs(f.strict-tt.strict) > 1e-9 || math.Abs(f.eased-tt.eased) > 1e-9 {
+				t.Fatalf("floorsFor = %+v, want strict %v eased %v", f, tt.strict, tt.eased)
+			}
+			if got := f.admits(tt.sim, tt.shares); got != tt.want {
+				t.Fatalf("admits(%v, %v) = %v, want %v", tt.sim, tt.shares, got, tt.want)
+			}
+		})
 	}
 }
 
@@ -202,11 +242,11 @@ func TestSimilarityBaselineEstimate(t *testing.T) {
 		}
 		exact /= n
 		err := e.st.View(func(v *persistence.Snapshot) error {
-			_, floor, err := x.search(v, "o", q, 5, -1, 0.1, "")
+			_, floors, err := x.search(v, "o", q, 5, -1, 0.2, "")
 			if err != nil {
 				return err
 			}
-			if est := floor - 0.1; math.Abs(est-exact) > 0.08 {
+			if est := floors.strict - 0.2; math.Abs(est-exact) > 0.08 {
 				t.Errorf("query spread %v: estimated baseline %.3f, exact mean %.3f", spread, est, exact)
 			}
 			return nil

@@ -205,7 +205,7 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 			c.rank = lexical[c] * c.weight()
 		}
 		if qvec != nil {
-			near, floor, err := m.emb.vecs.search(v, q.Owner, qvec, vectorCandidates, m.opt.MinSimilarity, m.opt.MinSimilarityMargin, q.TaskID)
+			near, floors, err := m.emb.vecs.search(v, q.Owner, qvec, vectorCandidates, m.opt.MinSimilarity, m.opt.MinSimilarityMargin, q.TaskID)
 			if err != nil {
 				return err
 			}
@@ -215,7 +215,7 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 				// relevance; the fused relevance then ranks (a record
 				// found by its vector alone shares no words with the
 				// query to coordinate).
-				if first, err = r.fuseNear(first, lexical, near, floor); err != nil {
+				if first, err = r.fuseNear(first, lexical, near, floors); err != nil {
 					return err
 				}
 				for _, c := range first {
@@ -555,8 +555,10 @@ func (r *recaller) take(res *searchResult, hop, minMatched int, minRel float64, 
 }
 
 // fuseNear adds the records found by their vectors to the first hop's
-// candidates and gives every candidate its fused relevance (fuse).
-func (r *recaller) fuseNear(first []*candidate, coordinated map[*candidate]float64, near []vecHit, floor float64) ([]*candidate, error) {
+// candidates and gives every candidate its fused relevance (fuse): a
+// record the lexical search did not find needs the strict floor, or the
+// eased one when it holds a word of the query (vecFloors).
+func (r *recaller) fuseNear(first []*candidate, coordinated map[*candidate]float64, near []vecHit, floors vecFloors) ([]*candidate, error) {
 	lexical := make(map[uint64]float64, len(first))
 	for _, c := range first {
 		lexical[c.hash] = max(lexical[c.hash], coordinated[c])
@@ -576,22 +578,25 @@ func (r *recaller) fuseNear(first []*candidate, coordinated map[*candidate]float
 				continue
 			}
 		}
-		similarity[n.meta.hash] = max(similarity[n.meta.hash], n.similarity)
 		if r.byHash[n.meta.hash] != nil {
+			similarity[n.meta.hash] = max(similarity[n.meta.hash], n.similarity)
 			continue
 		}
 		h := Hit{TaskID: task, Seq: seq, FactID: fact, Kind: n.meta.kind, Time: time.UnixMilli(n.meta.time).UTC(), Source: n.meta.source,
 			TextBytes: int(n.meta.textBytes), Untrusted: n.meta.untrusted, hash: n.meta.hash, PassageFrom: from, PassageTo: to}
-		c, err := r.add(&h)
+		c, err := r.addIf(&h, func(c *candidate) bool {
+			return floors.admits(n.similarity, r.sharesWord(c))
+		})
 		if err != nil {
 			return nil, err
 		}
 		if c != nil {
+			similarity[n.meta.hash] = max(similarity[n.meta.hash], n.similarity)
 			c.hop = 1
 			first = append(first, c)
 		}
 	}
-	rel := fuse(lexical, similarity, floor)
+	rel := fuse(lexical, similarity, floors.eased)
 	for _, c := range first {
 		c.Relevance = rel[c.hash]
 	}
@@ -602,6 +607,11 @@ func (r *recaller) fuseNear(first []*candidate, coordinated map[*candidate]float
 // add reads a hit's text and makes it a candidate, unless its content is
 // already one or is in the conversation (nil then).
 func (r *recaller) add(h *Hit, also ...string) (*candidate, error) {
+	return r.addIf(h, nil, also...)
+}
+
+// addIf is add for a candidate that keep (when not nil) accepts.
+func (r *recaller) addIf(h *Hit, keep func(*candidate) bool, also ...string) (*candidate, error) {
 	if err := r.ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -625,9 +635,25 @@ func (r *recaller) add(h *Hit, also ...string) (*candidate, error) {
 		// What the record says is measured on the passage that matched.
 		c.terms = termSet(text[h.PassageFrom:h.PassageTo], h.Kind == KindToolResult)
 	}
+	if keep != nil && !keep(c) {
+		return nil, nil
+	}
 	r.byHash[h.hash] = c
 	r.all = append(r.all, c)
 	return c, nil
+}
+
+// sharesWord reports whether c holds a word of the query.
+func (r *recaller) sharesWord(c *candidate) bool {
+	if c.terms == nil {
+		c.terms = termSet(c.text, c.Kind == KindToolResult)
+	}
+	for t := range c.terms {
+		if r.query[t] {
+			return true
+		}
+	}
+	return false
 }
 
 // expandEpisode adds what the episode of a matched record concluded: for
