@@ -90,6 +90,9 @@ type candidate struct {
 	terms        map[string]bool
 	// document names the document a tool result read (documentOf).
 	document string
+	// question is the request an answer answers, when both were recalled
+	// (foldRequests): shown with the answer, not as an item of its own.
+	question string
 }
 
 func kindWeight(k Kind) float64 {
@@ -224,6 +227,46 @@ func rankCandidates(cands []*candidate, now time.Time) []*candidate {
 	}
 	for _, c := range cands { // cycles cannot occur (time), but stay total
 		place(c)
+	}
+	return foldRequests(out)
+}
+
+// foldRequests shows a recalled request with its Task's answer when that
+// is recalled too: the answer (the first of its Task after the request,
+// for the latest request before it) carries the request as its question,
+// and the request is no item of its own. A request restates a question without its answer; what a Cycle
+// needs is the answer, with what it answered. The answer keeps its own
+// place: taking the request's (measured) put an answer that a later one
+// replaced above its replacement, where supersession had not seen it.
+func foldRequests(ranked []*candidate) []*candidate {
+	questionOf := make(map[*candidate]*candidate) // answer -> request
+	for _, q := range ranked {
+		if q.Kind != KindUserMessage || q.FactID != "" {
+			continue
+		}
+		var a *candidate
+		for _, c := range ranked {
+			if c.Kind == KindAssistantMessage && c.TaskID == q.TaskID && c.FactID == "" && c.Seq > q.Seq && (a == nil || c.Seq < a.Seq) {
+				a = c
+			}
+		}
+		if a != nil && (questionOf[a] == nil || questionOf[a].Seq < q.Seq) {
+			questionOf[a] = q
+		}
+	}
+	if len(questionOf) == 0 {
+		return ranked
+	}
+	answerOf := make(map[*candidate]*candidate, len(questionOf))
+	for a, q := range questionOf {
+		a.question = q.text
+		answerOf[q] = a
+	}
+	out := make([]*candidate, 0, len(ranked)-len(answerOf))
+	for _, c := range ranked {
+		if answerOf[c] == nil {
+			out = append(out, c)
+		}
 	}
 	return out
 }

@@ -2,9 +2,12 @@ package memory
 
 import (
 	"context"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func cand(task string, seq uint64, kind Kind, rel float64, at time.Time, text string) *candidate {
@@ -135,4 +138,71 @@ func TestRecallIgnoresTheQuerysOwnWords(t *testing.T) {
 		t.Fatalf("the same question recalled %v items", counts)
 	}
 	_ = context.Background()
+}
+
+func TestFoldRequests(t *testing.T) {
+	at := t0
+	q := func(task string, seq uint64) *candidate {
+		return cand(task, seq, KindUserMessage, 1, at, task+" question "+string(rune('a'+seq)))
+	}
+	a := func(task string, seq uint64) *candidate {
+		return cand(task, seq, KindAssistantMessage, 1, at, task+" answer "+string(rune('a'+seq)))
+	}
+	f := func(task string) *candidate {
+		c := cand(task, 0, KindFact, 1, at, task+" fact")
+		c.FactID = task + "-F1"
+		return c
+	}
+	type item struct{ ref, question string }
+	show := func(cs []*candidate) []item {
+		var out []item
+		for _, c := range cs {
+			out = append(out, item{fmt.Sprintf("%s/%d %s", c.TaskID, c.Seq, c.Kind), c.question})
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		in   func() []*candidate
+		want []item
+	}{
+		{"a request with its answer: the answer shows it, in the answer's place",
+			func() []*candidate { return []*candidate{q("T1", 2), f("T2"), a("T1", 5)} },
+			[]item{{"T2/0 fact", ""}, {"T1/5 assistant_message", "T1 question c"}}},
+		{"a request without its answer stays",
+			func() []*candidate { return []*candidate{q("T1", 2), a("T2", 5)} },
+			[]item{{"T1/2 user_message", ""}, {"T2/5 assistant_message", ""}}},
+		{"an answer before the request is not its answer",
+			func() []*candidate { return []*candidate{q("T1", 6), a("T1", 5)} },
+			[]item{{"T1/6 user_message", ""}, {"T1/5 assistant_message", ""}}},
+		{"the first answer after the request",
+			func() []*candidate { return []*candidate{a("T1", 9), q("T1", 2), a("T1", 5)} },
+			[]item{{"T1/9 assistant_message", ""}, {"T1/5 assistant_message", "T1 question c"}}},
+		{"a follow-up request takes the answer after it; an answer shows one question",
+			func() []*candidate { return []*candidate{q("T1", 2), q("T1", 6), a("T1", 9)} },
+			[]item{{"T1/2 user_message", ""}, {"T1/9 assistant_message", "T1 question g"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := show(foldRequests(tt.in())); !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("foldRequests = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestQuestionLine(t *testing.T) {
+	long := strings.Repeat("é", maxQuestionBytes) // 2 bytes a rune
+	tests := []struct{ in, want string }{
+		{"How many trucks?", "How many trucks?"},
+		{"How many\ntrucks  are\tthere?", "How many trucks are there?"},
+		{long, strings.Repeat("é", maxQuestionBytes/2) + " […]"},
+		{"a" + long, "a" + strings.Repeat("é", maxQuestionBytes/2-1) + " […]"},
+	}
+	for _, tt := range tests {
+		got := questionLine(tt.in)
+		if got != tt.want || !utf8.ValidString(got) {
+			t.Errorf("questionLine(%.20q…) = %.30q… (%d bytes), want %.30q…", tt.in, got, len(got), tt.want)
+		}
+	}
 }

@@ -760,7 +760,7 @@ func (m *Memory) fit(ranked []*candidate, query map[string]bool) []prompt.Eviden
 			source += "; " + c.supersededBy
 		}
 		e := prompt.Evidence{TaskID: c.TaskID, Seq: c.Seq, Kind: c.Kind.String(), Time: c.Time, Source: source,
-			Text: c.text, Score: math.Round(c.rank*1000) / 1000, Untrusted: c.Untrusted}
+			Text: c.text, Question: questionLine(c.question), Score: math.Round(c.rank*1000) / 1000, Untrusted: c.Untrusted}
 		if c.PassageTo > 0 {
 			e.Text = passageEvidence(&c.Hit, c.text)
 		}
@@ -782,6 +782,23 @@ func (m *Memory) fit(ranked []*candidate, query map[string]bool) []prompt.Eviden
 	}
 	return out
 }
+
+// questionLine is the request an answer answered, as its evidence shows it:
+// at most maxQuestionBytes (cut at a rune, marked), on one line.
+func questionLine(q string) string {
+	q = strings.Join(strings.Fields(q), " ")
+	if len(q) <= maxQuestionBytes {
+		return q
+	}
+	cut := maxQuestionBytes
+	for cut > 0 && !utf8.RuneStart(q[cut]) {
+		cut--
+	}
+	return q[:cut] + " […]"
+}
+
+// maxQuestionBytes bounds the request an answer's evidence shows.
+const maxQuestionBytes = 400
 
 // passageEvidence shows the passage of a long record that matched (the
 // record is indexed as passages: passage.go), labelled with where it lies

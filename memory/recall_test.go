@@ -73,10 +73,10 @@ func TestRecallFindsOtherTasksEvidenceWithProvenance(t *testing.T) {
 			h := history(c, user("When does the staging database password rotate?"), assistant("Let me check the password rotation schedule."))
 			ev := e.recall("o", c, h)
 			got := describe(ev)
-			// The request brings its Task's answer (episode expansion).
+			// The request brings its Task's answer (episode expansion),
+			// which shows it as its question (foldRequests).
 			want := []string{
 				"fact: The staging database password rotates every Friday at noon (UTC).",
-				"user_message: Remember this: the staging database password rotates every Friday at noon.",
 				"assistant_message: Recorded.",
 			}
 			if !reflect.DeepEqual(got, want) {
@@ -87,8 +87,9 @@ func TestRecallFindsOtherTasksEvidenceWithProvenance(t *testing.T) {
 				t.Fatalf("fact provenance: %+v", f)
 			}
 			u := ev[1]
-			if u.TaskID != a || u.Seq != 2 || u.Source != "user" || !u.Time.Equal(t0.Add(time.Minute)) {
-				t.Fatalf("message provenance: %+v", u)
+			if u.TaskID != a || u.Seq <= 2 || u.Source != "assistant" || !u.Time.Equal(t0.Add(2*time.Minute)) ||
+				u.Question != "Remember this: the staging database password rotates every Friday at noon." {
+				t.Fatalf("answer provenance and question: %+v", u)
 			}
 			// Unrelated: nothing at all.
 			d := persistence.NewTaskID(t0.Add(3 * time.Hour))

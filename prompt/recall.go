@@ -27,7 +27,10 @@ type Evidence struct {
 	// Source names where it came from (a tool call id, a fact's recorder).
 	Source string
 	Text   string
-	Score  float64
+	// Question is the request an answer answered, when recall shows them
+	// as one item (one line, bounded); empty for other evidence.
+	Question string
+	Score    float64
 	// Untrusted marks text that came from outside the daemon.
 	Untrusted bool
 }
@@ -68,6 +71,11 @@ func renderEvidence(e *Evidence) string {
 		b.WriteString(">")
 	}
 	b.WriteByte('\n')
+	if e.Question != "" {
+		b.WriteString("[in answer to: ")
+		b.WriteString(strings.ReplaceAll(e.Question, "</evidence", "<\\/evidence"))
+		b.WriteString("]\n")
+	}
 	b.WriteString(strings.ReplaceAll(e.Text, "</evidence", "<\\/evidence"))
 	b.WriteString("\n</evidence>")
 	return b.String()
