@@ -142,7 +142,7 @@ func recency(now, t time.Time) float64 {
 // finds automatic supersessions and places every superseded candidate
 // just below its replacement. Candidates with equal content must already
 // be merged.
-func rankCandidates(cands []*candidate, now time.Time) []*candidate {
+func rankCandidates(cands []*candidate, now time.Time, query map[string]bool) []*candidate {
 	for _, c := range cands {
 		if c.rank == 0 {
 			c.rank = c.Relevance * c.weight()
@@ -204,7 +204,10 @@ func rankCandidates(cands []*candidate, now time.Time) []*candidate {
 		}
 	}
 	// Place each superseded candidate right below its replacement (after
-	// any other candidates it replaced that rank higher).
+	// any other candidates it replaced that rank higher), unless the query
+	// names a value only it states (asksAbout): a question about the old
+	// value asks about the superseded record, which keeps its rank (and
+	// its label).
 	out := make([]*candidate, 0, len(cands))
 	placed := make(map[*candidate]bool)
 	var place func(c *candidate)
@@ -215,13 +218,13 @@ func rankCandidates(cands []*candidate, now time.Time) []*candidate {
 		placed[c] = true
 		out = append(out, c)
 		for _, o := range cands {
-			if o.super >= 0 && cands[o.super] == c {
+			if o.super >= 0 && cands[o.super] == c && !asksAbout(query, o, c) {
 				place(o)
 			}
 		}
 	}
 	for _, c := range cands {
-		if c.super < 0 {
+		if c.super < 0 || asksAbout(query, c, cands[c.super]) {
 			place(c)
 		}
 	}
@@ -269,6 +272,20 @@ func foldRequests(ranked []*candidate) []*candidate {
 		}
 	}
 	return out
+}
+
+// asksAbout reports whether the query names a value (a term with a digit:
+// a count, a date, an id) that old states and its replacement nw does
+// not: "Who owns the service whose SMS queue backed up to 12,408
+// messages?" asks about the reading that said 12,408, which a later
+// reading superseded.
+func asksAbout(query map[string]bool, old, nw *candidate) bool {
+	for t := range query {
+		if old.terms[t] && !nw.terms[t] && strings.ContainsAny(t, "0123456789") {
+			return true
+		}
+	}
+	return false
 }
 
 func better(a, b *candidate) bool {

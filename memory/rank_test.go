@@ -32,6 +32,7 @@ func TestRankCandidates(t *testing.T) {
 	cases := []struct {
 		name  string
 		cands []*candidate
+		query string
 		want  []string
 	}{{
 		name: "a request ranks below the answer that carries information",
@@ -95,10 +96,32 @@ func TestRankCandidates(t *testing.T) {
 			cand("C", 9, KindToolResult, 0.3, day(30), `{"path":"a.txt","content":"sms-out: 0 waiting"}`),
 		},
 		want: []string{"A", "B", "C"},
+	}, {
+		name: "a query that names the old value keeps the superseded record's rank, labelled",
+		cands: []*candidate{
+			cand("OLD", 9, KindToolResult, 0.6, day(59), `{"path":"monitoring/queue.txt","revision":"sha256:aa","content":"sms-out: 12,408 waiting, oldest 47 minutes"}`),
+			cand("X", 4, KindAssistantMessage, 0.5, day(60), "notification-hub is owned by Hana Kim's team."),
+			cand("NEW", 9, KindToolResult, 0.3, day(87), `{"path":"monitoring/queue.txt","revision":"sha256:bb","content":"sms-out: 3 waiting"}`),
+		},
+		query: "Who owns the service whose SMS queue backed up to 12,408 messages?",
+		want:  []string{"OLD (superseded by NEW/9, " + day(87).Format(time.RFC3339) + ")", "X", "NEW"},
+	}, {
+		name: "a query that names no value only the old record states: the stale record follows its replacement",
+		cands: []*candidate{
+			cand("OLD", 9, KindToolResult, 0.6, day(59), `{"path":"monitoring/queue.txt","revision":"sha256:aa","content":"sms-out: 12,408 waiting, oldest 47 minutes"}`),
+			cand("X", 4, KindAssistantMessage, 0.5, day(60), "notification-hub is owned by Hana Kim's team."),
+			cand("NEW", 9, KindToolResult, 0.3, day(87), `{"path":"monitoring/queue.txt","revision":"sha256:bb","content":"sms-out: 3 waiting"}`),
+		},
+		query: "How big is the SMS queue?",
+		want:  []string{"X", "NEW", "OLD (superseded by NEW/9, " + day(87).Format(time.RFC3339) + ")"},
 	}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got := order(rankCandidates(c.cands, now)); !reflect.DeepEqual(got, c.want) {
+			query := make(map[string]bool)
+			for _, t := range Terms(c.query) {
+				query[t] = true
+			}
+			if got := order(rankCandidates(c.cands, now, query)); !reflect.DeepEqual(got, c.want) {
 				t.Fatalf("order = %q\nwant    %q", got, c.want)
 			}
 		})

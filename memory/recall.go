@@ -258,7 +258,7 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 			}
 			srcs = srcs[:min(len(srcs), laterHopSources)]
 		}
-		ranked := rankCandidates(r.all, m.opt.Now())
+		ranked := rankCandidates(r.all, m.opt.Now(), r.query)
 		out = m.fit(ranked, r.query)
 		return nil
 	})
