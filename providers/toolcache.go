@@ -134,10 +134,14 @@ const WriteBuffer = 64 << 10
 // sends an in-memory body with its headers, in one write, where it flushes
 // the headers of any other body apart and then copies the body through a
 // buffer it allocates for each request. Joining copies what that buffer
-// would have held, and saves the write.
+// would have held, and saves the write; a body of one part is not copied.
 func (b Body) NewRequest(ctx context.Context, method, url string) (*http.Request, error) {
 	if b.Len() <= WriteBuffer-4<<10 { // room for the headers
-		return http.NewRequestWithContext(ctx, method, url, bytes.NewReader(b.Bytes()))
+		joined := b.Bytes()
+		if len(b) == 1 {
+			joined = b[0] // read only
+		}
+		return http.NewRequestWithContext(ctx, method, url, bytes.NewReader(joined))
 	}
 	req, err := http.NewRequestWithContext(ctx, method, url, b.Reader())
 	if err != nil {
