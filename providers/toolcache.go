@@ -137,9 +137,11 @@ const WriteBuffer = 64 << 10
 // would have held, and saves the write; a body of one part is not copied.
 func (b Body) NewRequest(ctx context.Context, method, url string) (*http.Request, error) {
 	if b.Len() <= WriteBuffer-4<<10 { // room for the headers
-		joined := b.Bytes()
+		var joined []byte
 		if len(b) == 1 {
 			joined = b[0] // read only
+		} else {
+			joined = b.Bytes()
 		}
 		return http.NewRequestWithContext(ctx, method, url, bytes.NewReader(joined))
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"sync"
 
 	"lemo/providers"
@@ -194,20 +195,30 @@ func requestBody(body *ChatRequest, req *providers.Request, cache *providers.Too
 	return providers.Body{append(b, '}')}, nil
 }
 
-// encodedSize estimates the size of body encoded: its texts and some
-// bytes of names and punctuation around each.
+// encodedSize estimates the size of body encoded, so that its buffer is
+// allocated once: each text with what escaping adds to it (a tool result
+// is often JSON, whose every quote is escaped; json escapes <, > and & as
+// \u003c and the like) and the names and punctuation around it.
 func encodedSize(body *ChatRequest) int {
 	n := 256
 	for _, m := range body.Messages {
 		n += 64 + len(m.ToolCallID) + len(m.Reasoning)
 		if m.Content != nil {
-			n += len(*m.Content) + len(*m.Content)/16 // some escapes
+			n += escapedLen(*m.Content)
 		}
 		for _, tc := range m.ToolCalls {
-			n += 80 + len(tc.ID) + len(tc.Function.Name) + len(tc.Function.Arguments)*9/8
+			n += 80 + len(tc.ID) + len(tc.Function.Name) + escapedLen(tc.Function.Arguments)
 		}
 	}
 	return n
+}
+
+// escapedLen is about the length of s as a JSON string's contents: exact
+// but for control characters other than newlines and tabs, and invalid
+// UTF-8.
+func escapedLen(s string) int {
+	return len(s) + strings.Count(s, `"`) + strings.Count(s, `\`) + strings.Count(s, "\n") + strings.Count(s, "\t") +
+		5*(strings.Count(s, "<")+strings.Count(s, ">")+strings.Count(s, "&"))
 }
 
 // chunk is one streamed event (chat.completion.chunk), or a whole
