@@ -333,7 +333,7 @@ func (st *pumpState) flush() {
 		for len(st.out) > 0 && st.credit() {
 			it := &st.out[0]
 			if it.size == 0 {
-				it.size = proto.Size(it.u)
+				it.size = cachedSize.Size(it.u)
 			}
 			if len(batch.Updates) > 0 && bytes+it.size > st.lim.MaxMessageBytes {
 				break
@@ -354,6 +354,12 @@ func (st *pumpState) flush() {
 		}
 	}
 }
+
+// cachedSize sizes an update with the sizes already known of what it
+// holds: an event the store encoded (which computed them) is not sized
+// again, field by field, for each of its subscribers. Events are not
+// changed once recorded, so a size known is the size.
+var cachedSize = proto.MarshalOptions{UseCachedSize: true}
 
 // final sends a last update regardless of credit.
 func (st *pumpState) final(u *api.Update) {
