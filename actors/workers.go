@@ -16,61 +16,79 @@ const maxIdleWorkers = 128
 // stack its work grew serves the next function. A goroutine started for
 // each function begins with a small stack and grows it, by copying, every
 // time: a Task's message handler, a Cycle's input assembly and model call
-// and an append each did, and the copying was 8% of the daemon's CPU at 50
-// Tasks. It never makes a function wait for a worker: with none waiting, a
-// new goroutine runs it. The actor tree's mailboxes run on it (Schedule,
+// and an append each did, and the copying was 6-8% of the daemon's CPU at
+// 50 Tasks. It never makes a function wait for a worker: with none waiting,
+// a new goroutine runs it. The actor tree's mailboxes run on it (Schedule,
 // the protoactor Dispatcher) and so do env.goroutine's functions.
 type workers struct {
-	work chan func() // unbuffered: a send succeeds only to a waiting worker
-	stop chan struct{}
-	once sync.Once
-	idle atomic.Int32
-	max  int32
-	// started counts the goroutines started.
+	mu     sync.Mutex
+	idle   []*worker // waiting, the last to finish last (its stack is warm)
+	closed bool
+	max    int
+	// started counts the goroutines started; running the ones not ended
+	// (wait waits for them after close).
 	started atomic.Int64
-	// running counts the workers; wait waits for them to end after close.
 	running sync.WaitGroup
 }
 
-func newWorkers(maxIdle int) *workers {
-	return &workers{work: make(chan func()), stop: make(chan struct{}), max: int32(maxIdle)}
-}
+// worker is a waiting goroutine's hand: its next function, or nil to end.
+// The channel holds one, so handing a function to a waiting worker never
+// blocks.
+type worker struct{ next chan func() }
+
+func newWorkers(maxIdle int) *workers { return &workers{max: maxIdle} }
 
 // Go runs f on a waiting worker, or on a new one.
 func (w *workers) Go(f func()) {
-	select {
-	case w.work <- f:
+	w.mu.Lock()
+	if n := len(w.idle); n > 0 {
+		wk := w.idle[n-1]
+		w.idle[n-1] = nil
+		w.idle = w.idle[:n-1]
+		w.mu.Unlock()
+		wk.next <- f
 		return
-	default:
 	}
+	w.mu.Unlock()
 	w.running.Add(1)
 	w.started.Add(1)
-	go w.loop(f)
+	go w.loop(&worker{next: make(chan func(), 1)}, f)
 }
 
-func (w *workers) loop(f func()) {
+func (w *workers) loop(wk *worker, f func()) {
 	defer w.running.Done()
-	for {
+	for f != nil {
 		f()
-		f = nil // not kept alive while waiting
-		if w.idle.Add(1) > w.max {
-			w.idle.Add(-1)
+		w.mu.Lock()
+		if w.closed || len(w.idle) >= w.max {
+			w.mu.Unlock()
 			return
 		}
-		select {
-		case f = <-w.work:
-			w.idle.Add(-1)
-		case <-w.stop:
-			w.idle.Add(-1)
-			return
-		}
+		w.idle = append(w.idle, wk)
+		w.mu.Unlock()
+		f = <-wk.next
 	}
+}
+
+// waiting is how many workers wait for a function.
+func (w *workers) waiting() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.idle)
 }
 
 // close ends the waiting workers, and every other one once its function
 // returns; Go still runs functions after it (each on a goroutine that ends
 // with it).
-func (w *workers) close() { w.once.Do(func() { close(w.stop) }) }
+func (w *workers) close() {
+	w.mu.Lock()
+	idle := w.idle
+	w.idle, w.closed = nil, true
+	w.mu.Unlock()
+	for _, wk := range idle {
+		wk.next <- nil
+	}
+}
 
 // wait waits, after close, for every worker to end.
 func (w *workers) wait() { w.running.Wait() }

@@ -13,9 +13,9 @@ import (
 func TestWorkersReuseAndNeverWait(t *testing.T) {
 	w := newWorkers(4)
 	started := func() int64 { return w.started.Load() }
-	idle := func(n int32) func() error {
+	idle := func(n int) func() error {
 		return func() error {
-			if got := w.idle.Load(); got != n {
+			if got := w.waiting(); got != n {
 				return fmt.Errorf("%d workers wait, want %d", got, n)
 			}
 			return nil
@@ -25,8 +25,8 @@ func TestWorkersReuseAndNeverWait(t *testing.T) {
 		done := make(chan struct{})
 		w.Go(func() { close(done) })
 		<-done
-		// The worker counts itself idle after its function: wait for it
-		// to wait, so the next Go finds it.
+		// The worker joins the waiting ones after its function: wait for
+		// it, so the next Go finds it.
 		eventually(t, "the worker to wait", idle(1))
 		if got := started(); got != 1 {
 			t.Fatalf("after %d functions run one at a time: %d workers started, want 1", i+1, got)
@@ -54,7 +54,7 @@ func TestWorkersReuseAndNeverWait(t *testing.T) {
 
 	w.close()
 	w.wait()
-	if n := w.idle.Load(); n != 0 {
+	if n := w.waiting(); n != 0 {
 		t.Fatalf("after close: %d workers idle, want 0", n)
 	}
 	// After close a function still runs, on a goroutine that ends with it.
