@@ -279,6 +279,8 @@ type env struct {
 	tasks  *actor.PID
 	// gor tracks every goroutine the tree starts, so Stop can wait for them.
 	gor sync.WaitGroup
+	// workers run the mailboxes and the goroutines the tree starts.
+	workers *workers
 	// incarnations numbers Task actor instances.
 	incarnations atomic.Uint64
 	// appending tracks the Tasks' appends in flight (load waits for them).
@@ -318,13 +320,13 @@ func (d *Daemon) SetApproval(p ApprovalPolicy, timeout time.Duration) {
 
 func (e *env) now() time.Time { return e.deps.Now() }
 
-// goroutine runs f on a tracked goroutine.
+// goroutine runs f on a tracked goroutine (a worker's).
 func (e *env) goroutine(f func()) {
 	e.gor.Add(1)
-	go func() {
+	e.workers.Go(func() {
 		defer e.gor.Done()
 		f()
-	}()
+	})
 }
 
 // Daemon is a running actor tree.
@@ -363,7 +365,7 @@ func Start(ctx context.Context, deps Deps, opts Options) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("actors: workspaces: %w", err)
 	}
-	e := &env{deps: deps, opts: opts, log: deps.Log, inspector: newInspector(), workspaces: wp}
+	e := &env{deps: deps, opts: opts, log: deps.Log, inspector: newInspector(), workspaces: wp, workers: newWorkers(maxIdleWorkers)}
 	e.limits.Store(limitsOf(opts))
 	e.dayLimits.Store(&api.BudgetAmounts{Tokens: opts.Budget.PerOwnerDay.GetTokens(), CostNanoUsd: opts.Budget.PerOwnerDay.GetCostNanoUsd()})
 	e.policy.Store(&approvalPolicy{fn: opts.Approval, timeout: opts.ApprovalTimeout})
@@ -390,6 +392,7 @@ func Start(ctx context.Context, deps Deps, opts Options) (*Daemon, error) {
 	rootProps := e.props("daemon", func() actor.Actor { return &rootActor{env: e, ready: ready} })
 	root, err := e.system.Root.SpawnNamed(rootProps, "daemon")
 	if err != nil {
+		e.workers.close()
 		return nil, fmt.Errorf("spawn daemon root: %w", err)
 	}
 	d.root = root
@@ -397,6 +400,7 @@ func Start(ctx context.Context, deps Deps, opts Options) (*Daemon, error) {
 	case <-ready:
 	case <-ctx.Done():
 		_ = e.system.Root.StopFuture(root).Wait()
+		e.workers.close()
 		return nil, ctx.Err()
 	}
 	// The hub tells subscriptions of the child Tasks that had not ended
@@ -861,6 +865,8 @@ func (d *Daemon) Stop(ctx context.Context) error {
 	waited := make(chan struct{})
 	go func() {
 		e.gor.Wait()
+		e.workers.close()
+		e.workers.wait()
 		close(waited)
 	}()
 	select {

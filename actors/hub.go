@@ -101,43 +101,89 @@ type hubDelta struct {
 // hub fans committed events and live deltas out to subscribers. It never
 // blocks: a subscriber that cannot keep up is dropped and told so.
 type hub struct {
-	env  *env
-	subs map[*subscriber]struct{}
+	env *env
+	// subs are the subscribers by the Task they subscribed to ("": every
+	// Task): an event is offered to those of its Task, of every Task and
+	// of its ancestors only, not to every subscriber.
+	subs map[string]map[*subscriber]struct{}
 	// below is the progress of the running child Tasks (ProgressBelow).
 	below belowTracker
 }
 
-func newHub(e *env) *hub { return &hub{env: e, subs: make(map[*subscriber]struct{})} }
+func newHub(e *env) *hub { return &hub{env: e, subs: make(map[string]map[*subscriber]struct{})} }
+
+func (h *hub) add(s *subscriber) {
+	set := h.subs[s.taskID]
+	if set == nil {
+		set = make(map[*subscriber]struct{})
+		h.subs[s.taskID] = set
+	}
+	set[s] = struct{}{}
+}
+
+func (h *hub) remove(s *subscriber) {
+	if set := h.subs[s.taskID]; set != nil {
+		delete(set, s)
+		if len(set) == 0 {
+			delete(h.subs, s.taskID)
+		}
+	}
+}
+
+// offerEvent offers ev to the subscribers of one Task (or of every Task)
+// that want it; one whose queue is full is dropped.
+func (h *hub) offerEvent(task string, ev *api.Event, m *hubEvents) {
+	for s := range h.subs[task] {
+		if u, ok := s.update(ev, m.owner, m.ancestors); ok && !s.offer(u) {
+			h.remove(s)
+		}
+	}
+}
+
+// offerDelta offers m's delta to the subscribers of one Task (or of
+// every Task) that want it.
+func (h *hub) offerDelta(task string, m *hubDelta) {
+	for s := range h.subs[task] {
+		if s.wants(m.delta.GetTaskId(), m.owner) && !s.offer(Update{Delta: m.delta}) {
+			h.remove(s)
+		}
+	}
+}
 
 func (h *hub) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *hubSubscribe:
-		h.subs[m.sub] = struct{}{}
+		h.add(m.sub)
 		close(m.done)
 	case *hubUnsubscribe:
-		delete(h.subs, m.sub)
+		h.remove(m.sub)
 	case *hubEvents:
 		h.below.events(m)
-		for s := range h.subs {
-			for _, ev := range m.events {
-				u, ok := s.update(ev, m.owner, m.ancestors)
-				if ok && !s.offer(u) {
-					delete(h.subs, s)
-					break
+		// Each subscriber gets the events in order: events outside, the
+		// subscribers that may want one inside.
+		for _, ev := range m.events {
+			h.offerEvent("", ev, m)
+			if task := ev.GetTaskId(); task != "" {
+				h.offerEvent(task, ev, m)
+			}
+			for _, a := range m.ancestors {
+				if a != "" && a != ev.GetTaskId() {
+					h.offerEvent(a, ev, m)
 				}
 			}
 		}
 	case *hubBelow:
 		m.reply <- h.below.state(m.caller, m.taskID)
 	case *hubDelta:
-		for s := range h.subs {
-			if s.wants(m.delta.GetTaskId(), m.owner) && !s.offer(Update{Delta: m.delta}) {
-				delete(h.subs, s)
-			}
+		h.offerDelta("", m)
+		if task := m.delta.GetTaskId(); task != "" {
+			h.offerDelta(task, m)
 		}
 	case *actor.Stopping:
-		for s := range h.subs {
-			s.end(false)
+		for _, set := range h.subs {
+			for s := range set {
+				s.end(false)
+			}
 		}
 		h.subs = nil
 	}
@@ -197,7 +243,10 @@ func (d *Daemon) Subscribe(ctx context.Context, c Caller, o SubscribeOptions) (*
 		e.system.Root.Send(e.hub, &hubUnsubscribe{sub: sub})
 		return nil, ctx.Err()
 	}
-	out := make(chan Update, buf)
+	// The queue that bounds the subscription is the hub's (live): out only
+	// hands updates to the reader, and a queue of buf there too doubled the
+	// bound and the memory (2 × 40 KB a subscription by default).
+	out := make(chan Update, min(buf, outBuffer))
 	s := &Subscription{C: out, stop: make(chan struct{}), done: make(chan struct{})}
 	e.goroutine(func() {
 		defer close(s.done)
@@ -208,6 +257,10 @@ func (d *Daemon) Subscribe(ctx context.Context, c Caller, o SubscribeOptions) (*
 	})
 	return s, nil
 }
+
+// outBuffer bounds the queue between a subscription's goroutine and its
+// reader.
+const outBuffer = 32
 
 type subscriptionRun struct {
 	d    *Daemon

@@ -143,7 +143,8 @@ func (e *env) props(kind string, produce func() actor.Actor) *actor.Props {
 		actor.WithMailbox(func() actor.Mailbox {
 			return &trackedMailbox{Mailbox: actor.Unbounded()(), in: in, kind: kind}
 		}),
-		actor.WithReceiverMiddleware(in.middleware))
+		actor.WithReceiverMiddleware(in.middleware),
+		actor.WithDispatcher(e.workers))
 }
 
 // Inspect returns the live actors of the internal tree, sorted by path.

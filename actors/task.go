@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -934,12 +935,15 @@ func (t *task) startCycle(ctx actor.Context, n uint32) {
 	for i, r := range allowed {
 		specs[i] = r.Spec()
 	}
-	live := make(map[string]json.RawMessage, len(t.live))
-	for k, v := range t.live {
-		live[k] = v.presented
+	var live map[string]json.RawMessage // read only: nil when the Task holds none
+	if len(t.live) > 0 {
+		live = make(map[string]json.RawMessage, len(t.live))
+		for k, v := range t.live {
+			live[k] = v.presented
+		}
 	}
 	c := &cycleActor{env: t.env, task: t.id, owner: t.st.Owner, n: n, model: t.st.Model, specs: specs, live: live, history: t.history[:len(t.history):len(t.history)], maxOutput: t.maxOutput()}
-	pid, err := ctx.SpawnNamed(t.env.props("cycle", func() actor.Actor { return c }), fmt.Sprintf("cycle-%d", n))
+	pid, err := ctx.SpawnNamed(t.env.props("cycle", func() actor.Actor { return c }), "cycle-"+strconv.FormatUint(uint64(n), 10))
 	if err != nil {
 		ctx.Send(ctx.Self(), &cycleResult{cycle: n, err: fmt.Errorf("start cycle: %w", err)})
 		return

@@ -80,7 +80,8 @@ func conversation(history []*api.Event, live map[string]json.RawMessage, modelNa
 		}
 	}
 
-	out, meta := make([]providers.Message, 0, nmsgs), make([]msgMeta, 0, nmsgs)
+	// (out has room for the recall message Build may add after them.)
+	out, meta := make([]providers.Message, 0, nmsgs+1), make([]msgMeta, 0, nmsgs)
 	var deferred []providers.Message
 	var deferredMeta []msgMeta
 	hasResponse := false

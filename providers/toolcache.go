@@ -123,9 +123,28 @@ func (r *bodyReader) Read(p []byte) (int, error) {
 // Bytes returns the body joined.
 func (b Body) Bytes() []byte { return bytes.Join(b, nil) }
 
+// WriteBuffer is the write buffer a provider's HTTP connections should
+// have (see openaicompat.HTTPClient): a request of up to about this size,
+// headers and body, then leaves in one write.
+const WriteBuffer = 64 << 10
+
 // NewRequest returns a request that sends b, with its length and GetBody
-// (so that the transport may send it again on a fresh connection).
+// (so that the transport may send it again on a fresh connection). A body
+// that fits in WriteBuffer is joined into one slice first: the transport
+// sends an in-memory body with its headers, in one write, where it flushes
+// the headers of any other body apart and then copies the body through a
+// buffer it allocates for each request. Joining copies what that buffer
+// would have held, and saves the write; a body of one part is not copied.
 func (b Body) NewRequest(ctx context.Context, method, url string) (*http.Request, error) {
+	if b.Len() <= WriteBuffer-4<<10 { // room for the headers
+		var joined []byte
+		if len(b) == 1 {
+			joined = b[0] // read only
+		} else {
+			joined = b.Bytes()
+		}
+		return http.NewRequestWithContext(ctx, method, url, bytes.NewReader(joined))
+	}
 	req, err := http.NewRequestWithContext(ctx, method, url, b.Reader())
 	if err != nil {
 		return nil, err

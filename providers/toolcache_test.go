@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -153,26 +154,43 @@ func TestBodyReaderFillsAcrossParts(t *testing.T) {
 }
 
 // A request of a Body carries its length and can be read again (GetBody),
-// as the transport does to resend it on a fresh connection.
+// as the transport does to resend it on a fresh connection: a small body
+// joined (an in-memory reader, sent with its headers), one past
+// WriteBuffer in its parts.
 func TestBodyRequest(t *testing.T) {
-	b := WithFields([]byte(`{"model":"m"}`), Field{Name: "tools", Value: json.RawMessage(`[1]`)})
-	req, err := b.NewRequest(context.Background(), http.MethodPost, "http://127.0.0.1:1/x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if req.ContentLength != b.Len() {
-		t.Fatalf("ContentLength = %d, want %d", req.ContentLength, b.Len())
-	}
-	for i := 0; i < 2; i++ {
-		body := req.Body
-		if i == 1 {
-			if body, err = req.GetBody(); err != nil {
+	small := WithFields([]byte(`{"model":"m"}`), Field{Name: "tools", Value: json.RawMessage(`[1]`)})
+	large := WithFields([]byte(`{"model":"`+strings.Repeat("m", WriteBuffer)+`"}`), Field{Name: "tools", Value: json.RawMessage(`[1]`)})
+	for _, tc := range []struct {
+		name   string
+		b      Body
+		joined bool
+	}{{"small", small, true}, {"large", large, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := tc.b
+			req, err := b.NewRequest(context.Background(), http.MethodPost, "http://127.0.0.1:1/x")
+			if err != nil {
 				t.Fatal(err)
 			}
-		}
-		got, err := io.ReadAll(body)
-		if err != nil || string(got) != string(b.Bytes()) {
-			t.Fatalf("read %d: %q, %v; want %q", i, got, err, b.Bytes())
-		}
+			if req.ContentLength != b.Len() {
+				t.Fatalf("ContentLength = %d, want %d", req.ContentLength, b.Len())
+			}
+			// (A joined body is a bytes.Reader: a WriterTo through the
+			// transport's NopCloser; the parts' reader is not.)
+			if _, joined := req.Body.(io.WriterTo); joined != tc.joined {
+				t.Fatalf("body %T: joined = %v, want %v", req.Body, joined, tc.joined)
+			}
+			for i := 0; i < 2; i++ {
+				body := req.Body
+				if i == 1 {
+					if body, err = req.GetBody(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				got, err := io.ReadAll(body)
+				if err != nil || string(got) != string(b.Bytes()) {
+					t.Fatalf("read %d: %d bytes, %v; want %d", i, len(got), err, b.Len())
+				}
+			}
+		})
 	}
 }

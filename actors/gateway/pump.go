@@ -327,13 +327,14 @@ func (st *pumpState) release(n int) {
 
 // flush sends queued updates in batches while there is credit.
 func (st *pumpState) flush() {
-	for len(st.out) > 0 && st.credit() {
+	sent := 0 // of st.out
+	for sent < len(st.out) && st.credit() {
 		batch := &api.UpdateBatch{Subscription: st.p.req.GetSubscription()}
 		bytes := 0
-		for len(st.out) > 0 && st.credit() {
-			it := &st.out[0]
+		for sent < len(st.out) && st.credit() {
+			it := &st.out[sent]
 			if it.size == 0 {
-				it.size = proto.Size(it.u)
+				it.size = cachedSize.Size(it.u)
 			}
 			if len(batch.Updates) > 0 && bytes+it.size > st.lim.MaxMessageBytes {
 				break
@@ -345,15 +346,28 @@ func (st *pumpState) flush() {
 			if it.task != "" {
 				st.sentLast[it.task] = it.seq
 			}
-			st.out[0] = item{}
-			st.out = st.out[1:]
+			sent++
 		}
 		st.p.g.out.send(st.p.s.client, batch)
 		if st.snapDone {
 			st.nextSend = time.Now().Add(st.lim.Linger)
 		}
 	}
+	clear(st.out[:sent])
+	if sent == len(st.out) {
+		// All sent (the usual case): the queue keeps its array, where
+		// slicing the sent items off its front made appends allocate anew.
+		st.out = st.out[:0]
+	} else {
+		st.out = st.out[sent:]
+	}
 }
+
+// cachedSize sizes an update with the sizes already known of what it
+// holds: an event the store encoded (which computed them) is not sized
+// again, field by field, for each of its subscribers. Events are not
+// changed once recorded, so a size known is the size.
+var cachedSize = proto.MarshalOptions{UseCachedSize: true}
 
 // final sends a last update regardless of credit.
 func (st *pumpState) final(u *api.Update) {

@@ -341,9 +341,7 @@ func (s *State) clone() *State {
 	c.Received = s.Received[:len(s.Received):len(s.Received)]
 	c.Sent = make(map[string]uint64, len(s.Sent))
 	maps.Copy(c.Sent, s.Sent)
-	if s.Budget.Sum != nil {
-		c.Budget.Sum = proto.Clone(s.Budget.Sum).(*api.BudgetSummary)
-	}
+	c.Budget.Sum = api.FoldCopyBudget(s.Budget.Sum) // the copy's events fold into it
 	return &c
 }
 

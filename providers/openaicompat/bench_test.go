@@ -101,7 +101,9 @@ func BenchmarkRequestBody(b *testing.B) {
 				if !kept {
 					cache = providers.ToolCache{}
 				}
-				body, err := requestBody(buildRequest("m", req, false), req, &cache)
+				wire := buildRequest("m", req, false)
+				body, err := requestBody(wire, req, &cache)
+				releaseRequest(wire)
 				if err != nil {
 					b.Fatal(err)
 				}

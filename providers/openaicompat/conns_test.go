@@ -161,3 +161,56 @@ func TestConnectionReusedAfterLateEnd(t *testing.T) {
 		t.Fatalf("GotConn reused = %v, want the connection reused by calls 2 and 3", reused)
 	}
 }
+
+// writeCounter counts the writes made on the connections it dials.
+type writeCounter struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c writeCounter) Write(b []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(b)
+}
+
+// A chat request of 20 KiB, headers and body, leaves in one write (two,
+// with a copy buffer allocated for the body's rest, on Go's default 4 KiB
+// write buffer).
+func TestRequestLeavesInOneWrite(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	t.Cleanup(srv.Close)
+	c := HTTPClient(nil, 5*time.Second)
+	tr := c.Transport.(*http.Transport)
+	t.Cleanup(tr.CloseIdleConnections)
+	var writes atomic.Int64
+	dial := tr.DialContext
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return writeCounter{Conn: conn, writes: &writes}, nil
+	}
+	body := providers.Body{[]byte(`{"messages":"`), make([]byte, 20<<10), []byte(`"}`)}
+	for i := range body[1] {
+		body[1][i] = 'a'
+	}
+	for round := range 3 {
+		req, err := body.NewRequest(context.Background(), http.MethodPost, srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writes.Store(0)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if got := writes.Load(); got != 1 {
+			t.Fatalf("round %d: the request took %d writes, want 1", round, got)
+		}
+	}
+}

@@ -169,8 +169,11 @@ const MaxIdleConnsPerHost = 256
 // HTTPClient returns c, or a client whose transport bounds connecting, the
 // TLS handshake and the wait for response headers by timeout, and keeps
 // MaxIdleConnsPerHost idle connections for reuse (HTTP/2 where a TLS server
-// offers it). It sets no overall timeout: a stream is bounded by its
-// context and, between reads, by the provider's IdleTimeout (IdleBody).
+// offers it), and that sends a request of up to providers.WriteBuffer bytes
+// in one write (Go's default of 4 KiB took two writes and a copy buffer
+// allocated per request for a 16 KiB chat request). It sets no overall
+// timeout: a stream is bounded by its context and, between reads, by the
+// provider's IdleTimeout (IdleBody).
 func HTTPClient(c *http.Client, timeout time.Duration) *http.Client {
 	if c != nil {
 		return c
@@ -178,6 +181,7 @@ func HTTPClient(c *http.Client, timeout time.Duration) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = 0 // no daemon-wide cap: MaxIdleConnsPerHost bounds each server
 	t.MaxIdleConnsPerHost = MaxIdleConnsPerHost
+	t.WriteBufferSize = providers.WriteBuffer
 	t.ForceAttemptHTTP2 = true
 	t.DialContext = (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext
 	t.TLSHandshakeTimeout = timeout

@@ -457,3 +457,57 @@ func TestMaxTokensAndCachedUsage(t *testing.T) {
 		t.Fatalf("usage = %+v, want 120 prompt (100 cached), 7 completion", u)
 	}
 }
+
+// requestBody encodes into one slice exactly what encoding the body with
+// json.Marshal and adding the tool fields gives, with and without tools,
+// texts that need escaping included.
+func TestRequestBodyIsTheBodyWithTools(t *testing.T) {
+	withTools := benchRequest()
+	withTools.Messages = append(withTools.Messages, providers.Message{Role: providers.RoleUser, Content: "<b>&\"quoted\"\n\t\\</b>"},
+		providers.Message{Role: providers.RoleTool, ToolCallID: "c", Content: strings.Repeat(`{"a":"b","c":["d","e"],"f":{"g":"<h>"}}`, 50)})
+	noTools := benchRequest()
+	noTools.Tools = nil
+	for _, tc := range []struct {
+		name string
+		req  *providers.Request
+	}{{"tools", withTools}, {"no tools", noTools}, {"empty", &providers.Request{}}, {"a long JSON result", &providers.Request{Messages: []providers.Message{
+		{Role: providers.RoleUser, Content: "list"},
+		{Role: providers.RoleAssistant, ToolCalls: []providers.ToolCall{{ID: "c", Name: "system", Arguments: json.RawMessage(`{"action":"list"}`)}}},
+		{Role: providers.RoleTool, ToolCallID: "c", Content: strings.Repeat(`{"a":"b","c":["d","e"],"f":{"g":"<h>"}},`, 200)},
+	}}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var cache providers.ToolCache
+			body := buildRequest("m", tc.req, false)
+			got, err := requestBody(body, tc.req, &cache)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 1 {
+				t.Fatalf("body in %d parts, want 1", len(got))
+			}
+			payload, err := json.Marshal(body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := providers.Body{payload}
+			if len(tc.req.Tools) > 0 {
+				tools, err := encodeTools(tc.req.Tools)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want = providers.WithFields(payload, providers.Field{Name: "tools", Value: tools}, providers.Field{Name: "tool_choice", Value: toolChoiceAuto})
+			}
+			if !bytes.Equal(got.Bytes(), want.Bytes()) {
+				t.Fatalf("body:\n%s\nwant:\n%s", got.Bytes(), want.Bytes())
+			}
+			// The buffer was allocated once: the estimate covers the body
+			// (the tools are added as they are).
+			if est := encodedSize(body); len(payload) > est {
+				t.Fatalf("body of %d bytes without its tools, estimated %d", len(payload), est)
+			}
+			if !json.Valid(got.Bytes()) {
+				t.Fatalf("body is not JSON: %s", got.Bytes())
+			}
+		})
+	}
+}

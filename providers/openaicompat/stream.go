@@ -38,6 +38,7 @@ func (m *Model) Stream(ctx context.Context, req *providers.Request, emit func(pr
 		p.opts.Hooks.Body(body, req, m.info)
 	}
 	payload, err := requestBody(body, req, &p.tools)
+	releaseRequest(body)
 	if err != nil {
 		return nil, &providers.Error{Provider: p.opts.Name, Class: providers.ClassBadRequest, Message: "encode request", Err: err}
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"strings"
+	"sync"
 
 	"lemo/providers"
 )
@@ -74,20 +76,22 @@ type metadata struct {
 var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
 
 // buildRequest turns a providers.Request into the wire body. echoDetails
-// passes reasoning_details from Message.ProviderMetadata back.
+// passes reasoning_details from Message.ProviderMetadata back. The body
+// points to req's texts (it is only encoded), and its messages' slice is
+// taken from a pool: releaseRequest gives it back once encoded.
 func buildRequest(model string, req *providers.Request, echoDetails bool) *ChatRequest {
-	body := &ChatRequest{Model: model, Stream: true, MaxTokens: req.MaxOutputTokens, Messages: make([]WireMessage, 0, len(req.Messages)+1)}
+	msgs := wireMessages(len(req.Messages) + 1)
+	body := &ChatRequest{Model: model, Stream: true, MaxTokens: req.MaxOutputTokens, Messages: msgs}
 	if req.System != "" {
-		s := req.System
-		body.Messages = append(body.Messages, WireMessage{Role: "system", Content: &s})
+		body.Messages = append(body.Messages, WireMessage{Role: "system", Content: &req.System})
 	}
-	for _, m := range req.Messages {
+	for i := range req.Messages {
+		m := &req.Messages[i]
 		wm := WireMessage{Role: string(m.Role)}
-		content := m.Content
 		switch m.Role {
 		case providers.RoleAssistant:
-			if content != "" || len(m.ToolCalls) == 0 {
-				wm.Content = &content
+			if m.Content != "" || len(m.ToolCalls) == 0 {
+				wm.Content = &m.Content
 			}
 			for _, tc := range m.ToolCalls {
 				args := string(bytes.TrimSpace(tc.Arguments))
@@ -104,14 +108,44 @@ func buildRequest(model string, req *providers.Request, echoDetails bool) *ChatR
 				}
 			}
 		case providers.RoleTool:
-			wm.Content = &content
+			wm.Content = &m.Content
 			wm.ToolCallID = m.ToolCallID
 		default:
-			wm.Content = &content
+			wm.Content = &m.Content
 		}
 		body.Messages = append(body.Messages, wm)
 	}
 	return body
+}
+
+// messagesPool holds the messages' slices of encoded bodies (a request's
+// largest allocation after its encoding), up to maxPooledMessages each.
+var messagesPool sync.Pool // of *[]WireMessage
+
+const maxPooledMessages = 1024
+
+// wireMessages returns an empty slice with room for n messages.
+func wireMessages(n int) []WireMessage {
+	if p, ok := messagesPool.Get().(*[]WireMessage); ok {
+		if cap(*p) >= n {
+			return (*p)[:0]
+		}
+		messagesPool.Put(p)
+	}
+	return make([]WireMessage, 0, n)
+}
+
+// releaseRequest gives body's messages' slice back to the pool; body is
+// not used after.
+func releaseRequest(body *ChatRequest) {
+	msgs := body.Messages
+	body.Messages = nil
+	if cap(msgs) == 0 || cap(msgs) > maxPooledMessages {
+		return
+	}
+	clear(msgs[:cap(msgs)]) // keep no texts alive
+	msgs = msgs[:0]
+	messagesPool.Put(&msgs)
 }
 
 // encodeTools encodes tools as the "tools" array of a request.
@@ -131,20 +165,60 @@ func encodeTools(tools []providers.ToolSpec) (json.RawMessage, error) {
 var toolChoiceAuto = json.RawMessage(`"auto"`)
 
 // requestBody encodes body and adds the tools of req, encoded once per
-// tool set (cache) and shared, not copied, by the bodies that offer them.
+// tool set (cache), into one slice sized for both: the body is encoded
+// once, into the slice the request sends (json.Marshal's copy of it, then
+// a join with the tools, were two more of the body's size).
 func requestBody(body *ChatRequest, req *providers.Request, cache *providers.ToolCache) (providers.Body, error) {
-	payload, err := json.Marshal(body)
-	if err != nil {
+	var tools json.RawMessage
+	if len(req.Tools) > 0 {
+		var err error
+		if tools, err = cache.Encoded(req.Tools, encodeTools); err != nil {
+			return nil, err
+		}
+	}
+	var buf bytes.Buffer
+	buf.Grow(encodedSize(body) + len(tools) + len(`,"tools":,"tool_choice":"auto"}`))
+	enc := json.NewEncoder(&buf) // escapes as json.Marshal does
+	if err := enc.Encode(body); err != nil {
 		return nil, err
 	}
-	if len(req.Tools) == 0 {
-		return providers.Body{payload}, nil
+	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	if tools == nil {
+		return providers.Body{b}, nil
 	}
-	tools, err := cache.Encoded(req.Tools, encodeTools)
-	if err != nil {
-		return nil, err
+	// body encodes as an object with fields ("model" at least): the tools
+	// go before its closing brace.
+	b = append(b[:len(b)-1], `,"tools":`...)
+	b = append(b, tools...)
+	b = append(b, `,"tool_choice":`...)
+	b = append(b, toolChoiceAuto...)
+	return providers.Body{append(b, '}')}, nil
+}
+
+// encodedSize estimates the size of body encoded, so that its buffer is
+// allocated once: each text with what escaping adds to it (a tool result
+// is often JSON, whose every quote is escaped; json escapes <, > and & as
+// \u003c and the like) and the names and punctuation around it.
+func encodedSize(body *ChatRequest) int {
+	n := 256
+	for _, m := range body.Messages {
+		n += 64 + len(m.ToolCallID) + len(m.Reasoning)
+		if m.Content != nil {
+			n += escapedLen(*m.Content)
+		}
+		for _, tc := range m.ToolCalls {
+			n += 80 + len(tc.ID) + len(tc.Function.Name) + escapedLen(tc.Function.Arguments)
+		}
 	}
-	return providers.WithFields(payload, providers.Field{Name: "tools", Value: tools}, providers.Field{Name: "tool_choice", Value: toolChoiceAuto}), nil
+	return n
+}
+
+// escapedLen is about the length of s as a JSON string's contents: exact
+// but for control characters other than newlines and tabs, and invalid
+// UTF-8.
+func escapedLen(s string) int {
+	return len(s) + strings.Count(s, `"`) + strings.Count(s, `\`) + strings.Count(s, "\n") + strings.Count(s, "\t") +
+		5*(strings.Count(s, "<")+strings.Count(s, ">")+strings.Count(s, "&"))
 }
 
 // chunk is one streamed event (chat.completion.chunk), or a whole
