@@ -155,7 +155,11 @@ type vecOwner struct {
 	codes []uint64 // words per record, record after record
 	refs  []string
 	metas []vecMeta
-	have  map[string]bool // refs, so a record embedded again is kept once
+	// task numbers each record's Task (taskNo; -1 for a fact), so a
+	// search leaves the asking Task's records out with a comparison.
+	task   []int32
+	taskNo map[string]int32
+	have   map[string]bool // refs, so a record embedded again is kept once
 }
 
 // vecIndex is the codes of every owner.
@@ -187,16 +191,26 @@ func (x *vecIndex) add(owner, ref string, dims int, m vecMeta, code []uint64) er
 	}
 	o := x.owners[owner]
 	if o == nil {
-		o = &vecOwner{have: make(map[string]bool)}
+		o = &vecOwner{have: make(map[string]bool), taskNo: make(map[string]int32)}
 		x.owners[owner] = o
 	}
 	if o.have[ref] {
 		return nil // the same vector (a retried batch): the store overwrote it
 	}
+	no := int32(-1)
+	if task, _, fact, _, _, ok := parseDocRef(ref); ok && fact == "" {
+		n, seen := o.taskNo[task]
+		if !seen {
+			n = int32(len(o.taskNo))
+			o.taskNo[task] = n
+		}
+		no = n
+	}
 	o.have[ref] = true
 	o.codes = append(o.codes, code...)
 	o.refs = append(o.refs, ref)
 	o.metas = append(o.metas, m)
+	o.task = append(o.task, no)
 	x.n++
 	return nil
 }
@@ -300,8 +314,13 @@ func (x *vecIndex) search(v *persistence.Snapshot, owner string, q []float32, k 
 	var codes []uint64
 	var refs []string
 	var metas []vecMeta
+	var tasks []int32
+	exclude := int32(-2) // no record's
 	if o != nil {
-		codes, refs, metas = o.codes, o.refs, o.metas
+		codes, refs, metas, tasks = o.codes, o.refs, o.metas, o.task
+		if n, ok := o.taskNo[excludeTask]; ok && excludeTask != "" {
+			exclude = n
+		}
 	}
 	x.mu.RUnlock()
 	none := vecFloors{minSim, minSim}
@@ -315,24 +334,27 @@ func (x *vecIndex) search(v *persistence.Snapshot, owner string, q []float32, k 
 	words := len(qc)
 	short := vecShortlist * k
 	h := make(hamHeap, 0, short+1)
+	// The baseline is over the owner's other records: the asking Task's
+	// own (its request is being embedded while it recalls) would move it
+	// with the embedder's progress.
 	var baseSum float64
+	others := 0
 	for i := range refs {
-		d := hamming(qc, codes[i*words:(i+1)*words])
-		baseSum += angle[d]
-		if len(h) == short && d >= h[0].d {
+		if tasks[i] == exclude {
 			continue
 		}
-		if excludeTask != "" {
-			if task, _, _, _, _, _ := parseDocRef(refs[i]); task == excludeTask {
-				continue
-			}
+		d := hamming(qc, codes[i*words:(i+1)*words])
+		baseSum += angle[d]
+		others++
+		if len(h) == short && d >= h[0].d {
+			continue
 		}
 		heap.Push(&h, hamItem{d, i})
 		if len(h) > short {
 			heap.Pop(&h)
 		}
 	}
-	floors := floorsFor(minSim, margin, baseSum, len(refs))
+	floors := floorsFor(minSim, margin, baseSum, others)
 	out := make([]vecHit, 0, len(h))
 	for _, it := range h {
 		var sim float64
