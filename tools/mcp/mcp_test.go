@@ -307,7 +307,10 @@ func TestHangTimesOutCancelsAndLeavesNoProcess(t *testing.T) {
 func TestRepeatedTimeoutsMarkFailed(t *testing.T) {
 	dir := t.TempDir()
 	sc := stdioServer(t, "local", dir)
-	sc.CallTimeout = 300 * time.Millisecond
+	// The timeout covers starting the server again after each hang: 2 s
+	// keeps a start on a loaded machine inside it (300 ms did not: the
+	// call timed out before the server was ready, and was not sent).
+	sc.CallTimeout = 2 * time.Second
 	m := newManager(t, sc)
 	ts, err := listed(t, m)
 	if err != nil {
