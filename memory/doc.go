@@ -59,8 +59,11 @@
 // goes on from the second's best records the same way. Ranking
 // multiplies relevance by kind, hop and recency weights; a later answer, tool result or fact of another Task
 // that restates most of an earlier one's subject supersedes it (ranked
-// just below, labelled "superseded by <ref>, <time>"); facts superseded
-// explicitly are not recalled. The same content is recalled once, nothing
+// just below, labelled "superseded by <ref>, <time>", unless the query
+// names a value only the earlier one states); facts superseded
+// explicitly are not recalled. A request recalled with its Task's answer
+// is shown with the answer ("[in answer to: ...]"), not as an item of its
+// own. The same content is recalled once, nothing
 // already in the conversation is, and the items fit Options.RecallTokens
 // (at most 8,000) as the prompt renders them: the token budget is the cap,
 // and nothing is recalled when nothing is relevant. A long record is
@@ -73,7 +76,10 @@
 // each fact a vector kept in Badger beside the lexical index, with a
 // durable per-Task watermark, so it resumes after a restart; recall embeds its query, finds
 // the nearest records (sign codes in memory, exact cosine of a shortlist)
-// and fuses them with the lexical first hop: a record's relevance is the
+// above a floor: Options.MinSimilarity, raised to the query's mean
+// similarity to the owner's other records plus Options.MinSimilarityMargin
+// (0.1 less for a record that holds a word of the query), and fuses them
+// with the lexical first hop: a record's relevance is the
 // larger of its lexical one and half its cosine's share above the floor
 // (fuse in rank.go; measured against reciprocal rank fusion in
 // docs/memory.md). A failing provider leaves recall lexical (logged, counted in

@@ -92,8 +92,8 @@ func TestRecallEvaluationSemantic(t *testing.T) {
 	var opt memory.Options
 	opt.Embedder, opt.EmbedModel = ollamaEmbedder(t, base, evalSentenceModel)
 	run := runRecallEval(t, tasks, qs, opt)
-	if run.embedding == nil || run.embedding.Vectors == 0 || run.embedding.Failures != 0 {
-		t.Fatalf("semantic recall did not run: %+v", run.embedding)
+	if run.embedding == nil || run.embedding.Vectors == 0 || run.embedding.Failures != 0 || run.embedding.LexicalOnly != 0 {
+		t.Fatalf("semantic recall did not run for every question: %+v", run.embedding)
 	}
 	lemo := evalTable(qs, run.recalled)
 	table := formatEvalTable(lemo, evalTable(qs, bm25Baseline(run.texts, qs)))

@@ -249,6 +249,13 @@ func runRecallEval(t *testing.T, tasks []*evalTask, qs []*evalQuestion, opt memo
 	if opt.IndexInterval == 0 {
 		opt.IndexInterval = 20 * time.Millisecond
 	}
+	if opt.EmbedQueryTimeout == 0 {
+		// The evaluation measures what recall finds, not how fast the
+		// model embeds: on a loaded machine the model in its own process
+		// can take longer than the daemon's 2 s, and a recall that falls
+		// back to the lexical index would count as semantic recall's.
+		opt.EmbedQueryTimeout = time.Minute
+	}
 	// open starts the daemon over the data folder data: store, memory,
 	// tools and the actor tree, as lemo serve wires them.
 	open := func(data string) *evalDaemon {
