@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -227,5 +228,32 @@ func TestQuestionLine(t *testing.T) {
 		if got != tt.want || !utf8.ValidString(got) {
 			t.Errorf("questionLine(%.20q…) = %.30q… (%d bytes), want %.30q…", tt.in, got, len(got), tt.want)
 		}
+	}
+}
+
+func TestEpisodeRank(t *testing.T) {
+	at := t0
+	src := func(kind Kind, hop int, rel, rank float64) *candidate {
+		c := cand("S", 5, kind, rel, at, "source text")
+		c.hop, c.rank = hop, rank
+		return c
+	}
+	tests := []struct {
+		name string
+		src  *candidate
+		want float64
+	}{
+		{"a request's answer: just below the request's rank", src(KindUserMessage, 1, 0.8, 0.4), 0.4 * episodeWeight},
+		{"a tool result's conclusion: below it by conclusionWeight too", src(KindToolResult, 1, 0.8, 0.8), 0.8 * episodeWeight * conclusionWeight},
+		{"unranked: from its relevance and weight", src(KindToolResult, 1, 0.5, 0), 0.5 * episodeWeight * conclusionWeight},
+		{"a later hop's request: its rank without the request's weight", src(KindUserMessage, 2, 0.8, 0.2), 0.2 / requestWeight * episodeWeight},
+		{"a later hop's tool result", src(KindToolResult, 2, 0.8, 0.3), 0.3 * episodeWeight * conclusionWeight},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := episodeRank(tt.src); math.Abs(got-tt.want) > 1e-12 {
+				t.Fatalf("episodeRank = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

@@ -604,6 +604,26 @@ func (r *recaller) fuseNear(first []*candidate, coordinated map[*candidate]float
 	return first, nil
 }
 
+// episodeRank is the rank of what src's episode brings (addEpisode): just
+// below src, and further below when src is a tool result, whose
+// conclusion restates it (conclusionWeight).
+func episodeRank(src *candidate) float64 {
+	rank := src.Relevance * src.weight() * episodeWeight
+	if src.hop == 1 && src.rank > 0 {
+		rank = src.rank * episodeWeight
+	}
+	if src.hop >= 2 {
+		// A later hop's request links the entity to its Task's answer:
+		// the answer takes the request's rank without the request's
+		// weight.
+		rank = src.rank / src.weight() * episodeWeight
+	}
+	if src.Kind == KindToolResult {
+		rank *= conclusionWeight
+	}
+	return rank
+}
+
 // add reads a hit's text and makes it a candidate, unless its content is
 // already one or is in the conversation (nil then).
 func (r *recaller) add(h *Hit, also ...string) (*candidate, error) {
@@ -720,16 +740,7 @@ func (r *recaller) addFact(src *candidate, id string) error {
 }
 
 func (r *recaller) addEpisode(src *candidate, h *Hit, text string) error {
-	rank := src.Relevance * src.weight() * episodeWeight
-	if src.hop == 1 && src.rank > 0 {
-		rank = src.rank * episodeWeight
-	}
-	if src.hop >= 2 {
-		// A later hop's request links the entity to its Task's answer:
-		// the answer takes the request's rank without the request's
-		// weight.
-		rank = src.rank / src.weight() * episodeWeight
-	}
+	rank := episodeRank(src)
 	if have := r.byHash[h.hash]; have != nil {
 		if have.rank < rank && have.hop != 1 {
 			have.rank = rank
