@@ -228,10 +228,15 @@ func nearEntities(text string, json bool, anchors map[string]float64) []hopEntit
 			}
 		}
 		if c.heading {
-			// A heading names what its section's lines speak of.
+			// A heading names what its section's lines speak of: it
+			// stands nearest to them all, so at the same weight it is
+			// looked up before the words beside a query word in a line
+			// ("Purpose", "every", "management" in "Purpose: pulls stock
+			// levels from the warehouse management system every five
+			// minutes" under "## inventory-sync").
 			for j := range cs {
 				if anchor[j] && !cs[j].heading && cs[j].section == c.section {
-					d = min(d, secondHopNear)
+					d = 0
 					w = max(w, idf[j])
 				}
 			}

@@ -91,6 +91,15 @@ func TestNearEntities(t *testing.T) {
 	if got := entityKeys(es); !reflect.DeepEqual(got, []string{"routeplann", "purpos", "comput", "everi", "night"}) {
 		t.Fatalf("entities of a section = %q", got)
 	}
+	// The heading is the section's subject: nearest of all, so it is
+	// looked up before the ordinary words beside the query's ("Purpose",
+	// "every" weigh as much).
+	if es[0].dist != 0 {
+		t.Fatalf("the heading's distance = %d, want 0", es[0].dist)
+	}
+	if got := chooseEntities([][]hopEntity{es}, []float64{1}, 2); len(got) != 2 || strings.Join(got[0].terms, " ") != "routeplann" {
+		t.Fatalf("chosen first = %+v, want the heading", got)
+	}
 	// No anchor with an idf: nothing to stand beside.
 	if es := nearEntities("trk-03 runs parcel-tracker", false, map[string]float64{"trk": 0}); es != nil {
 		t.Fatalf("entities without a weighed anchor = %+v", es)
