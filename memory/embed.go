@@ -147,6 +147,9 @@ type embedState struct {
 	queryFailing atomic.Bool
 	kick         chan struct{}
 	done         chan struct{}
+	// codes is closed once the stored codes are loaded (or could not
+	// be): a recall before it would search part of them.
+	codes chan struct{}
 }
 
 // EmbeddingStatus returns the embedder's progress; ok is false when
@@ -356,6 +359,8 @@ func (m *Memory) loadVectors() error {
 func (m *Memory) runEmbedder() {
 	e := m.emb
 	defer close(e.done)
+	codesOnce := sync.OnceFunc(func() { close(e.codes) })
+	defer codesOnce()
 	if err := m.waitLoaded(m.ctx); err != nil {
 		return
 	}
@@ -366,7 +371,9 @@ func (m *Memory) runEmbedder() {
 			return
 		}
 	}
-	if err := m.loadVectors(); err != nil {
+	err := m.loadVectors()
+	codesOnce()
+	if err != nil {
 		e.fail(err)
 		m.log.Error().Err(err).Msg("memory: cannot load the embeddings; semantic recall is off until a restart")
 		return
@@ -688,7 +695,23 @@ func (x *vecIndex) dimsOr(d int) int {
 // the lexical index alone.
 func (m *Memory) embedQuery(ctx context.Context, text string) []float32 {
 	e := m.emb
-	if e == nil || e.vecs.len() == 0 {
+	if e == nil {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, m.opt.EmbedQueryTimeout)
+	defer cancel()
+	// After a start the stored codes load in the background; a recall
+	// waits for them (within its query timeout) rather than search part
+	// of them.
+	select {
+	case <-e.codes:
+	case <-cctx.Done():
+		if ctx.Err() == nil {
+			e.lexicalOnly.Add(1)
+		}
+		return nil
+	}
+	if e.vecs.len() == 0 {
 		return nil
 	}
 	now := m.opt.Now()
@@ -701,8 +724,6 @@ func (m *Memory) embedQuery(ctx context.Context, text string) []float32 {
 		e.lexicalOnly.Add(1)
 		return nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, m.opt.EmbedQueryTimeout)
-	defer cancel()
 	vecs, err := e.emb.Embed(cctx, []string{excerpt.Head(text, embedTextBytes)})
 	if err == nil && (len(vecs) != 1 || len(vecs[0]) != e.vecs.dimsOr(len(vecs[0]))) {
 		err = fmt.Errorf("%w: the query's vector does not match the stored ones", ErrEmbeddingDims)

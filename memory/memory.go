@@ -272,7 +272,7 @@ func Open(ctx context.Context, store *persistence.Store, opt Options) (*Memory, 
 	go m.run()
 	if opt.Embedder != nil {
 		m.emb = &embedState{emb: opt.Embedder, model: opt.EmbedModel, vecs: newVecIndex(), dirty: make(map[string]dirtyTask), facts: make(map[string]dirtyFact),
-			kick: make(chan struct{}, 1), done: make(chan struct{})}
+			kick: make(chan struct{}, 1), done: make(chan struct{}), codes: make(chan struct{})}
 		if err := m.startEmbedder(); err != nil {
 			m.emb = nil
 			_ = m.Close()
