@@ -524,32 +524,13 @@ type evalDaemon struct {
 	stop func()
 }
 
-// copyTree makes dst a copy of the folder src (regular files and
-// folders), removing what dst held.
+// copyTree makes dst a copy of the folder src, removing what dst held.
 func copyTree(t *testing.T, src, dst string) {
 	t.Helper()
 	if err := os.RemoveAll(dst); err != nil {
 		t.Fatal(err)
 	}
-	err := filepath.WalkDir(src, func(p string, e os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil {
-			return err
-		}
-		to := filepath.Join(dst, rel)
-		if e.IsDir() {
-			return os.MkdirAll(to, 0o700)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(to, b, 0o600)
-	})
-	if err != nil {
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -94,8 +94,10 @@ type candidate struct {
 	supersededBy string
 	super        int
 	terms        map[string]bool
-	// document names the document a tool result read (documentOf).
-	document string
+	// document names the document a tool result read (documentOf), once
+	// documentRead (documentName reads it when supersession needs it).
+	document     string
+	documentRead bool
 	// question is the request an answer answers, when both were recalled
 	// (foldRequests): shown with the answer, not as an item of its own.
 	question string
@@ -158,9 +160,6 @@ func rankCandidates(cands []*candidate, now time.Time, query map[string]bool) []
 			c.terms = termSet(c.text, c.Kind == KindToolResult)
 		}
 		c.super = -1
-		if c.Kind == KindToolResult {
-			c.document = documentOf(c.text)
-		}
 	}
 	sort.SliceStable(cands, func(i, j int) bool { return better(cands[i], cands[j]) })
 	// Each candidate looks for the latest record that replaces it.
@@ -169,7 +168,7 @@ func rankCandidates(cands []*candidate, now time.Time, query map[string]bool) []
 			if i == j || !nw.Time.After(old.Time) || nw.TaskID == old.TaskID || nw.hash == old.hash {
 				continue
 			}
-			if !states(old.Kind) || !states(nw.Kind) || !(sameSubject(old.terms, nw.terms) || (old.document != "" && old.document == nw.document)) {
+			if !states(old.Kind) || !states(nw.Kind) || !(sameSubject(old.terms, nw.terms) || sameDocument(old, nw)) {
 				continue
 			}
 			if old.super < 0 || nw.Time.After(cands[old.super].Time) {
@@ -322,6 +321,25 @@ func itoa(n uint64) string {
 			return string(b[i:])
 		}
 	}
+}
+
+// sameDocument reports whether a and b read the same document (documentOf).
+func sameDocument(a, b *candidate) bool {
+	d := a.documentName()
+	return d != "" && d == b.documentName()
+}
+
+// documentName is the document c read (documentOf), parsed the first time
+// it is asked: a tool result's JSON is parsed only for the pairs that
+// supersession compares by document.
+func (c *candidate) documentName() string {
+	if !c.documentRead {
+		c.documentRead = true
+		if c.Kind == KindToolResult {
+			c.document = documentOf(c.text)
+		}
+	}
+	return c.document
 }
 
 // documentOf names the document a tool result read: the "path" its JSON

@@ -199,10 +199,12 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 				r.qmass += res.idf[i]
 			}
 		}
-		lexical := make(map[*candidate]float64, len(first))
+		// Each candidate's content is one of first (add keeps a content
+		// once), so its hash names it.
+		lexical := make(map[uint64]float64, len(first))
 		for _, c := range first {
-			lexical[c] = c.Relevance * r.coverage(r.held(c))
-			c.rank = lexical[c] * c.weight()
+			lexical[c.hash] = c.Relevance * r.coverage(r.held(c))
+			c.rank = lexical[c.hash] * c.weight()
 		}
 		if qvec != nil {
 			near, floors, err := m.emb.vecs.search(v, q.Owner, qvec, vectorCandidates, m.opt.MinSimilarity, m.opt.MinSimilarityMargin, q.TaskID)
@@ -558,11 +560,7 @@ func (r *recaller) take(res *searchResult, hop, minMatched int, minRel float64, 
 // candidates and gives every candidate its fused relevance (fuse): a
 // record the lexical search did not find needs the strict floor, or the
 // eased one when it holds a word of the query (vecFloors).
-func (r *recaller) fuseNear(first []*candidate, coordinated map[*candidate]float64, near []vecHit, floors vecFloors) ([]*candidate, error) {
-	lexical := make(map[uint64]float64, len(first))
-	for _, c := range first {
-		lexical[c.hash] = max(lexical[c.hash], coordinated[c])
-	}
+func (r *recaller) fuseNear(first []*candidate, lexical map[uint64]float64, near []vecHit, floors vecFloors) ([]*candidate, error) {
 	similarity := make(map[uint64]float64, len(near))
 	for _, n := range near {
 		task, seq, fact, from, to, ok := parseDocRef(n.ref)
@@ -578,23 +576,22 @@ func (r *recaller) fuseNear(first []*candidate, coordinated map[*candidate]float
 				continue
 			}
 		}
-		if r.byHash[n.meta.hash] != nil {
-			similarity[n.meta.hash] = max(similarity[n.meta.hash], n.similarity)
-			continue
-		}
-		h := Hit{TaskID: task, Seq: seq, FactID: fact, Kind: n.meta.kind, Time: time.UnixMilli(n.meta.time).UTC(), Source: n.meta.source,
-			TextBytes: int(n.meta.textBytes), Untrusted: n.meta.untrusted, hash: n.meta.hash, PassageFrom: from, PassageTo: to}
-		c, err := r.addIf(&h, func(c *candidate) bool {
-			return floors.admits(n.similarity, r.sharesWord(c))
-		})
-		if err != nil {
-			return nil, err
-		}
-		if c != nil {
-			similarity[n.meta.hash] = max(similarity[n.meta.hash], n.similarity)
+		if r.byHash[n.meta.hash] == nil {
+			h := Hit{TaskID: task, Seq: seq, FactID: fact, Kind: n.meta.kind, Time: time.UnixMilli(n.meta.time).UTC(), Source: n.meta.source,
+				TextBytes: int(n.meta.textBytes), Untrusted: n.meta.untrusted, hash: n.meta.hash, PassageFrom: from, PassageTo: to}
+			c, err := r.addIf(&h, func(c *candidate) bool {
+				return floors.admits(n.similarity, r.sharesWord(c))
+			})
+			if err != nil {
+				return nil, err
+			}
+			if c == nil {
+				continue
+			}
 			c.hop = 1
 			first = append(first, c)
 		}
+		similarity[n.meta.hash] = max(similarity[n.meta.hash], n.similarity)
 	}
 	rel := fuse(lexical, similarity, floors.eased)
 	for _, c := range first {
@@ -801,11 +798,7 @@ func questionLine(q string) string {
 	if len(q) <= maxQuestionBytes {
 		return q
 	}
-	cut := maxQuestionBytes
-	for cut > 0 && !utf8.RuneStart(q[cut]) {
-		cut--
-	}
-	return q[:cut] + " […]"
+	return excerpt.Head(q, maxQuestionBytes) + " […]"
 }
 
 // maxQuestionBytes bounds the request an answer's evidence shows.
