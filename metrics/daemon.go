@@ -104,7 +104,7 @@ func (d *Daemon) MCPCall(server, outcome string) {
 }
 
 // MCPListFailed counts one failed listing of an MCP server's tools
-// (mcp.ListObserver).
+// (mcp.Observer).
 func (d *Daemon) MCPListFailed(server string) { d.mcpListFails.WithLabelValues(server).Inc() }
 
 // Ack records one acknowledged append (persistence.Options.OnAck).

@@ -8,14 +8,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"lemo/config"
-	"lemo/metrics"
 	"lemo/tools"
 	"lemo/tools/isolation"
 	"lemo/tools/mcp"
 )
-
-// The daemon's metrics count failed listings of a server's tools.
-var _ mcp.ListObserver = (*metrics.Daemon)(nil)
 
 // mcpConfig is the enabled servers of the mcp keys as tools/mcp takes
 // them, sorted by name. A server's processes run with the tool processes'

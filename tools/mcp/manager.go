@@ -107,14 +107,11 @@ func (c *ServerConfig) fill() {
 	}
 }
 
-// Observer counts calls by server and outcome (metrics).
+// Observer counts calls by server and outcome, and the failed listings
+// of a server's tools (at the daemon's start and each background retry):
+// metrics.
 type Observer interface {
 	MCPCall(server, outcome string)
-}
-
-// ListObserver, when the Observer is one too, counts the failed listings
-// of a server's tools (at the daemon's start and each background retry).
-type ListObserver interface {
 	MCPListFailed(server string)
 }
 
@@ -307,7 +304,7 @@ func (s *server) discover(ctx context.Context, probe bool) (_ []*Tool, ok bool, 
 			s.listFails = append(s.m.cfg.Restart.recent(s.listFails, now), now)
 			s.listErr = err.Error()
 			s.mu.Unlock()
-			if o, isList := s.m.cfg.Observer.(ListObserver); isList {
+			if o := s.m.cfg.Observer; o != nil {
 				o.MCPListFailed(s.cfg.Name)
 			}
 		}
