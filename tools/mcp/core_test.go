@@ -267,22 +267,7 @@ func TestCollisions(t *testing.T) {
 			{Server: "a", Tool: "b_c_d", Name: "mcp.a.b_c_d"}: {"mcp.a_b.c_d", "mcp.a_b_c.d"},
 		}},
 	} {
-		got := Collisions(c.in)
-		if len(got) != len(c.want) {
-			t.Errorf("%s: Collisions = %v, want %d refused", c.name, got, len(c.want))
-			continue
-		}
-		for tool, parts := range c.want {
-			why, ok := got[tool]
-			if !ok {
-				t.Errorf("%s: %s not refused: %v", c.name, tool.Name, got)
-			}
-			for _, p := range parts {
-				if !strings.Contains(why, p) {
-					t.Errorf("%s: the reason for %s lacks %q: %s", c.name, tool.Name, p, why)
-				}
-			}
-		}
+		checkRefused(t, c.name+": Collisions", Collisions(c.in), c.want)
 	}
 }
 
@@ -308,13 +293,8 @@ func TestReachedServer(t *testing.T) {
 	}
 }
 
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }
-func (discard) Close() error                { return nil }
-
 func TestWireTellsWhenACancellationIsWritten(t *testing.T) {
-	w := &wire{w: discard{}}
+	w := &wire{w: nopCloser{io.Discard}}
 	closed := func(ch <-chan struct{}) bool {
 		select {
 		case <-ch:
@@ -418,22 +398,7 @@ func TestAdmit(t *testing.T) {
 			late: {"neither is offered"}, {Server: "a_b", Tool: "c", Name: "mcp.a_b.c"}: {"neither is offered"},
 		}},
 	} {
-		got := Admit(c.registered, c.late)
-		if len(got) != len(c.want) {
-			t.Errorf("%s: Admit = %v, want %d refused", c.name, got, len(c.want))
-			continue
-		}
-		for tool, parts := range c.want {
-			why, ok := got[tool]
-			if !ok {
-				t.Errorf("%s: %s not refused: %v", c.name, tool.Name, got)
-			}
-			for _, p := range parts {
-				if !strings.Contains(why, p) {
-					t.Errorf("%s: the reason for %s lacks %q: %s", c.name, tool.Name, p, why)
-				}
-			}
-		}
+		checkRefused(t, c.name+": Admit", Admit(c.registered, c.late), c.want)
 	}
 }
 
@@ -444,4 +409,25 @@ func secondsAfter(t0 time.Time, secs ...int) []time.Time {
 		out = append(out, t0.Add(time.Duration(s)*time.Second))
 	}
 	return out
+}
+
+// checkRefused fails t unless got refuses exactly the tools of want, each
+// with a reason holding every part want lists.
+func checkRefused(t *testing.T, what string, got map[ServerTool]string, want map[ServerTool][]string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s = %v, want %d refused", what, got, len(want))
+		return
+	}
+	for tool, parts := range want {
+		why, ok := got[tool]
+		if !ok {
+			t.Errorf("%s: %s not refused: %v", what, tool.Name, got)
+		}
+		for _, p := range parts {
+			if !strings.Contains(why, p) {
+				t.Errorf("%s: the reason for %s lacks %q: %s", what, tool.Name, p, why)
+			}
+		}
+	}
 }

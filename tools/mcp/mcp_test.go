@@ -19,7 +19,6 @@ import (
 
 	"lemo/supervision"
 	"lemo/tools"
-	"lemo/tools/internal/proc"
 )
 
 func TestStdioToolsCallAndProgress(t *testing.T) {
@@ -283,7 +282,7 @@ func TestHangTimesOutCancelsAndLeavesNoProcess(t *testing.T) {
 		}
 		return nil
 	})
-	if ps, _ := proc.Survivors(proc.WithEnv(tree)); len(ps) < 2 {
+	if ps, _ := procSurvivors(tree); len(ps) < 2 {
 		t.Fatalf("want the started server and its child alive during the call, got %+v", ps)
 	}
 	cancel()
@@ -340,7 +339,7 @@ func withTimeout(r *tools.Registered, d time.Duration) *tools.Registered {
 func noSurvivors(t testing.TB, kv string) {
 	t.Helper()
 	eventually(t, 20*time.Second, func() error {
-		ps, err := proc.Survivors(proc.WithEnv(kv))
+		ps, err := procSurvivors(kv)
 		if err != nil {
 			return err
 		}

@@ -100,12 +100,7 @@ func TestNPMEverythingStdio(t *testing.T) {
 		t.Errorf("the variable config passes is missing: %s", out.Text)
 	}
 	m.Close()
-	eventually(t, 10*time.Second, func() error {
-		if ps, _ := procSurvivors(tree); len(ps) > 0 {
-			return fmt.Errorf("server processes outlived the stop: %v", ps)
-		}
-		return nil
-	})
+	noSurvivors(t, tree)
 }
 
 func TestNPMEverythingStreamableHTTP(t *testing.T) {
