@@ -366,19 +366,23 @@ func (n *Node) addAlias(own, dialed string) {
 	}
 }
 
+// dialedFor returns the address dialed to reach the daemon whose own
+// address is addr (Node.aliases), unless a Conn of the node dials addr
+// itself.
+func (n *Node) dialedFor(addr string) (string, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	dialed, ok := n.aliases[addr]
+	return dialed, ok && n.tokens[addr] == nil
+}
+
 // resolveAlias is an address resolver of the node's actor system, asked
 // before remote's: a PID at a daemon's own address is reached at the
 // address dialed to reach that daemon (the daemon takes every message
 // for itself, whatever address it names), unless a Conn of the node
 // dials the daemon's own address itself.
 func (n *Node) resolveAlias(pid *actor.PID) (actor.Process, bool) {
-	n.mu.Lock()
-	dialed, ok := n.aliases[pid.GetAddress()]
-
-	if n.tokens[pid.GetAddress()] != nil {
-		ok = false
-	}
-	n.mu.Unlock()
+	dialed, ok := n.dialedFor(pid.GetAddress())
 	if !ok {
 		return nil, false
 	}
@@ -451,13 +455,13 @@ func (s *clientStream) release() {
 }
 
 var allowedTypes = map[string]bool{
-	string(proto.MessageName(&api.Response{})):     true,
-	string(proto.MessageName(&api.UpdateBatch{})):  true,
-	string(proto.MessageName(&api.ServiceCall{})):  true,
-	string(proto.MessageName(&api.Chunk{})):        true,
-	string(proto.MessageName(&actor.Watch{})):      true,
-	string(proto.MessageName(&actor.Unwatch{})):    true,
-	string(proto.MessageName(&actor.Terminated{})): true,
+	string(proto.MessageName(&api.Response{})):    true,
+	string(proto.MessageName(&api.UpdateBatch{})): true,
+	string(proto.MessageName(&api.ServiceCall{})): true,
+	string(proto.MessageName(&api.Chunk{})):       true,
+	string(proto.MessageName(&actor.Watch{})):     true,
+	string(proto.MessageName(&actor.Unwatch{})):   true,
+	terminatedType: true,
 }
 
 func (s *clientStream) RecvMsg(m any) error {
@@ -540,12 +544,7 @@ func (s *clientStream) readdressTerminated(env *remote.MessageEnvelope) error {
 	if err := proto.Unmarshal(env.GetMessageData(), &t); err != nil || t.GetWho() == nil {
 		return status.Error(codes.PermissionDenied, "lemo client: malformed Terminated")
 	}
-	s.n.mu.Lock()
-	dialed, ok := s.n.aliases[t.GetWho().GetAddress()]
-	if s.n.tokens[t.GetWho().GetAddress()] != nil {
-		ok = false
-	}
-	s.n.mu.Unlock()
+	dialed, ok := s.n.dialedFor(t.GetWho().GetAddress())
 	if !ok {
 		return nil
 	}
