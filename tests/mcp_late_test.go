@@ -60,7 +60,7 @@ func TestMCPServerUpLateOffersItsTools(t *testing.T) {
 	// tools.search asks for approval: the Task created before the tools
 	// appeared searches only once the test lets it.
 	cfg := writeConfig(t, "approvals:\n  ask: [tools.search]\n  timeout: 10m\nmcp:\n  servers:\n    late:\n      url: "+srv.URL+"\n")
-	d := serveEnvArgs(t, data, []string{"LEMO_FAKE_ENABLED=true", "LEMO_OLLAMA_DISABLED=true"}, "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--config", cfg)
+	d := serveEnvArgs(t, data, []string{"LEMO_FAKE_ENABLED=true", "LEMO_OLLAMA_DISABLED=true"}, "--http-listen", "127.0.0.1:0", "--config", cfg)
 	c := d.connect(t, "")
 	ctx := context.Background()
 	const tool = "mcp.late.latecomer"
@@ -120,11 +120,7 @@ func TestMCPServerUpLateOffersItsTools(t *testing.T) {
 	}
 	waitTask(t, c, id, "finished", statusIs(api.TaskStatus_TASK_STATUS_FINISHED))
 	calls, answer := toolCalls(t, c, id)
-	var names []string
-	for _, cl := range calls {
-		names = append(names, cl.tool)
-	}
-	if fmt.Sprint(names) != fmt.Sprint([]string{"tools.search", "tools.load", tool}) {
+	if names := callNames(calls); fmt.Sprint(names) != fmt.Sprint([]string{"tools.search", "tools.load", tool}) {
 		t.Fatalf("calls %v, want tools.search, tools.load and %s; answer:\n%s", names, tool, answer)
 	}
 	if !strings.Contains(answer, "latecomer says hello") {

@@ -205,7 +205,7 @@ func mcpFoundAndLoaded(t *testing.T, config, tool, request, want string, progres
 	data := filepath.Join(t.TempDir(), "data")
 	cfg := writeConfig(t, config)
 	// The demo models, and the tools a Task starts with by default.
-	d := serveEnvArgs(t, data, []string{"LEMO_FAKE_ENABLED=true", "LEMO_OLLAMA_DISABLED=true"}, "--listen", "127.0.0.1:0", "--config", cfg)
+	d := serveEnvArgs(t, data, []string{"LEMO_FAKE_ENABLED=true", "LEMO_OLLAMA_DISABLED=true"}, "--config", cfg)
 	c := d.connect(t, "")
 	ctx := context.Background()
 	sub, err := c.Subscribe(ctx, client.SubscribeOptions{})
@@ -219,11 +219,7 @@ func mcpFoundAndLoaded(t *testing.T, config, tool, request, want string, progres
 	}
 	states := followToolStates(t, sub, m.GetTaskId(), d.logs)
 	calls, answer := toolCalls(t, c, m.GetTaskId())
-	var names []string
-	for _, cl := range calls {
-		names = append(names, cl.tool)
-	}
-	if fmt.Sprint(names) != fmt.Sprint([]string{"tools.search", "tools.load", tool}) {
+	if names := callNames(calls); fmt.Sprint(names) != fmt.Sprint([]string{"tools.search", "tools.load", tool}) {
 		t.Fatalf("calls %v, want tools.search, tools.load and %s; answer:\n%s", names, tool, answer)
 	}
 	if !strings.Contains(answer, want) {

@@ -54,6 +54,15 @@ func toolCalls(t *testing.T, c *client.Conn, id string) ([]*toolCall, string) {
 	return calls, answer
 }
 
+// callNames is the tools the calls called, in order.
+func callNames(calls []*toolCall) []string {
+	var names []string
+	for _, cl := range calls {
+		names = append(names, cl.tool)
+	}
+	return names
+}
+
 // The files tools inside a real Task of lemo serve (the fake/files demo
 // model): write, read, edit, list, find and grep do their work in the
 // Task's workspace; a stale edit and escapes (a ".." path, an absolute path

@@ -36,7 +36,7 @@ const allTools = "LEMO_TOOLS_INITIAL=*"
 // offered) and args, and connects to it.
 func serveTreeEnv(t *testing.T, data string, env []string, args ...string) (*remoteDaemon, *client.Conn) {
 	t.Helper()
-	rd := serveEnvArgs(t, data, append(env, allTools), append([]string{"--listen", "127.0.0.1:0"}, args...)...)
+	rd := serveEnvArgs(t, data, append(env, allTools), args...)
 	return rd, rd.connect(t, "")
 }
 
