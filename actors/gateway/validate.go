@@ -151,7 +151,7 @@ func validate(r *api.Request) *cmdError {
 	case *api.Request_ResolveApproval:
 		id := c.ResolveApproval.GetApprovalId()
 		task, rest, ok := strings.Cut(id, ".")
-		if !ok || rest == "" || len(id) > maxIDBytes || persistence.ValidTaskID(task) != nil {
+		if !ok || rest == "" || len(id) > maxIDBytes || !names.TaskID(task) {
 			return invalid("resolve_approval: approval id %q: want <task id>.<call id> as the approval request names it", clip(id))
 		}
 		if len(c.ResolveApproval.GetReason()) > maxReasonBytes {

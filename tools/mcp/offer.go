@@ -131,8 +131,8 @@ func (s *server) offered() []string {
 }
 
 // Pending returns the servers whose tools are not listed yet and are being
-// tried again in the background (Offer), with why (pendingState), in
-// configuration order: lemo tools shows them, and a Task that names one
+// tried again in the background (Offer), with why (pendingState), by
+// prefix: lemo tools shows them, and a Task that names one
 // of their tools is told.
 func (m *Manager) Pending() []tools.Pending {
 	if m == nil {
