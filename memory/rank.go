@@ -103,6 +103,19 @@ type candidate struct {
 	question string
 }
 
+// words is c's terms: those of the passage that matched, for a long
+// record (add sets them from it), else of its text; made once.
+func (c *candidate) words() map[string]bool {
+	if c.terms == nil {
+		t := c.text
+		if c.PassageTo > 0 {
+			t = c.text[c.PassageFrom:c.PassageTo]
+		}
+		c.terms = termSet(t, c.Kind == KindToolResult)
+	}
+	return c.terms
+}
+
 func kindWeight(k Kind) float64 {
 	if k == KindUserMessage {
 		return requestWeight
@@ -156,9 +169,7 @@ func rankCandidates(cands []*candidate, now time.Time, query map[string]bool) []
 			c.rank = c.Relevance * c.weight()
 		}
 		c.rank *= recency(now, c.Time)
-		if c.terms == nil {
-			c.terms = termSet(c.text, c.Kind == KindToolResult)
-		}
+		c.words()
 		c.super = -1
 	}
 	sort.SliceStable(cands, func(i, j int) bool { return better(cands[i], cands[j]) })

@@ -191,11 +191,10 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 		// factor (the share of the query, by idf, that the record holds;
 		// see rank.go). The rank is set here so the episodes and the
 		// hops start from the best records, not the newest.
-		r.qidf = make(map[string]float64)
 		for i, t := range res.qterms {
 			if res.held[i] {
-				r.qidf[t] = res.idf[i]
 				r.qorder = append(r.qorder, t)
+				r.qidf = append(r.qidf, res.idf[i])
 				r.qmass += res.idf[i]
 			}
 		}
@@ -203,7 +202,7 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 		// once), so its hash names it.
 		lexical := make(map[uint64]float64, len(first))
 		for _, c := range first {
-			lexical[c.hash] = c.Relevance * r.coverage(r.held(c))
+			lexical[c.hash] = c.Relevance * r.coverage(c.words())
 			c.rank = lexical[c.hash] * c.weight()
 		}
 		if qvec != nil {
@@ -301,11 +300,9 @@ func (r *recaller) hopSource(c *candidate, open []string, query map[string]float
 	if c.PassageTo > 0 {
 		s.text = c.text[c.PassageFrom:c.PassageTo] // what matched
 	}
-	if c.terms == nil {
-		c.terms = termSet(s.text, c.Kind == KindToolResult)
-	}
+	terms := c.words()
 	for _, t := range open {
-		if !c.terms[t] {
+		if !terms[t] {
 			s.residual = append(s.residual, t)
 		}
 	}
@@ -468,46 +465,41 @@ type recaller struct {
 	conv   *convTexts
 	all    []*candidate
 	byHash map[uint64]*candidate
-	// query is the query's terms; qidf the idf of those the search used
-	// that some record holds (qorder, in the search's order), qmass their
-	// sum.
+	// query is the query's terms; qorder those the search used that some
+	// record holds, in the search's order, with their idf (qidf) and its
+	// sum (qmass).
 	query  map[string]bool
-	qidf   map[string]float64
 	qorder []string
+	qidf   []float64
 	qmass  float64
 }
 
 // held returns the query's terms that c holds (in the passage that
 // matched, for a long record).
 func (r *recaller) held(c *candidate) map[string]bool {
-	if c.terms == nil {
-		t := c.text
-		if c.PassageTo > 0 {
-			t = c.text[c.PassageFrom:c.PassageTo]
-		}
-		c.terms = termSet(t, c.Kind == KindToolResult)
-	}
+	terms := c.words()
 	out := make(map[string]bool)
 	for t := range r.query {
-		if c.terms[t] {
+		if terms[t] {
 			out[t] = true
 		}
 	}
 	return out
 }
 
-// coverage is the share of the query (by idf) that the terms held hold.
-// It adds in the query's order: a sum in a map's order differs in its
-// last bits from one call to the next, which decided between records
+// coverage is the share of the query (by idf) that the terms held hold
+// (a record's words or the query terms of a chain: only the query's
+// count). It adds in the query's order: a sum in a map's order differs in
+// its last bits from one call to the next, which decided between records
 // that tie (the evaluation's runs differed by a question or two).
 func (r *recaller) coverage(held map[string]bool) float64 {
 	if r.qmass == 0 {
 		return 0
 	}
 	got := 0.0
-	for _, t := range r.qorder {
+	for i, t := range r.qorder {
 		if held[t] {
-			got += r.qidf[t]
+			got += r.qidf[i]
 		}
 	}
 	return got / r.qmass
@@ -662,10 +654,7 @@ func (r *recaller) addIf(h *Hit, keep func(*candidate) bool, also ...string) (*c
 
 // sharesWord reports whether c holds a word of the query.
 func (r *recaller) sharesWord(c *candidate) bool {
-	if c.terms == nil {
-		c.terms = termSet(c.text, c.Kind == KindToolResult)
-	}
-	for t := range c.terms {
+	for t := range c.words() {
 		if r.query[t] {
 			return true
 		}
