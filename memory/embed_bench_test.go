@@ -69,7 +69,7 @@ func embedCorpus(b *testing.B, dims int) (*benchCorpus, float64) {
 	c.mem.opt.EmbedBatch, c.mem.opt.EmbedTimeout, c.mem.opt.MinSimilarity = 64, time.Minute, 0.05
 	model := newBenchEmbedder(dims)
 	c.mem.emb = &embedState{emb: model, model: fmt.Sprintf("bench/%d", dims), vecs: newVecIndex(),
-		dirty: make(map[string]dirtyTask), facts: make(map[string]dirtyFact), kick: make(chan struct{}, 1), done: make(chan struct{})}
+		dirty: make(map[string]dirtyTask), facts: make(map[string]dirtyFact), kick: make(chan struct{}, 1), done: make(chan struct{}), codes: make(chan struct{})}
 	close(c.mem.emb.done) // no background embedder: embedTask runs here
 	// Vectors of these dimensions a previous run left in a kept corpus
 	// (LEMO_MEMORY_BENCH_DIR) are used; others are dropped.
@@ -89,6 +89,7 @@ func embedCorpus(b *testing.B, dims int) (*benchCorpus, float64) {
 	if err := c.mem.loadVectors(); err != nil {
 		b.Fatal(err)
 	}
+	close(c.mem.emb.codes) // loaded here, as the embedder does at start
 	var tasks []string
 	err := c.st.View(func(v *persistence.Snapshot) error {
 		pre := persistence.WatermarkPrefix()
