@@ -232,7 +232,7 @@ func (s *server) connectStdio(ctx context.Context, client *gomcp.Client) (*conn,
 		closeFiles(inR, inW, outR, outW)
 		return nil, err
 	}
-	tag := fmt.Sprintf("%s=%s/%d", TagVariable, s.cfg.Name, s.m.starts.Add(1))
+	tag := fmt.Sprintf("%s=%s/%s.%d", TagVariable, s.cfg.Name, s.m.id, s.m.starts.Add(1))
 	extra := append(isolation.Tags(s.m.cfg.RunTag, "mcp", s.cfg.Name), tag)
 	cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
 	cmd.Dir = s.cfg.Dir

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -151,8 +152,13 @@ type Config struct {
 type Manager struct {
 	cfg     Config
 	servers []*server
-	starts  atomic.Uint64
-	wg      sync.WaitGroup
+	// id tells this manager's server processes from another's (another
+	// daemon on the host, or one before): a stop sweeps the processes that
+	// carry its start's tag, and a tag of the server's name and start
+	// number alone was another manager's too.
+	id     string
+	starts atomic.Uint64
+	wg     sync.WaitGroup
 	// ctx ends at Close: it stops the background listings.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -165,7 +171,7 @@ type Manager struct {
 func New(cfg Config) (*Manager, error) {
 	var errs []error
 	seen := make(map[string]bool)
-	m := &Manager{cfg: cfg}
+	m := &Manager{cfg: cfg, id: rand.Text()[:12]}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	if m.cfg.ExitGrace <= 0 {
 		m.cfg.ExitGrace = 2 * time.Second
