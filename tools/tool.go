@@ -221,6 +221,19 @@ type Approval struct {
 	Deadline time.Duration
 }
 
+// Reader is implemented by tools some of whose calls only read: such a
+// call changes nothing outside its result, so running it again is
+// harmless; it records no fact, asks no approval, changes no tool set and
+// starts, waits for or messages no Task. The Task may then run it before
+// its start is durable and record its start and result in one commit
+// (see actors/taskstate.Holds): if the daemon stops in between, the call
+// is simply forgotten with the answer that asked for it. A tool that
+// emits state (StateSchema) never runs so, whatever it reports here.
+type Reader interface {
+	// ReadOnly reports whether the call with input (validated) only reads.
+	ReadOnly(input json.RawMessage) bool
+}
+
 // Approver is implemented by tools whose calls may need approval by input.
 type Approver interface {
 	Approval(input json.RawMessage) Approval

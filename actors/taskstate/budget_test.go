@@ -621,7 +621,7 @@ func TestDayPause(t *testing.T) {
 	}
 	// Chain still chains it after what precedes it.
 	o := NextOptions{Now: now, Budget: &ReserveOptions{Now: now, OutputTokens: 100, Day: true}}
-	if _, steps := s.Chain([]proto.Message{&api.UserMessage{Text: "more"}}, o); len(steps) != 1 || steps[0].Kind != StepStartCycle || !steps[0].DayChecked {
+	if _, steps, _ := s.Chain([]proto.Message{&api.UserMessage{Text: "more"}}, o); len(steps) != 1 || steps[0].Kind != StepStartCycle || !steps[0].DayChecked {
 		t.Fatalf("Chain with a daily budget = %v, want the checked Cycle start chained", steps)
 	}
 }

@@ -797,10 +797,11 @@ const maxChain = 64
 // Next would once they are; the state itself is not changed. Chaining
 // stops at the first step that waits (a model call, a tool or a person).
 // o.Approval must judge a call as it would after bodies (bodies that
-// change the Task's approval rules must not be chained).
-func (s *State) Chain(bodies []proto.Message, o NextOptions) ([]proto.Message, []Step) {
+// change the Task's approval rules must not be chained). after is the copy:
+// the state once all of it is applied (nil when bodies is empty).
+func (s *State) Chain(bodies []proto.Message, o NextOptions) (all []proto.Message, steps []Step, after *State) {
 	if len(bodies) == 0 {
-		return bodies, nil
+		return bodies, nil, nil
 	}
 	c := s.clone()
 	apply := func(bs []proto.Message) {
@@ -809,8 +810,7 @@ func (s *State) Chain(bodies []proto.Message, o NextOptions) ([]proto.Message, [
 		}
 	}
 	apply(bodies)
-	all := bodies[:len(bodies):len(bodies)]
-	var steps []Step
+	all = bodies[:len(bodies):len(bodies)]
 	for len(steps) < maxChain {
 		step := c.Next(o)
 		if step.Kind == StepWait || len(step.Bodies) == 0 {
@@ -820,5 +820,32 @@ func (s *State) Chain(bodies []proto.Message, o NextOptions) ([]proto.Message, [
 		steps = append(steps, step)
 		apply(step.Bodies)
 	}
-	return all, steps
+	return all, steps, c
+}
+
+// Holds reports whether an append whose chain ends in steps may wait for
+// the calls it starts, so that their results (and whatever follows them)
+// join it in one commit, while running more calls already waits on it:
+// every step starts calls that readOnly accepts or records a refusal, and
+// some call runs (running held before, or one the steps start). Such a
+// call only reads, so starting it before its start is durable re-runs
+// nothing with an effect: if the daemon stops before the append, the
+// answer that asked for it is lost with it and its Cycle reads as
+// interrupted, as if the daemon had stopped during the model call.
+func Holds(steps []Step, running int, readOnly func(c *Call) bool) bool {
+	for _, st := range steps {
+		switch st.Kind {
+		case StepReject:
+		case StepStartTool:
+			for _, c := range st.Calls {
+				if !readOnly(c) {
+					return false
+				}
+			}
+			running += len(st.Calls)
+		default:
+			return false
+		}
+	}
+	return running > 0
 }

@@ -648,7 +648,7 @@ func TestChain(t *testing.T) {
 			bodies := c.bodies(s)
 			before := s.clone()
 			c.opt.Now = now
-			all, steps := s.Chain(bodies, c.opt)
+			all, steps, after := s.Chain(bodies, c.opt)
 			if got := kindsOf(all); !eq(got, c.want) {
 				t.Fatalf("Chain() = %v, want %v", got, c.want)
 			}
@@ -668,6 +668,44 @@ func TestChain(t *testing.T) {
 			apply(s, all)
 			if st := s.Next(c.opt); st.Kind != StepWait {
 				t.Fatalf("after the chain Next() = %v, want StepWait", st.Kind)
+			}
+			// The state Chain returns is that one: a held append goes on
+			// chaining from it.
+			if len(bodies) > 0 && !reflect.DeepEqual(after, s) {
+				t.Fatalf("Chain's state after:\n%+v\nwant\n%+v", after, s)
+			}
+		})
+	}
+}
+
+// An append may wait for the calls it starts only when they merely read:
+// anything else it starts or records (a Cycle, an approval, the Task's
+// end) must be durable first, or its effect could happen twice.
+func TestHolds(t *testing.T) {
+	read := &Call{ID: "r", Tool: "files.read"}
+	write := &Call{ID: "w", Tool: "shell.run"}
+	readOnly := func(c *Call) bool { return c.Tool == "files.read" }
+	for _, c := range []struct {
+		name    string
+		steps   []Step
+		running int
+		want    bool
+	}{
+		{"a read-only call starts", []Step{{Kind: StepStartTool, Calls: []*Call{read}}}, 0, true},
+		{"a batch with a call that acts", []Step{{Kind: StepStartTool, Calls: []*Call{read, write}}}, 0, false},
+		{"a refusal, then a read-only call", []Step{{Kind: StepReject}, {Kind: StepStartTool, Calls: []*Call{read}}}, 0, true},
+		{"a refusal alone, nothing running", []Step{{Kind: StepReject}}, 0, false},
+		{"nothing new while held calls run", nil, 1, true},
+		{"nothing new and nothing running", nil, 0, false},
+		{"the next Cycle's start", []Step{{Kind: StepStartCycle, Cycle: 2}}, 0, false},
+		{"an approval request", []Step{{Kind: StepRequestApproval, Call: read}}, 1, false},
+		{"the Task's end", []Step{{Kind: StepFinish}}, 0, false},
+		{"a budget pause", []Step{{Kind: StepAskBudget}}, 0, false},
+		{"the cycle limit", []Step{{Kind: StepLimit}}, 0, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := Holds(c.steps, c.running, readOnly); got != c.want {
+				t.Fatalf("Holds() = %v, want %v", got, c.want)
 			}
 		})
 	}
@@ -722,7 +760,7 @@ func TestChainReserves(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := withBudget(tc.tokens)
-			all, steps := s.Chain(s.ToolDone(ToolOutcome{CallID: "c1", Retained: []byte(`1`)}), NextOptions{Now: now, Budget: reserve})
+			all, steps, _ := s.Chain(s.ToolDone(ToolOutcome{CallID: "c1", Retained: []byte(`1`)}), NextOptions{Now: now, Budget: reserve})
 			if len(steps) != 1 || steps[0].Kind != tc.want {
 				t.Fatalf("Chain steps = %+v, want one %v", steps, tc.want)
 			}

@@ -73,6 +73,8 @@ type op[I, O any] struct {
 	// shrink makes o fit in about budget bytes of JSON and records what it
 	// left out; nil means the output is always retained whole.
 	shrink func(o *O, budget int)
+	// reads: every call only reads the workspace (tools.Reader).
+	reads bool
 }
 
 var _ tools.Tool = (*op[readInput, readOutput])(nil)
@@ -83,6 +85,9 @@ func (o *op[I, O]) InputSchema() json.RawMessage  { return o.input }
 func (o *op[I, O]) StateSchema() json.RawMessage  { return nil }
 func (o *op[I, O]) ResultSchema() json.RawMessage { return o.result }
 func (o *op[I, O]) View() string                  { return View }
+
+// ReadOnly reports whether the tool only reads, whatever the input.
+func (o *op[I, O]) ReadOnly(json.RawMessage) bool { return o.reads }
 
 // Execute decodes the input, opens the workspace and runs the operation.
 func (o *op[I, O]) Execute(ctx context.Context, call tools.Call, _ tools.Emit) (json.RawMessage, error) {

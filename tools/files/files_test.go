@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"lemo/tools"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -458,6 +460,25 @@ func TestCancelled(t *testing.T) {
 	}{{NameGrep, obj{"pattern": "x"}}, {NameFind, obj{"pattern": "*"}}, {NameRead, obj{"path": "f1"}}, {NameList, obj{}}} {
 		if _, err := h.callCtx(ctx, c.name, c.in); !errors.Is(err, context.Canceled) {
 			t.Errorf("%s with a cancelled context: %v; want context.Canceled", c.name, err)
+		}
+	}
+}
+
+// Reading, listing, finding and grepping only read; writing and editing
+// act, so they never run before their start is durable.
+func TestReadOnly(t *testing.T) {
+	want := map[string]bool{NameRead: true, NameList: true, NameFind: true, NameGrep: true, NameWrite: false, NameEdit: false}
+	for _, tl := range newFileSystem(Config{}).tools() {
+		r, ok := tl.(tools.Reader)
+		if !ok {
+			t.Fatalf("%s: not a tools.Reader", tl.Name())
+		}
+		w, known := want[tl.Name()]
+		if !known {
+			t.Fatalf("%s: a tool this test does not know; say whether it only reads", tl.Name())
+		}
+		if got := r.ReadOnly(json.RawMessage(`{"path":"a"}`)); got != w {
+			t.Errorf("%s: ReadOnly = %v, want %v", tl.Name(), got, w)
 		}
 	}
 }

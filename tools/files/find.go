@@ -168,8 +168,9 @@ type findOutput struct {
 
 func (f *fileSystem) findTool() *op[findInput, findOutput] {
 	return &op[findInput, findOutput]{
-		fs:   f,
-		name: NameFind,
+		fs:    f,
+		name:  NameFind,
+		reads: true,
 		description: fmt.Sprintf("Find files and folders by name in the workspace. `pattern` is a glob: without a '/' it matches "+
 			"base names (\"*.go\"); with one it matches paths relative to `path`, where ** matches any number of folders "+
 			"(\"cmd/**/main.go\"). Symlinks are reported, never followed. At most %d matches; skips %v.", f.cfg.MaxResults, f.cfg.SkipDirs),

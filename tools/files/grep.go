@@ -52,8 +52,9 @@ type grepOutput struct {
 func (f *fileSystem) grepTool() *op[grepInput, grepOutput] {
 	c := f.cfg
 	return &op[grepInput, grepOutput]{
-		fs:   f,
-		name: NameGrep,
+		fs:    f,
+		name:  NameGrep,
+		reads: true,
 		description: fmt.Sprintf("Search file contents in the workspace with a regular expression (Go RE2 syntax, matched per "+
 			"line). `path` is a folder (searched recursively, symlinks not followed, %v skipped) or one file; `glob` "+
 			"limits the files searched (files.find syntax). Returns at most %d matching lines (each cut to %d bytes, %d "+

@@ -38,8 +38,9 @@ var entryTypes = []string{"file", "dir", "symlink", "fifo", "socket", "device", 
 func (f *fileSystem) listTool() *op[listInput, listOutput] {
 	def := min(200, f.cfg.MaxListEntries)
 	return &op[listInput, listOutput]{
-		fs:   f,
-		name: NameList,
+		fs:    f,
+		name:  NameList,
+		reads: true,
 		description: fmt.Sprintf("List a folder in the workspace, sorted by name, one page at a time (default %d, at most %d "+
 			"entries). Each entry has its type, a file's size and a symlink's target text. When next_cursor is present, "+
 			"call again with cursor = next_cursor for the next page.", def, f.cfg.MaxListEntries),

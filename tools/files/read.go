@@ -41,8 +41,9 @@ type readOutput struct {
 func (f *fileSystem) readTool() *op[readInput, readOutput] {
 	c := f.cfg
 	return &op[readInput, readOutput]{
-		fs:   f,
-		name: NameRead,
+		fs:    f,
+		name:  NameRead,
+		reads: true,
 		description: fmt.Sprintf("Read a text file in the workspace. Returns up to %d lines and %d bytes starting at line `offset` "+
 			"(1-based), each line prefixed with its number and a tab unless line_numbers is false (strip the prefix "+
 			"before using text in files.edit), plus the file's revision (sha256 of the whole file) to pass to files.edit. "+

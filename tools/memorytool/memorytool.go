@@ -185,6 +185,9 @@ func (*Search) ResultSchema() json.RawMessage {
 }
 func (*Search) View() string { return View }
 
+// ReadOnly: a search only reads the memory.
+func (*Search) ReadOnly(json.RawMessage) bool { return true }
+
 type searchInput struct {
 	Query string   `json:"query"`
 	Kinds []string `json:"kinds"`

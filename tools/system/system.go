@@ -156,5 +156,12 @@ func (t *Tool) Execute(ctx context.Context, call tools.Call, emit tools.Emit) (j
 	return nil, fmt.Errorf("system: unknown action %q: want list or execute", in.Action)
 }
 
+// ReadOnly: listing the Services only reads; executing an operation may
+// act, whatever the operation.
+func (t *Tool) ReadOnly(raw json.RawMessage) bool {
+	var in input
+	return json.Unmarshal(raw, &in) == nil && in.Action == "list"
+}
+
 // Retain keeps the whole result: the registry already bounded it.
 func (t *Tool) Retain(output, input json.RawMessage) json.RawMessage { return output }

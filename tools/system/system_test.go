@@ -84,3 +84,18 @@ func TestSystemTool(t *testing.T) {
 		t.Errorf("without a registry: %v", err)
 	}
 }
+
+// Listing only reads; an operation may act, so it never runs before its
+// start is durable.
+func TestReadOnly(t *testing.T) {
+	for in, want := range map[string]bool{
+		`{"action":"list"}`: true,
+		`{"action":"execute","service":"kv","operation":"get"}`: false,
+		`{"action":"LIST"}`: false,
+		`not json`:          false,
+	} {
+		if got := New(nil).ReadOnly(json.RawMessage(in)); got != want {
+			t.Errorf("ReadOnly(%s) = %v, want %v", in, got, want)
+		}
+	}
+}
