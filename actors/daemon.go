@@ -170,6 +170,10 @@ type Options struct {
 	// ToolGrace is how long a cancelled tool may take to stop before its
 	// outcome is recorded as unknown (default 10s).
 	ToolGrace time.Duration
+	// HoldFor bounds how long a Task holds the record of an answer while
+	// the read-only calls it asks for run, so that the step is one commit
+	// (hold.go); 0 means 100 ms, below 0 never holds.
+	HoldFor time.Duration
 	// IdleTimeout passivates an idle Task (default 1m).
 	IdleTimeout time.Duration
 	// PausedLiveTimeout passivates a Task that is not working (paused,
@@ -236,6 +240,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxParallelTools == 0 {
 		o.MaxParallelTools = 4
+	}
+	if o.HoldFor == 0 {
+		o.HoldFor = defaultHoldFor
 	}
 	if o.ToolGrace == 0 {
 		o.ToolGrace = 10 * time.Second

@@ -74,6 +74,8 @@ type task struct {
 	// history to load.
 	fresh    bool
 	inflight *inflight
+	// hold is the append held while read-only calls run (hold.go).
+	hold *held
 	// queue holds messages that arrived while loading or appending.
 	queue []any
 
@@ -177,7 +179,7 @@ func (t *task) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, child
 	sys.Root.Send(t.self, &childCrashed{pid: child, reason: reason, message: actor.UnwrapEnvelopeMessage(message), decision: d})
 }
 
-func (t *task) busy() bool { return t.loading || t.inflight != nil }
+func (t *task) busy() bool { return t.loading || t.inflight != nil || t.hold != nil }
 
 func (t *task) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
@@ -194,10 +196,12 @@ func (t *task) Receive(ctx actor.Context) {
 		}
 		t.load(ctx)
 	case *actor.Restarting:
+		t.endHold() // lost with the incarnation: its answer reads as interrupted
 		t.failQueued(ErrInterrupted)
 		t.stopTimers()
 		t.releaseLive(true)
 	case *actor.Stopping:
+		t.endHold() // lost with the incarnation: its answer reads as interrupted
 		t.failQueued(ErrStopped)
 		t.stopTimers()
 		t.releaseLive(true)
@@ -233,8 +237,12 @@ func (t *task) Receive(ctx actor.Context) {
 	}
 }
 
-// dispatch handles m now, or after the load or append in flight.
+// dispatch handles m now, or after the load or append in flight (or held).
 func (t *task) dispatch(ctx actor.Context, m any) {
+	if t.holding(ctx, m) {
+		t.settle(ctx)
+		return
+	}
 	if t.busy() {
 		t.queue = append(t.queue, m)
 		return
@@ -800,16 +808,16 @@ func (t *task) stepAction(step taskstate.Step) func(ctx actor.Context) {
 	return nil
 }
 
-// chain is taskstate.Chain; crashed is what deciding the next steps
+// chain is taskstate.Chain on s; crashed is what deciding the next steps
 // panicked with (a tool's approval rule, say), nil when it did not.
-func (t *task) chain(bodies []proto.Message) (all []proto.Message, steps []taskstate.Step, crashed any) {
+func (t *task) chain(s *taskstate.State, bodies []proto.Message) (all []proto.Message, steps []taskstate.Step, after *taskstate.State, crashed any) {
 	defer func() {
 		if r := recover(); r != nil {
-			all, steps, crashed = nil, nil, r
+			all, steps, after, crashed = nil, nil, nil, r
 		}
 	}()
-	all, steps = t.st.Chain(bodies, t.nextOptions())
-	return all, steps, nil
+	all, steps, after = s.Chain(bodies, t.nextOptions())
+	return all, steps, after, nil
 }
 
 // persistStep is persist for bodies after which the Task takes its next
@@ -817,54 +825,61 @@ func (t *task) chain(bodies []proto.Message) (all []proto.Message, steps []tasks
 // events that begin the steps that follow are appended with them, in one
 // commit (taskstate.Chain), and their actions run after then. The order
 // is the one reconcile would give: it runs before any queued message.
+// When those steps only start calls that read, the append is held while
+// they run (hold.go).
 func (t *task) persistStep(ctx actor.Context, bodies []proto.Message, replies []chan reply, then func(ctx actor.Context)) {
 	if len(bodies) == 0 || t.stopping != nil || t.diskFull || t.timeUp {
 		t.persist(ctx, bodies, replies, then)
 		return
 	}
-	all, steps, crashed := t.chain(bodies)
+	t.chainStep(ctx, bodies, replies, then)
+}
+
+// chainStep chains bodies after what the Task holds (if anything) and
+// appends all of it, or holds it while the read-only calls it starts run.
+func (t *task) chainStep(ctx actor.Context, bodies []proto.Message, replies []chan reply, then func(ctx actor.Context)) {
+	s, running := t.st, 0
+	var prior []proto.Message
+	var actions []func(ctx actor.Context)
+	if h := t.hold; h != nil {
+		s, prior, actions, running = h.st, h.bodies, h.actions, len(h.running)
+	}
+	if then != nil {
+		actions = append(actions, then)
+	}
+	all, steps, after, crashed := t.chain(s, bodies)
 	if crashed != nil {
 		// The bodies are recorded alone, and the Task crashes once they
 		// are durable, where the step itself would have: it restarts
 		// with them in its history.
-		t.persist(ctx, bodies, replies, func(ctx actor.Context) {
-			if then != nil {
-				then(ctx)
-			}
-			panic(crashed)
-		})
+		t.endHold()
+		actions = append(actions, func(actor.Context) { panic(crashed) })
+		t.persistFull(ctx, &inflight{replies: replies, then: func(ctx actor.Context) { runAll(ctx, actions) }}, append(prior, bodies...))
 		return
 	}
-	if len(steps) == 0 {
-		t.persist(ctx, bodies, replies, then)
-		return
+	if replies == nil && t.env.opts.HoldFor > 0 && taskstate.Holds(steps, running, t.readOnly) {
+		if size := t.holdable(all); size >= 0 {
+			t.holdStep(ctx, all, size, after, steps, actions)
+			return
+		}
 	}
-	actions := make([]func(ctx actor.Context), 0, len(steps)+1)
-	if then != nil {
-		actions = append(actions, then)
-	}
+	t.endHold()
 	for _, st := range steps {
 		if a := t.stepAction(st); a != nil {
 			actions = append(actions, a)
 		}
 	}
-	inf := &inflight{replies: replies, then: func(ctx actor.Context) {
-		for _, a := range actions {
-			a(ctx)
-		}
-	}}
-	if last := steps[len(steps)-1]; last.Kind == taskstate.StepStartCycle && last.DayChecked {
+	all = append(prior, all...)
+	inf := &inflight{replies: replies, then: func(ctx actor.Context) { runAll(ctx, actions) }}
+	if n := len(steps); n > 0 && steps[n-1].Kind == taskstate.StepStartCycle && steps[n-1].DayChecked {
 		// The Cycle's start ends the chain; refused by the owner's daily
 		// budget, what preceded it is recorded with the pause instead.
+		last := steps[n-1]
 		inf.dayCheck = t.dayCheck()
 		before := all[: len(all)-len(last.Bodies) : len(all)-len(last.Bodies)]
 		earlier := actions[:len(actions)-1] // all but the Cycle's start
 		inf.dayRefused = func(ctx actor.Context, day *taskstate.DayExceeded) {
-			t.persist(ctx, append(before, t.st.DayPause(day)...), replies, func(ctx actor.Context) {
-				for _, a := range earlier {
-					a(ctx)
-				}
-			})
+			t.persist(ctx, append(before, t.st.DayPause(day)...), replies, func(ctx actor.Context) { runAll(ctx, earlier) })
 		}
 	}
 	t.persistFull(ctx, inf, all)
@@ -1101,22 +1116,27 @@ func (t *task) startTool(ctx actor.Context, call *taskstate.Call) {
 }
 
 func (t *task) onToolResult(ctx actor.Context, m *toolResult) {
+	bodies, then := t.toolOutcome(t.st, m)
+	if bodies == nil {
+		t.checkShutdown(ctx)
+		return
+	}
+	t.persistStep(ctx, bodies, nil, then)
+}
+
+// toolOutcome returns the events that record the end m reports of a call
+// open in s, and what follows once they are durable (the call's live
+// result); nil bodies when s has no such call open.
+func (t *task) toolOutcome(s *taskstate.State, m *toolResult) ([]proto.Message, func(ctx actor.Context)) {
 	delete(t.tools, m.callID)
 	// whole stays in opened (released if the Task restarts) until the
 	// result is recorded; then it becomes a live result or is released.
 	whole := t.opened[m.callID]
-	keep := false
-	defer func() {
-		if !keep && whole != nil {
-			delete(t.opened, m.callID)
-			whole.Release()
-		}
-	}()
 	stoppedBy, stopped := t.stopped[m.callID]
 	delete(t.stopped, m.callID)
 	o := taskstate.ToolOutcome{CallID: m.callID}
 	tool := ""
-	if c := t.st.Calls[m.callID]; c != nil {
+	if c := s.Calls[m.callID]; c != nil {
 		tool = c.Tool
 	}
 	if m.err != nil {
@@ -1140,14 +1160,16 @@ func (t *task) onToolResult(ctx actor.Context, m *toolResult) {
 		}
 		o.Untrusted = m.untrusted
 	}
-	bodies := t.st.ToolDone(o)
+	bodies := s.ToolDone(o)
 	if bodies == nil {
-		t.checkShutdown(ctx)
-		return
+		if whole != nil {
+			delete(t.opened, m.callID)
+			whole.Release()
+		}
+		return nil, nil
 	}
 	bodies = append(bodies, t.toolCharge(tool, m)...)
-	keep = true
-	t.persistStep(ctx, bodies, nil, func(ctx actor.Context) {
+	return bodies, func(ctx actor.Context) {
 		delete(t.opened, m.callID)
 		if m.err != nil || t.st.Terminal() || t.stopping != nil || whole == nil {
 			if whole != nil {
@@ -1158,7 +1180,7 @@ func (t *task) onToolResult(ctx actor.Context, m *toolResult) {
 		whole.Hold(int64(len(m.presented)))
 		t.live[m.callID] = liveResult{presented: m.presented, whole: whole}
 		ctx.Send(t.env.hub, &hubDelta{owner: t.st.Owner, delta: &api.Delta{TaskId: t.id, Kind: api.DeltaKind_DELTA_KIND_TOOL_OUTPUT, CallId: m.callID, Data: m.presented, AfterSeq: t.st.LastSeq}})
-	})
+	}
 }
 
 // onChildCrashed records a Cycle or Tool actor that its supervision
