@@ -31,12 +31,25 @@ type Update struct {
 type subscriber struct {
 	taskID string // "" = every Task the caller may see
 	caller Caller
-	live   chan Update
+	// queue holds the updates offered and not yet taken, at most max of
+	// them (queue[head:]). It grows as updates wait, where a channel of
+	// max would hold max × 40 bytes from the start (40 KB a subscription
+	// by default, 2 MB for fifty clients) although a subscriber that keeps
+	// up has a few at a time; ready tells the reader that it is not empty.
+	mu    sync.Mutex
+	queue []Update
+	head  int
+	max   int
+	ready chan struct{}
 	// ended is closed by the hub when it drops the subscriber (it fell
 	// behind, or the hub stopped); behind says which.
 	ended  chan struct{}
 	once   sync.Once
 	behind bool
+}
+
+func newSubscriber(taskID string, c Caller, max int) *subscriber {
+	return &subscriber{taskID: taskID, caller: c, max: max, ready: make(chan struct{}, 1), ended: make(chan struct{})}
 }
 
 func (s *subscriber) end(behind bool) {
@@ -69,13 +82,45 @@ func (s *subscriber) update(ev *api.Event, owner string, ancestors []string) (Up
 
 // offer queues u without blocking; a full queue drops the subscriber.
 func (s *subscriber) offer(u Update) bool {
-	select {
-	case s.live <- u:
-		return true
-	default:
+	s.mu.Lock()
+	n := len(s.queue) - s.head
+	if n >= s.max {
+		s.mu.Unlock()
 		s.end(true)
 		return false
 	}
+	if len(s.queue) == cap(s.queue) && s.head > 0 {
+		// Move the waiting updates to the front rather than grow: the
+		// array stays within twice what waited at once.
+		copy(s.queue, s.queue[s.head:])
+		clear(s.queue[n:])
+		s.queue, s.head = s.queue[:n], 0
+	}
+	s.queue = append(s.queue, u)
+	s.mu.Unlock()
+	if n == 0 {
+		select {
+		case s.ready <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+// take returns the oldest update waiting, if any.
+func (s *subscriber) take() (Update, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.head == len(s.queue) {
+		return Update{}, false
+	}
+	u := s.queue[s.head]
+	s.queue[s.head] = Update{}
+	s.head++
+	if s.head == len(s.queue) {
+		s.queue, s.head = s.queue[:0], 0
+	}
+	return u, true
 }
 
 type hubSubscribe struct {
@@ -234,7 +279,7 @@ func (d *Daemon) Subscribe(ctx context.Context, c Caller, o SubscribeOptions) (*
 	if buf <= 0 {
 		buf = e.opts.SubscriptionBuffer
 	}
-	sub := &subscriber{taskID: o.TaskID, caller: c, live: make(chan Update, buf), ended: make(chan struct{})}
+	sub := newSubscriber(o.TaskID, c, buf)
 	registered := make(chan struct{})
 	e.system.Root.Send(e.hub, &hubSubscribe{sub: sub, done: registered})
 	select {
@@ -243,9 +288,9 @@ func (d *Daemon) Subscribe(ctx context.Context, c Caller, o SubscribeOptions) (*
 		e.system.Root.Send(e.hub, &hubUnsubscribe{sub: sub})
 		return nil, ctx.Err()
 	}
-	// The queue that bounds the subscription is the hub's (live): out only
-	// hands updates to the reader, and a queue of buf there too doubled the
-	// bound and the memory (2 × 40 KB a subscription by default).
+	// The queue that bounds the subscription is the hub's (sub.queue): out
+	// only hands updates to the reader, and a queue of buf there too
+	// doubled the bound.
 	out := make(chan Update, min(buf, outBuffer))
 	s := &Subscription{C: out, stop: make(chan struct{}), done: make(chan struct{})}
 	e.goroutine(func() {
@@ -299,22 +344,26 @@ func (r *subscriptionRun) serve(o SubscribeOptions) {
 		}
 	}
 	for {
-		select {
-		case u := <-r.sub.live:
-			if u.Event != nil && r.sub.taskID != "" {
-				if u.Event.GetSeq() <= r.last {
-					continue
-				}
-				r.last = u.Event.GetSeq()
-			}
-			if !r.send(u) {
+		u, ok := r.sub.take()
+		if !ok {
+			select {
+			case <-r.sub.ready:
+				continue
+			case <-r.sub.ended:
 				r.end()
 				return
+			case <-r.stop:
+				return
 			}
-		case <-r.sub.ended:
+		}
+		if u.Event != nil && r.sub.taskID != "" {
+			if u.Event.GetSeq() <= r.last {
+				continue
+			}
+			r.last = u.Event.GetSeq()
+		}
+		if !r.send(u) {
 			r.end()
-			return
-		case <-r.stop:
 			return
 		}
 	}

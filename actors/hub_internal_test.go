@@ -85,3 +85,77 @@ func TestBelowTrackerState(t *testing.T) {
 		t.Fatalf("the operator below S: %v", st)
 	}
 }
+
+// A subscriber's queue hands updates over in order, drops the subscriber as
+// behind when max wait, grows only with what waits (not to max up front),
+// keeps its array within twice max while the reader lags behind, and keeps
+// no reference to an update taken.
+func TestSubscriberQueue(t *testing.T) {
+	ev := func(seq uint64) Update { return Update{Event: &api.Event{TaskId: "T", Seq: seq}} }
+	s := newSubscriber("T", Caller{Owner: "alice"}, 4)
+	if cap(s.queue) != 0 {
+		t.Fatalf("a new subscriber's queue has room for %d updates, want none until one waits", cap(s.queue))
+	}
+	if _, ok := s.take(); ok {
+		t.Fatal("took an update from an empty queue")
+	}
+	next := uint64(1)
+	taken := uint64(1)
+	// The reader takes one update for every two offered, then catches up:
+	// what waits never reaches max, the array never grows past 2 × max.
+	for round := 0; round < 50; round++ {
+		for range 2 {
+			if !s.offer(ev(next)) {
+				t.Fatalf("offer %d refused with %d waiting", next, len(s.queue)-s.head)
+			}
+			next++
+		}
+		if round%2 == 1 {
+			for {
+				u, ok := s.take()
+				if !ok {
+					break
+				}
+				if got := u.Event.GetSeq(); got != taken {
+					t.Fatalf("took seq %d, want %d", got, taken)
+				}
+				taken++
+			}
+			continue
+		}
+		u, _ := s.take()
+		if got := u.Event.GetSeq(); got != taken {
+			t.Fatalf("took seq %d, want %d", got, taken)
+		}
+		taken++
+		if cap(s.queue) > 2*s.max {
+			t.Fatalf("queue array of %d for a max of %d", cap(s.queue), s.max)
+		}
+		for i := 0; i < s.head; i++ {
+			if s.queue[i].Event != nil {
+				t.Fatalf("slot %d keeps a taken update", i)
+			}
+		}
+	}
+	select {
+	case <-s.ended:
+		t.Fatal("a subscriber that kept up was dropped")
+	default:
+	}
+	for i := range s.max {
+		if !s.offer(ev(next + uint64(i))) {
+			t.Fatalf("offer %d of %d refused", i+1, s.max)
+		}
+	}
+	if s.offer(ev(next + uint64(s.max))) {
+		t.Fatal("an update beyond max was queued")
+	}
+	select {
+	case <-s.ended:
+		if !s.behind {
+			t.Fatal("dropped, but not as behind")
+		}
+	default:
+		t.Fatal("a full queue did not drop the subscriber")
+	}
+}
