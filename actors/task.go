@@ -303,7 +303,13 @@ func (t *task) settle(ctx actor.Context) {
 			break
 		}
 		m := t.queue[0]
-		t.queue = t.queue[1:]
+		// The array keeps no handled message: an idle Task would hold
+		// the last ones (a Cycle's result holds its history) until
+		// passivated.
+		t.queue[0] = nil
+		if t.queue = t.queue[1:]; len(t.queue) == 0 {
+			t.queue = nil
+		}
 		t.handle(ctx, m)
 	}
 	if t.busy() {
