@@ -138,17 +138,23 @@ func (a *toolActor) run(ctx context.Context, sys *actor.ActorSystem) (res *toolR
 		sys.Root.Send(a.env.hub, &hubDelta{owner: a.call.Owner, delta: &api.Delta{TaskId: a.call.TaskID, Kind: api.DeltaKind_DELTA_KIND_TOOL_STATE, CallId: a.call.CallID, Data: state}})
 		return nil
 	}
-	// The workspace is checked again: a folder replaced by a symlink since
-	// the Task was created must not lead a tool into the data folder.
-	owner := a.wsOwner
-	if owner == "" {
-		owner = a.call.TaskID
+	// The workspace is checked again for a tool that uses it: a folder
+	// replaced by a symlink since the Task was created must not lead a
+	// tool into the data folder. Other tools never see it.
+	call := a.call
+	if wu, ok := a.reg.Tool.(tools.WorkspaceUser); ok && wu.UsesWorkspace() {
+		owner := a.wsOwner
+		if owner == "" {
+			owner = a.call.TaskID
+		}
+		if err := a.env.workspaces.checkInUse(owner, a.call.Workspace); err != nil {
+			res.err = err
+			return res
+		}
+	} else {
+		call.Workspace = ""
 	}
-	if err := a.env.workspaces.checkInUse(owner, a.call.Workspace); err != nil {
-		res.err = err
-		return res
-	}
-	out, err := a.reg.Tool.Execute(ctx, a.call, emit)
+	out, err := a.reg.Tool.Execute(ctx, call, emit)
 	if err != nil {
 		if ctx.Err() != nil && !errors.Is(err, context.Canceled) {
 			err = cancelledError{err}

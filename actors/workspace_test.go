@@ -237,6 +237,7 @@ func (secretTool) Name() string                  { return "test.secret" }
 func (secretTool) Description() string           { return "reads the workspace's secret" }
 func (secretTool) InputSchema() json.RawMessage  { return json.RawMessage(`{"type":"object"}`) }
 func (secretTool) ResultSchema() json.RawMessage { return json.RawMessage(`{"type":"object"}`) }
+func (secretTool) UsesWorkspace() bool           { return true }
 func (secretTool) Retain(out, in json.RawMessage) json.RawMessage {
 	return out
 }
@@ -296,5 +297,47 @@ func TestWorkspaceSwappedAfterCreation(t *testing.T) {
 	evs = h.waitFor(id, "the second call's end", func(evs []*api.Event) bool { return count(evs, "tool_failed")+count(evs, "tool_result") >= 2 })
 	if s := dump(evs); strings.Contains(s, "the operator token") || !strings.Contains(s, "now leads to") {
 		t.Fatalf("the second call after the swap:\n%s", s)
+	}
+}
+
+// probeTool reports the workspace its call was given; it does not say it
+// uses one.
+type probeTool struct{ echoTool }
+
+func (probeTool) Name() string { return "test.probe" }
+func (probeTool) Execute(ctx context.Context, c tools.Call, emit tools.Emit) (json.RawMessage, error) {
+	return json.Marshal(map[string]string{"echo": "workspace=" + c.Workspace})
+}
+
+// A tool that does not say it works in the workspace is not given it (and
+// costs no check of it); one that does is given the Task's folder.
+func TestWorkspaceOnlyForToolsThatUseIt(t *testing.T) {
+	h := newHarness(t, fake.Sequence(
+		fake.Turn{ToolCalls: []providers.ToolCall{{ID: "p", Name: "test_probe", Arguments: json.RawMessage(`{"text":"x"}`)}}},
+		fake.Turn{Text: "done"},
+	), probeTool{})
+	id := h.create("probe")
+	evs := h.waitStatus(id, api.TaskStatus_TASK_STATUS_FINISHED)
+	var got string
+	for _, e := range evs {
+		if r := e.GetToolResult(); r != nil {
+			var out struct{ Echo string }
+			if err := json.Unmarshal(r.GetRetainedOutput(), &out); err != nil {
+				t.Fatal(err)
+			}
+			got = out.Echo
+		}
+	}
+	if got != "workspace=" {
+		t.Fatalf("the probe was given %q, want no workspace:\n%s", got, dump(evs))
+	}
+	var ws string
+	for _, e := range evs {
+		if c := e.GetTaskCreated(); c != nil {
+			ws = c.GetWorkspace()
+		}
+	}
+	if ws == "" {
+		t.Fatal("the Task has no workspace")
 	}
 }

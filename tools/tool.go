@@ -47,7 +47,8 @@ type Call struct {
 	TaskID string
 	CallID string
 	Owner  string
-	// Workspace is the Task's workspace folder.
+	// Workspace is the Task's workspace folder, for tools that say they
+	// use it (WorkspaceUser); "" for the others.
 	Workspace string
 	// Input is the validated JSON arguments.
 	Input json.RawMessage
@@ -219,6 +220,16 @@ type Approval struct {
 	Reason string
 	// Deadline bounds the wait; 0 means no deadline.
 	Deadline time.Duration
+}
+
+// WorkspaceUser is implemented by tools that work in the Task's workspace
+// folder (files, the shell, a delegate agent). Only they get it
+// (Call.Workspace), each call after the daemon checked that the folder
+// still leads where the Task may work; every other tool gets "" and
+// costs no such check.
+type WorkspaceUser interface {
+	// UsesWorkspace reports that the tool's calls need Call.Workspace.
+	UsesWorkspace() bool
 }
 
 // Reader is implemented by tools some of whose calls only read: such a

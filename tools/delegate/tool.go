@@ -210,6 +210,9 @@ func (*RunTool) Spent(output json.RawMessage) (tools.Spend, bool) {
 	return tools.Spend{Tokens: n, CostUSD: max(u.Cost, 0), Source: "delegate " + r.Kind}, true
 }
 
+// UsesWorkspace: the agent works in the workspace.
+func (r *RunTool) UsesWorkspace() bool { return true }
+
 // Execute runs the agent until it finishes the prompt, the call is
 // cancelled, or the run times out.
 func (r *RunTool) Execute(ctx context.Context, call tools.Call, emit tools.Emit) (json.RawMessage, error) {

@@ -86,6 +86,9 @@ func (o *op[I, O]) StateSchema() json.RawMessage  { return nil }
 func (o *op[I, O]) ResultSchema() json.RawMessage { return o.result }
 func (o *op[I, O]) View() string                  { return View }
 
+// UsesWorkspace: every files tool works in the workspace.
+func (o *op[I, O]) UsesWorkspace() bool { return true }
+
 // ReadOnly reports whether the tool only reads, whatever the input.
 func (o *op[I, O]) ReadOnly(json.RawMessage) bool { return o.reads }
 

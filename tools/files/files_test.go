@@ -477,6 +477,9 @@ func TestReadOnly(t *testing.T) {
 		if !known {
 			t.Fatalf("%s: a tool this test does not know; say whether it only reads", tl.Name())
 		}
+		if wu, ok := tl.(tools.WorkspaceUser); !ok || !wu.UsesWorkspace() {
+			t.Errorf("%s: not given the workspace (tools.WorkspaceUser)", tl.Name())
+		}
 		if got := r.ReadOnly(json.RawMessage(`{"path":"a"}`)); got != w {
 			t.Errorf("%s: ReadOnly = %v, want %v", tl.Name(), got, w)
 		}

@@ -127,6 +127,9 @@ func (t *Tool) ResultSchema() json.RawMessage { return t.result }
 // View returns "shell".
 func (t *Tool) View() string { return View }
 
+// UsesWorkspace: commands run in the workspace.
+func (t *Tool) UsesWorkspace() bool { return true }
+
 type input struct {
 	Command        string   `json:"command"`
 	TimeoutSeconds *float64 `json:"timeout_seconds"`
