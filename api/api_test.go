@@ -69,3 +69,13 @@ func TestKindAndNewEvent(t *testing.T) {
 	}()
 	NewEvent("T", 1, nil, &TaskMeta{})
 }
+
+func TestStatusEnded(t *testing.T) {
+	for st := range TaskStatus_name {
+		s := TaskStatus(st)
+		want := s == TaskStatus_TASK_STATUS_FINISHED || s == TaskStatus_TASK_STATUS_FAILED || s == TaskStatus_TASK_STATUS_CANCELLED
+		if got := StatusEnded(s); got != want {
+			t.Errorf("StatusEnded(%v) = %v, want %v", s, got, want)
+		}
+	}
+}

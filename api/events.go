@@ -77,3 +77,13 @@ func Kind(ev *Event) string {
 // messages are added in a way clients may need to know about; changes stay
 // additive.
 const ProtocolVersion = 1
+
+// StatusEnded reports whether a Task in status st has ended: finished, failed or
+// cancelled (a follow-up message may still reopen it).
+func StatusEnded(st TaskStatus) bool {
+	switch st {
+	case TaskStatus_TASK_STATUS_FINISHED, TaskStatus_TASK_STATUS_FAILED, TaskStatus_TASK_STATUS_CANCELLED:
+		return true
+	}
+	return false
+}

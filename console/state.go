@@ -249,12 +249,3 @@ func metaStatus(mt *api.TaskMeta) string {
 	}
 	return statusName(mt.GetStatus())
 }
-
-// terminal reports whether a Task in status st has stopped for good.
-func terminal(st api.TaskStatus) bool {
-	switch st {
-	case api.TaskStatus_TASK_STATUS_FINISHED, api.TaskStatus_TASK_STATUS_FAILED, api.TaskStatus_TASK_STATUS_CANCELLED:
-		return true
-	}
-	return false
-}

@@ -415,7 +415,7 @@ func usage(evs []*api.Event) (in, out uint64) {
 // liveLines show what is in flight: the streaming text, running calls'
 // state, the current Cycle's input.
 func (m *Model) liveLines(t *taskState, w int) []string {
-	if t.meta == nil || terminal(t.meta.GetStatus()) {
+	if t.meta == nil || api.StatusEnded(t.meta.GetStatus()) {
 		return nil
 	}
 	var out []string

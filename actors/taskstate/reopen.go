@@ -77,10 +77,9 @@ func (s *State) ReopenEntry(evs []*api.Event) *api.InboxEntry {
 		if sc == nil {
 			continue
 		}
-		switch sc.GetStatus() {
-		case api.TaskStatus_TASK_STATUS_FINISHED, api.TaskStatus_TASK_STATUS_FAILED, api.TaskStatus_TASK_STATUS_CANCELLED:
+		if api.StatusEnded(sc.GetStatus()) {
 			out = nil // (ended again in the same commit)
-		default:
+		} else {
 			out = &api.ChildReopened{ChildId: s.TaskID, By: sc.GetReopenedBy(), Detail: sc.GetDetail(), ChildSeq: ev.GetSeq()}
 		}
 	}

@@ -137,13 +137,7 @@ func New() *State {
 func (s *State) Exists() bool { return s.LastSeq > 0 }
 
 // Terminal reports whether the Task is finished, failed or cancelled.
-func (s *State) Terminal() bool {
-	switch s.Status {
-	case api.TaskStatus_TASK_STATUS_FINISHED, api.TaskStatus_TASK_STATUS_FAILED, api.TaskStatus_TASK_STATUS_CANCELLED:
-		return true
-	}
-	return false
-}
+func (s *State) Terminal() bool { return api.StatusEnded(s.Status) }
 
 // Running reports whether the Task is working (running or waiting for an
 // approval).

@@ -251,11 +251,9 @@ func (s *State) EndEntry(evs []*api.Event) *api.InboxEntry {
 				usage.CompletionTokens += u.GetCompletionTokens()
 			}
 		case *api.Event_StatusChanged:
-			switch st := b.StatusChanged.GetStatus(); st {
-			case api.TaskStatus_TASK_STATUS_FINISHED, api.TaskStatus_TASK_STATUS_FAILED, api.TaskStatus_TASK_STATUS_CANCELLED:
+			end = nil
+			if st := b.StatusChanged.GetStatus(); api.StatusEnded(st) {
 				end = &api.ChildEnded{ChildId: s.TaskID, Status: st, Detail: b.StatusChanged.GetDetail(), ChildSeq: ev.GetSeq()}
-			default:
-				end = nil
 			}
 		}
 	}

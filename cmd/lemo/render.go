@@ -211,12 +211,3 @@ func firstNonEmpty(a, b string) string {
 	}
 	return b
 }
-
-// terminal reports whether a Task in status st has stopped for good.
-func terminal(st api.TaskStatus) bool {
-	switch st {
-	case api.TaskStatus_TASK_STATUS_FINISHED, api.TaskStatus_TASK_STATUS_FAILED, api.TaskStatus_TASK_STATUS_CANCELLED:
-		return true
-	}
-	return false
-}

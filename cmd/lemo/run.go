@@ -270,7 +270,7 @@ func streamTask(ctx context.Context, c *client.Conn, stdout, stderr io.Writer, o
 			return false
 		}
 		st := meta.GetStatus()
-		if terminal(st) {
+		if api.StatusEnded(st) {
 			return true
 		}
 		return o.stopWhenIdle && st == api.TaskStatus_TASK_STATUS_PAUSED

@@ -112,7 +112,7 @@ func (p *treeProgress) event(te *api.TreeEvent) []string {
 	k := p.kids[id]
 	if k == nil {
 		if p.untracked[id] {
-			if terminal(ev.GetStatusChanged().GetStatus()) {
+			if api.StatusEnded(ev.GetStatusChanged().GetStatus()) {
 				delete(p.untracked, id) // ended: nothing left to remember
 			}
 			return nil
@@ -131,7 +131,7 @@ func (p *treeProgress) event(te *api.TreeEvent) []string {
 		return nil
 	}
 	line := childLine(te.GetPath(), k)
-	if terminal(k.status) {
+	if api.StatusEnded(k.status) {
 		delete(p.kids, id)
 	}
 	if line == k.shown {
