@@ -56,10 +56,19 @@ func (c *cycleActor) Receive(ctx actor.Context) {
 			}
 			ctx.Send(ctx.Parent(), m)
 			ctx.Stop(ctx.Self())
+			c.release()
 		}
 	case *actor.Stopping:
 		c.cancel()
 	}
+}
+
+// release drops what the Cycle read, once its call (its goroutine) ended: a
+// stopped actor can outlive its stop (protoactor keeps the last child's
+// PID, with its process, in its parent's set of children until another
+// child comes), and its Task's whole history with it.
+func (c *cycleActor) release() {
+	c.history, c.live, c.specs = nil, nil, nil
 }
 
 // run performs the call; it recovers its own panics and returns them as

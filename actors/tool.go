@@ -66,6 +66,9 @@ func (a *toolActor) Receive(ctx actor.Context) {
 			panic(m.err)
 		}
 		a.finish(ctx, m)
+		// The call's goroutine ended: what it was given goes (as a
+		// Cycle's, see cycleActor.release).
+		a.call.Input, a.call.Live, a.call.Memory, a.call.Approvals, a.call.Toolset, a.call.Tree = nil, nil, nil, nil, nil, nil
 	case *startSession:
 		if a.done {
 			m.reply <- startSessionReply{err: errors.New("the call has ended")}

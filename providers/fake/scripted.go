@@ -151,6 +151,14 @@ func (m *ScriptedModel) Requests() []*providers.Request {
 	return append([]*providers.Request(nil), m.requests...)
 }
 
+// ForgetRequests drops the requests received so far (a test measuring the
+// daemon's memory keeps them out of it).
+func (m *ScriptedModel) ForgetRequests() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.requests = nil
+}
+
 // Stream implements providers.Model.
 func (m *ScriptedModel) Stream(ctx context.Context, req *providers.Request, emit func(providers.Delta)) (*providers.Response, error) {
 	m.mu.Lock()
