@@ -431,6 +431,11 @@ func (m *Memory) Flush(ctx context.Context) error {
 // pending.go) and wakes the indexer without blocking.
 func (m *Memory) Postings(owner string, events []*api.Event) []persistence.KV {
 	kvs := IndexEvents(owner, events)
+	if endsTask(events) {
+		// Its cached recall has no next Cycle to serve (a dropped cache
+		// entry is all a failed append costs).
+		m.recalls.forget(events[0].GetTaskId())
+	}
 	if len(kvs) > 1 {
 		now := m.opt.Now()
 		for _, kv := range kvs[:len(kvs)-1] {
@@ -443,6 +448,17 @@ func (m *Memory) Postings(owner string, events []*api.Event) []persistence.KV {
 		}
 	}
 	return kvs
+}
+
+// endsTask reports whether events leave their Task ended: the last status
+// they record is finished, failed or cancelled.
+func endsTask(events []*api.Event) bool {
+	for i := len(events) - 1; i >= 0; i-- {
+		if sc := events[i].GetStatusChanged(); sc != nil {
+			return api.StatusEnded(sc.GetStatus())
+		}
+	}
+	return false
 }
 
 // IndexEvents returns the index records of events of one Task of owner:

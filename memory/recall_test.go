@@ -363,6 +363,38 @@ func TestRecallReuseLagsAtMostRecallReuse(t *testing.T) {
 	}
 }
 
+// A Task's cached recall goes when an append ends the Task (a follow-up
+// that reopens it asks anew); a pause keeps it.
+func TestRecallCacheForgetsAnEndedTask(t *testing.T) {
+	e := newEnv(t, Options{})
+	c, h, _ := billingRecall(t, e)
+	cached := func() bool {
+		e.mem.recalls.mu.Lock()
+		defer e.mem.recalls.mu.Unlock()
+		return e.mem.recalls.entries[c] != nil
+	}
+	if !cached() {
+		t.Fatal("the recall was not cached")
+	}
+	e.add("o", c, t0.Add(2*time.Hour), &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_PAUSED})
+	if !cached() {
+		t.Fatal("a pause dropped the cached recall")
+	}
+	e.add("o", c, t0.Add(3*time.Hour), &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_FINISHED}, &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_RUNNING})
+	if !cached() {
+		t.Fatal("an append that ends the Task and reopens it dropped the cached recall")
+	}
+	e.add("o", c, t0.Add(4*time.Hour), assistant("done"), &api.StatusChanged{Status: api.TaskStatus_TASK_STATUS_FINISHED})
+	if cached() {
+		t.Fatal("the ended Task's recall is still cached")
+	}
+	computed := e.mem.recallsComputed.Load()
+	e.recall("o", c, h)
+	if e.mem.recallsComputed.Load() != computed+1 {
+		t.Fatal("a recall after the end reused a result")
+	}
+}
+
 // billingRecall records another Task's answer on the billing api's port,
 // then recalls for a new Task asking for it: that Task, its history and
 // what it recalled (something).

@@ -84,6 +84,16 @@ func (c *recallCache) added(owner, task string, n int) {
 	}
 }
 
+// forget drops task's cached result: the Task ended, and a follow-up
+// message that reopens it changes its query anyway. Kept, an ended Task's
+// evidence (up to the recall budget, ~32 KB) stayed in memory until 4,096
+// other Tasks had recalled.
+func (c *recallCache) forget(task string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.entries, task)
+}
+
 // reset forgets every cached result (records appeared that were not
 // counted).
 func (c *recallCache) reset() {
