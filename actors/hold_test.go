@@ -99,7 +99,7 @@ func (bigReadTool) Execute(ctx context.Context, c tools.Call, emit tools.Emit) (
 
 // newReadBlock is a blocking read-only tool with its own registry, released
 // before the harness stops.
-func newReadBlock(t *testing.T) (readBlockTool, *blockRegistry) {
+func newReadBlock() (readBlockTool, *blockRegistry) {
 	reg := newBlockRegistry()
 	return readBlockTool{&blockTool{reg: reg}}, reg
 }
@@ -107,7 +107,7 @@ func newReadBlock(t *testing.T) (readBlockTool, *blockRegistry) {
 // A held call that outlasts HoldFor does not hide the answer: its start is
 // recorded while it still runs, and its result after it.
 func TestHoldEndsAfterHoldFor(t *testing.T) {
-	tool, blocks := newReadBlock(t)
+	tool, blocks := newReadBlock()
 	h := newHarnessWith(t, fake.Sequence(
 		fake.Turn{Text: "reading", ToolCalls: []providers.ToolCall{call("p", "test_readblock", "k")}},
 		fake.Turn{Text: "done"},
@@ -133,22 +133,29 @@ func TestHoldEndsAfterHoldFor(t *testing.T) {
 	})
 }
 
-// A command for the Task ends the hold: what it holds is recorded first,
-// then the command, as behind any append. A cancel stops the held call.
-func TestCommandEndsHold(t *testing.T) {
-	tool, blocks := newReadBlock(t)
+// holding starts a Task whose read-only call runs (and blocks) while the
+// Task holds the append that asked for it (HoldFor an hour).
+func holding(t *testing.T) (*harness, *blockRegistry, string) {
+	tool, blocks := newReadBlock()
 	h := newHarnessWith(t, fake.Sequence(
 		fake.Turn{ToolCalls: []providers.ToolCall{call("p", "test_readblock", "k")}},
 		fake.Turn{Text: "done"},
 	), func(o *actors.Options) { o.HoldFor = time.Hour }, tool)
 	t.Cleanup(blocks.releaseAll)
-	id := h.create("read, then be cancelled")
+	id := h.create("read")
 	eventually(t, "the held call runs", func() error {
 		if !blocks.isRunning("k") {
 			return fmt.Errorf("not running")
 		}
 		return nil
 	})
+	return h, blocks, id
+}
+
+// A command for the Task ends the hold: what it holds is recorded first,
+// then the command, as behind any append. A cancel stops the held call.
+func TestCommandEndsHold(t *testing.T) {
+	h, blocks, id := holding(t)
 	if has(h.history(id), func(e *api.Event) bool { return e.GetAssistantMessage() != nil }) {
 		t.Fatal("the answer was recorded while its read-only call ran, within HoldFor")
 	}
@@ -174,19 +181,7 @@ func TestCommandEndsHold(t *testing.T) {
 // A daemon that stops records what a Task holds, then the held call's
 // interruption, as for any running call.
 func TestStopRecordsTheHold(t *testing.T) {
-	tool, blocks := newReadBlock(t)
-	h := newHarnessWith(t, fake.Sequence(
-		fake.Turn{ToolCalls: []providers.ToolCall{call("p", "test_readblock", "k")}},
-		fake.Turn{Text: "done"},
-	), func(o *actors.Options) { o.HoldFor = time.Hour }, tool)
-	t.Cleanup(blocks.releaseAll)
-	id := h.create("read, then the daemon stops")
-	eventually(t, "the held call runs", func() error {
-		if !blocks.isRunning("k") {
-			return fmt.Errorf("not running")
-		}
-		return nil
-	})
+	h, _, id := holding(t)
 	h.restart()
 	evs := h.history(id)
 	checkContiguous(t, evs)
