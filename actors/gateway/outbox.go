@@ -21,7 +21,10 @@ type outbox struct {
 // *api.ServiceCall) to target. It never blocks on the network: remote
 // queues it for the target's endpoint.
 func (o *outbox) send(target *actor.PID, msg proto.Message) {
-	if proto.Size(msg) <= o.max {
+	// An update batch's updates were sized by the pump (cachedSize), and
+	// what they hold is never changed once sized: only the new wrapper
+	// is sized here, not every event in it again.
+	if cachedSize.Size(msg) <= o.max {
 		o.root.Send(target, msg)
 		return
 	}
