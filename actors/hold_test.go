@@ -48,20 +48,23 @@ func (readBlockTool) ReadOnly(json.RawMessage) bool { return true }
 func TestReadOnlyStepIsOneAppend(t *testing.T) {
 	const calls = 3
 	for _, c := range []struct {
-		tool    string
-		appends int64
+		name, tool string
+		holdFor    time.Duration
+		appends    int64
 	}{
-		{"test_echo", 2 + 2*calls + 1},      // acts: its start is durable before it runs
-		{"test_read", 2 + calls + 1},        // reads: one commit a step
-		{"test_stateread", 2 + 2*calls + 1}, // reads, but streams state
+		{"acts", "test_echo", 0, 2 + 2*calls + 1}, // its start is durable before it runs
+		{"reads", "test_read", 0, 2 + calls + 1},  // one commit a step
+		{"reads, streams state", "test_stateread", 0, 2 + 2*calls + 1},
+		{"reads, never held", "test_read", -1, 2 + 2*calls + 1}, // tasks.read_hold 0
 	} {
-		t.Run(c.tool, func(t *testing.T) {
+		t.Run(c.name, func(t *testing.T) {
 			runs := new(atomic.Int32)
 			var turns []fake.Turn
 			for i := 0; i < calls; i++ {
 				turns = append(turns, fake.Turn{ToolCalls: []providers.ToolCall{call("p", c.tool, fmt.Sprint("x", i))}})
 			}
-			h := newHarness(t, fake.Sequence(append(turns, fake.Turn{Text: "done"})...), readTool{runs: runs}, stateReadTool{readTool{runs: runs}})
+			h := newHarnessWith(t, fake.Sequence(append(turns, fake.Turn{Text: "done"})...), func(o *actors.Options) { o.HoldFor = c.holdFor },
+				readTool{runs: runs}, stateReadTool{readTool{runs: runs}})
 			id := h.create("read three times")
 			evs := h.waitStatus(id, api.TaskStatus_TASK_STATUS_FINISHED)
 			checkContiguous(t, evs)

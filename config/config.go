@@ -67,6 +67,7 @@ type Tasks struct {
 	MaxParallelTools int           `yaml:"max_parallel_tools" env:"LEMO_TASKS_MAX_PARALLEL_TOOLS" help:"tool calls of one Task that run at once"`
 	ToolGrace        time.Duration `yaml:"tool_grace" env:"LEMO_TASKS_TOOL_GRACE" help:"how long a cancelled tool may take to stop before its outcome is recorded as unknown"`
 	IdleTimeout      time.Duration `yaml:"idle_timeout" env:"LEMO_TASKS_IDLE_TIMEOUT" help:"an idle Task leaves memory after this long"`
+	ReadHold         time.Duration `yaml:"read_hold" env:"LEMO_TASKS_READ_HOLD" help:"how long a Task may hold the record of a model answer while the read-only calls it asks for run, so that the step is one commit (0 to 10s; 0: never, every call's start is recorded before it runs)"`
 	ShutdownTimeout  time.Duration `yaml:"shutdown_timeout" env:"LEMO_TASKS_SHUTDOWN_TIMEOUT" help:"how long a shutdown waits for running work to stop"`
 	Instructions     string        `yaml:"instructions" env:"LEMO_TASKS_INSTRUCTIONS" help:"system instructions for every model call; empty: the built-in ones"`
 	Think            bool          `yaml:"think" env:"LEMO_TASKS_THINK" help:"ask reasoning-capable models to reason"`
@@ -161,6 +162,7 @@ func Default() *Config {
 			MaxParallelTools: 4,
 			ToolGrace:        10 * time.Second,
 			IdleTimeout:      time.Minute,
+			ReadHold:         100 * time.Millisecond,
 			ShutdownTimeout:  30 * time.Second,
 			Think:            true,
 			MaxRequestBytes:  256 << 10,

@@ -108,19 +108,20 @@ func TestValidateReportsEverything(t *testing.T) {
 	c.Listen = "0.0.0.0:7465"
 	c.Tasks.MaxCycles = 0
 	c.Tasks.ToolGrace = 0
+	c.Tasks.ReadHold = time.Minute
 	c.Providers.Zen.BaseURL = "ftp://x"
 	c.Tools.Shell.Approval = "maybe"
 	c.Tools.Namespaces = "sometimes"
 	c.Models.Default = "noslash"
 	errs := c.Validate()
 	joined := Join(errs).Error()
-	for _, want := range []string{"log.level", "listen", "tasks.max_cycles", "tasks.tool_grace", "providers.zen.base_url", "tools.shell.approval", "tools.namespaces", "models.default"} {
+	for _, want := range []string{"log.level", "listen", "tasks.max_cycles", "tasks.tool_grace", "tasks.read_hold", "providers.zen.base_url", "tools.shell.approval", "tools.namespaces", "models.default"} {
 		if !strings.Contains(joined, want+": ") {
 			t.Errorf("problems lack %s:\n%s", want, joined)
 		}
 	}
-	if len(errs) != 8 {
-		t.Errorf("got %d problems, want 8:\n%s", len(errs), joined)
+	if len(errs) != 9 {
+		t.Errorf("got %d problems, want 9:\n%s", len(errs), joined)
 	}
 }
 

@@ -12,6 +12,10 @@ import (
 	"lemo/logging"
 )
 
+// maxReadHold bounds tasks.read_hold: clients see an answer whose
+// read-only calls run at most this late.
+const maxReadHold = 10 * time.Second
+
 // Validate checks every key and returns every problem found.
 func (c *Config) Validate() []error {
 	var ps []error
@@ -73,6 +77,9 @@ func (c *Config) Validate() []error {
 		if durations[k] <= 0 {
 			add(k, "must be a positive duration (got %s)", durations[k])
 		}
+	}
+	if h := c.Tasks.ReadHold; h < 0 || h > maxReadHold {
+		add("tasks.read_hold", "must be between 0 (never hold) and %s (got %s)", maxReadHold, h)
 	}
 	if c.Models.Default != "" {
 		if p, n, ok := strings.Cut(c.Models.Default, "/"); !ok || p == "" || n == "" {

@@ -289,6 +289,7 @@ func actorOptions(cfg *config.Config, dd *persistence.DataDir, stopped []actors.
 		MaxParallelTools:  cfg.Tasks.MaxParallelTools,
 		ToolGrace:         cfg.Tasks.ToolGrace,
 		IdleTimeout:       cfg.Tasks.IdleTimeout,
+		HoldFor:           holdFor(cfg.Tasks.ReadHold),
 		PausedLiveTimeout: cfg.Live.PausedTimeout,
 		ShutdownTimeout:   cfg.Tasks.ShutdownTimeout,
 		WorkspaceRoot:     dd.Join("workspaces"),
@@ -415,4 +416,13 @@ func announceProviders(ctx context.Context, provs *providers.Registry, log zerol
 	if usable, fix := providerAdvice(results); len(usable) == 0 {
 		log.Warn().Str("fix", fix).Msg("no model provider is usable: no Task can run")
 	}
+}
+
+// holdFor is actors.Options.HoldFor for tasks.read_hold, where 0 means
+// never (the option's 0 is its default).
+func holdFor(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
