@@ -52,9 +52,10 @@ func TestReadOnlyStepIsOneAppend(t *testing.T) {
 		holdFor    time.Duration
 		appends    int64
 	}{
-		{"acts", "test_echo", 0, 2 + 2*calls + 1}, // its start is durable before it runs
-		{"reads", "test_read", 0, 2 + calls + 1},  // one commit a step
-		{"reads, streams state", "test_stateread", 0, 2 + 2*calls + 1},
+		// A minute: no hold here ends by time on a loaded machine.
+		{"acts", "test_echo", time.Minute, 2 + 2*calls + 1}, // its start is durable before it runs
+		{"reads", "test_read", time.Minute, 2 + calls + 1},  // one commit a step
+		{"reads, streams state", "test_stateread", time.Minute, 2 + 2*calls + 1},
 		{"reads, never held", "test_read", -1, 2 + 2*calls + 1}, // tasks.read_hold 0
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -199,10 +200,10 @@ func TestStopRecordsTheHold(t *testing.T) {
 // A held append stays within holdBytes: results that would make it larger
 // end the hold, and are recorded after it.
 func TestHoldIsBounded(t *testing.T) {
-	h := newHarness(t, fake.Sequence(
+	h := newHarnessWith(t, fake.Sequence(
 		fake.Turn{ToolCalls: []providers.ToolCall{call("p1", "test_readbig", "a"), call("p2", "test_readbig", "b")}},
 		fake.Turn{Text: "done"},
-	), bigReadTool{})
+	), func(o *actors.Options) { o.HoldFor = time.Minute }, bigReadTool{})
 	id := h.create("read twice, much")
 	evs := h.waitStatus(id, api.TaskStatus_TASK_STATUS_FINISHED)
 	checkContiguous(t, evs)
