@@ -377,6 +377,9 @@ type Result struct {
 	streams []*stream
 	freed   bool
 	spillE  error
+	// spilled: a stream made the Task's spill folder for a file, so the
+	// folder may be removed once this result's files are.
+	spilled bool
 }
 
 var _ tools.LiveOutput = (*Result)(nil)
@@ -502,6 +505,7 @@ func (s *stream) spillLocked(p []byte) {
 		// empty, between the two calls.
 		for range 2 {
 			if err = os.MkdirAll(filepath.Dir(path), 0o700); err == nil {
+				r.spilled = true
 				if s.file, err = os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o600); !errors.Is(err, os.ErrNotExist) {
 					break
 				}
@@ -641,8 +645,9 @@ func (r *Result) free() {
 			_ = os.Remove(s.path)
 		}
 	}
-	if r.a.dir != "" {
-		// The Task's folder goes once empty.
+	if r.a.dir != "" && r.spilled {
+		// The Task's folder goes once empty (a result that never spilled
+		// cannot have emptied it: no removal, no syscall, for most).
 		_ = os.Remove(filepath.Join(r.a.dir, r.task))
 	}
 }
