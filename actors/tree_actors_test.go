@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -235,15 +236,22 @@ func (c crashOnceTool) Approval(json.RawMessage) tools.Approval {
 func TestTreeParentRestartRecoversChild(t *testing.T) {
 	release := make(chan struct{})
 	crashes := new(atomic.Int32)
+	// The parent crashes only once its child's model call is under way,
+	// so that the child has started (its Cycle's start is durable before
+	// the call) and recovers as interrupted; else it would still be
+	// queued, which another test covers.
+	childCalling := make(chan struct{})
+	called := sync.OnceFunc(func() { close(childCalling) })
 	var h *harness
 	plan := treePlan(func(last string, tool bool) fake.Turn {
 		switch {
 		case strings.Contains(last, "CHILD"):
+			called()
 			return fake.Turn{Text: "child done", Wait: release}
 		case last == "PARENT":
 			return fake.Turn{ToolCalls: []providers.ToolCall{fake.ToolCall("c1", "tasks_spawn", map[string]any{"request": "CHILD x"})}}
 		case tool && crashes.Load() == 0:
-			return fake.Turn{ToolCalls: []providers.ToolCall{call("p", "test_crash_once", "x")}}
+			return fake.Turn{ToolCalls: []providers.ToolCall{call("p", "test_crash_once", "x")}, Wait: childCalling}
 		default:
 			return fake.Turn{Text: "parent done"}
 		}
