@@ -19,6 +19,7 @@ import (
 	"lemo/actors"
 	"lemo/actors/live"
 	"lemo/api"
+	"lemo/internal/testwait"
 	"lemo/persistence"
 	"lemo/providers"
 	"lemo/providers/fake"
@@ -420,17 +421,7 @@ func (badOutputTool) Execute(ctx context.Context, c tools.Call, emit tools.Emit)
 // eventually polls f until it returns nil or 10 s pass.
 func eventually(t testing.TB, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %v", what, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, what, f)
 }
 
 var errNotYet = errors.New("not yet")

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"lemo/internal/testwait"
 )
 
 // A worker that finished its function runs the next one: functions run
@@ -67,15 +69,5 @@ func TestWorkersReuseAndNeverWait(t *testing.T) {
 // eventually polls f until it returns nil or 10 s pass.
 func eventually(t testing.TB, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %v", what, err)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, what, f)
 }

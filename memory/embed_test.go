@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"lemo/internal/testwait"
 	"lemo/persistence"
 )
 
@@ -298,15 +299,15 @@ func (f *fakeEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, 
 	return out, nil
 }
 
+// eventually polls cond until it holds or 10 s pass.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10s", what)
+	testwait.Until(t, 10*time.Second, what, func() error {
+		if cond() {
+			return nil
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return errors.New("not yet")
+	})
 }
 
 // Semantic recall: records get vectors in the background; after a restart

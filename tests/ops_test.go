@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"lemo/client"
+	"lemo/internal/testwait"
 )
 
 // httpAddr waits for the daemon to log where its health and metrics
@@ -91,17 +92,7 @@ func scrape(t testing.TB, addr string) map[string]float64 {
 // its last error.
 func eventually(t testing.TB, timeout time.Duration, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", timeout, err)
-		}
-		waitABit()
-	}
+	testwait.Until(t, timeout, "the condition", cond)
 }
 
 // While a Task runs, a scrape shows it and the counters of its Cycles,

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 
+	"lemo/internal/testwait"
 	"lemo/tools"
 	"lemo/tools/internal/proc"
 	"lemo/tools/isolation"
@@ -103,19 +104,7 @@ func checkNoAgents(t testing.TB, mark string) {
 // eventually polls f until it returns nil or d passes.
 func eventually(t testing.TB, d time.Duration, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	pause := time.Millisecond
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s: %v", d, what, err)
-		}
-		time.Sleep(pause)
-		pause = min(2*pause, 20*time.Millisecond)
-	}
+	testwait.Until(t, d, what, f)
 }
 
 var errNotYet = errors.New("not yet")

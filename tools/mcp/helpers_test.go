@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 
+	"lemo/internal/testwait"
 	"lemo/tools"
 	"lemo/tools/internal/proc"
 )
@@ -175,19 +176,7 @@ func readMarker(dir, name string) []string {
 // eventually polls f until it returns nil or the deadline passes.
 func eventually(t testing.TB, d time.Duration, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	pause := time.Millisecond
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", d, err)
-		}
-		time.Sleep(pause)
-		pause = min(2*pause, 50*time.Millisecond)
-	}
+	testwait.Until(t, d, "the condition", f)
 }
 
 // procSurvivors lists the live processes whose environment holds kv.

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"lemo/actors/live"
+	"lemo/internal/testwait"
 	"lemo/tools"
 	"lemo/tools/internal/proc"
 	"lemo/tools/isolation"
@@ -200,19 +201,7 @@ func leftovers(t testing.TB, pgids map[int]bool, marker string) []proc.Proc {
 // eventually polls f until it returns nil or the deadline passes.
 func eventually(t testing.TB, d time.Duration, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	pause := time.Millisecond
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", d, err)
-		}
-		time.Sleep(pause)
-		pause = min(2*pause, 50*time.Millisecond)
-	}
+	testwait.Until(t, d, "the condition", f)
 }
 
 // noLeftovers waits until no process of the groups or with the marker

@@ -11,6 +11,8 @@ import (
 
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
+
+	"lemo/internal/testwait"
 )
 
 // Helper modes of the test binary, chosen by its environment.
@@ -103,17 +105,7 @@ func start(t *testing.T, script string) (*Process, string) {
 // eventually polls f until it returns nil or d passes.
 func eventually(t *testing.T, d time.Duration, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", d, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, d, "the condition", f)
 }
 
 // waitGroupSize waits until group pgid has n live members.
