@@ -131,17 +131,15 @@ func (t *task) holdStep(ctx actor.Context, fresh []proto.Message, size int, afte
 // holdable returns the size of fresh when the Task may hold it with what
 // it holds, within holdBytes; -1 when it may not.
 func (t *task) holdable(fresh []proto.Message) int {
-	size := 0
+	held := 0
 	if t.hold != nil {
-		size = t.hold.bytes
+		held = t.hold.bytes
 	}
+	size := 0
 	for _, b := range fresh {
-		if size += proto.Size(b); size > holdBytes {
+		if size += proto.Size(b); held+size > holdBytes {
 			return -1
 		}
-	}
-	if t.hold != nil {
-		size -= t.hold.bytes
 	}
 	return size
 }
