@@ -145,6 +145,37 @@ func TestVectorIndexSearch(t *testing.T) {
 	}
 }
 
+// The asking Task's facts are its records: a vector search that leaves
+// the Task out leaves them out too, as the lexical one does.
+func TestVectorSearchLeavesOutTheTasksFacts(t *testing.T) {
+	e := newEnv(t, Options{})
+	x := newVecIndex()
+	q := unit([]float32{1, 0.5, 0.25, 0.125})
+	var kvs []persistence.KV
+	for i, ref := range []string{string(persistence.FactRef("T1", "f1")), string(persistence.EventRef("T2", 1))} {
+		kvs = append(kvs, persistence.KV{Key: persistence.VectorKey("o", []byte(ref)), Value: encodeVector(q)})
+		if err := x.add("o", ref, len(q), vecMeta{kind: KindFact, hash: uint64(i)}, signCode(q)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.st.UpdateIndex(kvs); err != nil {
+		t.Fatal(err)
+	}
+	err := e.st.View(func(v *persistence.Snapshot) error {
+		hits, _, err := x.search(v, "o", q, 5, -1, 0, "T1")
+		if err != nil {
+			return err
+		}
+		if len(hits) != 1 || hits[0].ref != string(persistence.EventRef("T2", 1)) {
+			t.Fatalf("search leaving T1 out = %+v, want T2's record alone", hits)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestVecFloors(t *testing.T) {
 	tests := []struct {
 		name           string

@@ -155,8 +155,9 @@ type vecOwner struct {
 	codes []uint64 // words per record, record after record
 	refs  []string
 	metas []vecMeta
-	// task numbers each record's Task (taskNo; -1 for a fact), so a
-	// search leaves the asking Task's records out with a comparison.
+	// task numbers each record's Task (taskNo; a fact's is the Task that
+	// recorded it; -1 for a ref that names none), so a search leaves the
+	// asking Task's records out with a comparison.
 	task   []int32
 	taskNo map[string]int32
 	have   map[string]bool // refs, so a record embedded again is kept once
@@ -198,7 +199,7 @@ func (x *vecIndex) add(owner, ref string, dims int, m vecMeta, code []uint64) er
 		return nil // the same vector (a retried batch): the store overwrote it
 	}
 	no := int32(-1)
-	if task, _, fact, _, _, ok := parseDocRef(ref); ok && fact == "" {
+	if task, _, _, _, _, ok := parseDocRef(ref); ok {
 		n, seen := o.taskNo[task]
 		if !seen {
 			n = int32(len(o.taskNo))
