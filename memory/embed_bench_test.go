@@ -86,10 +86,10 @@ func embedCorpus(b *testing.B, dims int) (*benchCorpus, float64) {
 			b.Fatal(err)
 		}
 	}
-	if err := c.mem.loadVectors(); err != nil {
+	// Loaded here, as the embedder does at start.
+	if err := c.mem.loadVectors(func() { close(c.mem.emb.codes) }); err != nil {
 		b.Fatal(err)
 	}
-	close(c.mem.emb.codes) // loaded here, as the embedder does at start
 	var tasks []string
 	err := c.st.View(func(v *persistence.Snapshot) error {
 		pre := persistence.WatermarkPrefix()
