@@ -639,10 +639,9 @@ func (r *recaller) addIf(h *Hit, keep func(*candidate) bool, also ...string) (*c
 		c.other = 1 - sameQuestion(text, r.query, also)
 	}
 	if h.PassageTo > len(text) || h.PassageFrom >= h.PassageTo {
+		// Bounds that do not fit the text: the record is measured whole
+		// (words takes the passage that matched otherwise).
 		c.PassageFrom, c.PassageTo = 0, 0
-	} else if h.PassageTo > 0 {
-		// What the record says is measured on the passage that matched.
-		c.terms = termSet(text[h.PassageFrom:h.PassageTo], h.Kind == KindToolResult)
 	}
 	if keep != nil && !keep(c) {
 		return nil, nil

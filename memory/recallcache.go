@@ -62,9 +62,10 @@ func (e *recallEntry) reuse(owner, query string, gen uint64, maxLag int) (ok, la
 	return e.lagged < maxLag, true
 }
 
-// maxRecallEntries bounds the cached results (one per Task; about 8 KB of
-// evidence text each at most the budget, so up to ~100 MB in the worst
-// case of every Task recalling a full budget; typical results are small).
+// maxRecallEntries bounds the cached results (one per Task; at most the
+// recall budget of evidence each, 8,000 estimated tokens or about 32 KB
+// of text, so up to ~130 MB in the worst case of every Task recalling a
+// full budget; typical results are small).
 const maxRecallEntries = 4096
 
 func newRecallCache() *recallCache {
@@ -86,8 +87,8 @@ func (c *recallCache) added(owner, task string, n int) {
 
 // forget drops task's cached result: the Task ended, and a follow-up
 // message that reopens it changes its query anyway. Kept, an ended Task's
-// evidence (up to the recall budget, ~32 KB) stayed in memory until 4,096
-// other Tasks had recalled.
+// evidence (up to the recall budget, ~32 KB) stayed in memory until the
+// full cache dropped it, an entry at random.
 func (c *recallCache) forget(task string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
