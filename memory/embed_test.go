@@ -333,12 +333,7 @@ func (f *fakeEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, 
 // eventually polls cond until it holds or 10 s pass.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	testwait.Until(t, 10*time.Second, what, func() error {
-		if cond() {
-			return nil
-		}
-		return errors.New("not yet")
-	})
+	testwait.UntilTrue(t, 10*time.Second, what, cond)
 }
 
 // Semantic recall: records get vectors in the background; after a restart

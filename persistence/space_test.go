@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"lemo/api"
+	"lemo/internal/testwait"
 )
 
 // The floor can change while appends and checks run (a SIGHUP reload):
@@ -128,13 +129,7 @@ func openLow(t *testing.T, disk *lowDisk) (*testStore, string) {
 // waitFor polls cond until it holds or 10s pass.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not the case after 10s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.UntilTrue(t, 10*time.Second, what, cond)
 }
 
 // Below the headroom every ordinary append is refused before Badger is

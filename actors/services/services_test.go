@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"lemo/api"
+	"lemo/internal/testwait"
 	"lemo/tools/system"
 )
 
@@ -165,11 +166,5 @@ func TestVisibilityAndReplacement(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.UntilTrue(t, 5*time.Second, "the condition", cond)
 }

@@ -4,6 +4,7 @@
 package testwait
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -30,4 +31,18 @@ func Until(t testing.TB, d time.Duration, what string, f func() error) {
 		time.Sleep(pause)
 		pause = min(2*pause, maxPause)
 	}
+}
+
+// errNotYet is UntilTrue's last error.
+var errNotYet = errors.New("not yet")
+
+// UntilTrue is Until for a condition that says only whether it holds.
+func UntilTrue(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	Until(t, d, what, func() error {
+		if cond() {
+			return nil
+		}
+		return errNotYet
+	})
 }

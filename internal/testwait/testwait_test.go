@@ -46,3 +46,11 @@ func TestUntilFailsAfterTheDeadline(t *testing.T) {
 		t.Fatalf("failure %q, want %q", r.failed, want)
 	}
 }
+
+func TestUntilTrue(t *testing.T) {
+	n := 0
+	UntilTrue(t, time.Minute, "two polls", func() bool { n++; return n == 2 })
+	if n != 2 {
+		t.Fatalf("polled %d times, want 2", n)
+	}
+}
