@@ -5,6 +5,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"lemo/actors/taskstate"
 	"lemo/tools"
@@ -37,6 +38,9 @@ type held struct {
 	bodies []proto.Message
 	st     *taskstate.State
 	bytes  int
+	// at is when each of bodies was decided: the append records those
+	// times, not its own (a held answer is not an hour late).
+	at []*timestamppb.Timestamp
 	// actions run, in order, once the append is durable.
 	actions []func(ctx actor.Context)
 	// running are the held calls not reported yet.
@@ -81,6 +85,10 @@ func (t *task) holding(ctx actor.Context, m any) bool {
 		}
 		return true
 	case *toolResult:
+		// A rough bound before the result is taken (toolOutcome changes
+		// the Task's bookkeeping): a result that would not fit ends the
+		// hold and is recorded after it. holdable checks the exact sizes
+		// of what is then chained.
 		if h.running[m.callID] && h.bytes+len(m.retained)+1024 <= holdBytes {
 			delete(h.running, m.callID)
 			bodies, then := t.toolOutcome(h.st, m)
@@ -105,7 +113,7 @@ func (t *task) release(ctx actor.Context) {
 	h := t.hold
 	t.endHold()
 	actions := h.actions
-	t.persistFull(ctx, &inflight{then: func(ctx actor.Context) { runAll(ctx, actions) }}, h.bodies)
+	t.persistFull(ctx, &inflight{then: func(ctx actor.Context) { runAll(ctx, actions) }, held: h.at}, h.bodies)
 }
 
 // holdStep adds fresh to what the Task holds (starting a hold if it holds
@@ -120,6 +128,10 @@ func (t *task) holdStep(ctx actor.Context, fresh []proto.Message, size int, afte
 		t.hold = h
 	}
 	h.bodies, h.st, h.actions, h.bytes = append(h.bodies, fresh...), after, actions, h.bytes+size
+	now := timestamppb.New(t.env.now())
+	for range fresh {
+		h.at = append(h.at, now)
+	}
 	for _, st := range steps {
 		for _, c := range st.Calls {
 			h.running[c.ID] = true

@@ -217,3 +217,27 @@ func TestHoldIsBounded(t *testing.T) {
 		return nil
 	})
 }
+
+// A held append records when each of its events was decided: the answer
+// at its arrival, the call's result at its own, not all of them when the
+// append goes to the store.
+func TestHeldEventsKeepTheirTimes(t *testing.T) {
+	h, blocks, id := holding(t)
+	h.skew.Add(int64(time.Hour))
+	blocks.release("k")
+	evs := h.waitStatus(id, api.TaskStatus_TASK_STATUS_FINISHED)
+	var answered, started, resulted time.Time
+	for _, e := range evs {
+		switch {
+		case e.GetToolCallRecorded() != nil:
+			answered = e.GetTime().AsTime()
+		case e.GetToolExecutionStarted() != nil:
+			started = e.GetTime().AsTime()
+		case e.GetToolResult() != nil:
+			resulted = e.GetTime().AsTime()
+		}
+	}
+	if resulted.Sub(answered) < time.Hour || resulted.Sub(started) < time.Hour {
+		t.Fatalf("answered %v, started %v, result %v: want the result an hour after the answer and the start\n%s", answered, started, resulted, dump(evs))
+	}
+}

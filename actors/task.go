@@ -13,6 +13,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"lemo/actors/live"
 	"lemo/actors/taskstate"
@@ -41,6 +42,9 @@ type inflight struct {
 	events  []*api.Event
 	replies []chan reply
 	then    func(ctx actor.Context)
+	// held are the times the first events were decided at, when a hold
+	// kept them (hold.go); the others are stamped now.
+	held []*timestamppb.Timestamp
 	// reserve: the append may use the store's reserve (it pauses the Task
 	// for a full disk, or because the daemon stops).
 	reserve bool
@@ -486,6 +490,9 @@ func (t *task) persistFull(ctx actor.Context, inf *inflight, bodies []proto.Mess
 		return
 	}
 	evs := t.st.Stamp(bodies, t.env.now())
+	for i, at := range inf.held {
+		evs[i].Time = at
+	}
 	inf.events = evs
 	t.inflight = inf
 	x := inf.tree
@@ -846,9 +853,10 @@ func (t *task) persistStep(ctx actor.Context, bodies []proto.Message, replies []
 func (t *task) chainStep(ctx actor.Context, bodies []proto.Message, replies []chan reply, then func(ctx actor.Context)) {
 	s, running := t.st, 0
 	var prior []proto.Message
+	var priorAt []*timestamppb.Timestamp
 	var actions []func(ctx actor.Context)
 	if h := t.hold; h != nil {
-		s, prior, actions, running = h.st, h.bodies, h.actions, len(h.running)
+		s, prior, priorAt, actions, running = h.st, h.bodies, h.at, h.actions, len(h.running)
 	}
 	if then != nil {
 		actions = append(actions, then)
@@ -860,7 +868,7 @@ func (t *task) chainStep(ctx actor.Context, bodies []proto.Message, replies []ch
 		// with them in its history.
 		t.endHold()
 		actions = append(actions, func(actor.Context) { panic(crashed) })
-		t.persistFull(ctx, &inflight{replies: replies, then: func(ctx actor.Context) { runAll(ctx, actions) }}, append(prior, bodies...))
+		t.persistFull(ctx, &inflight{replies: replies, then: func(ctx actor.Context) { runAll(ctx, actions) }, held: priorAt}, append(prior, bodies...))
 		return
 	}
 	if replies == nil && t.env.opts.HoldFor > 0 && taskstate.Holds(steps, running, t.readOnly) {
@@ -876,7 +884,7 @@ func (t *task) chainStep(ctx actor.Context, bodies []proto.Message, replies []ch
 		}
 	}
 	all = append(prior, all...)
-	inf := &inflight{replies: replies, then: func(ctx actor.Context) { runAll(ctx, actions) }}
+	inf := &inflight{replies: replies, then: func(ctx actor.Context) { runAll(ctx, actions) }, held: priorAt}
 	if n := len(steps); n > 0 && steps[n-1].Kind == taskstate.StepStartCycle && steps[n-1].DayChecked {
 		// The Cycle's start ends the chain; refused by the owner's daily
 		// budget, what preceded it is recorded with the pause instead.
