@@ -40,11 +40,11 @@ func (s *Store) Meta(task string) (*api.TaskMeta, error) {
 	return m, err
 }
 
-// RawEvents calls fn with the stored bytes of each event of task with
+// rawEvents calls fn with the stored bytes of each event of task with
 // from <= seq <= to, in order; to == 0 means to the end. The bytes are only
 // valid during the call. fn may stop the scan by returning an error, which
-// RawEvents returns.
-func (s *Store) RawEvents(task string, from, to uint64, fn func(seq uint64, raw []byte) error) error {
+// rawEvents returns.
+func (s *Store) rawEvents(task string, from, to uint64, fn func(seq uint64, raw []byte) error) error {
 	if err := ValidTaskID(task); err != nil {
 		return err
 	}
@@ -75,10 +75,10 @@ func (s *Store) RawEvents(task string, from, to uint64, fn func(seq uint64, raw 
 // Events decodes the events of task with from <= seq <= to (to == 0: to the
 // end) and calls fn with each, in order.
 func (s *Store) Events(task string, from, to uint64, fn func(*api.Event) error) error {
-	return s.RawEvents(task, from, to, func(seq uint64, raw []byte) error {
-		ev := new(api.Event)
-		if err := proto.Unmarshal(raw, ev); err != nil {
-			return fmt.Errorf("decode task %s seq %d: %w", task, seq, err)
+	return s.rawEvents(task, from, to, func(seq uint64, raw []byte) error {
+		ev, err := decodeEvent(task, seq, raw)
+		if err != nil {
+			return err
 		}
 		return fn(ev)
 	})

@@ -141,8 +141,12 @@ func (v *Snapshot) Children(prefix []byte, fn func(name string) error) error {
 
 // Event returns event seq of task, or ErrNotFound.
 func (v *Snapshot) Event(task string, seq uint64) (*api.Event, error) {
-	ev := new(api.Event)
-	err := v.Get(eventKey(task, seq), func(val []byte) error { return proto.Unmarshal(val, ev) })
+	var ev *api.Event
+	err := v.Get(eventKey(task, seq), func(val []byte) error {
+		var err error
+		ev, err = decodeEvent(task, seq, val)
+		return err
+	})
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("task %s seq %d: %w", task, seq, err)
 	}
@@ -178,9 +182,9 @@ func (v *Snapshot) Events(task string, from, to uint64, fn func(*api.Event) erro
 		if to != 0 && seqFromEventKey(k) > to {
 			return ErrStopScan
 		}
-		ev := new(api.Event)
-		if err := proto.Unmarshal(val, ev); err != nil {
-			return fmt.Errorf("decode task %s seq %d: %w", task, seqFromEventKey(k), err)
+		ev, err := decodeEvent(task, seqFromEventKey(k), val)
+		if err != nil {
+			return err
 		}
 		return fn(ev)
 	})

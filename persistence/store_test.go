@@ -7,11 +7,13 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
@@ -132,6 +134,94 @@ func TestAppendReadBack(t *testing.T) {
 	}
 	if _, err := st.Meta(NewTaskID(t0)); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Meta(unknown) err = %v, want ErrNotFound", err)
+	}
+}
+
+// An event's record leaves out the Task and seq its key names; the
+// records of stores written before, which hold them, read the same, and a
+// record naming another Task or seq than its key is refused.
+func TestEventRecordsLeaveOutTheirKey(t *testing.T) {
+	st := openTest(t, t.TempDir())
+	task := NewTaskID(t0)
+	mustAppend(t, st, task, created(task, "alice"), msg(task, 2, "hello"))
+	err := st.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(eventKey(task, 2))
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			var rec api.Event
+			if err := proto.Unmarshal(v, &rec); err != nil {
+				return err
+			}
+			if rec.GetTaskId() != "" || rec.GetSeq() != 0 || rec.GetUserMessage().GetText() != "hello" || !rec.GetTime().AsTime().Equal(t0.Add(2*time.Second)) {
+				t.Errorf("stored record = %v, want the time and body alone", &rec)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A whole event, as stores before wrote it, and one naming another
+	// Task, then another seq.
+	put := func(seq uint64, e *api.Event) {
+		t.Helper()
+		b, err := proto.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.db.Update(func(txn *badger.Txn) error { return txn.Set(eventKey(task, seq), b) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(3, msg(task, 3, "whole"))
+	evs, err := st.ReadEvents(task, 1, 0)
+	if err != nil || len(evs) != 3 {
+		t.Fatalf("ReadEvents = %v, %v", evs, err)
+	}
+	for i, e := range evs {
+		if e.GetTaskId() != task || e.GetSeq() != uint64(i+1) {
+			t.Fatalf("event %d = task %q seq %d", i, e.GetTaskId(), e.GetSeq())
+		}
+	}
+	err = st.View(func(v *Snapshot) error {
+		e, err := v.Event(task, 2)
+		if err != nil || e.GetTaskId() != task || e.GetSeq() != 2 || e.GetUserMessage().GetText() != "hello" {
+			t.Errorf("Snapshot.Event = %v, %v", e, err)
+		}
+		n := 0
+		err = v.Events(task, 1, 0, func(e *api.Event) error {
+			n++
+			if e.GetTaskId() != task || e.GetSeq() != uint64(n) {
+				t.Errorf("Snapshot.Events %d = task %q seq %d", n, e.GetTaskId(), e.GetSeq())
+			}
+			return nil
+		})
+		if err != nil || n != 3 {
+			t.Errorf("Snapshot.Events read %d, %v", n, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := NewTaskID(t0.Add(time.Second))
+	for _, bad := range []struct {
+		name string
+		rec  *api.Event
+	}{
+		{"another task", msg(other, 3, "stray")},
+		{"another seq", msg(task, 9, "stray")},
+	} {
+		put(3, bad.rec)
+		if _, err := st.ReadEvents(task, 1, 0); err == nil || !strings.Contains(err.Error(), "the record names") {
+			t.Errorf("%s: ReadEvents err = %v, want the record refused", bad.name, err)
+		}
+		if err := st.View(func(v *Snapshot) error { _, err := v.Event(task, 3); return err }); err == nil {
+			t.Errorf("%s: Snapshot.Event read it", bad.name)
+		}
 	}
 }
 

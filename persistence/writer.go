@@ -118,7 +118,7 @@ func prepare(a Append) (*request, error) {
 		if ev.Body == nil {
 			return nil, fmt.Errorf("%w: task %s seq %d: event without a body", ErrInvalid, a.TaskID, ev.GetSeq())
 		}
-		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(ev)
+		b, err := encodeEvent(ev)
 		if err != nil {
 			return nil, fmt.Errorf("%w: task %s seq %d: encode: %v", ErrInvalid, a.TaskID, ev.GetSeq(), err)
 		}
@@ -643,11 +643,17 @@ func stage(txn *badger.Txn, st staged) error {
 				}
 			}
 		}
-		for i, ev := range req.events {
+		for _, ev := range req.events {
 			var err error
 			switch b := ev.Body.(type) {
 			case *api.Event_ApprovalRequested:
-				err = txn.Set(approvalKey(meta.GetOwner(), b.ApprovalRequested.GetApprovalId()), req.raw[i])
+				// The pending approval's record names its Task: it
+				// keeps the whole event.
+				var whole []byte
+				whole, err = proto.MarshalOptions{Deterministic: true}.Marshal(ev)
+				if err == nil {
+					err = txn.Set(approvalKey(meta.GetOwner(), b.ApprovalRequested.GetApprovalId()), whole)
+				}
 			case *api.Event_ApprovalResolved:
 				err = txn.Delete(approvalKey(meta.GetOwner(), b.ApprovalResolved.GetApprovalId()))
 			}
