@@ -10,6 +10,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/proto"
 
 	"lemo/api"
 )
@@ -136,7 +137,9 @@ func TestChildrenIndexUpgradeFromFormat1(t *testing.T) {
 	st := openTest(t, dir)
 	root, a, b, a1 := buildTree(t, st)
 	spendA1(t, st, a1)
-	// Make it a store of format 1: no index, the old format key.
+	// Make it a store of format 1: every Task's metadata record current
+	// (format 3 writes checkpoints), no index, the old format key.
+	wholeMeta(t, st)
 	err := st.db.Update(func(txn *badger.Txn) error {
 		opt := badger.DefaultIteratorOptions
 		opt.PrefetchValues = false
@@ -242,4 +245,31 @@ func benchTree(b testing.TB, st *testStore, others int) string {
 		}
 	}
 	return root
+}
+
+// wholeMeta rewrites every Task's metadata record as the metadata after
+// its last event, as stores before format 3 kept it.
+func wholeMeta(t testing.TB, st *testStore) {
+	t.Helper()
+	var metas []*api.TaskMeta
+	if err := st.View(func(v *Snapshot) error {
+		return v.EachMeta(func(m *api.TaskMeta) error { metas = append(metas, m); return nil })
+	}); err != nil {
+		t.Fatal(err)
+	}
+	err := st.db.Update(func(txn *badger.Txn) error {
+		for _, m := range metas {
+			b, err := proto.Marshal(m)
+			if err != nil {
+				return err
+			}
+			if err := txn.Set(metaKey(m.GetTaskId()), b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -11,19 +11,70 @@ import (
 	"lemo/api"
 )
 
+// A Task's metadata record (metaKey) is a checkpoint: the metadata as of
+// its LastSeq. The writer rewrites it when an append creates the Task or
+// changes its status, and otherwise once metaEvery events have passed
+// since it last did (saveMeta), not at every append: it was a fifth of
+// what a step wrote. A read folds the events after the record into it
+// (api.FoldMetaInto, as the writer does), so what is read is always the
+// metadata after the Task's last committed event.
+
+// metaEvery bounds the events a metadata read folds beyond the record.
+const metaEvery = 64
+
+// saveMeta says whether an append that takes a Task's metadata from prev
+// to meta rewrites its record, last written at seq saved.
+func saveMeta(prev, meta *api.TaskMeta, saved uint64) bool {
+	return prev == nil || prev.GetStatus() != meta.GetStatus() || meta.GetLastSeq() >= saved+metaEvery
+}
+
+// getMeta returns task's metadata after its last committed event.
 func getMeta(txn *badger.Txn, task string) (*api.TaskMeta, error) {
+	m, _, err := getMetaAt(txn, task)
+	return m, err
+}
+
+// getMetaAt is getMeta, and the seq at which the record was written.
+func getMetaAt(txn *badger.Txn, task string) (*api.TaskMeta, uint64, error) {
 	it, err := txn.Get(metaKey(task))
 	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, ErrNotFound
+		return nil, 0, ErrNotFound
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	m := new(api.TaskMeta)
 	if err := it.Value(func(v []byte) error { return proto.Unmarshal(v, m) }); err != nil {
-		return nil, fmt.Errorf("decode meta of task %s: %w", task, err)
+		return nil, 0, fmt.Errorf("decode meta of task %s: %w", task, err)
 	}
-	return m, nil
+	saved := m.GetLastSeq()
+	if err := foldTail(txn, task, m); err != nil {
+		return nil, 0, err
+	}
+	return m, saved, nil
+}
+
+// foldTail folds into m, task's metadata record, the events after it.
+// Each is a point read: for a Task whose record is current (every Task
+// that ended or paused) that is one lookup of a key that is not there.
+func foldTail(txn *badger.Txn, task string, m *api.TaskMeta) error {
+	for seq := m.GetLastSeq() + 1; ; seq++ {
+		it, err := txn.Get(eventKey(task, seq))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("meta of task %s: read seq %d: %w", task, seq, err)
+		}
+		var ev *api.Event
+		if err := it.Value(func(v []byte) error {
+			ev, err = decodeEvent(task, seq, v)
+			return err
+		}); err != nil {
+			return fmt.Errorf("meta of task %s: %w", task, err)
+		}
+		api.FoldMetaInto(m, ev)
+	}
 }
 
 // Meta returns a Task's metadata, or ErrNotFound.
@@ -198,7 +249,9 @@ func (s *Store) ListTasks(o ListOptions) ([]*api.TaskMeta, string, error) {
 			var err error
 			if o.Owner == "" {
 				m = new(api.TaskMeta)
-				err = it.Item().Value(func(v []byte) error { return proto.Unmarshal(v, m) })
+				if err = it.Item().Value(func(v []byte) error { return proto.Unmarshal(v, m) }); err == nil {
+					err = foldTail(txn, task, m)
+				}
 			} else {
 				m, err = getMeta(txn, task)
 			}

@@ -163,10 +163,14 @@ func (v *Snapshot) Meta(task string) (*api.TaskMeta, error) {
 
 // EachMeta calls fn with the metadata of every Task, in Task id order.
 func (v *Snapshot) EachMeta(fn func(*api.TaskMeta) error) error {
-	return v.Scan(metaKey(""), ScanOptions{}, func(_, val []byte) error {
+	prefix := metaKey("")
+	return v.Scan(prefix, ScanOptions{}, func(k, val []byte) error {
 		m := new(api.TaskMeta)
 		if err := proto.Unmarshal(val, m); err != nil {
 			return fmt.Errorf("decode task meta: %w", err)
+		}
+		if err := foldTail(v.txn, string(k[len(prefix):]), m); err != nil {
+			return err
 		}
 		return fn(m)
 	})

@@ -28,8 +28,15 @@ const (
 	formatText = "lemo data folder, format 1\n"
 	// storeFormat is the value of the format key inside the store. Format
 	// 2 added the children index (c/); a store of format 1 is upgraded
-	// when opened for writing (upgradeFormat).
-	storeFormat = "lemo-store-2"
+	// when opened for writing (upgradeFormat1). Format 3 leaves the Task
+	// and seq out of an event's record and writes a Task's metadata as a
+	// checkpoint (saveMeta): a store of format 2 is one of format 3 (its
+	// records are whole, its metadata current) and is marked so when
+	// opened for writing, after which a lemo of format 2, which would
+	// read stale metadata, refuses it.
+	storeFormat = "lemo-store-3"
+	// storeFormat2 is the format before checkpointed metadata.
+	storeFormat2 = "lemo-store-2"
 	// badgerMagic makes Badger refuse stores written with another layout.
 	badgerMagic = 0x4c31 // "L1"
 )
@@ -364,6 +371,12 @@ func (s *Store) checkFormat(fresh, readOnly bool) error {
 				return nil
 			}
 			return s.upgradeFormat1()
+		}
+		if string(have) == storeFormat2 {
+			if readOnly {
+				return nil
+			}
+			return s.db.Update(func(txn *badger.Txn) error { return txn.Set(formatKey, []byte(storeFormat)) })
 		}
 		if !bytes.Equal(have, []byte(storeFormat)) {
 			return fmt.Errorf("store format %q, this lemo reads %q", have, storeFormat)

@@ -340,7 +340,7 @@ func (w *writer) complete(d commitDone) {
 			st.req.done <- result{err: fmt.Errorf("commit: %w", d.err)}
 			continue
 		}
-		w.cache.put(task, st.meta)
+		w.cache.put(task, st.meta, st.saved)
 		if w.onAck != nil {
 			w.onAck(now.Sub(st.req.queued))
 		}
@@ -357,10 +357,12 @@ func (w *writer) await(task string) {
 }
 
 // staged is one request's planned effect: the metadata before and after
-// it, and the owners' daily records it writes.
+// it, the seq at which the Task's metadata record stands after it (see
+// saveMeta), and the owners' daily records it writes.
 type staged struct {
 	req        *request
 	prev, meta *api.TaskMeta
+	saved      uint64
 	days       []dayWrite
 }
 
@@ -454,17 +456,18 @@ func stageAll(txn *badger.Txn, sts []staged) error {
 // landed.
 func (w *writer) plan(req *request, group []staged) (staged, error) {
 	var prev *api.TaskMeta
+	var saved uint64
 	found := false
 	for i := len(group) - 1; i >= 0; i-- {
 		if group[i].req.task == req.task {
-			prev, found = group[i].meta, true
+			prev, saved, found = group[i].meta, group[i].saved, true
 			break
 		}
 	}
 	if !found {
 		w.await(req.task)
 		var err error
-		if prev, err = w.loadMeta(req.task); err != nil {
+		if prev, saved, err = w.loadMeta(req.task); err != nil {
 			return staged{}, err
 		}
 	}
@@ -476,7 +479,10 @@ func (w *writer) plan(req *request, group []staged) (staged, error) {
 	if err != nil {
 		return staged{}, err
 	}
-	return staged{req: req, prev: prev, meta: meta, days: days}, nil
+	if len(req.events) > 0 && saveMeta(prev, meta, saved) {
+		saved = meta.GetLastSeq()
+	}
+	return staged{req: req, prev: prev, meta: meta, saved: saved, days: days}, nil
 }
 
 // commitGroup commits group in a fresh transaction.
@@ -534,25 +540,27 @@ func commitAppends(group []staged) []Append {
 	return out
 }
 
-// loadMeta returns the committed metadata of task, nil when it has none.
-func (w *writer) loadMeta(task string) (*api.TaskMeta, error) {
-	if m, ok := w.cache.get(task); ok {
-		return m, nil
+// loadMeta returns the committed metadata of task, nil when it has none,
+// and the seq at which its record was written.
+func (w *writer) loadMeta(task string) (*api.TaskMeta, uint64, error) {
+	if e, ok := w.cache.get(task); ok {
+		return e.meta, e.saved, nil
 	}
 	var m *api.TaskMeta
+	var saved uint64
 	err := w.db.View(func(txn *badger.Txn) error {
 		var err error
-		m, err = getMeta(txn, task)
+		m, saved, err = getMetaAt(txn, task)
 		return err
 	})
 	if errors.Is(err, ErrNotFound) {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read meta of task %s: %w", task, err)
+		return nil, 0, fmt.Errorf("read meta of task %s: %w", task, err)
 	}
-	w.cache.put(task, m)
-	return m, nil
+	w.cache.put(task, m, saved)
+	return m, saved, nil
 }
 
 // checkAndFold checks that req continues prev and returns the metadata
@@ -609,12 +617,14 @@ func stage(txn *badger.Txn, st staged) error {
 		}
 	}
 	if len(req.events) > 0 {
-		mb, err := proto.MarshalOptions{Deterministic: true}.Marshal(meta)
-		if err != nil {
-			return err
-		}
-		if err := txn.Set(metaKey(req.task), mb); err != nil {
-			return err
+		if st.saved == meta.GetLastSeq() {
+			mb, err := proto.MarshalOptions{Deterministic: true}.Marshal(meta)
+			if err != nil {
+				return err
+			}
+			if err := txn.Set(metaKey(req.task), mb); err != nil {
+				return err
+			}
 		}
 		if prev == nil || prev.GetStatus() != meta.GetStatus() {
 			if prev != nil {
@@ -686,26 +696,33 @@ func stage(txn *badger.Txn, st staged) error {
 // and refilled lazily from the store.
 type metaCache struct {
 	max int
-	m   map[string]*api.TaskMeta
+	m   map[string]cachedMeta
+}
+
+// cachedMeta is a Task's metadata and the seq at which its record was
+// written.
+type cachedMeta struct {
+	meta  *api.TaskMeta
+	saved uint64
 }
 
 func newMetaCache(max int) *metaCache {
 	if max <= 0 {
 		max = 4096
 	}
-	return &metaCache{max: max, m: make(map[string]*api.TaskMeta)}
+	return &metaCache{max: max, m: make(map[string]cachedMeta)}
 }
 
-func (c *metaCache) get(task string) (*api.TaskMeta, bool) {
-	m, ok := c.m[task]
-	return m, ok
+func (c *metaCache) get(task string) (cachedMeta, bool) {
+	e, ok := c.m[task]
+	return e, ok
 }
 
-func (c *metaCache) put(task string, m *api.TaskMeta) {
+func (c *metaCache) put(task string, m *api.TaskMeta, saved uint64) {
 	if _, ok := c.m[task]; !ok && len(c.m) >= c.max {
 		clear(c.m)
 	}
-	c.m[task] = m
+	c.m[task] = cachedMeta{meta: m, saved: saved}
 }
 
 func (c *metaCache) drop(task string) { delete(c.m, task) }
