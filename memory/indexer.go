@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"lemo/api"
 	"lemo/persistence"
@@ -66,11 +67,13 @@ func (m *Memory) maintain(ctx context.Context, force bool) error {
 		}
 		m.merged[owner] = true
 	}
-	m.pruneCaches()
 	return nil
 }
 
 func (m *Memory) buildPending(ctx context.Context, owner string, force bool) error {
+	if first, ok := m.seen[owner]; ok && !force && tooSoonToBuild(m.track.count(owner), m.opt.SegmentDocs, m.opt.Now().Sub(first), m.opt.IndexInterval) {
+		return nil
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -95,7 +98,7 @@ func (m *Memory) buildPending(ctx context.Context, owner string, force bool) err
 				m.seen[owner] = now
 				return nil
 			}
-			if now.Sub(first) < 2*m.opt.IndexInterval {
+			if tooSoonToBuild(len(docs), m.opt.SegmentDocs, now.Sub(first), m.opt.IndexInterval) {
 				return nil
 			}
 		}
@@ -107,6 +110,16 @@ func (m *Memory) buildPending(ctx context.Context, owner string, force bool) err
 			return nil
 		}
 	}
+}
+
+// tooSoonToBuild says, from the tracker alone, that an owner's pending
+// documents make no segment yet: tracked keys (at least as many as the
+// committed documents) fewer than segmentDocs, the first of them seen
+// less than two intervals ago (waited). buildPending reads the documents
+// only once it may build: every append wakes the indexer, and reading
+// them all to find too few was 4% of a lone Task's CPU a step.
+func tooSoonToBuild(tracked, segmentDocs int, waited, interval time.Duration) bool {
+	return tracked < segmentDocs && waited < 2*interval
 }
 
 // build writes docs as a new segment and, in the commit that makes it

@@ -197,6 +197,31 @@ func TestBackgroundIndexerBuildsSegments(t *testing.T) {
 	}
 }
 
+// When the indexer builds an owner's pending documents into a segment:
+// once there are enough of them, or once the first has waited two
+// intervals; until then it does not read them.
+func TestTooSoonToBuild(t *testing.T) {
+	tests := []struct {
+		name    string
+		tracked int
+		waited  time.Duration
+		want    bool
+	}{
+		{"few, just seen", 3, 0, true},
+		{"few, waited under two intervals", 255, 2*time.Second - 1, true},
+		{"few, waited two intervals", 3, 2 * time.Second, false},
+		{"a segment's worth", 256, 0, false},
+		{"more", 2000, time.Millisecond, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tooSoonToBuild(tt.tracked, 256, tt.waited, time.Second); got != tt.want {
+				t.Fatalf("tooSoonToBuild(%d, 256, %v, 1s) = %v, want %v", tt.tracked, tt.waited, got, tt.want)
+			}
+		})
+	}
+}
+
 func TestPendingTrackerCountsEachDocumentOnce(t *testing.T) {
 	now := t0
 	var mu sync.Mutex

@@ -254,6 +254,17 @@ func (t *tracker) extendable(owner string) (*pendingSet, []*pdoc, uint64, bool) 
 	return op.set, append([]*pdoc(nil), op.added...), op.gen, true
 }
 
+// count returns how many keys of owner the tracker holds: at least as
+// many as its committed pending documents.
+func (t *tracker) count(owner string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if op := t.owners[owner]; op != nil {
+		return len(op.entries)
+	}
+	return 0
+}
+
 func (t *tracker) size() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
