@@ -170,18 +170,13 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 		if err != nil {
 			return err
 		}
-		so := searchOpts{k: recallCandidates, maxTerms: recallQueryTerms, own: own, ownDocs: ownDocs, evidenceBar: true, segs: segs, pend: pend}
+		// When passages of a few long records take most of the
+		// recallCandidates places, the search looks further, so other
+		// records keep theirs (widenFrom: one scoring pass either way).
+		so := searchOpts{k: recallCandidates * passageWiden, widenFrom: recallCandidates, maxTerms: recallQueryTerms, own: own, ownDocs: ownDocs, evidenceBar: true, segs: segs, pend: pend}
 		res, err := m.searchWith(v, &sq, so)
 		if err != nil {
 			return err
-		}
-		if len(res.cands) == so.k && fewRecords(res.cands) {
-			// Passages of a few long records took most places: look
-			// further, so other records keep theirs.
-			so.k *= passageWiden
-			if res, err = m.searchWith(v, &sq, so); err != nil {
-				return err
-			}
 		}
 		first, err := r.take(res, 1, 2, m.opt.MinRelevance, 0)
 		if err != nil {

@@ -22,7 +22,9 @@ import (
 // ln(1 + (N - df + 0.5) / (df + 0.5)), where N, the average length and df
 // are exact over the owner's whole index (segments and pending documents)
 // at the instant of the query. Equal scores are ordered by recency (the
-// record's time, then its ref). A hit's Relevance is its score divided by
+// record's time, then its ref); which of the records equal in score and
+// time a search of k keeps is decided by the order it scored them (see
+// worse). A hit's Relevance is its score divided by
 // the score of a document that matched the relevanceTerms most specific of
 // the query's terms that occur in the index, with unbounded frequency, so
 // it lies in [0, 1] and is comparable across queries; Matched counts the
@@ -225,6 +227,26 @@ type scored struct {
 	seg     *segment
 	doc     uint32
 	p       *pdoc
+	// ord is the order in which the search scored the document (its
+	// segment's or pending layer's place, then the document's place in
+	// that one's scoring), whatever its k: candidates equal in score and
+	// time rank by it (see worse).
+	ord uint64
+}
+
+// worse orders candidates: by score, then by time (the newer first),
+// then by ord (the one scored first first). It is a total order, so the
+// best k of a search are the first k of its best n for any n >= k: a
+// search for more candidates finds those of a search for fewer, and
+// more (Recall's one-pass widening relies on it).
+func worse(a, b *scored) bool {
+	if a.score != b.score {
+		return a.score < b.score
+	}
+	if a.time != b.time {
+		return a.time < b.time
+	}
+	return a.ord > b.ord
 }
 
 // topK keeps the k best candidates offered, in a min-heap (the worst
@@ -235,14 +257,8 @@ type topK struct {
 	items []scored
 }
 
-// less orders candidates worst first: by score, then by time.
-func (h *topK) less(i, j int) bool {
-	a, b := &h.items[i], &h.items[j]
-	if a.score != b.score {
-		return a.score < b.score
-	}
-	return a.time < b.time
-}
+// less orders candidates worst first (worse).
+func (h *topK) less(i, j int) bool { return worse(&h.items[i], &h.items[j]) }
 
 func (h *topK) offer(s scored) {
 	if len(h.items) < h.k {
@@ -260,8 +276,7 @@ func (h *topK) offer(s scored) {
 		}
 		return
 	}
-	top := h.items[0]
-	if s.score > top.score || (s.score == top.score && s.time > top.time) {
+	if worse(&h.items[0], &s) {
 		h.items[0] = s
 		for i, n := 0, len(h.items); ; { // down
 			j := 2*i + 1
@@ -335,6 +350,12 @@ type searchOpts struct {
 	// evidenceBar measures Relevance against the terms the evidence holds
 	// (see evidenceBar).
 	evidenceBar bool
+	// widenFrom, when positive, makes the search one of widenFrom
+	// candidates that widens to k when they are passages of few records
+	// (fewRecords), in one scoring pass: it returns the first widenFrom
+	// of the best k unless those are few records' passages, the best k
+	// then.
+	widenFrom int
 	// segs and pend, when pend is set, are the owner's live segments and
 	// pending documents of the snapshot (read once for a recall's several
 	// searches).
@@ -474,15 +495,14 @@ func (m *Memory) searchWith(v *persistence.Snapshot, q *Query, o searchOpts) (*s
 			return nil, err
 		}
 	}
-	m.scorePending(pend, qts, &f, &kNorm, top)
+	m.scorePending(pend, len(segs), qts, &f, &kNorm, top)
 	res.cands = top.items
-	sort.Slice(res.cands, func(i, j int) bool {
-		a, b := res.cands[i], res.cands[j]
-		if a.score != b.score {
-			return a.score > b.score
-		}
-		return a.time > b.time
-	})
+	sort.Slice(res.cands, func(i, j int) bool { return worse(&res.cands[j], &res.cands[i]) })
+	if w := o.widenFrom; w > 0 && len(res.cands) > w && !fewRecords(res.cands[:w]) {
+		// The search of w candidates would not have widened: its
+		// candidates are the first w (worse is a total order).
+		res.cands = res.cands[:w]
+	}
 	if o.evidenceBar {
 		if p := evidenceBar(qts, res.cands); p > 0 {
 			res.perfect = p
@@ -750,17 +770,19 @@ func (m *Memory) scoreSegment(src blockSource, s *segment, si int, qts []qterm, 
 			return err
 		}
 	}
-	for _, d := range touched {
+	for i, d := range touched {
 		sc := acc[d]
 		if f.need != nil && !f.need.ok(matched[d]) {
 			continue
 		}
+		ord := uint64(si)<<32 | uint64(i)
 		if len(top.items) == top.k {
-			if low := top.items[0]; sc < low.score || (sc == low.score && cols.times[d] <= low.time) {
+			// No better than the worst kept (worse, inline): skipped.
+			if low := &top.items[0]; sc < low.score || (sc == low.score && (cols.times[d] < low.time || (cols.times[d] == low.time && ord > low.ord))) {
 				continue
 			}
 		}
-		top.offer(scored{score: sc, time: cols.times[d], kind: Kind(cols.kinds[d]), matched: matched[d], seg: s, doc: d})
+		top.offer(scored{score: sc, time: cols.times[d], kind: Kind(cols.kinds[d]), matched: matched[d], seg: s, doc: d, ord: ord})
 	}
 	return nil
 }
@@ -768,13 +790,15 @@ func (m *Memory) scoreSegment(src blockSource, s *segment, si int, qts []qterm, 
 // scorePending scores the pending documents, term at a time like a
 // segment (the same arithmetic, so a document scores the same wherever it
 // is stored).
-func (m *Memory) scorePending(pend *pendingSet, qts []qterm, f *filter, kNorm *[256]float64, top *topK) {
-	for _, l := range pend.layers {
-		scorePendLayer(l, qts, f, kNorm, top)
+// Their candidates' ord follows the segments' (place is the first
+// layer's).
+func (m *Memory) scorePending(pend *pendingSet, place int, qts []qterm, f *filter, kNorm *[256]float64, top *topK) {
+	for i, l := range pend.layers {
+		scorePendLayer(l, place+i, qts, f, kNorm, top)
 	}
 }
 
-func scorePendLayer(l *pendLayer, qts []qterm, f *filter, kNorm *[256]float64, top *topK) {
+func scorePendLayer(l *pendLayer, place int, qts []qterm, f *filter, kNorm *[256]float64, top *topK) {
 	if len(l.docs) == 0 {
 		return
 	}
@@ -803,12 +827,12 @@ func scorePendLayer(l *pendLayer, qts []qterm, f *filter, kNorm *[256]float64, t
 			matched[pp.doc] |= bit
 		}
 	}
-	for _, i := range touched {
+	for j, i := range touched {
 		p := l.docs[i]
 		if f.need != nil && !f.need.ok(matched[i]) {
 			continue
 		}
-		top.offer(scored{score: acc[i], time: p.time, kind: p.kind, matched: matched[i], p: p})
+		top.offer(scored{score: acc[i], time: p.time, kind: p.kind, matched: matched[i], p: p, ord: uint64(place)<<32 | uint64(j)})
 	}
 }
 

@@ -1,0 +1,183 @@
+package memory
+
+import (
+	"fmt"
+	"math/rand"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"lemo/api"
+	"lemo/persistence"
+)
+
+// tiedWorld fills e with Tasks of owner o whose records tie by the dozen:
+// a few texts (two long enough to be indexed as passages) at one of
+// instants milliseconds, spread over several segments and pending
+// documents. It returns the Tasks.
+func tiedWorld(t *testing.T, e *env, r *rand.Rand, instants int) []string {
+	t.Helper()
+	long := func(words string, n int) string {
+		var b strings.Builder
+		for i := 0; b.Len() < n; i++ {
+			fmt.Fprintf(&b, "%s line %d of the deploy log.\n", words, i%7)
+		}
+		return b.String()
+	}
+	texts := []string{
+		"Deploy the billing service to the staging cluster.",
+		"The billing service deploy to staging failed: the cluster rejected the image.",
+		"Deploy the billing service to the staging cluster.",
+		"staging cluster billing",
+		"The deploy of the billing service finished.",
+		long("billing service staging deploy cluster", 4000),
+		long("the image of the billing service was pushed", 3000),
+	}
+	body := func(i int) proto.Message {
+		text := texts[r.Intn(len(texts))]
+		switch r.Intn(4) {
+		case 0:
+			return user(text)
+		case 1:
+			return assistant(text)
+		case 2:
+			return result(fmt.Sprintf("call-%d", i), `{"out":`+fmt.Sprintf("%q", text)+`}`)
+		default:
+			return &api.ToolFailed{CallId: fmt.Sprintf("call-%d", i), Kind: api.ToolFailureKind_TOOL_FAILURE_KIND_ERROR, Message: text}
+		}
+	}
+	var tasks []string
+	n := 30 + r.Intn(50)
+	flushes := map[int]bool{r.Intn(n): true, r.Intn(n): true, r.Intn(n): true}
+	for i := 0; i < n; i++ {
+		task := persistence.NewTaskID(t0.Add(time.Duration(i) * time.Millisecond))
+		e.add("o", task, t0, &api.TaskCreated{Owner: "o", Model: "fake/m"})
+		for j, k := 0, 1+r.Intn(6); j < k; j++ {
+			// Records tie on time as well as score.
+			e.add("o", task, t0.Add(time.Duration(r.Intn(instants))*time.Millisecond), body(j))
+		}
+		tasks = append(tasks, task)
+		if flushes[i] {
+			e.flush()
+		}
+	}
+	return tasks
+}
+
+// TestOnePassWidenMatchesTwoSearches: recall's first hop searches once for
+// recallCandidates*passageWiden candidates (searchOpts.widenFrom) where it
+// searched for recallCandidates, then again for more when passages of few
+// records took most places. On indexes whose records tie on score and
+// time by the dozen, the one search returns exactly what the two did:
+// the same candidates in the same order, relevance bar and terms. The
+// candidates tied at the place where the narrow search stops are those
+// the search scored first (worse): without that order, which of them the
+// narrow search kept depended on its heap's shape, and a search for more
+// did not always find them.
+func TestOnePassWidenMatchesTwoSearches(t *testing.T) {
+	queries := []string{
+		"Deploy the billing service to staging",
+		"billing cluster image",
+		"why did the staging deploy fail",
+		"deploy log line",
+		"billing",
+	}
+	var widened, narrow, narrowTied int
+	for seed := int64(1); seed <= 9; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			r := rand.New(rand.NewSource(seed))
+			e := newEnv(t, Options{})
+			// Few instants: passages and ties crowd the places, and the
+			// search widens; more: it does not, and ties remain.
+			tasks := tiedWorld(t, e, r, []int{5, 40, 400}[seed%3])
+			e.loaded()
+			for qi, text := range queries {
+				q := Query{Owner: "o", Text: text}
+				var own map[string]int
+				var ownDocs int
+				if qi%2 == 1 { // as Recall: without the asking Task's records
+					q.ExcludeTask = tasks[r.Intn(len(tasks))]
+					var h []*api.Event
+					if err := e.st.Events(q.ExcludeTask, 1, 0, func(ev *api.Event) error { h = append(h, ev); return nil }); err != nil {
+						t.Fatal(err)
+					}
+					own, ownDocs = ownTerms(h)
+				}
+				err := e.mem.view(func(v *persistence.Snapshot) error {
+					segs, err := e.mem.liveSegments(v, "o")
+					if err != nil {
+						return err
+					}
+					pend, err := e.mem.pendingSet(v, "o")
+					if err != nil {
+						return err
+					}
+					so := searchOpts{k: recallCandidates, maxTerms: recallQueryTerms, own: own, ownDocs: ownDocs, evidenceBar: true, segs: segs, pend: pend}
+					// Are the candidates at the place where the narrow
+					// search stops tied on score and time?
+					all := so
+					all.k = 1 << 12
+					full, err := e.mem.searchWith(v, &q, all)
+					if err != nil {
+						return err
+					}
+					c := full.cands
+					tied := len(c) > so.k && c[so.k-1].score == c[so.k].score && c[so.k-1].time == c[so.k].time
+					// The two searches recall made.
+					want, err := e.mem.searchWith(v, &q, so)
+					if err != nil {
+						return err
+					}
+					if len(want.cands) == so.k && fewRecords(want.cands) {
+						wide := so
+						wide.k *= passageWiden
+						if want, err = e.mem.searchWith(v, &q, wide); err != nil {
+							return err
+						}
+						widened++
+					} else {
+						narrow++
+						if tied {
+							narrowTied++
+						}
+					}
+					one := so
+					one.k, one.widenFrom = recallCandidates*passageWiden, recallCandidates
+					got, err := e.mem.searchWith(v, &q, one)
+					if err != nil {
+						return err
+					}
+					if !reflect.DeepEqual(got, want) {
+						t.Errorf("query %q (without %q): the one search differs from the two:\n got %s\nwant %s", text, q.ExcludeTask, describeResult(got), describeResult(want))
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+	// The test means something only if both paths ran, and searches
+	// that did not widen stopped inside a tie.
+	if widened == 0 || narrow == 0 || narrowTied == 0 {
+		t.Fatalf("searches widened %d, not widened %d (%d stopped inside a tie): the worlds do not exercise the widening", widened, narrow, narrowTied)
+	}
+	t.Logf("searches widened %d, not widened %d (%d stopped inside a tie)", widened, narrow, narrowTied)
+}
+
+func describeResult(r *searchResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "perfect %v terms %d %v; %d candidates:", r.perfect, r.terms, r.qterms, len(r.cands))
+	for _, c := range r.cands {
+		where := "pending"
+		if c.seg != nil {
+			where = fmt.Sprintf("seg %d doc %d", c.seg.hdr.seg, c.doc)
+		}
+		fmt.Fprintf(&b, " [%.4f %d %s]", c.score, c.time, where)
+	}
+	return b.String()
+}
