@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -257,42 +258,60 @@ type topK struct {
 	items []scored
 }
 
-// less orders candidates worst first (worse).
-func (h *topK) less(i, j int) bool { return worse(&h.items[i], &h.items[j]) }
-
 func (h *topK) offer(s scored) {
 	if len(h.items) < h.k {
 		if h.items == nil {
 			h.items = make([]scored, 0, h.k)
 		}
 		h.items = append(h.items, s)
-		for j := len(h.items) - 1; j > 0; { // up
+		j := len(h.items) - 1
+		for j > 0 { // up, moving the parents down into the hole
 			i := (j - 1) / 2
-			if !h.less(j, i) {
+			if !worse(&s, &h.items[i]) {
 				break
 			}
-			h.items[i], h.items[j] = h.items[j], h.items[i]
+			h.items[j] = h.items[i]
 			j = i
 		}
+		h.items[j] = s
 		return
 	}
 	if worse(&h.items[0], &s) {
-		h.items[0] = s
-		for i, n := 0, len(h.items); ; { // down
-			j := 2*i + 1
-			if j >= n {
-				break
-			}
-			if j+1 < n && h.less(j+1, j) {
-				j++
-			}
-			if !h.less(j, i) {
-				break
-			}
-			h.items[i], h.items[j] = h.items[j], h.items[i]
-			i = j
-		}
+		h.down(s, len(h.items))
 	}
+}
+
+// down puts s at the root of the heap of the first n items, in place of
+// the root, and moves it down to its place (the children move up into
+// the hole: one write per level where swaps made two).
+func (h *topK) down(s scored, n int) {
+	i := 0
+	for {
+		j := 2*i + 1
+		if j >= n {
+			break
+		}
+		if j+1 < n && worse(&h.items[j+1], &h.items[j]) {
+			j++
+		}
+		if !worse(&h.items[j], &s) {
+			break
+		}
+		h.items[i] = h.items[j]
+		i = j
+	}
+	h.items[i] = s
+}
+
+// sorted returns the items best first, sorting the heap in place (a
+// heapsort: the worst goes last, and so on).
+func (h *topK) sorted() []scored {
+	for n := len(h.items) - 1; n > 0; n-- {
+		last := h.items[n]
+		h.items[n] = h.items[0]
+		h.down(last, n)
+	}
+	return h.items
 }
 
 // accumulator is the per-document state of a segment's scoring.
@@ -496,8 +515,7 @@ func (m *Memory) searchWith(v *persistence.Snapshot, q *Query, o searchOpts) (*s
 		}
 	}
 	m.scorePending(pend, len(segs), qts, &f, &kNorm, top)
-	res.cands = top.items
-	sort.Slice(res.cands, func(i, j int) bool { return worse(&res.cands[j], &res.cands[i]) })
+	res.cands = top.sorted()
 	if w := o.widenFrom; w > 0 && len(res.cands) > w && !fewRecords(res.cands[:w]) {
 		// The search of w candidates would not have widened: its
 		// candidates are the first w (worse is a total order).
@@ -813,11 +831,8 @@ func scorePendLayer(l *pendLayer, place int, qts []qterm, f *filter, kNorm *[256
 			if !f.kinds[p.kind&7] || p.time < f.since || p.time > f.until {
 				continue
 			}
-			if f.task != "" || f.excludeTask != "" {
-				task, _, _, _, _, _ := parseDocRef(p.ref)
-				if (f.task != "" && task != f.task) || (f.excludeTask != "" && task == f.excludeTask) {
-					continue
-				}
+			if (f.task != "" && !refOfTask(p.ref, f.task)) || (f.excludeTask != "" && refOfTask(p.ref, f.excludeTask)) {
+				continue
 			}
 			if acc[pp.doc] == 0 {
 				touched = append(touched, pp.doc)
@@ -834,6 +849,18 @@ func scorePendLayer(l *pendLayer, place int, qts []qterm, f *filter, kNorm *[256
 		}
 		top.offer(scored{score: acc[i], time: p.time, kind: p.kind, matched: matched[i], p: p, ord: uint64(place)<<32 | uint64(j)})
 	}
+}
+
+// refOfTask reports whether ref is a valid document ref of task (whose
+// parseDocRef names task): the full parse only when ref starts with the
+// task's id and a '/', which the refs of other Tasks do not (a Task id
+// holds no '/'), since a pending layer checks every posting.
+func refOfTask(ref, task string) bool {
+	if !strings.Contains(task, "/") && (len(ref) <= len(task) || ref[len(task)] != '/' || ref[:len(task)] != task) {
+		return false
+	}
+	t, _, _, _, _, ok := parseDocRef(ref)
+	return ok && t == task
 }
 
 func containsDoc(sorted []uint32, doc uint32) bool {

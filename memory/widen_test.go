@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -180,4 +181,56 @@ func describeResult(r *searchResult) string {
 		fmt.Fprintf(&b, " [%.4f %d %s]", c.score, c.time, where)
 	}
 	return b.String()
+}
+
+// TestTopKKeepsTheBestInOrder: whatever the order candidates are offered
+// in, topK keeps the k best by worse and sorted returns them best first,
+// as sorting all of them would; candidates tie on score and time often.
+func TestTopKKeepsTheBestInOrder(t *testing.T) {
+	r := rand.New(rand.NewSource(1))
+	for round := 0; round < 300; round++ {
+		n, k := r.Intn(300), 1+r.Intn(64)
+		all := make([]scored, n)
+		for i := range all {
+			all[i] = scored{score: float64(r.Intn(4)), time: int64(r.Intn(3)), ord: uint64(r.Intn(4))<<32 | uint64(i)}
+		}
+		r.Shuffle(n, func(i, j int) { all[i], all[j] = all[j], all[i] })
+		top := &topK{k: k}
+		for _, s := range all {
+			top.offer(s)
+		}
+		got := top.sorted()
+		sort.Slice(all, func(i, j int) bool { return worse(&all[j], &all[i]) })
+		want := all[:min(k, n)]
+		if len(want) == 0 {
+			want = nil
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("round %d (%d offered, k %d): topK kept\n%v\nwant\n%v", round, n, k, got, want)
+		}
+	}
+}
+
+// TestRefOfTask: refOfTask agrees with parsing the ref (what the pending
+// layers' task filters did for every posting).
+func TestRefOfTask(t *testing.T) {
+	a, b := persistence.NewTaskID(t0), persistence.NewTaskID(t0.Add(time.Second))
+	refs := []string{
+		string(persistence.EventRef(a, 7)),
+		string(persistence.EventRef(b, 7)),
+		string(persistence.FactRef(a, "f1")),
+		string(passageRef([]byte(persistence.EventRef(a, 9)), 10, 1034)),
+		string(passageRef([]byte(persistence.EventRef(b, 9)), 10, 1034)),
+		string(passageRef([]byte(persistence.FactRef(a, "f1")), 0, 5)), // a fact has no passages
+		a, a + "/", a + "/x", a + "/e123", a + "x/" + string(persistence.EventRef(a, 1))[len(a)+1:], "", "/", b[:10],
+	}
+	for _, ref := range refs {
+		for _, task := range []string{a, b, "not/a-task"} {
+			parsed, _, _, _, _, ok := parseDocRef(ref)
+			want := ok && parsed == task
+			if got := refOfTask(ref, task); got != want {
+				t.Errorf("refOfTask(%q, %q) = %v, want %v", ref, task, got, want)
+			}
+		}
+	}
 }
