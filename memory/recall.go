@@ -158,7 +158,7 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 	qvec := m.embedQuery(ctx, text) // nil: lexical recall alone
 	var out []prompt.Evidence
 	err := m.view(func(v *persistence.Snapshot) error {
-		r := recaller{m: m, v: v, ctx: ctx, owner: q.Owner, conv: conv, byHash: make(map[uint64]*candidate), query: make(map[string]bool)}
+		r := recaller{m: m, v: v, ctx: ctx, owner: q.Owner, conv: conv, byHash: make(map[uint64]*candidate), inConv: make(map[uint64]bool), query: make(map[string]bool)}
 		for _, t := range Terms(text) {
 			r.query[t] = true
 		}
@@ -460,6 +460,9 @@ type recaller struct {
 	conv   *convTexts
 	all    []*candidate
 	byHash map[uint64]*candidate
+	// inConv holds the hashes of event records found in the
+	// conversation (addIf).
+	inConv map[uint64]bool
 	// query is the query's terms; qorder those the search used that some
 	// record holds, in the search's order, with their idf (qidf) and its
 	// sum (qmass).
@@ -506,7 +509,13 @@ func (r *recaller) coverage(held map[string]bool) float64 {
 // a candidate keeps its better rank), at most limit new ones when limit is
 // positive. It returns the new candidates.
 func (r *recaller) take(res *searchResult, hop, minMatched int, minRel float64, limit int) ([]*candidate, error) {
-	hits, err := r.m.hits(r.v, r.owner, res)
+	// The hits of the candidates the loop below would pass over (too
+	// little relevance, too few of the query's terms) are not made: their
+	// rows are not read. The loop keeps its checks.
+	need := min(minMatched, res.terms)
+	hits, err := r.m.hitsOf(r.v, r.owner, res, func(c *scored) bool {
+		return res.relevance(c) >= minRel && bits.OnesCount32(c.matched) >= need
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -619,6 +628,12 @@ func (r *recaller) addIf(h *Hit, keep func(*candidate) bool, also ...string) (*c
 	if err := r.ctx.Err(); err != nil {
 		return nil, err
 	}
+	// An event record's hash is its text's (a fact's is of the text it
+	// is indexed by): one found in the conversation names every record
+	// of that text, as byHash does for those recalled.
+	if h.FactID == "" && r.inConv[h.hash] {
+		return nil, nil
+	}
 	text, err := r.m.recordText(r.v, r.owner, h)
 	if errors.Is(err, persistence.ErrNotFound) {
 		return nil, nil
@@ -627,6 +642,9 @@ func (r *recaller) addIf(h *Hit, keep func(*candidate) bool, also ...string) (*c
 		return nil, err
 	}
 	if r.conv.has(text) {
+		if h.FactID == "" {
+			r.inConv[h.hash] = true
+		}
 		return nil, nil
 	}
 	c := &candidate{Hit: *h, text: text}

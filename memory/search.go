@@ -944,12 +944,46 @@ func permuteHits(o hitOrder, from, to int) {
 	}
 }
 
+// relevance is a candidate's Relevance: its score over a perfect match's.
+func (res *searchResult) relevance(c *scored) float64 {
+	if res.perfect > 0 {
+		return min(c.score/res.perfect, 1)
+	}
+	return 0
+}
+
 // hits resolves candidates into hits, ordered by score, time and ref.
 func (m *Memory) hits(v *persistence.Snapshot, owner string, res *searchResult) ([]Hit, error) {
+	return m.hitsOf(v, owner, res, nil)
+}
+
+// hitsOf is hits for the candidates keep (when not nil) accepts: the
+// others' rows are not read, nor whether a fact among them is superseded.
+// The hits are those of hits without the others, in the same order.
+func (m *Memory) hitsOf(v *persistence.Snapshot, owner string, res *searchResult, keep func(*scored) bool) ([]Hit, error) {
 	src := blockSource{v: v, cache: m.cache, rows: m.rows}
-	out := make([]Hit, 0, len(res.cands))
-	refs := make([]string, 0, len(res.cands))
-	for _, c := range res.cands {
+	n := len(res.cands)
+	if keep != nil {
+		n = 0
+		for i := range res.cands {
+			if keep(&res.cands[i]) {
+				n++
+			}
+		}
+	}
+	out := make([]Hit, 0, n)
+	refs := make([]string, 0, n)
+	// The rows of the block read last: candidates of a segment that
+	// tie on score and time come in the order the search scored them,
+	// often from one block.
+	var lastSeg *segment
+	var lastBlock uint32
+	var lastRows []parsedRow
+	for i := range res.cands {
+		c := &res.cands[i]
+		if keep != nil && !keep(c) {
+			continue
+		}
 		var info docRow
 		var task, fact string
 		var seq uint64
@@ -962,18 +996,22 @@ func (m *Memory) hits(v *persistence.Snapshot, owner string, res *searchResult) 
 				return nil, fmt.Errorf("%w: ref %q", errCorrupt, info.ref)
 			}
 		} else {
-			r, err := c.seg.row(src, c.doc)
+			if c.seg != lastSeg || c.doc/docBlockDocs != lastBlock {
+				rows, err := c.seg.rowBlock(src, c.doc/docBlockDocs)
+				if err != nil {
+					return nil, err
+				}
+				lastSeg, lastBlock, lastRows = c.seg, c.doc/docBlockDocs, rows
+			}
+			r, err := c.seg.rowOf(lastRows, c.doc)
 			if err != nil {
 				return nil, err
 			}
 			info, task, seq, fact, from, to = r.docRow, r.task, r.seq, r.fact, r.from, r.to
 		}
 		h := Hit{TaskID: task, Seq: seq, FactID: fact, Kind: kind, Time: time.UnixMilli(c.time).UTC(), Source: info.source,
-			Score: c.score, Matched: bits.OnesCount32(c.matched), QueryTerms: res.terms, TextBytes: int(info.textBytes), Untrusted: info.untrusted, hash: info.hash,
-			PassageFrom: from, PassageTo: to, mask: c.matched}
-		if res.perfect > 0 {
-			h.Relevance = min(c.score/res.perfect, 1)
-		}
+			Score: c.score, Relevance: res.relevance(c), Matched: bits.OnesCount32(c.matched), QueryTerms: res.terms, TextBytes: int(info.textBytes),
+			Untrusted: info.untrusted, hash: info.hash, PassageFrom: from, PassageTo: to, mask: c.matched}
 		out = append(out, h)
 		refs = append(refs, info.ref)
 	}

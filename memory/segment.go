@@ -458,7 +458,15 @@ func decodeDocRows(b []byte) ([]docRow, error) {
 // Cycle after Cycle, and finding one row in an encoded block means
 // decoding the rows before it.
 func (s *segment) row(src blockSource, doc uint32) (*parsedRow, error) {
-	n := doc / docBlockDocs
+	rows, err := s.rowBlock(src, doc/docBlockDocs)
+	if err != nil {
+		return nil, err
+	}
+	return s.rowOf(rows, doc)
+}
+
+// rowBlock returns the decoded rows of document block n (see row).
+func (s *segment) rowBlock(src blockSource, n uint32) ([]parsedRow, error) {
 	key := persistence.BlockKey(s.owner, persistence.BlockDocs, s.hdr.seg, n)
 	rows, ok := src.rows.get(key)
 	if !ok {
@@ -471,6 +479,11 @@ func (s *segment) row(src blockSource, doc uint32) (*parsedRow, error) {
 		}
 		src.rows.put(string(key), rows)
 	}
+	return rows, nil
+}
+
+// rowOf returns doc's row of its block's rows.
+func (s *segment) rowOf(rows []parsedRow, doc uint32) (*parsedRow, error) {
 	i := doc % docBlockDocs
 	if i >= uint32(len(rows)) {
 		return nil, fmt.Errorf("%w: segment %d has no row %d", errCorrupt, s.hdr.seg, doc)
