@@ -460,8 +460,8 @@ type recaller struct {
 	conv   *convTexts
 	all    []*candidate
 	byHash map[uint64]*candidate
-	// inConv holds the hashes of event records found in the
-	// conversation (addIf).
+	// inConv, when not nil, holds the hashes of event records found in
+	// the conversation (addIf).
 	inConv map[uint64]bool
 	// query is the query's terms; qorder those the search used that some
 	// record holds, in the search's order, with their idf (qidf) and its
@@ -631,7 +631,7 @@ func (r *recaller) addIf(h *Hit, keep func(*candidate) bool, also ...string) (*c
 	// An event record's hash is its text's (a fact's is of the text it
 	// is indexed by): one found in the conversation names every record
 	// of that text, as byHash does for those recalled.
-	if h.FactID == "" && r.inConv[h.hash] {
+	if h.FactID == "" && r.inConv != nil && r.inConv[h.hash] {
 		return nil, nil
 	}
 	text, err := r.m.recordText(r.v, r.owner, h)
@@ -642,7 +642,7 @@ func (r *recaller) addIf(h *Hit, keep func(*candidate) bool, also ...string) (*c
 		return nil, err
 	}
 	if r.conv.has(text) {
-		if h.FactID == "" {
+		if h.FactID == "" && r.inConv != nil {
 			r.inConv[h.hash] = true
 		}
 		return nil, nil

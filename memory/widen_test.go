@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"context"
 	"fmt"
 	"math/rand"
 	"reflect"
@@ -232,5 +233,87 @@ func TestRefOfTask(t *testing.T) {
 				t.Errorf("refOfTask(%q, %q) = %v, want %v", ref, task, got, want)
 			}
 		}
+	}
+}
+
+// TestTakeMatchesTakingEveryHit: take, which makes hits only of the
+// candidates it can take and remembers the texts it found in the
+// conversation (inConv), takes what taking every hit in order did. The
+// conversation holds texts that many records of other Tasks hold.
+func TestTakeMatchesTakingEveryHit(t *testing.T) {
+	queries := []string{"Deploy the billing service to staging", "billing cluster image", "deploy log line", "billing"}
+	compared := 0
+	for seed := int64(1); seed <= 6; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			r := rand.New(rand.NewSource(seed))
+			e := newEnv(t, Options{})
+			tiedWorld(t, e, r, []int{5, 40, 400}[seed%3])
+			e.loaded()
+			task := persistence.NewTaskID(t0.Add(time.Hour))
+			conv := conversationTexts(history(task,
+				user("Deploy the billing service to the staging cluster."),
+				&api.ToolFailed{CallId: "c", Kind: api.ToolFailureKind_TOOL_FAILURE_KIND_ERROR, Message: "The deploy of the billing service finished."}))
+			for _, text := range queries {
+				q := Query{Owner: "o", Text: text, ExcludeTask: task}
+				err := e.mem.view(func(v *persistence.Snapshot) error {
+					res, err := e.mem.searchWith(v, &q, searchOpts{k: recallCandidates * passageWiden, widenFrom: recallCandidates, maxTerms: recallQueryTerms, evidenceBar: true})
+					if err != nil {
+						return err
+					}
+					newRecaller := func() *recaller {
+						rc := &recaller{m: e.mem, v: v, ctx: context.Background(), owner: "o", conv: conv, byHash: make(map[uint64]*candidate), query: make(map[string]bool)}
+						for _, t := range Terms(text) {
+							rc.query[t] = true
+						}
+						return rc
+					}
+					for _, minRel := range []float64{0, 0.2, 0.5} {
+						got := newRecaller()
+						got.inConv = make(map[uint64]bool)
+						gotOut, err := got.take(res, 1, 2, minRel, 0)
+						if err != nil {
+							return err
+						}
+						// take before: every hit, each text read.
+						want := newRecaller()
+						hits, err := e.mem.hits(v, "o", res)
+						if err != nil {
+							return err
+						}
+						var wantOut []*candidate
+						for i := range hits {
+							h := &hits[i]
+							if h.Relevance < minRel {
+								break
+							}
+							if h.Matched < min(2, h.QueryTerms) || h.SupersededBy != "" || want.byHash[h.hash] != nil {
+								continue
+							}
+							c, err := want.add(h)
+							if err != nil {
+								return err
+							}
+							if c != nil {
+								c.hop = 1
+								wantOut = append(wantOut, c)
+							}
+						}
+						if !reflect.DeepEqual(gotOut, wantOut) || !reflect.DeepEqual(got.all, want.all) {
+							t.Errorf("query %q, MinRelevance %v: take took %d, taking every hit %d", text, minRel, len(gotOut), len(wantOut))
+						}
+						if len(got.inConv) > 0 && len(wantOut) > 0 {
+							compared++
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+	if compared == 0 {
+		t.Fatal("no take both found texts in the conversation and took candidates")
 	}
 }
