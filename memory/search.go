@@ -868,79 +868,60 @@ func containsDoc(sorted []uint32, doc uint32) bool {
 	return i < len(sorted) && sorted[i] == doc
 }
 
-// hitOrder sorts hits by score, time and ref (best, newest, greatest
-// first), keeping their refs beside them.
-type hitOrder struct {
-	hits []Hit
-	refs []string
+// pick is a candidate to make a hit of, with its row (nil for a pending
+// document) and ref: hits are ordered as picks, before they are made.
+type pick struct {
+	c   *scored
+	row *parsedRow
+	ref string
 }
 
-func (o hitOrder) Len() int { return len(o.hits) }
-func (o hitOrder) Less(i, j int) bool {
-	a, b := &o.hits[i], &o.hits[j]
-	if a.Score != b.Score {
-		return a.Score > b.Score
+// comparePicks orders picks by score, time and ref (best, newest,
+// greatest first).
+func comparePicks(a, b pick) int {
+	if c := compareScoreTime(a, b); c != 0 {
+		return c
 	}
-	if !a.Time.Equal(b.Time) {
-		return a.Time.After(b.Time)
-	}
-	return o.refs[i] > o.refs[j]
-}
-func (o hitOrder) Swap(i, j int) {
-	o.hits[i], o.hits[j] = o.hits[j], o.hits[i]
-	o.refs[i], o.refs[j] = o.refs[j], o.refs[i]
+	return strings.Compare(b.ref, a.ref)
 }
 
-// sortHits sorts hits by score, time and ref. The candidates come ordered
-// by score and time already (searchWith), so only runs that tie on both
-// are sorted, by ref. A run is sorted as indexes, then each hit moved
-// once: moving whole hits in the sort's swaps is what cost (records
-// written in the same millisecond tie on time, and equal texts on score).
-func sortHits(hits []Hit, refs []string) {
-	o := hitOrder{hits, refs}
-	for i := 1; i < len(hits); i++ {
-		if o.Less(i, i-1) && (hits[i].Score != hits[i-1].Score || !hits[i].Time.Equal(hits[i-1].Time)) {
-			permuteHits(o, 0, len(hits)) // not in score and time order: sort them all
+// compareScoreTime orders picks by score and time only.
+func compareScoreTime(a, b pick) int {
+	switch {
+	case a.c.score != b.c.score:
+		if a.c.score > b.c.score {
+			return -1
+		}
+		return 1
+	case a.c.time != b.c.time:
+		if a.c.time > b.c.time {
+			return -1
+		}
+		return 1
+	}
+	return 0
+}
+
+// sortPicks sorts picks by score, time and ref, stably. The candidates
+// come ordered by score and time already (searchWith), so only runs that
+// tie on both are sorted, by ref (records written in the same
+// millisecond tie on time, and equal texts on score).
+func sortPicks(ps []pick) {
+	for i := 1; i < len(ps); i++ {
+		if compareScoreTime(ps[i], ps[i-1]) < 0 {
+			slices.SortStableFunc(ps, comparePicks) // not in score and time order: sort them all
 			return
 		}
 	}
-	for i := 0; i < len(hits); {
+	for i := 0; i < len(ps); {
 		j := i + 1
-		for j < len(hits) && hits[j].Score == hits[i].Score && hits[j].Time.Equal(hits[i].Time) {
+		for j < len(ps) && compareScoreTime(ps[j], ps[i]) == 0 {
 			j++
 		}
 		if j-i > 1 {
-			permuteHits(o, i, j)
+			slices.SortStableFunc(ps[i:j], comparePicks)
 		}
 		i = j
-	}
-}
-
-// permuteHits sorts o's hits from..to (stably, by hitOrder) through a
-// permutation of their indexes.
-func permuteHits(o hitOrder, from, to int) {
-	idx := make([]int, to-from)
-	for i := range idx {
-		idx[i] = from + i
-	}
-	sort.SliceStable(idx, func(a, b int) bool { return o.Less(idx[a], idx[b]) })
-	// Position from+i takes the hit at idx[i]: follow each cycle.
-	for i := range idx {
-		if idx[i] == from+i {
-			continue
-		}
-		h, r := o.hits[from+i], o.refs[from+i]
-		j := i
-		for {
-			k := idx[j] - from
-			idx[j] = from + j
-			if k == i {
-				o.hits[from+j], o.refs[from+j] = h, r
-				break
-			}
-			o.hits[from+j], o.refs[from+j] = o.hits[from+k], o.refs[from+k]
-			j = k
-		}
 	}
 }
 
@@ -962,71 +943,70 @@ func (m *Memory) hits(v *persistence.Snapshot, owner string, res *searchResult) 
 // The hits are those of hits without the others, in the same order.
 func (m *Memory) hitsOf(v *persistence.Snapshot, owner string, res *searchResult, keep func(*scored) bool) ([]Hit, error) {
 	src := blockSource{v: v, cache: m.cache, rows: m.rows}
-	n := len(res.cands)
-	if keep != nil {
-		n = 0
-		for i := range res.cands {
-			if keep(&res.cands[i]) {
-				n++
-			}
-		}
+	picks := make([]pick, 0, len(res.cands))
+	// The document blocks read (each looked up in the shared cache once):
+	// the candidates of a segment often share a few.
+	type blockOf struct {
+		seg *segment
+		n   uint32
 	}
-	out := make([]Hit, 0, n)
-	refs := make([]string, 0, n)
-	// The rows of the block read last: candidates of a segment that
-	// tie on score and time come in the order the search scored them,
-	// often from one block.
-	var lastSeg *segment
-	var lastBlock uint32
-	var lastRows []parsedRow
+	var blocks map[blockOf][]parsedRow
 	for i := range res.cands {
 		c := &res.cands[i]
 		if keep != nil && !keep(c) {
 			continue
 		}
+		if c.p != nil {
+			picks = append(picks, pick{c: c, ref: c.p.ref})
+			continue
+		}
+		b := blockOf{c.seg, c.doc / docBlockDocs}
+		rows, ok := blocks[b]
+		if !ok {
+			var err error
+			if rows, err = c.seg.rowBlock(src, b.n); err != nil {
+				return nil, err
+			}
+			if blocks == nil {
+				blocks = make(map[blockOf][]parsedRow)
+			}
+			blocks[b] = rows
+		}
+		r, err := c.seg.rowOf(rows, c.doc)
+		if err != nil {
+			return nil, err
+		}
+		picks = append(picks, pick{c: c, row: r, ref: r.ref})
+	}
+	sortPicks(picks)
+	out := make([]Hit, len(picks))
+	for i, pk := range picks {
+		c := pk.c
 		var info docRow
 		var task, fact string
 		var seq uint64
 		var from, to int
-		kind := c.kind
-		if c.p != nil {
+		if r := pk.row; r != nil {
+			info, task, seq, fact, from, to = r.docRow, r.task, r.seq, r.fact, r.from, r.to
+		} else {
 			info = docRow{ref: c.p.ref, source: c.p.source, hash: c.p.hash, textBytes: c.p.textBytes, untrusted: c.p.untrusted}
 			var ok bool
 			if task, seq, fact, from, to, ok = parseDocRef(info.ref); !ok {
 				return nil, fmt.Errorf("%w: ref %q", errCorrupt, info.ref)
 			}
-		} else {
-			if c.seg != lastSeg || c.doc/docBlockDocs != lastBlock {
-				rows, err := c.seg.rowBlock(src, c.doc/docBlockDocs)
-				if err != nil {
-					return nil, err
-				}
-				lastSeg, lastBlock, lastRows = c.seg, c.doc/docBlockDocs, rows
-			}
-			r, err := c.seg.rowOf(lastRows, c.doc)
-			if err != nil {
-				return nil, err
-			}
-			info, task, seq, fact, from, to = r.docRow, r.task, r.seq, r.fact, r.from, r.to
 		}
-		h := Hit{TaskID: task, Seq: seq, FactID: fact, Kind: kind, Time: time.UnixMilli(c.time).UTC(), Source: info.source,
+		out[i] = Hit{TaskID: task, Seq: seq, FactID: fact, Kind: c.kind, Time: time.UnixMilli(c.time).UTC(), Source: info.source,
 			Score: c.score, Relevance: res.relevance(c), Matched: bits.OnesCount32(c.matched), QueryTerms: res.terms, TextBytes: int(info.textBytes),
 			Untrusted: info.untrusted, hash: info.hash, PassageFrom: from, PassageTo: to, mask: c.matched}
-		out = append(out, h)
-		refs = append(refs, info.ref)
-	}
-	sortHits(out, refs)
-	sorted := out
-	for i := range sorted {
-		if sorted[i].FactID != "" {
-			by, err := supersededBy(v, owner, sorted[i].FactID)
+		if fact != "" {
+			by, err := supersededBy(v, owner, fact)
 			if err != nil {
 				return nil, err
 			}
-			sorted[i].SupersededBy = by
+			out[i].SupersededBy = by
 		}
 	}
-	return sorted, nil
+	return out, nil
 }
 
 // bestPassages keeps the first hit of each record (hits are best first:
