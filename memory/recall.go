@@ -513,41 +513,41 @@ func (r *recaller) take(res *searchResult, hop, minMatched int, minRel float64, 
 	// little relevance, too few of the query's terms) are not made: their
 	// rows are not read. The loop keeps its checks.
 	need := min(minMatched, res.terms)
-	hits, err := r.m.hitsOf(r.v, r.owner, res, func(c *scored) bool {
+	keep := func(c *scored) bool {
 		return res.relevance(c) >= minRel && bits.OnesCount32(c.matched) >= need
-	})
-	if err != nil {
-		return nil, err
 	}
 	var out []*candidate
-	for i := range hits {
-		h := &hits[i]
+	err := r.m.eachHit(r.v, r.owner, res, keep, func(h *Hit) (bool, error) {
 		if limit > 0 && len(out) == limit {
-			break
+			return false, nil
 		}
 		if h.Relevance < minRel {
-			break // hits are in score order
+			return false, nil // hits are in score order
 		}
 		// One shared word is not relevance: a record must contain two
 		// of the query's terms (the one, for a one-term query); the
 		// second hop's terms are entities, one of which links.
 		if h.Matched < min(minMatched, h.QueryTerms) || h.SupersededBy != "" {
-			continue
+			return true, nil
 		}
 		if have := r.byHash[h.hash]; have != nil {
 			if hop == 1 && have.hop == 2 {
 				have.hop, have.Relevance, have.rank = 1, h.Relevance, 0
 			}
-			continue
+			return true, nil
 		}
 		c, err := r.add(h)
 		if err != nil {
-			return nil, err
+			return false, err
 		}
 		if c != nil {
 			c.hop = hop
 			out = append(out, c)
 		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -935,13 +935,19 @@ func (res *searchResult) relevance(c *scored) float64 {
 
 // hits resolves candidates into hits, ordered by score, time and ref.
 func (m *Memory) hits(v *persistence.Snapshot, owner string, res *searchResult) ([]Hit, error) {
-	return m.hitsOf(v, owner, res, nil)
+	out := make([]Hit, 0, len(res.cands))
+	err := m.eachHit(v, owner, res, nil, func(h *Hit) (bool, error) {
+		out = append(out, *h)
+		return true, nil
+	})
+	return out, err
 }
 
-// hitsOf is hits for the candidates keep (when not nil) accepts: the
-// others' rows are not read, nor whether a fact among them is superseded.
-// The hits are those of hits without the others, in the same order.
-func (m *Memory) hitsOf(v *persistence.Snapshot, owner string, res *searchResult, keep func(*scored) bool) ([]Hit, error) {
+// eachHit calls fn with each hit of hits that keep (when not nil)
+// accepts, in the same order, until fn returns false or an error: the
+// others' rows are not read, nor whether a fact among them is
+// superseded. The hit is fn's to read during the call only.
+func (m *Memory) eachHit(v *persistence.Snapshot, owner string, res *searchResult, keep func(*scored) bool, fn func(*Hit) (bool, error)) error {
 	src := blockSource{v: v, cache: m.cache, rows: m.rows}
 	picks := make([]pick, 0, len(res.cands))
 	// The document blocks read (each looked up in the shared cache once):
@@ -965,7 +971,7 @@ func (m *Memory) hitsOf(v *persistence.Snapshot, owner string, res *searchResult
 		if !ok {
 			var err error
 			if rows, err = c.seg.rowBlock(src, b.n); err != nil {
-				return nil, err
+				return err
 			}
 			if blocks == nil {
 				blocks = make(map[blockOf][]parsedRow)
@@ -974,13 +980,13 @@ func (m *Memory) hitsOf(v *persistence.Snapshot, owner string, res *searchResult
 		}
 		r, err := c.seg.rowOf(rows, c.doc)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		picks = append(picks, pick{c: c, row: r, ref: r.ref})
 	}
 	sortPicks(picks)
-	out := make([]Hit, len(picks))
-	for i, pk := range picks {
+	var h Hit
+	for _, pk := range picks {
 		c := pk.c
 		var info docRow
 		var task, fact string
@@ -992,21 +998,24 @@ func (m *Memory) hitsOf(v *persistence.Snapshot, owner string, res *searchResult
 			info = docRow{ref: c.p.ref, source: c.p.source, hash: c.p.hash, textBytes: c.p.textBytes, untrusted: c.p.untrusted}
 			var ok bool
 			if task, seq, fact, from, to, ok = parseDocRef(info.ref); !ok {
-				return nil, fmt.Errorf("%w: ref %q", errCorrupt, info.ref)
+				return fmt.Errorf("%w: ref %q", errCorrupt, info.ref)
 			}
 		}
-		out[i] = Hit{TaskID: task, Seq: seq, FactID: fact, Kind: c.kind, Time: time.UnixMilli(c.time).UTC(), Source: info.source,
+		h = Hit{TaskID: task, Seq: seq, FactID: fact, Kind: c.kind, Time: time.UnixMilli(c.time).UTC(), Source: info.source,
 			Score: c.score, Relevance: res.relevance(c), Matched: bits.OnesCount32(c.matched), QueryTerms: res.terms, TextBytes: int(info.textBytes),
 			Untrusted: info.untrusted, hash: info.hash, PassageFrom: from, PassageTo: to, mask: c.matched}
 		if fact != "" {
 			by, err := supersededBy(v, owner, fact)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			out[i].SupersededBy = by
+			h.SupersededBy = by
+		}
+		if more, err := fn(&h); err != nil || !more {
+			return err
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // bestPassages keeps the first hit of each record (hits are best first:
