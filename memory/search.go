@@ -820,9 +820,21 @@ func scorePendLayer(l *pendLayer, place int, qts []qterm, f *filter, kNorm *[256
 	if len(l.docs) == 0 {
 		return
 	}
-	acc := make([]float64, len(l.docs))
-	matched := make([]uint32, len(l.docs))
-	var touched []int32
+	// A segment's accumulator serves (its arrays are zero between uses).
+	ap := accPool.Get().(*accumulator)
+	defer accPool.Put(ap)
+	if cap(ap.score) < len(l.docs) {
+		ap.score = make([]float64, len(l.docs))
+		ap.matched = make([]uint32, len(l.docs))
+	}
+	acc, matched := ap.score[:len(l.docs)], ap.matched[:len(l.docs)]
+	touched := ap.touched[:0]
+	defer func() {
+		for _, d := range touched {
+			acc[d], matched[d] = 0, 0
+		}
+		ap.touched = touched[:0]
+	}()
 	for qi, qt := range qts {
 		bit := uint32(1) << uint(qi)
 		w := qt.idf * (bm25K1 + 1)
@@ -835,7 +847,7 @@ func scorePendLayer(l *pendLayer, place int, qts []qterm, f *filter, kNorm *[256
 				continue
 			}
 			if acc[pp.doc] == 0 {
-				touched = append(touched, pp.doc)
+				touched = append(touched, uint32(pp.doc))
 			}
 			ft := float64(pp.tf)
 			acc[pp.doc] += w * ft / (ft + kNorm[p.norm])

@@ -317,3 +317,38 @@ func TestTakeMatchesTakingEveryHit(t *testing.T) {
 		t.Fatal("no take both found texts in the conversation and took candidates")
 	}
 }
+
+func TestFewRecords(t *testing.T) {
+	recs := func(spec ...int64) []scored { // time*10 + kind
+		var out []scored
+		for _, s := range spec {
+			out = append(out, scored{time: s / 10, kind: Kind(s % 10)})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		cands []scored
+		want  bool
+	}{
+		{nil, false},
+		{recs(11), false},
+		{recs(11, 11), false}, // one of two: not fewer than half
+		{recs(11, 11, 11), true},
+		{recs(11, 12), false},                 // one instant, two kinds: two records
+		{recs(11, 21, 11, 21), false},         // two of four: not fewer than half
+		{recs(11, 21, 11, 21, 11), true},      // two of five
+		{recs(31, 11, 21, 11, 31, 21), false}, // three of six, unsorted
+		{recs(31, 11, 11, 11, 31, 21, 21), true},
+	} {
+		if got := fewRecords(c.cands); got != c.want {
+			t.Errorf("fewRecords(%v) = %v, want %v", c.cands, got, c.want)
+		}
+	}
+	many := make([]scored, 3*recallCandidates) // beyond the buffer
+	for i := range many {
+		many[i].time = int64(i % (recallCandidates + 1))
+	}
+	if got := fewRecords(many); !got {
+		t.Errorf("fewRecords(%d candidates of %d records) = false, want true", len(many), recallCandidates+1)
+	}
+}
