@@ -962,13 +962,15 @@ func (m *Memory) hits(v *persistence.Snapshot, owner string, res *searchResult) 
 func (m *Memory) eachHit(v *persistence.Snapshot, owner string, res *searchResult, keep func(*scored) bool, fn func(*Hit) (bool, error)) error {
 	src := blockSource{v: v, cache: m.cache, rows: m.rows}
 	picks := make([]pick, 0, len(res.cands))
-	// The document blocks read (each looked up in the shared cache once):
-	// the candidates of a segment often share a few.
-	type blockOf struct {
-		seg *segment
-		n   uint32
+	// The document blocks read, each looked up in the shared cache once
+	// (the candidates of a segment often share a few; a short list costs
+	// less than a map).
+	type block struct {
+		seg  *segment
+		n    uint32
+		rows []parsedRow
 	}
-	var blocks map[blockOf][]parsedRow
+	var blocks []block
 	for i := range res.cands {
 		c := &res.cands[i]
 		if keep != nil && !keep(c) {
@@ -978,17 +980,21 @@ func (m *Memory) eachHit(v *persistence.Snapshot, owner string, res *searchResul
 			picks = append(picks, pick{c: c, ref: c.p.ref})
 			continue
 		}
-		b := blockOf{c.seg, c.doc / docBlockDocs}
-		rows, ok := blocks[b]
-		if !ok {
+		n := c.doc / docBlockDocs
+		var rows []parsedRow
+		found := false
+		for j := len(blocks) - 1; j >= 0; j-- { // the latest first
+			if b := &blocks[j]; b.seg == c.seg && b.n == n {
+				rows, found = b.rows, true
+				break
+			}
+		}
+		if !found {
 			var err error
-			if rows, err = c.seg.rowBlock(src, b.n); err != nil {
+			if rows, err = c.seg.rowBlock(src, n); err != nil {
 				return err
 			}
-			if blocks == nil {
-				blocks = make(map[blockOf][]parsedRow)
-			}
-			blocks[b] = rows
+			blocks = append(blocks, block{c.seg, n, rows})
 		}
 		r, err := c.seg.rowOf(rows, c.doc)
 		if err != nil {
