@@ -451,21 +451,12 @@ func decodeDocRows(b []byte) ([]docRow, error) {
 	return rows, nil
 }
 
-// row returns the document table row of doc, with its ref parsed. The
-// rows of a document block are decoded together the first time one of
-// them is asked for and kept in the memory's cache of decoded blocks
-// (src.rows, bounded in bytes): results come back to the same documents
-// Cycle after Cycle, and finding one row in an encoded block means
-// decoding the rows before it.
-func (s *segment) row(src blockSource, doc uint32) (*parsedRow, error) {
-	rows, err := s.rowBlock(src, doc/docBlockDocs)
-	if err != nil {
-		return nil, err
-	}
-	return s.rowOf(rows, doc)
-}
-
-// rowBlock returns the decoded rows of document block n (see row).
+// rowBlock returns the document table rows of document block n, with
+// their refs parsed (a document's row is rowOf them). The rows of a
+// block are decoded together the first time one of them is asked for
+// and kept in the memory's cache of decoded blocks (src.rows, bounded in
+// bytes): results come back to the same documents Cycle after Cycle, and
+// finding one row in an encoded block means decoding the rows before it.
 func (s *segment) rowBlock(src blockSource, n uint32) ([]parsedRow, error) {
 	key := persistence.BlockKey(s.owner, persistence.BlockDocs, s.hdr.seg, n)
 	rows, ok := src.rows.get(key)
