@@ -159,7 +159,8 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 	var out []prompt.Evidence
 	err := m.view(func(v *persistence.Snapshot) error {
 		r := recaller{m: m, v: v, ctx: ctx, owner: q.Owner, conv: conv, byHash: make(map[uint64]*candidate), inConv: make(map[uint64]bool), query: make(map[string]bool)}
-		for _, t := range Terms(text) {
+		terms := Terms(text)
+		for _, t := range terms {
 			r.query[t] = true
 		}
 		segs, err := m.liveSegments(v, q.Owner)
@@ -173,7 +174,7 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 		// When passages of a few long records take most of the
 		// recallCandidates places, the search looks further, so other
 		// records keep theirs (widenFrom: one scoring pass either way).
-		so := searchOpts{k: recallCandidates * passageWiden, widenFrom: recallCandidates, maxTerms: recallQueryTerms, own: own, ownDocs: ownDocs, evidenceBar: true, segs: segs, pend: pend}
+		so := searchOpts{k: recallCandidates * passageWiden, widenFrom: recallCandidates, maxTerms: recallQueryTerms, own: own, ownDocs: ownDocs, evidenceBar: true, segs: segs, pend: pend, terms: terms}
 		res, err := m.searchWith(v, &sq, so)
 		if err != nil {
 			return err
