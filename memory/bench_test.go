@@ -773,14 +773,22 @@ func sameTextCorpus(b *testing.B) (*benchCorpus, RecallQuery) {
 
 // BenchmarkRecallSameText is one Cycle's recall in the step benchmark's
 // shape (sameTextCorpus): every search (no reuse of a cached result).
-func BenchmarkRecallSameText(b *testing.B) {
+func BenchmarkRecallSameText(b *testing.B) { benchRecallSameText(b, false) }
+
+// BenchmarkRecallSameTextUnchanged is the same Cycle's recall reusing its
+// cached result (as four Cycles in five do in the step benchmark).
+func BenchmarkRecallSameTextUnchanged(b *testing.B) { benchRecallSameText(b, true) }
+
+func benchRecallSameText(b *testing.B, reuse bool) {
 	c, q := sameTextCorpus(b)
 	lat := make(latencies, 0, b.N)
 	items := 0
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		c.mem.recalls.reset()
+		if !reuse {
+			c.mem.recalls.reset() // every recall searches
+		}
 		t := time.Now()
 		ev, err := c.mem.Recall(context.Background(), q)
 		if err != nil {
