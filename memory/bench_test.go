@@ -726,9 +726,10 @@ func sameTextTask(r, i, calls int) []*api.Event {
 }
 
 // sameTextCorpus returns the shared corpus of the step benchmark's shape:
-// sameTextRounds-1 rounds of finished Tasks (in segments) and a last
-// round half done (its records pending), and the recall query of the
-// last round's first Task.
+// sameTextRounds-1 rounds of finished Tasks (in segments of about 256
+// records, merged as the background indexer does) and a last round half
+// done (its records pending), and the recall query of the last round's
+// first Task.
 func sameTextCorpus(b *testing.B) (*benchCorpus, RecallQuery) {
 	b.Helper()
 	last := sameTextTask(sameTextRounds-1, 0, sameTextCalls/2)
@@ -751,12 +752,17 @@ func sameTextCorpus(b *testing.B) (*benchCorpus, RecallQuery) {
 		b.Fatal(err)
 	}
 	for r := 0; r < sameTextRounds; r++ {
-		if r == sameTextRounds-1 {
-			if err := c.mem.Flush(context.Background()); err != nil {
-				b.Fatal(err)
-			}
-		}
 		for i := 0; i < sameTextTasks; i++ {
+			if r < sameTextRounds-1 && i%12 == 0 && r+i > 0 { // about 256 records
+				if err := c.mem.Flush(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if r == sameTextRounds-1 && i == 0 {
+				if err := c.mem.Flush(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			}
 			calls := sameTextCalls
 			if r == sameTextRounds-1 {
 				calls /= 2
