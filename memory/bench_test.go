@@ -676,3 +676,134 @@ func BenchmarkAppend64TasksIndexed(b *testing.B) {
 		b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
 	}
 }
+
+// The step benchmark's shape (tests/steps_bench_test.go, issue 18):
+// rounds of sameTextTasks Tasks of one owner started at once, each with
+// the same request, sameTextCalls calls of the system tool whose results
+// are the same text, and the same final answer. A few Tasks' records
+// share each millisecond (they run at once), and the recall query of
+// every Cycle matches every Task's request.
+const (
+	sameTextRounds  = 5
+	sameTextTasks   = 50
+	sameTextCalls   = 19
+	sameTextRequest = "List the services of this daemon, again and again."
+	// sameTextKey keys the corpus among corpora (whose other keys count
+	// records).
+	sameTextKey = -1
+)
+
+// sameTextTask returns the events of Task i of round r, after calls tool
+// results (and its answer when calls is sameTextCalls).
+func sameTextTask(r, i, calls int) []*api.Event {
+	start := time.Unix(1700000000, 0).Add(time.Duration(r) * time.Minute)
+	id := persistence.NewTaskID(start.Add(time.Duration(r*sameTextTasks+i) * time.Millisecond))
+	var evs []*api.Event
+	at := func(step int) *timestamppb.Timestamp {
+		// Four Tasks share each millisecond of a step.
+		return timestamppb.New(start.Add(time.Duration(step)*30*time.Millisecond + time.Duration(i/4)*time.Millisecond))
+	}
+	add := func(step int, b proto.Message) {
+		evs = append(evs, api.NewEvent(id, uint64(len(evs)+1), at(step), b))
+	}
+	add(0, &api.TaskCreated{Owner: "o", Model: "openai/bench-model"})
+	add(0, &api.UserMessage{Text: sameTextRequest})
+	for c := 1; c <= calls; c++ {
+		call := fmt.Sprintf("call_%d", c)
+		add(c, &api.CycleStarted{Cycle: uint32(c)})
+		add(c, &api.AssistantMessage{Cycle: uint32(c), ToolCallIds: []string{call}})
+		add(c, &api.ToolCallRecorded{CallId: call, Cycle: uint32(c), Tool: "system", Arguments: []byte(`{"action":"list"}`)})
+		add(c, &api.CycleFinished{Cycle: uint32(c), Outcome: api.CycleOutcome_CYCLE_OUTCOME_COMPLETED})
+		out := []byte(`{"services":[]}`)
+		add(c, &api.ToolResult{CallId: call, Retained: true, RetainedOutput: out, OutputBytes: uint64(len(out))})
+	}
+	if calls == sameTextCalls {
+		add(calls+1, &api.CycleStarted{Cycle: uint32(calls + 1)})
+		add(calls+1, &api.AssistantMessage{Cycle: uint32(calls + 1), Text: "Done: the services are listed."})
+		add(calls+1, &api.CycleFinished{Cycle: uint32(calls + 1), Outcome: api.CycleOutcome_CYCLE_OUTCOME_COMPLETED})
+	}
+	return evs
+}
+
+// sameTextCorpus returns the shared corpus of the step benchmark's shape:
+// sameTextRounds-1 rounds of finished Tasks (in segments of about 256
+// records, merged as the background indexer does) and a last round half
+// done (its records pending), and the recall query of the last round's
+// first Task.
+func sameTextCorpus(b *testing.B) (*benchCorpus, RecallQuery) {
+	b.Helper()
+	last := sameTextTask(sameTextRounds-1, 0, sameTextCalls/2)
+	q := RecallQuery{Owner: "o", TaskID: last[0].GetTaskId(), History: last}
+	corporaMu.Lock()
+	defer corporaMu.Unlock()
+	if c := corpora[sameTextKey]; c != nil {
+		return c, q
+	}
+	dir, err := os.MkdirTemp("", "lemo-memory-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := &benchCorpus{dir: dir}
+	corpora[sameTextKey] = c
+	if c.dd, c.st, err = openBenchStore(dir); err != nil {
+		b.Fatal(err)
+	}
+	if c.mem, err = Open(context.Background(), c.st, Options{IndexInterval: time.Hour, manual: true}); err != nil {
+		b.Fatal(err)
+	}
+	for r := 0; r < sameTextRounds; r++ {
+		for i := 0; i < sameTextTasks; i++ {
+			if r < sameTextRounds-1 && i%12 == 0 && r+i > 0 { // about 256 records
+				if err := c.mem.Flush(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if r == sameTextRounds-1 && i == 0 {
+				if err := c.mem.Flush(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			calls := sameTextCalls
+			if r == sameTextRounds-1 {
+				calls /= 2
+			}
+			evs := sameTextTask(r, i, calls)
+			if _, err := c.st.Append(context.Background(), persistence.Append{TaskID: evs[0].GetTaskId(), Events: evs, Extra: c.mem.Postings("o", evs)}); err != nil {
+				b.Fatal(err)
+			}
+			c.records += len(evs)
+		}
+	}
+	return c, q
+}
+
+// BenchmarkRecallSameText is one Cycle's recall in the step benchmark's
+// shape (sameTextCorpus): every search (no reuse of a cached result).
+func BenchmarkRecallSameText(b *testing.B) { benchRecallSameText(b, false) }
+
+// BenchmarkRecallSameTextUnchanged is the same Cycle's recall reusing its
+// cached result (as four Cycles in five do in the step benchmark).
+func BenchmarkRecallSameTextUnchanged(b *testing.B) { benchRecallSameText(b, true) }
+
+func benchRecallSameText(b *testing.B, reuse bool) {
+	c, q := sameTextCorpus(b)
+	lat := make(latencies, 0, b.N)
+	items := 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if !reuse {
+			c.mem.recalls.reset() // every recall searches
+		}
+		t := time.Now()
+		ev, err := c.mem.Recall(context.Background(), q)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t))
+		items = len(ev)
+	}
+	b.StopTimer()
+	lat.report(b)
+	b.ReportMetric(float64(items), "items")
+}

@@ -457,46 +457,45 @@ func binaryUvarint(v uint64) []byte {
 	return b[:n]
 }
 
-// TestSortHits checks that sorting only the runs that tie gives the order
-// a full sort by score, time and ref gives, whether or not the hits come
+// TestSortPicks checks that sorting only the runs that tie gives the order
+// a full sort by score, time and ref gives, whether or not the picks come
 // in score and time order.
-func TestSortHits(t *testing.T) {
+func TestSortPicks(t *testing.T) {
 	rng := rand.New(rand.NewSource(7))
-	t0 := time.UnixMilli(1_700_000_000_000)
 	for round := range 200 {
 		n := rng.Intn(60)
-		hits := make([]Hit, n)
-		refs := make([]string, n)
-		for i := range hits {
-			hits[i] = Hit{Score: float64(rng.Intn(4)), Time: t0.Add(time.Duration(rng.Intn(3)) * time.Millisecond), Seq: uint64(i)}
-			refs[i] = fmt.Sprintf("T%d", rng.Intn(1000))
+		picks := make([]pick, n)
+		for i := range picks {
+			picks[i] = pick{c: &scored{score: float64(rng.Intn(4)), time: int64(rng.Intn(3)), doc: uint32(i)}, ref: fmt.Sprintf("T%d", rng.Intn(1000))}
 		}
 		if round%2 == 0 { // as searchWith gives them: by score and time
-			sort.Stable(byScoreTime{hits, refs})
+			sort.SliceStable(picks, func(i, j int) bool {
+				a, b := picks[i].c, picks[j].c
+				if a.score != b.score {
+					return a.score > b.score
+				}
+				return a.time > b.time
+			})
 		}
-		wantHits, wantRefs := slices.Clone(hits), slices.Clone(refs)
-		sort.Stable(hitOrder{wantHits, wantRefs})
-		sortHits(hits, refs)
-		for i := range hits {
-			if hits[i].Seq != wantHits[i].Seq || refs[i] != wantRefs[i] {
-				t.Fatalf("round %d: hit %d is seq %d (%s), want seq %d (%s)", round, i, hits[i].Seq, refs[i], wantHits[i].Seq, wantRefs[i])
+		want := slices.Clone(picks)
+		sort.SliceStable(want, func(i, j int) bool {
+			a, b := want[i], want[j]
+			if a.c.score != b.c.score {
+				return a.c.score > b.c.score
+			}
+			if a.c.time != b.c.time {
+				return a.c.time > b.c.time
+			}
+			return a.ref > b.ref
+		})
+		sortPicks(picks)
+		for i := range picks {
+			if picks[i].c != want[i].c {
+				t.Fatalf("round %d: pick %d is doc %d (%s), want doc %d (%s)", round, i, picks[i].c.doc, picks[i].ref, want[i].c.doc, want[i].ref)
 			}
 		}
 	}
 }
-
-// byScoreTime orders hits by score and time only, best and newest first.
-type byScoreTime hitOrder
-
-func (o byScoreTime) Len() int { return len(o.hits) }
-func (o byScoreTime) Less(i, j int) bool {
-	a, b := &o.hits[i], &o.hits[j]
-	if a.Score != b.Score {
-		return a.Score > b.Score
-	}
-	return a.Time.After(b.Time)
-}
-func (o byScoreTime) Swap(i, j int) { hitOrder(o).Swap(i, j) }
 
 func TestMayBeIn(t *testing.T) {
 	submitted := map[string]uint64{"T1": 5}

@@ -1,7 +1,9 @@
 package memory
 
 import (
+	"cmp"
 	"encoding/binary"
+	"slices"
 	"strings"
 )
 
@@ -153,9 +155,22 @@ func fewRecords(cands []scored) bool {
 		time int64
 		kind Kind
 	}
-	seen := make(map[rec]bool, len(cands))
+	var buf [recallCandidates]rec // no allocation for recall's search
+	recs := buf[:0]
 	for _, c := range cands {
-		seen[rec{c.time, c.kind}] = true
+		recs = append(recs, rec{c.time, c.kind})
 	}
-	return 2*len(seen) < len(cands)
+	slices.SortFunc(recs, func(a, b rec) int {
+		if a.time != b.time {
+			return cmp.Compare(a.time, b.time)
+		}
+		return cmp.Compare(a.kind, b.kind)
+	})
+	distinct := 0
+	for i := range recs {
+		if i == 0 || recs[i] != recs[i-1] {
+			distinct++
+		}
+	}
+	return 2*distinct < len(cands)
 }

@@ -158,8 +158,9 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 	qvec := m.embedQuery(ctx, text) // nil: lexical recall alone
 	var out []prompt.Evidence
 	err := m.view(func(v *persistence.Snapshot) error {
-		r := recaller{m: m, v: v, ctx: ctx, owner: q.Owner, conv: conv, byHash: make(map[uint64]*candidate), query: make(map[string]bool)}
-		for _, t := range Terms(text) {
+		r := recaller{m: m, v: v, ctx: ctx, owner: q.Owner, conv: conv, byHash: make(map[uint64]*candidate), inConv: make(map[uint64]bool), query: make(map[string]bool)}
+		terms := Terms(text)
+		for _, t := range terms {
 			r.query[t] = true
 		}
 		segs, err := m.liveSegments(v, q.Owner)
@@ -170,18 +171,13 @@ func (m *Memory) Recall(ctx context.Context, q RecallQuery) ([]prompt.Evidence, 
 		if err != nil {
 			return err
 		}
-		so := searchOpts{k: recallCandidates, maxTerms: recallQueryTerms, own: own, ownDocs: ownDocs, evidenceBar: true, segs: segs, pend: pend}
+		// When passages of a few long records take most of the
+		// recallCandidates places, the search looks further, so other
+		// records keep theirs (widenFrom: one scoring pass either way).
+		so := searchOpts{k: recallCandidates * passageWiden, widenFrom: recallCandidates, maxTerms: recallQueryTerms, own: own, ownDocs: ownDocs, evidenceBar: true, segs: segs, pend: pend, terms: terms}
 		res, err := m.searchWith(v, &sq, so)
 		if err != nil {
 			return err
-		}
-		if len(res.cands) == so.k && fewRecords(res.cands) {
-			// Passages of a few long records took most places: look
-			// further, so other records keep theirs.
-			so.k *= passageWiden
-			if res, err = m.searchWith(v, &sq, so); err != nil {
-				return err
-			}
 		}
 		first, err := r.take(res, 1, 2, m.opt.MinRelevance, 0)
 		if err != nil {
@@ -465,6 +461,9 @@ type recaller struct {
 	conv   *convTexts
 	all    []*candidate
 	byHash map[uint64]*candidate
+	// inConv, when not nil, holds the hashes of event records found in
+	// the conversation (addIf).
+	inConv map[uint64]bool
 	// query is the query's terms; qorder those the search used that some
 	// record holds, in the search's order, with their idf (qidf) and its
 	// sum (qmass).
@@ -511,39 +510,45 @@ func (r *recaller) coverage(held map[string]bool) float64 {
 // a candidate keeps its better rank), at most limit new ones when limit is
 // positive. It returns the new candidates.
 func (r *recaller) take(res *searchResult, hop, minMatched int, minRel float64, limit int) ([]*candidate, error) {
-	hits, err := r.m.hits(r.v, r.owner, res)
-	if err != nil {
-		return nil, err
+	// The hits of the candidates the loop below would pass over (too
+	// little relevance, too few of the query's terms) are not made: their
+	// rows are not read. The loop keeps its checks.
+	need := min(minMatched, res.terms)
+	keep := func(c *scored) bool {
+		return res.relevance(c) >= minRel && bits.OnesCount32(c.matched) >= need
 	}
 	var out []*candidate
-	for i := range hits {
-		h := &hits[i]
+	err := r.m.eachHit(r.v, r.owner, res, keep, func(h *Hit) (bool, error) {
 		if limit > 0 && len(out) == limit {
-			break
+			return false, nil
 		}
 		if h.Relevance < minRel {
-			break // hits are in score order
+			return false, nil // hits are in score order
 		}
 		// One shared word is not relevance: a record must contain two
 		// of the query's terms (the one, for a one-term query); the
 		// second hop's terms are entities, one of which links.
 		if h.Matched < min(minMatched, h.QueryTerms) || h.SupersededBy != "" {
-			continue
+			return true, nil
 		}
 		if have := r.byHash[h.hash]; have != nil {
 			if hop == 1 && have.hop == 2 {
 				have.hop, have.Relevance, have.rank = 1, h.Relevance, 0
 			}
-			continue
+			return true, nil
 		}
 		c, err := r.add(h)
 		if err != nil {
-			return nil, err
+			return false, err
 		}
 		if c != nil {
 			c.hop = hop
 			out = append(out, c)
 		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -624,6 +629,12 @@ func (r *recaller) addIf(h *Hit, keep func(*candidate) bool, also ...string) (*c
 	if err := r.ctx.Err(); err != nil {
 		return nil, err
 	}
+	// An event record's hash is its text's (a fact's is of the text it
+	// is indexed by): one found in the conversation names every record
+	// of that text, as byHash does for those recalled.
+	if h.FactID == "" && r.inConv != nil && r.inConv[h.hash] {
+		return nil, nil
+	}
 	text, err := r.m.recordText(r.v, r.owner, h)
 	if errors.Is(err, persistence.ErrNotFound) {
 		return nil, nil
@@ -632,6 +643,9 @@ func (r *recaller) addIf(h *Hit, keep func(*candidate) bool, also ...string) (*c
 		return nil, err
 	}
 	if r.conv.has(text) {
+		if h.FactID == "" && r.inConv != nil {
+			r.inConv[h.hash] = true
+		}
 		return nil, nil
 	}
 	c := &candidate{Hit: *h, text: text}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -22,7 +23,9 @@ import (
 // ln(1 + (N - df + 0.5) / (df + 0.5)), where N, the average length and df
 // are exact over the owner's whole index (segments and pending documents)
 // at the instant of the query. Equal scores are ordered by recency (the
-// record's time, then its ref). A hit's Relevance is its score divided by
+// record's time, then its ref); which of the records equal in score and
+// time a search of k keeps is decided by the order it scored them (see
+// worse). A hit's Relevance is its score divided by
 // the score of a document that matched the relevanceTerms most specific of
 // the query's terms that occur in the index, with unbounded frequency, so
 // it lies in [0, 1] and is comparable across queries; Matched counts the
@@ -225,6 +228,26 @@ type scored struct {
 	seg     *segment
 	doc     uint32
 	p       *pdoc
+	// ord is the order in which the search scored the document (its
+	// segment's or pending layer's place, then the document's place in
+	// that one's scoring), whatever its k: candidates equal in score and
+	// time rank by it (see worse).
+	ord uint64
+}
+
+// worse orders candidates: by score, then by time (the newer first),
+// then by ord (the one scored first first). It is a total order, so the
+// best k of a search are the first k of its best n for any n >= k: a
+// search for more candidates finds those of a search for fewer, and
+// more (Recall's one-pass widening relies on it).
+func worse(a, b *scored) bool {
+	if a.score != b.score {
+		return a.score < b.score
+	}
+	if a.time != b.time {
+		return a.time < b.time
+	}
+	return a.ord > b.ord
 }
 
 // topK keeps the k best candidates offered, in a min-heap (the worst
@@ -235,49 +258,60 @@ type topK struct {
 	items []scored
 }
 
-// less orders candidates worst first: by score, then by time.
-func (h *topK) less(i, j int) bool {
-	a, b := &h.items[i], &h.items[j]
-	if a.score != b.score {
-		return a.score < b.score
-	}
-	return a.time < b.time
-}
-
 func (h *topK) offer(s scored) {
 	if len(h.items) < h.k {
 		if h.items == nil {
 			h.items = make([]scored, 0, h.k)
 		}
 		h.items = append(h.items, s)
-		for j := len(h.items) - 1; j > 0; { // up
+		j := len(h.items) - 1
+		for j > 0 { // up, moving the parents down into the hole
 			i := (j - 1) / 2
-			if !h.less(j, i) {
+			if !worse(&s, &h.items[i]) {
 				break
 			}
-			h.items[i], h.items[j] = h.items[j], h.items[i]
+			h.items[j] = h.items[i]
 			j = i
 		}
+		h.items[j] = s
 		return
 	}
-	top := h.items[0]
-	if s.score > top.score || (s.score == top.score && s.time > top.time) {
-		h.items[0] = s
-		for i, n := 0, len(h.items); ; { // down
-			j := 2*i + 1
-			if j >= n {
-				break
-			}
-			if j+1 < n && h.less(j+1, j) {
-				j++
-			}
-			if !h.less(j, i) {
-				break
-			}
-			h.items[i], h.items[j] = h.items[j], h.items[i]
-			i = j
-		}
+	if worse(&h.items[0], &s) {
+		h.down(s, len(h.items))
 	}
+}
+
+// down puts s at the root of the heap of the first n items, in place of
+// the root, and moves it down to its place (the children move up into
+// the hole: one write per level where swaps made two).
+func (h *topK) down(s scored, n int) {
+	i := 0
+	for {
+		j := 2*i + 1
+		if j >= n {
+			break
+		}
+		if j+1 < n && worse(&h.items[j+1], &h.items[j]) {
+			j++
+		}
+		if !worse(&h.items[j], &s) {
+			break
+		}
+		h.items[i] = h.items[j]
+		i = j
+	}
+	h.items[i] = s
+}
+
+// sorted returns the items best first, sorting the heap in place (a
+// heapsort: the worst goes last, and so on).
+func (h *topK) sorted() []scored {
+	for n := len(h.items) - 1; n > 0; n-- {
+		last := h.items[n]
+		h.items[n] = h.items[0]
+		h.down(last, n)
+	}
+	return h.items
 }
 
 // accumulator is the per-document state of a segment's scoring.
@@ -335,6 +369,12 @@ type searchOpts struct {
 	// evidenceBar measures Relevance against the terms the evidence holds
 	// (see evidenceBar).
 	evidenceBar bool
+	// widenFrom, when positive, makes the search one of widenFrom
+	// candidates that widens to k when they are passages of few records
+	// (fewRecords), in one scoring pass: it returns the first widenFrom
+	// of the best k unless those are few records' passages, the best k
+	// then.
+	widenFrom int
 	// segs and pend, when pend is set, are the owner's live segments and
 	// pending documents of the snapshot (read once for a recall's several
 	// searches).
@@ -474,15 +514,13 @@ func (m *Memory) searchWith(v *persistence.Snapshot, q *Query, o searchOpts) (*s
 			return nil, err
 		}
 	}
-	m.scorePending(pend, qts, &f, &kNorm, top)
-	res.cands = top.items
-	sort.Slice(res.cands, func(i, j int) bool {
-		a, b := res.cands[i], res.cands[j]
-		if a.score != b.score {
-			return a.score > b.score
-		}
-		return a.time > b.time
-	})
+	m.scorePending(pend, len(segs), qts, &f, &kNorm, top)
+	res.cands = top.sorted()
+	if w := o.widenFrom; w > 0 && len(res.cands) > w && !fewRecords(res.cands[:w]) {
+		// The search of w candidates would not have widened: its
+		// candidates are the first w (worse is a total order).
+		res.cands = res.cands[:w]
+	}
 	if o.evidenceBar {
 		if p := evidenceBar(qts, res.cands); p > 0 {
 			res.perfect = p
@@ -750,17 +788,19 @@ func (m *Memory) scoreSegment(src blockSource, s *segment, si int, qts []qterm, 
 			return err
 		}
 	}
-	for _, d := range touched {
+	for i, d := range touched {
 		sc := acc[d]
 		if f.need != nil && !f.need.ok(matched[d]) {
 			continue
 		}
+		ord := uint64(si)<<32 | uint64(i)
 		if len(top.items) == top.k {
-			if low := top.items[0]; sc < low.score || (sc == low.score && cols.times[d] <= low.time) {
+			// No better than the worst kept (worse, inline): skipped.
+			if low := &top.items[0]; sc < low.score || (sc == low.score && (cols.times[d] < low.time || (cols.times[d] == low.time && ord > low.ord))) {
 				continue
 			}
 		}
-		top.offer(scored{score: sc, time: cols.times[d], kind: Kind(cols.kinds[d]), matched: matched[d], seg: s, doc: d})
+		top.offer(scored{score: sc, time: cols.times[d], kind: Kind(cols.kinds[d]), matched: matched[d], seg: s, doc: d, ord: ord})
 	}
 	return nil
 }
@@ -768,19 +808,33 @@ func (m *Memory) scoreSegment(src blockSource, s *segment, si int, qts []qterm, 
 // scorePending scores the pending documents, term at a time like a
 // segment (the same arithmetic, so a document scores the same wherever it
 // is stored).
-func (m *Memory) scorePending(pend *pendingSet, qts []qterm, f *filter, kNorm *[256]float64, top *topK) {
-	for _, l := range pend.layers {
-		scorePendLayer(l, qts, f, kNorm, top)
+// Their candidates' ord follows the segments' (place is the first
+// layer's).
+func (m *Memory) scorePending(pend *pendingSet, place int, qts []qterm, f *filter, kNorm *[256]float64, top *topK) {
+	for i, l := range pend.layers {
+		scorePendLayer(l, place+i, qts, f, kNorm, top)
 	}
 }
 
-func scorePendLayer(l *pendLayer, qts []qterm, f *filter, kNorm *[256]float64, top *topK) {
+func scorePendLayer(l *pendLayer, place int, qts []qterm, f *filter, kNorm *[256]float64, top *topK) {
 	if len(l.docs) == 0 {
 		return
 	}
-	acc := make([]float64, len(l.docs))
-	matched := make([]uint32, len(l.docs))
-	var touched []int32
+	// A segment's accumulator serves (its arrays are zero between uses).
+	ap := accPool.Get().(*accumulator)
+	defer accPool.Put(ap)
+	if cap(ap.score) < len(l.docs) {
+		ap.score = make([]float64, len(l.docs))
+		ap.matched = make([]uint32, len(l.docs))
+	}
+	acc, matched := ap.score[:len(l.docs)], ap.matched[:len(l.docs)]
+	touched := ap.touched[:0]
+	defer func() {
+		for _, d := range touched {
+			acc[d], matched[d] = 0, 0
+		}
+		ap.touched = touched[:0]
+	}()
 	for qi, qt := range qts {
 		bit := uint32(1) << uint(qi)
 		w := qt.idf * (bm25K1 + 1)
@@ -789,27 +843,36 @@ func scorePendLayer(l *pendLayer, qts []qterm, f *filter, kNorm *[256]float64, t
 			if !f.kinds[p.kind&7] || p.time < f.since || p.time > f.until {
 				continue
 			}
-			if f.task != "" || f.excludeTask != "" {
-				task, _, _, _, _, _ := parseDocRef(p.ref)
-				if (f.task != "" && task != f.task) || (f.excludeTask != "" && task == f.excludeTask) {
-					continue
-				}
+			if (f.task != "" && !refOfTask(p.ref, f.task)) || (f.excludeTask != "" && refOfTask(p.ref, f.excludeTask)) {
+				continue
 			}
 			if acc[pp.doc] == 0 {
-				touched = append(touched, pp.doc)
+				touched = append(touched, uint32(pp.doc))
 			}
 			ft := float64(pp.tf)
 			acc[pp.doc] += w * ft / (ft + kNorm[p.norm])
 			matched[pp.doc] |= bit
 		}
 	}
-	for _, i := range touched {
+	for j, i := range touched {
 		p := l.docs[i]
 		if f.need != nil && !f.need.ok(matched[i]) {
 			continue
 		}
-		top.offer(scored{score: acc[i], time: p.time, kind: p.kind, matched: matched[i], p: p})
+		top.offer(scored{score: acc[i], time: p.time, kind: p.kind, matched: matched[i], p: p, ord: uint64(place)<<32 | uint64(j)})
 	}
+}
+
+// refOfTask reports whether ref is a valid document ref of task (whose
+// parseDocRef names task): the full parse only when ref starts with the
+// task's id and a '/', which the refs of other Tasks do not (a Task id
+// holds no '/'), since a pending layer checks every posting.
+func refOfTask(ref, task string) bool {
+	if !strings.Contains(task, "/") && (len(ref) <= len(task) || ref[len(task)] != '/' || ref[:len(task)] != task) {
+		return false
+	}
+	t, _, _, _, _, ok := parseDocRef(ref)
+	return ok && t == task
 }
 
 func containsDoc(sorted []uint32, doc uint32) bool {
@@ -817,127 +880,160 @@ func containsDoc(sorted []uint32, doc uint32) bool {
 	return i < len(sorted) && sorted[i] == doc
 }
 
-// hitOrder sorts hits by score, time and ref (best, newest, greatest
-// first), keeping their refs beside them.
-type hitOrder struct {
-	hits []Hit
-	refs []string
+// pick is a candidate to make a hit of, with its row (nil for a pending
+// document) and ref: hits are ordered as picks, before they are made.
+type pick struct {
+	c   *scored
+	row *parsedRow
+	ref string
 }
 
-func (o hitOrder) Len() int { return len(o.hits) }
-func (o hitOrder) Less(i, j int) bool {
-	a, b := &o.hits[i], &o.hits[j]
-	if a.Score != b.Score {
-		return a.Score > b.Score
+// comparePicks orders picks by score, time and ref (best, newest,
+// greatest first).
+func comparePicks(a, b pick) int {
+	if c := compareScoreTime(a, b); c != 0 {
+		return c
 	}
-	if !a.Time.Equal(b.Time) {
-		return a.Time.After(b.Time)
-	}
-	return o.refs[i] > o.refs[j]
-}
-func (o hitOrder) Swap(i, j int) {
-	o.hits[i], o.hits[j] = o.hits[j], o.hits[i]
-	o.refs[i], o.refs[j] = o.refs[j], o.refs[i]
+	return strings.Compare(b.ref, a.ref)
 }
 
-// sortHits sorts hits by score, time and ref. The candidates come ordered
-// by score and time already (searchWith), so only runs that tie on both
-// are sorted, by ref. A run is sorted as indexes, then each hit moved
-// once: moving whole hits in the sort's swaps is what cost (records
-// written in the same millisecond tie on time, and equal texts on score).
-func sortHits(hits []Hit, refs []string) {
-	o := hitOrder{hits, refs}
-	for i := 1; i < len(hits); i++ {
-		if o.Less(i, i-1) && (hits[i].Score != hits[i-1].Score || !hits[i].Time.Equal(hits[i-1].Time)) {
-			permuteHits(o, 0, len(hits)) // not in score and time order: sort them all
+// compareScoreTime orders picks by score and time only.
+func compareScoreTime(a, b pick) int {
+	switch {
+	case a.c.score != b.c.score:
+		if a.c.score > b.c.score {
+			return -1
+		}
+		return 1
+	case a.c.time != b.c.time:
+		if a.c.time > b.c.time {
+			return -1
+		}
+		return 1
+	}
+	return 0
+}
+
+// sortPicks sorts picks by score, time and ref, stably. The candidates
+// come ordered by score and time already (searchWith), so only runs that
+// tie on both are sorted, by ref (records written in the same
+// millisecond tie on time, and equal texts on score).
+func sortPicks(ps []pick) {
+	for i := 1; i < len(ps); i++ {
+		if compareScoreTime(ps[i], ps[i-1]) < 0 {
+			slices.SortStableFunc(ps, comparePicks) // not in score and time order: sort them all
 			return
 		}
 	}
-	for i := 0; i < len(hits); {
+	for i := 0; i < len(ps); {
 		j := i + 1
-		for j < len(hits) && hits[j].Score == hits[i].Score && hits[j].Time.Equal(hits[i].Time) {
+		for j < len(ps) && compareScoreTime(ps[j], ps[i]) == 0 {
 			j++
 		}
 		if j-i > 1 {
-			permuteHits(o, i, j)
+			slices.SortStableFunc(ps[i:j], comparePicks)
 		}
 		i = j
 	}
 }
 
-// permuteHits sorts o's hits from..to (stably, by hitOrder) through a
-// permutation of their indexes.
-func permuteHits(o hitOrder, from, to int) {
-	idx := make([]int, to-from)
-	for i := range idx {
-		idx[i] = from + i
+// relevance is a candidate's Relevance: its score over a perfect match's.
+func (res *searchResult) relevance(c *scored) float64 {
+	if res.perfect > 0 {
+		return min(c.score/res.perfect, 1)
 	}
-	sort.SliceStable(idx, func(a, b int) bool { return o.Less(idx[a], idx[b]) })
-	// Position from+i takes the hit at idx[i]: follow each cycle.
-	for i := range idx {
-		if idx[i] == from+i {
-			continue
-		}
-		h, r := o.hits[from+i], o.refs[from+i]
-		j := i
-		for {
-			k := idx[j] - from
-			idx[j] = from + j
-			if k == i {
-				o.hits[from+j], o.refs[from+j] = h, r
-				break
-			}
-			o.hits[from+j], o.refs[from+j] = o.hits[from+k], o.refs[from+k]
-			j = k
-		}
-	}
+	return 0
 }
 
 // hits resolves candidates into hits, ordered by score, time and ref.
 func (m *Memory) hits(v *persistence.Snapshot, owner string, res *searchResult) ([]Hit, error) {
-	src := blockSource{v: v, cache: m.cache, rows: m.rows}
 	out := make([]Hit, 0, len(res.cands))
-	refs := make([]string, 0, len(res.cands))
-	for _, c := range res.cands {
+	err := m.eachHit(v, owner, res, nil, func(h *Hit) (bool, error) {
+		out = append(out, *h)
+		return true, nil
+	})
+	return out, err
+}
+
+// eachHit calls fn with each hit of hits that keep (when not nil)
+// accepts, in the same order, until fn returns false or an error: the
+// others' rows are not read, nor whether a fact among them is
+// superseded. The hit is fn's to read during the call only.
+func (m *Memory) eachHit(v *persistence.Snapshot, owner string, res *searchResult, keep func(*scored) bool, fn func(*Hit) (bool, error)) error {
+	src := blockSource{v: v, cache: m.cache, rows: m.rows}
+	picks := make([]pick, 0, len(res.cands))
+	// The document blocks read, each looked up in the shared cache once
+	// (the candidates of a segment often share a few; a short list costs
+	// less than a map).
+	type block struct {
+		seg  *segment
+		n    uint32
+		rows []parsedRow
+	}
+	var blocks []block
+	for i := range res.cands {
+		c := &res.cands[i]
+		if keep != nil && !keep(c) {
+			continue
+		}
+		if c.p != nil {
+			picks = append(picks, pick{c: c, ref: c.p.ref})
+			continue
+		}
+		n := c.doc / docBlockDocs
+		var rows []parsedRow
+		found := false
+		for j := len(blocks) - 1; j >= 0; j-- { // the latest first
+			if b := &blocks[j]; b.seg == c.seg && b.n == n {
+				rows, found = b.rows, true
+				break
+			}
+		}
+		if !found {
+			var err error
+			if rows, err = c.seg.rowBlock(src, n); err != nil {
+				return err
+			}
+			blocks = append(blocks, block{c.seg, n, rows})
+		}
+		r, err := c.seg.rowOf(rows, c.doc)
+		if err != nil {
+			return err
+		}
+		picks = append(picks, pick{c: c, row: r, ref: r.ref})
+	}
+	sortPicks(picks)
+	var h Hit
+	for _, pk := range picks {
+		c := pk.c
 		var info docRow
 		var task, fact string
 		var seq uint64
 		var from, to int
-		kind := c.kind
-		if c.p != nil {
+		if r := pk.row; r != nil {
+			info, task, seq, fact, from, to = r.docRow, r.task, r.seq, r.fact, r.from, r.to
+		} else {
 			info = docRow{ref: c.p.ref, source: c.p.source, hash: c.p.hash, textBytes: c.p.textBytes, untrusted: c.p.untrusted}
 			var ok bool
 			if task, seq, fact, from, to, ok = parseDocRef(info.ref); !ok {
-				return nil, fmt.Errorf("%w: ref %q", errCorrupt, info.ref)
+				return fmt.Errorf("%w: ref %q", errCorrupt, info.ref)
 			}
-		} else {
-			r, err := c.seg.row(src, c.doc)
-			if err != nil {
-				return nil, err
-			}
-			info, task, seq, fact, from, to = r.docRow, r.task, r.seq, r.fact, r.from, r.to
 		}
-		h := Hit{TaskID: task, Seq: seq, FactID: fact, Kind: kind, Time: time.UnixMilli(c.time).UTC(), Source: info.source,
-			Score: c.score, Matched: bits.OnesCount32(c.matched), QueryTerms: res.terms, TextBytes: int(info.textBytes), Untrusted: info.untrusted, hash: info.hash,
-			PassageFrom: from, PassageTo: to, mask: c.matched}
-		if res.perfect > 0 {
-			h.Relevance = min(c.score/res.perfect, 1)
-		}
-		out = append(out, h)
-		refs = append(refs, info.ref)
-	}
-	sortHits(out, refs)
-	sorted := out
-	for i := range sorted {
-		if sorted[i].FactID != "" {
-			by, err := supersededBy(v, owner, sorted[i].FactID)
+		h = Hit{TaskID: task, Seq: seq, FactID: fact, Kind: c.kind, Time: time.UnixMilli(c.time).UTC(), Source: info.source,
+			Score: c.score, Relevance: res.relevance(c), Matched: bits.OnesCount32(c.matched), QueryTerms: res.terms, TextBytes: int(info.textBytes),
+			Untrusted: info.untrusted, hash: info.hash, PassageFrom: from, PassageTo: to, mask: c.matched}
+		if fact != "" {
+			by, err := supersededBy(v, owner, fact)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			sorted[i].SupersededBy = by
+			h.SupersededBy = by
+		}
+		if more, err := fn(&h); err != nil || !more {
+			return err
 		}
 	}
-	return sorted, nil
+	return nil
 }
 
 // bestPassages keeps the first hit of each record (hits are best first:

@@ -451,14 +451,13 @@ func decodeDocRows(b []byte) ([]docRow, error) {
 	return rows, nil
 }
 
-// row returns the document table row of doc, with its ref parsed. The
-// rows of a document block are decoded together the first time one of
-// them is asked for and kept in the memory's cache of decoded blocks
-// (src.rows, bounded in bytes): results come back to the same documents
-// Cycle after Cycle, and finding one row in an encoded block means
-// decoding the rows before it.
-func (s *segment) row(src blockSource, doc uint32) (*parsedRow, error) {
-	n := doc / docBlockDocs
+// rowBlock returns the document table rows of document block n, with
+// their refs parsed (a document's row is rowOf them). The rows of a
+// block are decoded together the first time one of them is asked for
+// and kept in the memory's cache of decoded blocks (src.rows, bounded in
+// bytes): results come back to the same documents Cycle after Cycle, and
+// finding one row in an encoded block means decoding the rows before it.
+func (s *segment) rowBlock(src blockSource, n uint32) ([]parsedRow, error) {
 	key := persistence.BlockKey(s.owner, persistence.BlockDocs, s.hdr.seg, n)
 	rows, ok := src.rows.get(key)
 	if !ok {
@@ -471,6 +470,11 @@ func (s *segment) row(src blockSource, doc uint32) (*parsedRow, error) {
 		}
 		src.rows.put(string(key), rows)
 	}
+	return rows, nil
+}
+
+// rowOf returns doc's row of its block's rows.
+func (s *segment) rowOf(rows []parsedRow, doc uint32) (*parsedRow, error) {
 	i := doc % docBlockDocs
 	if i >= uint32(len(rows)) {
 		return nil, fmt.Errorf("%w: segment %d has no row %d", errCorrupt, s.hdr.seg, doc)
