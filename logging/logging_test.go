@@ -44,6 +44,28 @@ func TestAdapters(t *testing.T) {
 	}
 }
 
+// A library's line below the level logged is not formatted.
+func TestPrintfFormatsOnlyWhatIsLogged(t *testing.T) {
+	var b bytes.Buffer
+	log, _ := New(&b, "info", FormatJSON)
+	p := NewPrintf(log, "badger")
+	formatted := 0
+	arg := stringerFunc(func() string { formatted++; return "x" })
+	p.Debugf("%s", arg)
+	p.Infof("%s", arg)
+	if formatted != 0 || b.Len() != 0 {
+		t.Fatalf("below info: formatted %d times, wrote %q", formatted, b.String())
+	}
+	p.Warningf("%s", arg)
+	if formatted != 1 || !strings.Contains(b.String(), `"message":"x"`) {
+		t.Fatalf("a warning: formatted %d times, wrote %q", formatted, b.String())
+	}
+}
+
+type stringerFunc func() string
+
+func (f stringerFunc) String() string { return f() }
+
 func TestLibLevel(t *testing.T) {
 	for _, tc := range []struct {
 		level   slog.Level
