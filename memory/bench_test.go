@@ -504,16 +504,21 @@ func benchRecall(b *testing.B, reuse bool) {
 // unless reuse) and reports their latencies and the items recalled.
 func measureRecalls(b *testing.B, c *benchCorpus, reuse bool) {
 	h := cycleHistory(newWordGen(2), c.samples[42])
-	q := RecallQuery{Owner: "o", TaskID: h[0].GetTaskId(), History: h}
+	timeRecalls(b, c.mem, RecallQuery{Owner: "o", TaskID: h[0].GetTaskId(), History: h}, reuse)
+}
+
+// timeRecalls times b.N recalls of q, each searching unless reuse, and
+// reports their latencies and how many items the last one gave.
+func timeRecalls(b *testing.B, m *Memory, q RecallQuery, reuse bool) {
 	lat := make(latencies, 0, b.N)
 	items := 0
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if !reuse {
-			c.mem.recalls.reset() // every recall searches
+			m.recalls.reset() // every recall searches
 		}
 		t := time.Now()
-		ev, err := c.mem.Recall(context.Background(), q)
+		ev, err := m.Recall(context.Background(), q)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -787,23 +792,6 @@ func BenchmarkRecallSameTextUnchanged(b *testing.B) { benchRecallSameText(b, tru
 
 func benchRecallSameText(b *testing.B, reuse bool) {
 	c, q := sameTextCorpus(b)
-	lat := make(latencies, 0, b.N)
-	items := 0
 	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if !reuse {
-			c.mem.recalls.reset() // every recall searches
-		}
-		t := time.Now()
-		ev, err := c.mem.Recall(context.Background(), q)
-		if err != nil {
-			b.Fatal(err)
-		}
-		lat = append(lat, time.Since(t))
-		items = len(ev)
-	}
-	b.StopTimer()
-	lat.report(b)
-	b.ReportMetric(float64(items), "items")
+	timeRecalls(b, c.mem, q, reuse)
 }
