@@ -165,22 +165,14 @@ func TestChildrenIndexUpgradeFromFormat1(t *testing.T) {
 	}
 	closeTest(t, st)
 
-	dd, err := OpenDataDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ro, err := Open(dd, Options{Log: zerolog.Nop(), ReadOnly: true})
-	if err != nil {
-		t.Fatalf("read-only open of format 1: %v", err)
-	}
+	ro := openReadOnly(t, dir)
 	if _, err := ro.Meta(root); err != nil {
 		t.Fatalf("read-only Meta: %v", err)
 	}
 	if _, err := ro.Descendants(root); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("read-only Descendants of format 1: %v, want ErrInvalid", err)
 	}
-	_ = ro.Close()
-	_ = dd.Close()
+	closeTest(t, ro)
 
 	st = openTest(t, dir)
 	tree, err := st.Descendants(root)

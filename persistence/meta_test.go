@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/dgraph-io/badger/v4"
-	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 
 	"lemo/api"
@@ -169,19 +168,11 @@ func TestFormat2IsMarked3(t *testing.T) {
 		t.Fatal(err)
 	}
 	closeTest(t, st)
-	dd, err := OpenDataDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ro, err := Open(dd, Options{Log: zerolog.Nop(), ReadOnly: true})
-	if err != nil {
-		t.Fatalf("read-only open of format 2: %v", err)
-	}
+	ro := openReadOnly(t, dir)
 	if v, err := ro.Get(formatKey); err != nil || string(v) != storeFormat2 {
 		t.Fatalf("format after a read-only open = %q, %v", v, err)
 	}
-	_ = ro.Close()
-	_ = dd.Close()
+	closeTest(t, ro)
 	st = openTest(t, dir)
 	if v, err := st.Get(formatKey); err != nil || string(v) != storeFormat {
 		t.Fatalf("format after a read-write open = %q, %v; want %q", v, err, storeFormat)

@@ -60,6 +60,21 @@ func openTest(t testing.TB, dir string) *testStore {
 	return ts
 }
 
+// openReadOnly opens the store in dir read-only, as inspection does.
+func openReadOnly(t testing.TB, dir string) *testStore {
+	t.Helper()
+	dd, err := OpenDataDir(dir)
+	if err != nil {
+		t.Fatalf("OpenDataDir: %v", err)
+	}
+	st, err := Open(dd, Options{Log: zerolog.Nop(), ReadOnly: true})
+	if err != nil {
+		_ = dd.Close()
+		t.Fatalf("read-only Open: %v", err)
+	}
+	return &testStore{Store: st, dd: dd}
+}
+
 func closeTest(t testing.TB, ts *testStore) {
 	t.Helper()
 	if err := ts.Close(); err != nil {
