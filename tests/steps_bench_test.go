@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -249,7 +250,9 @@ func (h histogram) quantile(before histogram, q float64) float64 {
 // lemo serve. Each iteration starts T Tasks at once and waits for all to
 // finish; the figures are per model call (step) of all iterations.
 // Set LEMO_STEPS_PROFILE to a folder to keep a CPU profile of the daemon
-// over the measured window (http.pprof on).
+// over the measured window (http.pprof on), and LEMO_STEPS_DATA to a folder
+// to keep each run's data folder in (to read what the steps wrote). With -test.v each round's CreateTask
+// latencies and the append-to-ack histogram's buckets are logged.
 func BenchmarkSteps(b *testing.B) {
 	for _, tasks := range []int{1, 50} {
 		b.Run(fmt.Sprintf("T=%d", tasks), func(b *testing.B) { benchSteps(b, tasks) })
@@ -259,6 +262,13 @@ func BenchmarkSteps(b *testing.B) {
 func benchSteps(b *testing.B, tasks int) {
 	url, modelPID := stepsModelServer(b)
 	data := filepath.Join(b.TempDir(), "data")
+	if kept := os.Getenv("LEMO_STEPS_DATA"); kept != "" {
+		run, err := os.MkdirTemp(kept, fmt.Sprintf("T%d-N%d-", tasks, b.N))
+		if err != nil {
+			b.Fatalf("LEMO_STEPS_DATA: %v", err)
+		}
+		data = filepath.Join(run, "data")
+	}
 	env := []string{"LEMO_OLLAMA_DISABLED=true", "LEMO_OPENAI_BASE_URL=" + url, "LEMO_OPENAI_API_KEY=sk-bench", "LEMO_HTTP_LISTEN=127.0.0.1:0"}
 	profileDir := os.Getenv("LEMO_STEPS_PROFILE")
 	if profileDir != "" {
@@ -293,11 +303,24 @@ func benchSteps(b *testing.B, tasks int) {
 			b.Fatalf("%v\n%s", err, d.logs())
 		}
 		creates = append(creates, lat...)
+		if testing.Verbose() {
+			slices.Sort(lat)
+			b.Logf("round %d: CreateTask %.1f to %.1f ms (median %.1f)", n, ms(lat[0]), ms(lat[len(lat)-1]), ms(lat[len(lat)/2]))
+		}
 	}
 	b.StopTimer()
 	after, modelAfter := readProcStats(b, pid), processCPU(modelPID)
 	selfAfter := selfCPUTime()
 	ackAfter := scrapeHistogram(b, metricsAddr, "lemo_append_ack_seconds")
+	if testing.Verbose() {
+		for i, le := range ackAfter.bounds {
+			n := ackAfter.counts[i]
+			if i < len(ackBefore.counts) {
+				n -= ackBefore.counts[i]
+			}
+			b.Logf("appends acknowledged within %g s: %g", le, n)
+		}
+	}
 	if profile != nil {
 		profile.wait(b)
 		saveHeapProfile(b, metricsAddr, filepath.Join(profileDir, fmt.Sprintf("daemon-T%d.heap.pprof", tasks)))
