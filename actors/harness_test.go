@@ -419,6 +419,19 @@ func (badOutputTool) Execute(ctx context.Context, c tools.Call, emit tools.Emit)
 }
 
 // eventually polls f until it returns nil or 10 s pass.
+// waitAppends waits until the store has committed want appends: a Task's
+// last append may be acknowledged just before its commit callback counts
+// it. evs, the Task's history, is shown when the count is wrong.
+func (h *harness) waitAppends(want int64, evs []*api.Event) {
+	h.t.Helper()
+	eventually(h.t, "the appends counted", func() error {
+		if n := h.appends.Load(); n != want {
+			return fmt.Errorf("%d appends for %d events, want %d:\n%s", n, len(evs), want, dump(evs))
+		}
+		return nil
+	})
+}
+
 func eventually(t testing.TB, what string, f func() error) {
 	t.Helper()
 	testwait.Until(t, 10*time.Second, what, f)

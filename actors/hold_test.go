@@ -83,12 +83,7 @@ func TestReadOnlyStepIsOneAppend(t *testing.T) {
 			if c.tool != "test_echo" && runs.Load() != calls {
 				t.Fatalf("tool ran %d times, want %d", runs.Load(), calls)
 			}
-			eventually(t, "the appends counted", func() error {
-				if n := h.appends.Load(); n != c.appends {
-					return fmt.Errorf("%d appends, want %d:\n%s", n, c.appends, dump(evs))
-				}
-				return nil
-			})
+			h.waitAppends(c.appends, evs)
 		})
 	}
 }
@@ -129,12 +124,7 @@ func TestHoldEndsAfterHoldFor(t *testing.T) {
 	checkContiguous(t, evs)
 	// The creation, the first Cycle's start, the answer with the call's
 	// start (at HoldFor), the result with the next Cycle's start, the end.
-	eventually(t, "the appends counted", func() error {
-		if n := h.appends.Load(); n != 5 {
-			return fmt.Errorf("%d appends, want 5:\n%s", n, dump(evs))
-		}
-		return nil
-	})
+	h.waitAppends(5, evs)
 }
 
 // holding starts a Task whose read-only call runs (and blocks) while the
@@ -210,12 +200,7 @@ func TestHoldIsBounded(t *testing.T) {
 	// The creation, the first Cycle's start, the answer with both starts
 	// and one result (the hold ends at the second), the second result with
 	// the next Cycle's start, the end.
-	eventually(t, "the appends counted", func() error {
-		if n := h.appends.Load(); n != 5 {
-			return fmt.Errorf("%d appends, want 5:\n%s", n, kinds(evs))
-		}
-		return nil
-	})
+	h.waitAppends(5, evs)
 }
 
 // A held append records when each of its events was decided: the answer

@@ -3,7 +3,6 @@ package actors_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -334,15 +333,7 @@ func TestStepIsTwoAppends(t *testing.T) {
 	if runs.Load() != calls {
 		t.Fatalf("tool ran %d times, want %d", runs.Load(), calls)
 	}
-	// The Task's last append may be acknowledged just before its commit
-	// callback runs: wait for the count to settle.
-	want := int64(2 + 2*calls + 1)
-	eventually(t, "the appends counted", func() error {
-		if n := h.appends.Load(); n != want {
-			return fmt.Errorf("%d appends for %d events, want %d:\n%s", n, len(evs), want, dump(evs))
-		}
-		return nil
-	})
+	h.waitAppends(int64(2+2*calls+1), evs)
 }
 
 // A finished Task that stays in memory (until it passivates) holds its own
