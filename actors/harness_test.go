@@ -418,7 +418,6 @@ func (badOutputTool) Execute(ctx context.Context, c tools.Call, emit tools.Emit)
 	return json.RawMessage(`{"wrong":1}`), nil
 }
 
-// eventually polls f until it returns nil or 10 s pass.
 // waitAppends waits until the store has committed want appends: a Task's
 // last append may be acknowledged just before its commit callback counts
 // it. evs, the Task's history, is shown when the count is wrong.
@@ -432,6 +431,7 @@ func (h *harness) waitAppends(want int64, evs []*api.Event) {
 	})
 }
 
+// eventually polls f until it returns nil or 10 s pass.
 func eventually(t testing.TB, what string, f func() error) {
 	t.Helper()
 	testwait.Until(t, 10*time.Second, what, f)
