@@ -617,7 +617,7 @@ func stage(txn *badger.Txn, st staged) error {
 		}
 	}
 	if len(req.events) > 0 {
-		if st.saved == meta.GetLastSeq() {
+		if st.saved == meta.GetLastSeq() { // plan chose to rewrite the record (saveMeta)
 			mb, err := proto.MarshalOptions{Deterministic: true}.Marshal(meta)
 			if err != nil {
 				return err
