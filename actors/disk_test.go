@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"lemo/actors"
+	"lemo/actors/live"
 	"lemo/api"
 	"lemo/persistence"
 	"lemo/providers"
@@ -76,11 +77,46 @@ func TestDiskFullPausesAndResumes(t *testing.T) {
 	}
 }
 
+// A call whose result the full disk refused is closed by the pause without
+// it; its live output (here the stopped tool's, empty) is released then,
+// not kept (with any spill file on that disk) until the Task's actor
+// stops.
+func TestDiskFullReleasesUnrecordedResults(t *testing.T) {
+	var free atomic.Int64
+	free.Store(1 << 40)
+	lv := newLive(t, live.Limits{})
+	h, _ := diskHarnessLive(t, &free, lv)
+	id := h.create("fill the disk")
+	eventually(t, "the tool runs", func() error {
+		if !h.blocks.isRunning("fill") {
+			return errNotYet
+		}
+		return nil
+	})
+	if u := lv.Usage(); u.Results != 1 {
+		t.Fatalf("live results while the tool runs: %+v, want 1", u)
+	}
+	free.Store(0)
+	h.waitFor(id, "paused for the full disk", func(evs []*api.Event) bool {
+		sc := evs[len(evs)-1].GetStatusChanged()
+		return sc.GetPauseReason() == api.PauseReason_PAUSE_REASON_DISK_FULL
+	})
+	if u := lv.Usage(); u.Results != 0 {
+		t.Fatalf("live results once the pause is recorded: %+v, want none", u)
+	}
+}
+
 // diskHarness is a harness whose store reads its free space from free (plus
 // the reserve's 16 MiB once released), with a model that runs test.block
 // ("fill") and then answers.
 func diskHarness(t *testing.T, free *atomic.Int64) (*harness, string) {
-	h := &harness{t: t, dir: t.TempDir(), blocks: newBlockRegistry(), obs: newCountingObserver()}
+	return diskHarnessLive(t, free, nil)
+}
+
+// diskHarnessLive is diskHarness keeping the live results in lv (nil: the
+// daemon's default).
+func diskHarnessLive(t *testing.T, free *atomic.Int64, lv *live.Accountant) (*harness, string) {
+	h := &harness{t: t, dir: t.TempDir(), blocks: newBlockRegistry(), obs: newCountingObserver(), live: lv}
 	reserve := filepath.Join(h.dir, "space.reserve")
 	h.freeBytes = func(string) (int64, error) {
 		f := free.Load()

@@ -393,6 +393,23 @@ func (t *task) releaseLive(all bool) {
 	}
 }
 
+// releaseUnrecorded releases the live outputs of calls that reported but
+// whose results were never recorded: after an append that failed and left
+// the Task as its log has it, a call no longer running had its result in
+// that append (no hold is kept while an append is in flight). The call is
+// closed without it (the pause records it as stopped), or was never
+// recorded when its start was held with it; nothing will present the
+// output, and released, its spill file stops taking space on the disk that
+// refused the append.
+func (t *task) releaseUnrecorded() {
+	for id, r := range t.opened {
+		if _, running := t.tools[id]; !running {
+			r.Release()
+			delete(t.opened, id)
+		}
+	}
+}
+
 func (t *task) failQueued(err error) {
 	if t.inflight != nil {
 		for _, r := range t.inflight.replies {
@@ -1377,6 +1394,7 @@ const diskPauseRetry = 500 * time.Millisecond
 // onDiskFull handles an append the store refused because the disk is full
 // (nothing was written; the caller was answered).
 func (t *task) onDiskFull(ctx actor.Context, inf *inflight) {
+	t.releaseUnrecorded()
 	switch {
 	case t.stopping != nil:
 		// The daemon stops: stop what runs all the same; the next start
