@@ -343,6 +343,37 @@ func TestExtraKeysCommitWithEvents(t *testing.T) {
 	}
 }
 
+// The writer begins the transaction of its next batch as soon as a commit
+// is handed to Badger (newTxn), so the next append is staged in a
+// transaction begun before other writers' later commits (the memory's
+// UpdateIndex). Its writes still land after theirs, without a conflict,
+// and a commit of theirs is never lost to it.
+func TestAppendAfterAnotherWritersCommit(t *testing.T) {
+	st := openTest(t, t.TempDir())
+	task := NewTaskID(t0)
+	key := append(IndexPrefix(), "shared"...)
+	other := append(IndexPrefix(), "other"...)
+	if _, err := st.Append(context.Background(), Append{TaskID: task, Events: []*api.Event{created(task, "o")},
+		Extra: []KV{{Key: key, Value: []byte("append 1")}}}); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"append 2", "append 3"} {
+		if err := st.UpdateIndex([]KV{{Key: key, Value: []byte("index")}, {Key: other, Value: []byte(want)}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Append(context.Background(), Append{TaskID: task, Events: []*api.Event{msg(task, uint64(i+2), want)},
+			Extra: []KV{{Key: key, Value: []byte(want)}}}); err != nil {
+			t.Fatalf("append after another writer's commit: %v", err)
+		}
+		if v, err := st.Get(key); err != nil || string(v) != want {
+			t.Fatalf("the key both wrote: %q, %v; want the later commit's %q", v, err, want)
+		}
+		if v, err := st.Get(other); err != nil || string(v) != want {
+			t.Fatalf("the other writer's own key: %q, %v; want %q", v, err, want)
+		}
+	}
+}
+
 func TestTooLargeEventRefused(t *testing.T) {
 	st := openTest(t, t.TempDir())
 	task := NewTaskID(t0)
