@@ -182,9 +182,13 @@ func (s *Store) RaiseDay(owner string, t time.Time, id string, add *api.BudgetAm
 		return err
 	}
 	k := append(dayRaisePrefix(owner, Day(t)), id...)
-	return s.db.Update(func(txn *badger.Txn) error {
+	err := s.db.Update(func(txn *badger.Txn) error {
 		return txn.Set(k, dayValue{tokens: add.GetTokens(), cost: add.GetCostNanoUsd()}.encode())
 	})
+	if err == nil {
+		s.w.raised.Add(1) // after the commit: the writer reads raises again (dayRaises)
+	}
+	return err
 }
 
 func readDay(txn *badger.Txn, key []byte) (dayValue, error) {
@@ -225,6 +229,36 @@ func readRaises(txn *badger.Txn, owner, day string) (dayValue, error) {
 		}
 	}
 	return sum, nil
+}
+
+// dayRaises returns what operators raised owner's daily budget by on day.
+// The writer keeps what it read until RaiseDay commits another raise, so a
+// Cycle's start reads none in the common case: the count of raises is
+// taken before the read and RaiseDay adds to it after its commit, so a
+// raise the read may have missed always changes the count the next call
+// sees.
+func (w *writer) dayRaises(owner, day string) (dayValue, error) {
+	if n := w.raised.Load(); n != w.raisesAt {
+		clear(w.raises)
+		w.raisesAt = n
+	}
+	key := string(dayRaisePrefix(owner, day))
+	if v, ok := w.raises[key]; ok {
+		return v, nil
+	}
+	var v dayValue
+	if err := w.db.View(func(txn *badger.Txn) error {
+		var err error
+		v, err = readRaises(txn, owner, day)
+		return err
+	}); err != nil {
+		return dayValue{}, err
+	}
+	if len(w.raises) >= maxDayCache {
+		clear(w.raises)
+	}
+	w.raises[key] = v
+	return v, nil
 }
 
 // dayWrite is a day record a staged append writes.
@@ -287,12 +321,8 @@ func (w *writer) planDays(req *request, owner string, deltas []dayDelta, group [
 				charge = charge.add(dayDelta{cost: d.cost})
 			}
 		}
-		var raised dayValue
-		if err := w.db.View(func(txn *badger.Txn) error {
-			var err error
-			raised, err = readRaises(txn, owner, day)
-			return err
-		}); err != nil {
+		raised, err := w.dayRaises(owner, day)
+		if err != nil {
 			return nil, err
 		}
 		midnight := time.Date(at.Year(), at.Month(), at.Day(), 0, 0, 0, 0, time.UTC)

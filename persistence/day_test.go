@@ -169,8 +169,8 @@ func TestDayCheck(t *testing.T) {
 }
 
 // BenchmarkDayCheck is what the owner's daily budget adds to the writer
-// for one Cycle's start: the day's record (cached after the first), the
-// day's raises (two) and the check.
+// for one Cycle's start: the day's record and its two raises (both cached
+// after the first read) and the check.
 func BenchmarkDayCheck(b *testing.B) {
 	st := openTest(b, b.TempDir())
 	at := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
@@ -181,7 +181,7 @@ func BenchmarkDayCheck(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	w := &writer{db: st.db, days: map[string]dayValue{}} // planning only: no goroutine
+	w := &writer{db: st.db, days: map[string]dayValue{}, raises: map[string]dayValue{}} // planning only: no goroutine
 	ev := evAt(id, 2, at, &api.CycleStarted{Cycle: 1, Reservation: &api.BudgetReservation{InputTokens: 900, OutputTokens: 100}})
 	req := &request{task: id, events: []*api.Event{ev}, dayCheck: limitCheck(1 << 40)}
 	deltas := []dayDelta{{key: string(dayKey("alice", Day(at))), day: Day(at), tokens: 1000}}

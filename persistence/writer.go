@@ -195,6 +195,12 @@ type writer struct {
 	guard *diskGuard
 	// days caches committed owners' daily records (day.go) by key.
 	days map[string]dayValue
+	// raises caches what operators raised owners' daily budgets by, by
+	// owner and day, as read when raisesAt was raised's count (day.go).
+	raises   map[string]dayValue
+	raisesAt uint64
+	// raised counts the raises RaiseDay committed (it writes them itself).
+	raised atomic.Uint64
 
 	mu      sync.Mutex // guards closed against submit
 	closed  bool
@@ -213,6 +219,7 @@ func newWriter(db *badger.DB, opt Options, statuses *statusCounts) *writer {
 		busy:      make(map[string]int),
 		submitted: newSubmittedSeqs(maxSubmittedTasks),
 		days:      make(map[string]dayValue),
+		raises:    make(map[string]dayValue),
 		done:      make(chan commitDone, maxInflight),
 		stopped:   make(chan struct{}),
 	}
