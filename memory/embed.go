@@ -380,7 +380,10 @@ func (m *Memory) runEmbedder() {
 		m.log.Error().Err(err).Msg("memory: cannot load the embeddings; semantic recall is off until a restart")
 		return
 	}
-	m.log.Info().Int("vectors", e.vecs.len()).Int("tasks_behind", len(e.dirty)).Msg("memory: semantic recall on")
+	e.mu.Lock()
+	behind := len(e.dirty) // appends mark Tasks dirty meanwhile (markDirty)
+	e.mu.Unlock()
+	m.log.Info().Int("vectors", e.vecs.len()).Int("tasks_behind", behind).Msg("memory: semantic recall on")
 	tick := time.NewTicker(m.opt.IndexInterval)
 	defer tick.Stop()
 	failures := 0
