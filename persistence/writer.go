@@ -563,7 +563,8 @@ func (w *writer) finish(txn *badger.Txn, group []staged) {
 // With one commit in flight (maxInflight) the writer has nothing else to
 // do meanwhile. The writer's transactions only write, so one begun before
 // other writers' commits (the memory's) neither misses nor conflicts with
-// them.
+// them; while it waits for a batch it only holds back Badger's discard of
+// the versions those commits replace.
 func (w *writer) newTxn() *badger.Txn {
 	if t := w.next; t != nil {
 		w.next = nil
