@@ -181,18 +181,26 @@ func BenchmarkRemoteFanout(b *testing.B) {
 
 // processCPU returns the user+system CPU time of process pid (Linux).
 func processCPU(pid int) time.Duration {
+	user, sys := processTimes(pid)
+	return user + sys
+}
+
+// processTimes returns the user and system CPU time of process pid (zero
+// when it cannot be read).
+func processTimes(pid int) (user, sys time.Duration) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	// Fields after the command name (which may hold spaces) in ")".
 	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
 	if len(f) < 13 {
-		return 0
+		return 0, 0
 	}
 	utime, _ := strconv.ParseInt(f[11], 10, 64)
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * time.Second / 100 // clock ticks (USER_HZ 100)
+	const tick = time.Second / 100 // clock ticks (USER_HZ 100)
+	return time.Duration(utime) * tick, time.Duration(stime) * tick
 }
 
 func selfCPUTime() time.Duration {

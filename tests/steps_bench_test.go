@@ -130,8 +130,12 @@ func stepsModelServer(b *testing.B) (url string, pid int) {
 
 // procStats are a process's counters from /proc.
 type procStats struct {
-	cpu          time.Duration
-	writeBytes   int64
+	cpu, sys   time.Duration
+	writeBytes int64
+	// switches counts the context switches of the process's threads
+	// (voluntary and not; a thread that exited takes its count along, and
+	// the Go runtime seldom ends one).
+	switches     int64
 	peakRSSBytes int64
 	// anonBytes and fileBytes split the resident set now: the heap and
 	// other private memory, and mapped files (Badger's memtable logs and
@@ -141,7 +145,8 @@ type procStats struct {
 
 func readProcStats(b *testing.B, pid int) procStats {
 	b.Helper()
-	s := procStats{cpu: processCPU(pid)}
+	user, sys := processTimes(pid)
+	s := procStats{cpu: user + sys, sys: sys, switches: contextSwitches(b, pid)}
 	io, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
 	if err != nil {
 		b.Fatalf("read /proc/%d/io: %v", pid, err)
@@ -171,6 +176,29 @@ func readProcStats(b *testing.B, pid int) procStats {
 		}
 	}
 	return s
+}
+
+// contextSwitches sums the context switches of pid's threads.
+func contextSwitches(b *testing.B, pid int) int64 {
+	b.Helper()
+	threads, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		b.Fatalf("read /proc/%d/task: %v", pid, err)
+	}
+	var n int64
+	for _, t := range threads {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, t.Name()))
+		if err != nil {
+			continue // the thread ended meanwhile
+		}
+		for _, l := range strings.Split(string(st), "\n") {
+			if name, v, ok := strings.Cut(l, ":"); ok && (name == "voluntary_ctxt_switches" || name == "nonvoluntary_ctxt_switches") {
+				c, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				n += c
+			}
+		}
+	}
+	return n
 }
 
 // histogram is a Prometheus histogram scraped from /metrics: cumulative
@@ -327,6 +355,8 @@ func benchSteps(b *testing.B, tasks int) {
 	}
 	steps := float64(b.N * tasks * stepsPerTask)
 	b.ReportMetric(ms(after.cpu-before.cpu)/steps, "daemon-cpu-ms/step")
+	b.ReportMetric(ms(after.sys-before.sys)/steps, "daemon-sys-ms/step")
+	b.ReportMetric(float64(after.switches-before.switches)/steps, "daemon-ctxsw/step")
 	b.ReportMetric(float64(after.writeBytes-before.writeBytes)/steps/1024, "disk-KB/step")
 	b.ReportMetric(float64(after.peakRSSBytes)/(1<<20), "peak-RSS-MB")
 	b.ReportMetric(float64(after.anonBytes)/(1<<20), "end-anon-MB")
