@@ -43,11 +43,27 @@ func getMetaAt(txn *badger.Txn, task string) (*api.TaskMeta, uint64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	m := new(api.TaskMeta)
-	if err := it.Value(func(v []byte) error { return proto.Unmarshal(v, m) }); err != nil {
+	var m *api.TaskMeta
+	var saved uint64
+	err = it.Value(func(v []byte) error {
+		var err error
+		m, saved, err = decodeMeta(txn, task, v)
+		return err
+	})
+	return m, saved, err
+}
+
+// decodeMeta decodes task's metadata record rec and folds the events after
+// it (foldTail): every read of a record goes through here. saved is the
+// seq at which the record was written. Its reads may run inside a Value
+// callback: every record is below valueThreshold, so it lies in the LSM
+// tree and Value holds no lock of the value log.
+func decodeMeta(txn *badger.Txn, task string, rec []byte) (m *api.TaskMeta, saved uint64, err error) {
+	m = new(api.TaskMeta)
+	if err := proto.Unmarshal(rec, m); err != nil {
 		return nil, 0, fmt.Errorf("decode meta of task %s: %w", task, err)
 	}
-	saved := m.GetLastSeq()
+	saved = m.GetLastSeq()
 	if err := foldTail(txn, task, m); err != nil {
 		return nil, 0, err
 	}
@@ -248,10 +264,11 @@ func (s *Store) ListTasks(o ListOptions) ([]*api.TaskMeta, string, error) {
 			var m *api.TaskMeta
 			var err error
 			if o.Owner == "" {
-				m = new(api.TaskMeta)
-				if err = it.Item().Value(func(v []byte) error { return proto.Unmarshal(v, m) }); err == nil {
-					err = foldTail(txn, task, m)
-				}
+				err = it.Item().Value(func(v []byte) error {
+					var err error
+					m, _, err = decodeMeta(txn, task, v)
+					return err
+				})
 			} else {
 				m, err = getMeta(txn, task)
 			}

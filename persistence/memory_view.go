@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/dgraph-io/badger/v4"
-	"google.golang.org/protobuf/proto"
 
 	"lemo/api"
 	"lemo/internal/failpoint"
@@ -165,11 +164,8 @@ func (v *Snapshot) Meta(task string) (*api.TaskMeta, error) {
 func (v *Snapshot) EachMeta(fn func(*api.TaskMeta) error) error {
 	prefix := metaKey("")
 	return v.Scan(prefix, ScanOptions{}, func(k, val []byte) error {
-		m := new(api.TaskMeta)
-		if err := proto.Unmarshal(val, m); err != nil {
-			return fmt.Errorf("decode task meta: %w", err)
-		}
-		if err := foldTail(v.txn, string(k[len(prefix):]), m); err != nil {
+		m, _, err := decodeMeta(v.txn, string(k[len(prefix):]), val)
+		if err != nil {
 			return err
 		}
 		return fn(m)
