@@ -194,7 +194,7 @@ func (s *Store) upgradeFormat1() error {
 	if err := wb.Flush(); err != nil {
 		return fmt.Errorf("upgrade from %s: %w", storeFormat1, err)
 	}
-	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(formatKey, []byte(storeFormat)) }); err != nil {
+	if err := s.markFormat(); err != nil {
 		return fmt.Errorf("upgrade from %s: record format: %w", storeFormat1, err)
 	}
 	s.log.Info().Int("parents", len(children)).Str("format", storeFormat).Msg("store upgraded: children index built")

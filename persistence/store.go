@@ -376,7 +376,7 @@ func (s *Store) checkFormat(fresh, readOnly bool) error {
 			if readOnly {
 				return nil
 			}
-			return s.db.Update(func(txn *badger.Txn) error { return txn.Set(formatKey, []byte(storeFormat)) })
+			return s.markFormat()
 		}
 		if !bytes.Equal(have, []byte(storeFormat)) {
 			return fmt.Errorf("store format %q, this lemo reads %q", have, storeFormat)
@@ -389,10 +389,16 @@ func (s *Store) checkFormat(fresh, readOnly bool) error {
 		if readOnly {
 			return nil
 		}
-		return s.db.Update(func(txn *badger.Txn) error { return txn.Set(formatKey, []byte(storeFormat)) })
+		return s.markFormat()
 	default:
 		return err
 	}
+}
+
+// markFormat records that the store is of this lemo's format
+// (storeFormat).
+func (s *Store) markFormat() error {
+	return s.db.Update(func(txn *badger.Txn) error { return txn.Set(formatKey, []byte(storeFormat)) })
 }
 
 // Close waits for queued appends, stops the writer and closes the store.
