@@ -17,11 +17,12 @@ import (
 // the step that follows them (the next Cycle's start) join it: a step of
 // the agent loop is then one commit instead of two. The hold ends, and
 // its events are appended as they are, at the first of: the held calls
-// done (everything is appended together), Options.HoldFor (tasks.read_hold)
-// since the hold began, holdBytes of results, or any other message for the Task (a
-// command, a stop), which is then handled once the append is durable, as
-// it would have been behind any append. Nothing is applied or published
-// before it is durable: a client sees the answer when the append is.
+// done (everything is appended together), Options.HoldFor
+// (tasks.read_hold) since the hold began, holdBytes of results, or any
+// other message for the Task (a command, a stop), which is then handled
+// once the append is durable, as it would have been behind any append.
+// Nothing is applied or published before it is durable: a client sees the
+// answer when the append is.
 const (
 	// defaultHoldFor bounds how long clients wait to see an answer whose
 	// read-only calls are still running.

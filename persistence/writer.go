@@ -557,7 +557,8 @@ func (w *writer) finish(txn *badger.Txn, group []staged) {
 // done, which its watermark goroutine does after the commit's callback.
 // Begun after the callback had answered the appends, the next batch waited
 // for that goroutine to be scheduled again behind the Tasks the answers
-// woke: 5-14 ms for one commit in twenty at T = 50 on two busy cores. Begun
+// woke: 5-14 ms, in most of the commits slower than 10 ms at T = 50 on two
+// busy cores. Begun
 // right after the commit is handed to Badger (finish), the wait is
 // registered first and the watermark goroutine wakes the writer itself.
 // With one commit in flight (maxInflight) the writer has nothing else to

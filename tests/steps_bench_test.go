@@ -278,9 +278,10 @@ func (h histogram) quantile(before histogram, q float64) float64 {
 // lemo serve. Each iteration starts T Tasks at once and waits for all to
 // finish; the figures are per model call (step) of all iterations.
 // Set LEMO_STEPS_PROFILE to a folder to keep a CPU profile of the daemon
-// over the measured window (http.pprof on), and LEMO_STEPS_DATA to a folder
-// to keep each run's data folder in (to read what the steps wrote). With -test.v each round's CreateTask
-// latencies and the append-to-ack histogram's buckets are logged.
+// over the measured window (http.pprof on), and LEMO_STEPS_DATA to a
+// folder to keep each run's data folder in (to read what the steps
+// wrote). With -test.v each round's CreateTask latencies and the
+// append-to-ack histogram's buckets are logged.
 func BenchmarkSteps(b *testing.B) {
 	for _, tasks := range []int{1, 50} {
 		b.Run(fmt.Sprintf("T=%d", tasks), func(b *testing.B) { benchSteps(b, tasks) })
